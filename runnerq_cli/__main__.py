@@ -1,0 +1,5 @@
+"""`python -m runnerq_cli`."""
+
+from runnerq_cli.cli.app import run
+
+run()

@@ -1,0 +1,84 @@
+"""The public entry point: `connect()` returns a `RunnerQ` for one queue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from runnerq_cli.backend.connection import client_for, translate_errors
+from runnerq_cli.backend.context import QueueContext, utc_now
+from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
+from runnerq_cli.backend.inspection import InspectionOperations
+from runnerq_cli.backend.queue import QueueOperations
+from runnerq_cli.config import Settings, load_settings
+
+
+class RunnerQ(QueueOperations, InspectionOperations):
+    """RunnerQ's queue and inspection operations on one MongoDB queue.
+
+    Thread-safe: share one instance between threads (it shares one pooled
+    MongoClient per process).
+    """
+
+    def __init__(self, settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = settings
+        client = client_for(settings)
+        self._ctx = QueueContext.create(settings, client[settings.database], clock=clock)
+
+    @property
+    def queue(self) -> str:
+        return self.settings.queue
+
+    @property
+    def db(self) -> Any:
+        """The pymongo Database (for tools that need a raw look)."""
+        return self._ctx.db
+
+    @property
+    def collections(self) -> QueueContext:
+        return self._ctx
+
+    def ping(self) -> None:
+        """Raise `Unavailable` unless the server answers."""
+        with translate_errors(self.settings.uri):
+            self._ctx.db.command("ping")
+
+    def init_indexes(self, *, write: bool = True) -> list[IndexReport]:
+        """Create the collections and indexes (idempotent); report each index."""
+        return ensure_indexes(self._ctx.db, self.settings, write=write)
+
+    @contextmanager
+    def buffered_outbox(self, size: int = 64) -> Iterator[None]:
+        """Batch outbox copies (events, results) for throughput; drained on exit."""
+        previous = self._ctx.outbox.buffer_size
+        self._ctx.outbox.buffer_size = size
+        try:
+            yield
+        finally:
+            self._ctx.outbox.buffer_size = previous
+            self._ctx.outbox.drain()
+
+    def flush_outbox(self) -> int:
+        return self._ctx.outbox.drain()
+
+    @contextmanager
+    def errors_translated(self) -> Iterator[None]:
+        """Raise `Unavailable` (URI redacted) for connection errors inside the block."""
+        with translate_errors(self.settings.uri):
+            yield
+
+
+def connect(uri: str | None = None, *, database: str | None = None, queue: str | None = None,
+            settings: Settings | None = None, config_path: str | None = None,
+            clock: Callable[[], datetime] = utc_now) -> RunnerQ:
+    """A `RunnerQ` from explicit arguments, else the environment and config file.
+
+    >>> q = connect("mongodb://localhost:27017", queue="emails")
+    >>> q.enqueue("send_email", {"to": "a@example.com"}).activity_id
+    """
+    if settings is None:
+        overrides = {"uri": uri, "database": database, "queue": queue}
+        settings = load_settings(config_path, overrides=overrides)
+    return RunnerQ(settings, clock=clock)

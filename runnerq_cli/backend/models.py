@@ -1,0 +1,274 @@
+"""Typed views of the documents of design.md, and the enums of its vocabulary."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum, IntEnum, StrEnum
+from typing import Any
+
+from runnerq_cli.errors import InvalidArgument
+
+
+class Priority(IntEnum):
+    LOW = 1
+    NORMAL = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @classmethod
+    def parse(cls, value: str | int) -> Priority:
+        """`low|normal|high|critical` (any case) or 1-4."""
+        text = str(value).strip()
+        if text.isdigit() and 1 <= int(text) <= 4:
+            return cls(int(text))
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise InvalidArgument(
+                f"unknown priority {value!r}: use low, normal, high, critical or 1-4"
+            ) from None
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+    @classmethod
+    def parse(cls, value: str) -> Status:
+        """Accepts the stored names, `dead-letter`, and `running` for processing."""
+        text = value.strip().lower().replace("-", "_")
+        if text == "running":
+            return cls.PROCESSING
+        try:
+            return cls(text)
+        except ValueError:
+            names = ", ".join(s.value.replace("_", "-") for s in cls)
+            raise InvalidArgument(f"unknown status {value!r}: use one of {names}") from None
+
+
+TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER,
+                               Status.CANCELLED})
+
+
+class OnDuplicate(StrEnum):
+    """What `enqueue` does when the idempotency key is already held (design.md)."""
+
+    ALLOW_REUSE = "allow-reuse"
+    RETURN_EXISTING = "return-existing"
+    ALLOW_REUSE_ON_FAILURE = "allow-reuse-on-failure"
+    NO_REUSE = "no-reuse"
+
+    @classmethod
+    def parse(cls, value: str | OnDuplicate) -> OnDuplicate:
+        if isinstance(value, OnDuplicate):
+            return value
+        text = value.strip().lower().replace("_", "-")
+        aliases = {"allowreuse": "allow-reuse", "returnexisting": "return-existing",
+                   "allowreuseonfailure": "allow-reuse-on-failure", "noreuse": "no-reuse"}
+        text = aliases.get(text.replace("-", ""), text)
+        try:
+            return cls(text)
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise InvalidArgument(f"unknown --on-duplicate {value!r}: use one of {names}") from None
+
+
+class AckOutcome(StrEnum):
+    """What acknowledging an attempt did to the activity."""
+
+    COMPLETED = "completed"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    DEAD_LETTERED = "dead_lettered"
+
+
+class EventType(StrEnum):
+    ENQUEUED = "Enqueued"
+    SCHEDULED = "Scheduled"
+    DEQUEUED = "Dequeued"
+    STARTED = "Started"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    RETRYING = "Retrying"
+    DEAD_LETTER = "DeadLetter"
+    REQUEUED = "Requeued"
+    LEASE_EXTENDED = "LeaseExtended"
+    RESULT_STORED = "ResultStored"
+    CANCELLED = "Cancelled"
+    RETRIED = "Retried"
+    REDRIVEN = "Redriven"
+    RUN_NOW = "RunNow"
+    RESCHEDULED = "Rescheduled"
+    PRIORITY_CHANGED = "PriorityChanged"
+
+
+def parse_activity_id(value: str | uuid.UUID) -> uuid.UUID:
+    """A UUID from its text form; InvalidArgument otherwise."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value).strip())
+    except ValueError:
+        raise InvalidArgument(f"invalid activity id {value!r}: expected a UUID") from None
+
+
+def display_status(status: str, retry_count: int = 0) -> str:
+    """Canonical reporting name: processing is *running*; a scheduled retry is *retrying*."""
+    if status == Status.PROCESSING.value:
+        return "running"
+    if status == Status.SCHEDULED.value and retry_count > 0:
+        return "retrying"
+    return status
+
+
+@dataclass(frozen=True)
+class Activity:
+    """An activity document. Unknown fields written by other programs are kept in `extra`."""
+
+    id: uuid.UUID
+    activity_type: str
+    payload: dict[str, Any]
+    priority: int
+    status: str
+    created_at: datetime
+    retry_count: int = 0
+    max_retries: int = 3
+    timeout_seconds: int = 300
+    retry_delay_seconds: int = 1
+    metadata: dict[str, str] = field(default_factory=dict)
+    scheduled_at: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    worker_id: str | None = None
+    lease_id: str | None = None
+    lease_deadline: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    idempotency_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _FIELDS = (
+        "activity_type", "payload", "priority", "status", "created_at", "retry_count",
+        "max_retries", "timeout_seconds", "retry_delay_seconds", "metadata", "scheduled_at",
+        "started_at", "completed_at", "worker_id", "lease_id", "lease_deadline", "last_error",
+        "last_error_at", "idempotency_key",
+    )
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Activity:
+        known = {name: doc[name] for name in cls._FIELDS if name in doc}
+        known.setdefault("payload", {})
+        known.setdefault("metadata", {})
+        extra = {k: v for k, v in doc.items() if k != "_id" and k not in cls._FIELDS}
+        return cls(id=doc["_id"], extra=extra, **known)
+
+    @property
+    def display_status(self) -> str:
+        return display_status(self.status, self.retry_count)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in {s.value for s in TERMINAL_STATUSES}
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict with stable field names (ids and dates as strings)."""
+        out: dict[str, Any] = {"id": str(self.id)}
+        for name in self._FIELDS:
+            out[name] = to_jsonable(getattr(self, name))
+        out["display_status"] = self.display_status
+        return out
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A held lease on one activity: pass it back to ack or extend."""
+
+    activity: Activity
+    lease_id: str
+    worker_id: str
+    lease_deadline: datetime
+
+    @property
+    def activity_id(self) -> uuid.UUID:
+        return self.activity.id
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """The activity an enqueue refers to, and whether this call created it."""
+
+    activity_id: uuid.UUID
+    created: bool
+    status: str
+
+
+@dataclass(frozen=True)
+class Result:
+    activity_id: uuid.UUID
+    state: str  # "Ok" | "Err"
+    data: Any
+    created_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activity_id": str(self.activity_id), "state": self.state,
+                "data": to_jsonable(self.data), "created_at": to_jsonable(self.created_at)}
+
+
+@dataclass(frozen=True)
+class Event:
+    id: Any
+    activity_id: uuid.UUID
+    timestamp: datetime
+    event_type: str
+    worker_id: str | None
+    detail: dict[str, Any]
+    ingested_at: datetime | None = None
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Event:
+        return cls(id=doc["_id"], activity_id=doc.get("activity_id"),
+                   timestamp=doc.get("timestamp"), event_type=str(doc.get("event_type")),
+                   worker_id=doc.get("worker_id"), detail=doc.get("detail") or {},
+                   ingested_at=doc.get("ingested_at"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": str(self.id), "activity_id": str(self.activity_id),
+                "timestamp": to_jsonable(self.timestamp), "event_type": self.event_type,
+                "worker_id": self.worker_id, "detail": to_jsonable(self.detail)}
+
+
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    activity: Activity
+    error: str
+    failed_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activity": self.activity.to_json(), "error": self.error,
+                "failed_at": to_jsonable(self.failed_at)}
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dates to ISO-8601 (UTC), UUIDs and ObjectIds to strings, recursively."""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

@@ -1,0 +1,182 @@
+"""The outbox: how one state change reaches several collections without transactions.
+
+Every state change of an activity is one atomic update of its own document
+(the commit point). Whatever else that change must write, its lifecycle
+events, its result, its dead-letter record, is put into the same update
+as an `outbox` sub-document:
+
+    outbox: {seq: int, since: date, events: [...], result: {...}, dead_letter: {...}}
+
+and copied out afterwards by `OutboxWriter.flush`:
+
+    1. insert the events (fixed `_id`s, so a replay inserts nothing twice),
+    2. upsert the result and the dead-letter record (idempotent),
+    3. unset the outbox, only if its `seq` is still the one copied.
+
+A crash between any two of these leaves the outbox in place; the reaper's
+`repair_outboxes` flushes outboxes older than a grace period. So nothing is
+lost and nothing is written twice, on any server, without a replica set.
+Workers buffer flushes to batch them (fewer commands per activity); the
+buffer only delays copies that are already safe in the activity document.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ReplaceOne, UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError
+
+DUPLICATE_KEY = 11000
+
+
+def new_event(activity_id: Any, activity_type: str | None, event_type: str, now: datetime,
+              worker_id: str | None = None, **detail: Any) -> dict[str, Any]:
+    """An event document, ready for the outbox (its `_id` is fixed here)."""
+    return {
+        "_id": ObjectId(),
+        "activity_id": activity_id,
+        "activity_type": activity_type,
+        "timestamp": now,
+        "event_type": event_type,
+        "worker_id": worker_id,
+        "detail": {k: v for k, v in detail.items() if v is not None},
+    }
+
+
+def outbox_update(now: datetime, events: Iterable[dict[str, Any]] = (),
+                  result: dict[str, Any] | None = None,
+                  dead_letter: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Update operators that add to the outbox; merge them into a state update."""
+    update: dict[str, dict[str, Any]] = {
+        "$push": {"outbox.events": {"$each": list(events)}},
+        "$inc": {"outbox.seq": 1},
+        "$min": {"outbox.since": now},
+    }
+    extra = {}
+    if result is not None:
+        extra["outbox.result"] = result
+    if dead_letter is not None:
+        extra["outbox.dead_letter"] = dead_letter
+    if extra:
+        update["$set"] = extra
+    return update
+
+
+def merge_updates(*updates: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    merged: dict[str, dict[str, Any]] = {}
+    for update in updates:
+        for op, fields in update.items():
+            merged.setdefault(op, {}).update(fields)
+    return merged
+
+
+class OutboxWriter:
+    """Copies outboxes to their collections, at once or in buffered batches."""
+
+    def __init__(self, activities: Collection, events: Collection, results: Collection,
+                 dead_letter: Collection, clock: Callable[[], datetime]) -> None:
+        self._activities = activities
+        self._events = events
+        self._results = results
+        self._dead_letter = dead_letter
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buffer: dict[Any, dict[str, Any]] = {}
+        self.buffer_size = 0  # 0: flush each document as it is submitted
+
+    def submit(self, doc: dict[str, Any] | None) -> None:
+        """Flush `doc`'s outbox now, or buffer it when buffering is on."""
+        if not doc or not doc.get("outbox"):
+            return
+        if self.buffer_size <= 0:
+            self.flush([doc])
+            return
+        with self._lock:
+            held = self._buffer.get(doc["_id"])
+            # The later snapshot of one activity holds every earlier event too.
+            if held is None or held["outbox"].get("seq", 0) <= doc["outbox"].get("seq", 0):
+                self._buffer[doc["_id"]] = doc
+            full = len(self._buffer) >= self.buffer_size
+        if full:
+            self.drain()
+
+    def submit_many(self, docs: list[dict[str, Any]]) -> None:
+        """`submit` for many documents, flushed together when not buffering."""
+        if self.buffer_size <= 0:
+            docs = [d for d in docs if d.get("outbox")]
+            if docs:
+                self.flush(docs)
+            return
+        for doc in docs:
+            self.submit(doc)
+
+    def drain(self) -> int:
+        """Flush everything buffered; returns how many documents were flushed."""
+        with self._lock:
+            docs = list(self._buffer.values())
+            self._buffer.clear()
+        if docs:
+            try:
+                self.flush(docs)
+            except Exception:
+                # Keep them for the next drain; the reaper repairs them otherwise.
+                with self._lock:
+                    for doc in docs:
+                        self._buffer.setdefault(doc["_id"], doc)
+                raise
+        return len(docs)
+
+    def flush(self, docs: list[dict[str, Any]]) -> None:
+        """Copy the outboxes of `docs` out, then clear each one not changed meanwhile."""
+        now = self._clock()
+        events: list[dict[str, Any]] = []
+        results: list[ReplaceOne] = []
+        dead_letters: list[ReplaceOne] = []
+        clears: list[UpdateOne] = []
+        for doc in docs:
+            box = doc["outbox"]
+            for event in box.get("events", ()):
+                # Every event in an outbox is about its own document: say so here,
+                # which also covers events built before the claim knew the activity.
+                events.append({**event, "activity_id": doc["_id"],
+                               "activity_type": doc.get("activity_type"), "ingested_at": now})
+            if box.get("result") is not None:
+                result = {"_id": doc["_id"], "activity_id": doc["_id"], **box["result"]}
+                results.append(ReplaceOne({"_id": doc["_id"]}, result, upsert=True))
+            if box.get("dead_letter") is not None:
+                snapshot = {k: v for k, v in doc.items() if k != "outbox"}
+                record = {"_id": doc["_id"], "activity": snapshot, **box["dead_letter"]}
+                dead_letters.append(ReplaceOne({"_id": doc["_id"]}, record, upsert=True))
+            clears.append(UpdateOne({"_id": doc["_id"], "outbox.seq": box.get("seq")},
+                                    {"$unset": {"outbox": ""}}))
+        # Order matters: copies first, the clear last (see the module docstring).
+        if events:
+            self._insert_events(events)
+        if results:
+            self._results.bulk_write(results, ordered=False)
+        if dead_letters:
+            self._dead_letter.bulk_write(dead_letters, ordered=False)
+        self._activities.bulk_write(clears, ordered=False)
+
+    def _insert_events(self, events: list[dict[str, Any]]) -> None:
+        try:
+            self._events.insert_many(events, ordered=False)
+        except BulkWriteError as exc:
+            # Events already copied by an earlier (interrupted) flush: fine.
+            errors = exc.details.get("writeErrors", [])
+            others = [e for e in errors if e.get("code") != DUPLICATE_KEY]
+            if others:
+                raise
+
+    def repair(self, older_than: datetime, limit: int = 500) -> int:
+        """Flush outboxes left behind by a crash (older than `older_than`)."""
+        stale = list(self._activities.find({"outbox.since": {"$lt": older_than}}).limit(limit))
+        if stale:
+            self.flush(stale)
+        return len(stale)

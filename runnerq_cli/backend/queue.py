@@ -1,0 +1,570 @@
+"""The queue side of design.md: enqueue, claim, acknowledge, schedule, reap.
+
+Every state change is one atomic update of the activity document, fenced
+where a claim is involved; what it must also write elsewhere travels in the
+document's outbox (see `outbox.py`).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.models import (
+    AckOutcome,
+    Activity,
+    Claim,
+    EnqueueResult,
+    EventType,
+    OnDuplicate,
+    Priority,
+    Result,
+    Status,
+    parse_activity_id,
+)
+from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
+from runnerq_cli.backend.rules import attempts_remain, retry_delay
+from runnerq_cli.errors import (
+    ClaimLost,
+    DuplicateActivity,
+    IdempotencyConflict,
+    InvalidArgument,
+    NotFound,
+)
+
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_TIMEOUT_SECONDS = 300
+DEFAULT_RETRY_DELAY_SECONDS = 1
+ACTIVITY_TYPE_MAX = 200
+# A key whose activity is not (yet) visible is only taken over after this long:
+# younger, its enqueue may still be inserting the activity.
+ORPHAN_KEY_GRACE = timedelta(seconds=60)
+LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
+CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
+
+
+@dataclass(frozen=True)
+class ActivitySpec:
+    """What a producer asks for; validated on construction."""
+
+    activity_type: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    priority: Priority | int | str = Priority.NORMAL
+    delay_seconds: float | None = None
+    scheduled_at: datetime | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    retry_delay_seconds: int = DEFAULT_RETRY_DELAY_SECONDS
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "priority", Priority.parse(self.priority))
+        object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
+        if not isinstance(self.activity_type, str) or not self.activity_type.strip():
+            raise InvalidArgument("activity type must be a non-empty string")
+        if len(self.activity_type) > ACTIVITY_TYPE_MAX:
+            raise InvalidArgument(f"activity type is longer than {ACTIVITY_TYPE_MAX} characters")
+        if not isinstance(self.payload, Mapping):
+            raise InvalidArgument("payload must be a JSON object")
+        for name, low in (("max_retries", 0), ("timeout_seconds", 1), ("retry_delay_seconds", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise InvalidArgument(f"{name} must be a whole number of at least {low}")
+        if self.delay_seconds is not None and (
+            not math.isfinite(self.delay_seconds) or self.delay_seconds < 0
+        ):
+            raise InvalidArgument("delay must not be negative")
+        if self.delay_seconds is not None and self.scheduled_at is not None:
+            raise InvalidArgument("give a delay or a time to run at, not both")
+        if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
+            raise InvalidArgument("scheduled_at must be timezone-aware")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.metadata.items()):
+            raise InvalidArgument("metadata must map strings to strings")
+        if self.idempotency_key is not None and (
+            not isinstance(self.idempotency_key, str) or not self.idempotency_key
+        ):
+            raise InvalidArgument("idempotency key must be a non-empty string")
+
+    def due_at(self, now: datetime) -> datetime | None:
+        """When a delayed activity becomes due, or None to run as soon as possible."""
+        if self.scheduled_at is not None:
+            return self.scheduled_at if self.scheduled_at > now else None
+        if self.delay_seconds:
+            return now + timedelta(seconds=self.delay_seconds)
+        return None
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+class QueueOperations:
+    """Producer and worker operations on one queue."""
+
+    _ctx: QueueContext
+
+    # ----------------------------------------------------------------- enqueue
+
+    def enqueue(self, activity_type: str | ActivitySpec, payload: Mapping[str, Any] | None = None,
+                **options: Any) -> EnqueueResult:
+        """Put one activity on the queue (see `ActivitySpec` for the options)."""
+        spec = activity_type if isinstance(activity_type, ActivitySpec) else ActivitySpec(
+            activity_type, payload if payload is not None else {}, **options)
+        if spec.idempotency_key is None:
+            doc = self._new_document(spec, uuid.uuid4(), self._ctx.clock())
+            self._ctx.activities.insert_one(doc)
+            self._ctx.outbox.submit(doc)
+            return EnqueueResult(doc["_id"], True, doc["status"])
+        return self._enqueue_idempotent(spec)
+
+    def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
+        """Enqueue many in few round trips; one entry per spec, an exception where it failed.
+
+        Specs without an idempotency key go in one `insert_many`; keyed ones
+        take the idempotent path one by one (they need the key's answer).
+        """
+        out: list[EnqueueResult | Exception | None] = [None] * len(specs)
+        now = self._ctx.clock()
+        plain: list[tuple[int, dict[str, Any]]] = []
+        for index, spec in enumerate(specs):
+            if spec.idempotency_key is None:
+                plain.append((index, self._new_document(spec, uuid.uuid4(), now)))
+            else:
+                try:
+                    out[index] = self._enqueue_idempotent(spec)
+                except (DuplicateActivity, IdempotencyConflict) as exc:
+                    out[index] = exc
+        if plain:
+            docs = [doc for _, doc in plain]
+            failed: dict[int, Exception] = {}
+            try:
+                self._ctx.activities.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                for error in exc.details.get("writeErrors", []):
+                    failed[error["index"]] = InvalidArgument(error.get("errmsg", "rejected"))
+            self._ctx.outbox.submit_many([d for i, d in enumerate(docs) if i not in failed])
+            for position, (index, doc) in enumerate(plain):
+                out[index] = failed.get(position) or EnqueueResult(doc["_id"], True, doc["status"])
+        return [r for r in out if r is not None]
+
+    def _new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
+                      now: datetime) -> dict[str, Any]:
+        due = spec.due_at(now)
+        status = Status.SCHEDULED if due else Status.PENDING
+        event = EventType.SCHEDULED if due else EventType.ENQUEUED
+        doc: dict[str, Any] = {
+            "_id": activity_id,
+            "activity_type": spec.activity_type,
+            "payload": dict(spec.payload),
+            "priority": int(spec.priority),
+            "status": status.value,
+            "created_at": now,
+            "retry_count": 0,
+            "max_retries": spec.max_retries,
+            "timeout_seconds": spec.timeout_seconds,
+            "retry_delay_seconds": spec.retry_delay_seconds,
+            "metadata": dict(spec.metadata),
+        }
+        if due:
+            doc["scheduled_at"] = due
+        if spec.idempotency_key is not None:
+            doc["idempotency_key"] = spec.idempotency_key
+        detail = {"priority": int(spec.priority), "scheduled_at": due}
+        doc["outbox"] = {"seq": 1, "since": now, "events": [
+            new_event(activity_id, spec.activity_type, event.value, now, **detail)]}
+        return doc
+
+    # ------------------------------------------------------------ idempotency
+
+    def _key_id(self, activity_type: str, key: str) -> dict[str, str]:
+        return {"activity_type": activity_type, "key": key}
+
+    def check_idempotency(self, activity_type: str, key: str,
+                          activity_id: uuid.UUID) -> tuple[bool, uuid.UUID]:
+        """Atomically take `key` for `activity_id`: (True, activity_id) if taken,
+        else (False, holder). Keys past the TTL count as free (the TTL monitor
+        is late, never early, so the time is checked here).
+        """
+        key_id = self._key_id(activity_type, key)
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        for _ in range(10):
+            now = self._ctx.clock()
+            try:
+                taken = self._ctx.idempotency.update_one(
+                    {"_id": key_id},
+                    {"$setOnInsert": {"activity_id": activity_id, "created_at": now, **key_id}},
+                    upsert=True,
+                )
+            except DuplicateKeyError:  # two upserts raced on a real server: ask again
+                continue
+            if taken.upserted_id is not None:
+                return True, activity_id
+            held = self._ctx.idempotency.find_one({"_id": key_id})
+            if held is None:  # expired and deleted in between
+                continue
+            if held["created_at"] + ttl <= now:
+                if self._move_key(key_id, held, activity_id, now):
+                    return True, activity_id
+                continue
+            return False, held["activity_id"]
+        raise IdempotencyConflict(f"idempotency key {key!r} is contended; try again")
+
+    def _move_key(self, key_id: dict[str, str], held: dict[str, Any], activity_id: uuid.UUID,
+                  now: datetime) -> bool:
+        """Compare-and-set the key's holder: exactly one of racing movers wins."""
+        moved = self._ctx.idempotency.update_one(
+            {"_id": key_id, "activity_id": held["activity_id"], "created_at": held["created_at"]},
+            {"$set": {"activity_id": activity_id, "created_at": now}},
+        )
+        return moved.modified_count == 1
+
+    def _enqueue_idempotent(self, spec: ActivitySpec) -> EnqueueResult:
+        # Ordering: the key is taken first, the activity inserted second. A
+        # crash in between leaves a key pointing at no activity; the next
+        # enqueue with that key takes it over once ORPHAN_KEY_GRACE has passed.
+        assert spec.idempotency_key is not None
+        key_id = self._key_id(spec.activity_type, spec.idempotency_key)
+        new_id = uuid.uuid4()
+        for _ in range(10):
+            taken, holder_id = self.check_idempotency(spec.activity_type, spec.idempotency_key,
+                                                      new_id)
+            if taken:
+                return self._insert_keyed(spec, new_id)
+            holder = self._ctx.activities.find_one({"_id": holder_id}, {"status": 1})
+            held = self._ctx.idempotency.find_one({"_id": key_id})
+            if held is None or held["activity_id"] != holder_id:
+                continue  # the key moved meanwhile: look again
+            now = self._ctx.clock()
+            if holder is None and held["created_at"] + ORPHAN_KEY_GRACE <= now:
+                if self._move_key(key_id, held, new_id, now):
+                    return self._insert_keyed(spec, new_id)
+                continue
+            status = holder["status"] if holder else Status.PENDING.value
+            behaviour = spec.on_duplicate
+            if behaviour is OnDuplicate.RETURN_EXISTING:
+                return EnqueueResult(holder_id, False, status)
+            if behaviour is OnDuplicate.NO_REUSE:
+                raise DuplicateActivity(
+                    f"duplicate activity: idempotency key {spec.idempotency_key!r} is held by "
+                    f"{holder_id}", existing_id=holder_id)
+            if behaviour is OnDuplicate.ALLOW_REUSE_ON_FAILURE and status not in (
+                Status.FAILED.value, Status.DEAD_LETTER.value
+            ):
+                raise IdempotencyConflict(
+                    f"idempotency conflict: key {spec.idempotency_key!r} is held by {holder_id}, "
+                    f"which is {status}, not failed", existing_id=holder_id)
+            if self._move_key(key_id, held, new_id, now):
+                return self._insert_keyed(spec, new_id)
+        raise IdempotencyConflict(f"idempotency key {spec.idempotency_key!r} is contended; "
+                                  "try again")
+
+    def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
+        doc = self._new_document(spec, activity_id, self._ctx.clock())
+        self._ctx.activities.insert_one(doc)
+        self._ctx.outbox.submit(doc)
+        return EnqueueResult(activity_id, True, doc["status"])
+
+    # ------------------------------------------------------------------ claim
+
+    def dequeue(self, worker_id: str, *, types: Iterable[str] | None = None, limit: int = 1,
+                lease_seconds: float | None = None) -> list[Claim]:
+        """Claim up to `limit` pending activities in claim order.
+
+        Each claim is one atomic findOneAndUpdate, so two claimers never get
+        the same activity. `types` limits the claim to those activity types.
+        """
+        if limit < 1:
+            raise InvalidArgument("limit must be at least 1")
+        query: dict[str, Any] = {"status": Status.PENDING.value}
+        type_list = list(types or ())
+        if type_list:
+            query["activity_type"] = {"$in": type_list}
+        lease = timedelta(seconds=lease_seconds or self._ctx.settings.lease)
+        claims: list[Claim] = []
+        for _ in range(limit):
+            now = self._ctx.clock()
+            lease_id = uuid.uuid4().hex
+            deadline = now + lease
+            # The activity is not known yet; the outbox flush fills in its id and type.
+            events = [new_event(None, None, EventType.DEQUEUED.value, now, worker_id),
+                      new_event(None, None, EventType.STARTED.value, now, worker_id,
+                                lease_deadline=deadline)]
+            update = merge_updates(
+                {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                          "lease_id": lease_id, "lease_deadline": deadline, "started_at": now}},
+                outbox_update(now, events),
+            )
+            doc = self._ctx.activities.find_one_and_update(
+                query, update, sort=CLAIM_ORDER, return_document=ReturnDocument.AFTER)
+            if doc is None:
+                break
+            self._ctx.outbox.submit(doc)
+            claims.append(Claim(Activity.from_doc(doc), lease_id, worker_id, deadline))
+        return claims
+
+    # ------------------------------------------------------------ acknowledge
+
+    def ack_success(self, claim: Claim, result: Any = None) -> AckOutcome:
+        """Complete the claimed activity and store its result (None is a result too)."""
+        now = self._ctx.clock()
+        aid, atype = claim.activity_id, claim.activity.activity_type
+        events = [new_event(aid, atype, EventType.COMPLETED.value, now, claim.worker_id),
+                  new_event(aid, atype, EventType.RESULT_STORED.value, now, claim.worker_id,
+                            state="Ok")]
+        update = merge_updates(
+            {"$set": {"status": Status.COMPLETED.value, "completed_at": now,
+                      "last_lease_id": claim.lease_id,
+                      "last_outcome": AckOutcome.COMPLETED.value},
+             "$unset": LEASE_FIELDS},
+            outbox_update(now, events, result={"state": "Ok", "data": result, "created_at": now}),
+        )
+        return self._acknowledge(claim, update, AckOutcome.COMPLETED)
+
+    def ack_failure(self, claim: Claim, error: str, *, retryable: bool = True) -> AckOutcome:
+        """Record a failed attempt: retry after a back-off, fail, or dead-letter.
+
+        Attempts are judged on the claim's snapshot of `retry_count`, which
+        cannot change while the claim is held.
+        """
+        now = self._ctx.clock()
+        act = claim.activity
+        aid, wid = act.id, claim.worker_id
+        error = str(error)
+        failed = new_event(aid, act.activity_type, EventType.FAILED.value, now, wid, error=error,
+                           retryable=retryable, attempt=act.retry_count + 1)
+        common = {"last_error": error, "last_error_at": now, "last_lease_id": claim.lease_id}
+        if not retryable:
+            outcome = AckOutcome.FAILED
+            update = merge_updates(
+                {"$set": {**common, "status": Status.FAILED.value, "completed_at": now,
+                          "last_outcome": outcome.value}, "$unset": LEASE_FIELDS},
+                outbox_update(now, [failed], result=_err(error, "non_retryable", now)),
+            )
+        elif attempts_remain(act.retry_count, act.max_retries):
+            outcome = AckOutcome.RETRYING
+            delay = retry_delay(act.retry_delay_seconds, act.retry_count,
+                                self._ctx.settings.max_retry_delay)
+            due = now + timedelta(seconds=delay)
+            state: dict[str, Any] = {**common, "last_outcome": outcome.value}
+            if delay > 0:
+                state.update(status=Status.SCHEDULED.value, scheduled_at=due)
+            else:
+                state.update(status=Status.PENDING.value)
+            retrying = new_event(aid, act.activity_type, EventType.RETRYING.value, now, wid,
+                                 delay_seconds=delay, scheduled_at=due,
+                                 retry_count=act.retry_count + 1)
+            update = merge_updates(
+                {"$set": state, "$unset": LEASE_FIELDS, "$inc": {"retry_count": 1}},
+                outbox_update(now, [failed, retrying]),
+            )
+        else:
+            outcome = AckOutcome.DEAD_LETTERED
+            update = self._dead_letter_update(act, error, now, wid, claim.lease_id, [failed])
+        return self._acknowledge(claim, update, outcome)
+
+    def _dead_letter_update(self, act: Activity, error: str, now: datetime, worker_id: str | None,
+                            lease_id: str | None, events: list[dict[str, Any]]) -> dict[str, Any]:
+        dead = new_event(act.id, act.activity_type, EventType.DEAD_LETTER.value, now, worker_id,
+                         error=error, retry_count=act.retry_count)
+        state: dict[str, Any] = {"status": Status.DEAD_LETTER.value, "completed_at": now,
+                                 "last_error": error, "last_error_at": now,
+                                 "last_outcome": AckOutcome.DEAD_LETTERED.value}
+        if lease_id is not None:
+            state["last_lease_id"] = lease_id
+        return merge_updates(
+            {"$set": state, "$unset": LEASE_FIELDS},
+            outbox_update(now, [*events, dead], result=_err(error, "dead_letter", now),
+                          dead_letter={"error": error, "failed_at": now}),
+        )
+
+    def _acknowledge(self, claim: Claim, update: dict[str, Any], outcome: AckOutcome) -> AckOutcome:
+        doc = self._ctx.activities.find_one_and_update(
+            {"_id": claim.activity_id, "lease_id": claim.lease_id,
+             "status": Status.PROCESSING.value},
+            update, return_document=ReturnDocument.AFTER)
+        if doc is None:
+            return self._repeat_or_lost(claim, outcome)
+        self._ctx.outbox.submit(doc)
+        return outcome
+
+    def _repeat_or_lost(self, claim: Claim, outcome: AckOutcome) -> AckOutcome:
+        """A second ack of the same claim answers what the first did; a stale one fails."""
+        done = self._ctx.activities.find_one(
+            {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
+        if done is not None:
+            first = AckOutcome(done["last_outcome"])
+            if (first is AckOutcome.COMPLETED) == (outcome is AckOutcome.COMPLETED):
+                return first
+        raise ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
+                        f"{claim.lease_id}")
+
+    def extend_lease(self, claim: Claim, seconds: float | None = None) -> bool:
+        """Move the lease deadline to now + `seconds`; False if this claim already ended.
+
+        Raises ClaimLost if the activity was reclaimed by someone else.
+        """
+        now = self._ctx.clock()
+        deadline = now + timedelta(seconds=seconds or self._ctx.settings.lease)
+        event = new_event(claim.activity_id, claim.activity.activity_type,
+                          EventType.LEASE_EXTENDED.value, now, claim.worker_id,
+                          lease_deadline=deadline)
+        doc = self._ctx.activities.find_one_and_update(
+            {"_id": claim.activity_id, "lease_id": claim.lease_id,
+             "status": Status.PROCESSING.value},
+            merge_updates({"$set": {"lease_deadline": deadline}}, outbox_update(now, [event])),
+            projection={"outbox": 1, "activity_type": 1}, return_document=ReturnDocument.AFTER)
+        if doc is not None:
+            self._ctx.outbox.submit(doc)
+            return True
+        if self._ctx.activities.count_documents(
+            {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, limit=1
+        ):
+            return False
+        raise ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
+                        f"{claim.lease_id}")
+
+    def release(self, claim: Claim, reason: str = "released by worker") -> bool:
+        """Give a held activity back to the queue without counting an attempt.
+
+        Used at shutdown for work that could not finish; False if not held.
+        """
+        now = self._ctx.clock()
+        event = new_event(claim.activity_id, claim.activity.activity_type,
+                          EventType.REQUEUED.value, now, claim.worker_id, reason=reason)
+        doc = self._ctx.activities.find_one_and_update(
+            {"_id": claim.activity_id, "lease_id": claim.lease_id,
+             "status": Status.PROCESSING.value},
+            merge_updates({"$set": {"status": Status.PENDING.value}, "$unset": LEASE_FIELDS},
+                          outbox_update(now, [event])),
+            projection={"outbox": 1, "activity_type": 1}, return_document=ReturnDocument.AFTER)
+        self._ctx.outbox.submit(doc)
+        return doc is not None
+
+    # --------------------------------------------------------------- results
+
+    def store_result(self, activity_id: uuid.UUID | str, data: Any, state: str = "Ok") -> None:
+        """Upsert a result directly (ack_success already stores the handler's result)."""
+        if state not in ("Ok", "Err"):
+            raise InvalidArgument("result state must be Ok or Err")
+        aid = parse_activity_id(activity_id)
+        now = self._ctx.clock()
+        self._ctx.results.replace_one(
+            {"_id": aid}, {"_id": aid, "activity_id": aid, "state": state, "data": data,
+                           "created_at": now}, upsert=True)
+
+    def get_result(self, activity_id: uuid.UUID | str) -> Result | None:
+        """The stored result, or None when there is none (yet).
+
+        Falls back to a result still in the activity's outbox, so a result is
+        visible from the moment its activity is acknowledged.
+        """
+        aid = parse_activity_id(activity_id)
+        doc = self._ctx.results.find_one({"_id": aid})
+        if doc is None:
+            pending = self._ctx.activities.find_one({"_id": aid}, {"outbox.result": 1})
+            box = (pending or {}).get("outbox") or {}
+            if box.get("result") is None:
+                return None
+            doc = box["result"]
+        return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
+
+    # ----------------------------------------------------- scheduler & reaper
+
+    def process_scheduled(self, limit: int | None = None) -> int:
+        """Scheduled activities that are due become pending; returns how many."""
+        now = self._ctx.clock()
+        query = {"status": Status.SCHEDULED.value, "scheduled_at": {"$lte": now}}
+        if limit is not None:
+            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
+            query = {**query, "_id": {"$in": ids}}
+        moved = self._ctx.activities.update_many(query, {"$set": {"status": Status.PENDING.value}})
+        return moved.modified_count
+
+    def requeue_expired(self, limit: int = 100) -> dict[str, int]:
+        """The reaper: expired leases count as a retryable failure without back-off.
+
+        Each activity is changed by one update fenced on the lease it had, so
+        a worker that acknowledges at the same moment and the reaper cannot
+        both win. Returns {"requeued": n, "dead_lettered": m}.
+        """
+        now = self._ctx.clock()
+        expired = list(self._ctx.activities.find(
+            {"status": Status.PROCESSING.value, "lease_deadline": {"$lt": now}},
+            {"outbox": 0, "payload": 0}).limit(limit))
+        counts = {"requeued": 0, "dead_lettered": 0}
+        for doc in expired:
+            act = Activity.from_doc({**doc, "payload": {}})
+            error = f"lease expired (worker {act.worker_id or 'unknown'})"
+            if attempts_remain(act.retry_count, act.max_retries):
+                kind = "requeued"
+                event = new_event(act.id, act.activity_type, EventType.REQUEUED.value, now,
+                                  act.worker_id, reason="lease_expired", error=error,
+                                  retry_count=act.retry_count + 1)
+                update = merge_updates(
+                    {"$set": {"status": Status.PENDING.value, "last_error": error,
+                              "last_error_at": now},
+                     "$unset": LEASE_FIELDS, "$inc": {"retry_count": 1}},
+                    outbox_update(now, [event]))
+            else:
+                kind = "dead_lettered"
+                update = self._dead_letter_update(act, error, now, act.worker_id, None, [])
+            changed = self._ctx.activities.find_one_and_update(
+                {"_id": act.id, "status": Status.PROCESSING.value, "lease_id": act.lease_id,
+                 "lease_deadline": {"$lt": now}},
+                update, return_document=ReturnDocument.AFTER)
+            if changed is not None:
+                self._ctx.outbox.submit(changed)
+                counts[kind] += 1
+        return counts
+
+    def repair_outboxes(self, grace_seconds: float = 60.0) -> int:
+        """Copy out outboxes a crashed process left behind (see outbox.py)."""
+        return self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
+
+    def purge_expired(self, limit: int = 1000) -> dict[str, int]:
+        """Retention: delete terminal activities past their retention, with results and events.
+
+        Results and events go first, the activity last: a crash in between
+        leaves the activity, which the next purge deletes again.
+        """
+        now = self._ctx.clock()
+        plans = (("completed", [Status.COMPLETED.value], self._ctx.settings.retention_completed),
+                 ("failed", [Status.FAILED.value, Status.DEAD_LETTER.value,
+                             Status.CANCELLED.value], self._ctx.settings.retention_failed))
+        counts = {}
+        for name, statuses, keep in plans:
+            if keep <= 0:
+                counts[name] = 0
+                continue
+            cutoff = now - timedelta(seconds=keep)
+            ids = [d["_id"] for d in self._ctx.activities.find(
+                {"status": {"$in": statuses}, "completed_at": {"$lt": cutoff}},
+                {"_id": 1}).limit(limit)]
+            if ids:
+                self._ctx.results.delete_many({"_id": {"$in": ids}})
+                self._ctx.events.delete_many({"activity_id": {"$in": ids}})
+                self._ctx.activities.delete_many(
+                    {"_id": {"$in": ids}, "status": {"$in": statuses}})
+            counts[name] = len(ids)
+        return counts
+
+
+def _err(error: str, kind: str, now: datetime) -> dict[str, Any]:
+    return {"state": "Err", "data": {"error": error, "type": kind}, "created_at": now}
+
+
+def require_activity(doc: dict[str, Any] | None, activity_id: Any) -> dict[str, Any]:
+    if doc is None:
+        raise NotFound(f"activity {activity_id} not found")
+    return doc

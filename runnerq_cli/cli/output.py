@@ -1,0 +1,102 @@
+"""Output for humans and scripts: text on a terminal, stable JSON otherwise.
+
+Conventions every command follows:
+- `-o text|json|jsonl`; JSON goes to stdout, one document (json) or one per line (jsonl).
+- Errors go to stderr as one line `error: ...`; the exit code says what kind.
+- Colour only on a terminal, and never with NO_COLOR set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import typer
+
+from runnerq_cli.errors import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class OutputFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+OUTPUT_OPTION_HELP = "Output format: text (for people), json or jsonl (for scripts)."
+
+
+def output_option(default: OutputFormat = OutputFormat.TEXT) -> Any:
+    return typer.Option(default, "--output", "-o", help=OUTPUT_OPTION_HELP,
+                        case_sensitive=False)
+
+
+def _jsonable(value: Any) -> Any:
+    from runnerq_cli.backend.models import to_jsonable
+
+    return to_jsonable(value)
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout (pretty when stdout is a terminal)."""
+    indent = 2 if sys.stdout.isatty() else None
+    sys.stdout.write(json.dumps(_jsonable(data), indent=indent, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def print_jsonl(data: Any) -> None:
+    """One JSON object per line; flushed at once so a pipe sees it live."""
+    sys.stdout.write(json.dumps(_jsonable(data), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def emit(fmt: OutputFormat, data: Any) -> None:
+    """Machine output: a list becomes jsonl lines, anything else one document."""
+    if fmt is OutputFormat.JSONL:
+        for item in data if isinstance(data, list) else [data]:
+            print_jsonl(item)
+    else:
+        print_json(data)
+
+
+def colour_enabled(stream: Any = None) -> bool:
+    stream = stream or sys.stdout
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+_consoles: dict[str, Console] = {}
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich Console on stdout (or stderr) honouring NO_COLOR and non-terminals."""
+    key = "err" if stderr else "out"
+    if key not in _consoles:
+        from rich.console import Console
+
+        stream = sys.stderr if stderr else sys.stdout
+        _consoles[key] = Console(file=stream, stderr=stderr, no_color=not colour_enabled(stream),
+                                 highlight=False, soft_wrap=not stream.isatty())
+    return _consoles[key]
+
+
+def error_line(message: str) -> None:
+    """`error: message` on stderr, as one line (newlines folded), password-safe."""
+    from runnerq_cli.redaction import redact_uri
+
+    text = " ".join(redact_uri(str(message)).split())
+    sys.stderr.write(f"error: {text}\n")
+    sys.stderr.flush()
+
+
+def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
+    error_line(message)
+    raise typer.Exit(int(code))
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,95 @@
+"""A local MongoDB-compatible server (mongoeco) for development and tests.
+
+Not a production server: in memory by default (or one SQLite file), no
+change streams. It lets a newcomer with no MongoDB and no Docker try the
+queue, and the test suite run anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runnerq_cli.errors import RunnerQError
+
+
+class DevServerUnavailable(RunnerQError):
+    """mongoeco is not installed (it needs Python 3.13 or newer)."""
+
+
+def _engine(path: Path | None) -> Any:
+    try:
+        if path is None:
+            from mongoeco.engines.memory import MemoryEngine
+
+            return MemoryEngine()
+        from mongoeco.engines.sqlite import SQLiteEngine
+
+        return SQLiteEngine(str(path))
+    except ImportError:
+        raise DevServerUnavailable(
+            "the dev server needs the 'mongoeco' package (Python 3.13 or newer): "
+            "pip install 'runnerq-mongo[test]'") from None
+
+
+def _proxy(engine: Any, host: str, port: int) -> Any:
+    from mongoeco.wire.proxy import AsyncMongoEcoProxyServer
+
+    return AsyncMongoEcoProxyServer(engine=engine, host=host, port=port)
+
+
+@dataclass
+class RunningServer:
+    uri: str
+    host: str
+    port: int
+    _loop: asyncio.AbstractEventLoop
+    _thread: threading.Thread
+    _stop: asyncio.Event
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=10)
+
+
+def start_in_thread(host: str = "127.0.0.1", port: int = 0,
+                    path: Path | None = None) -> RunningServer:
+    """Start the server on its own event loop in a daemon thread; returns when it listens."""
+    engine = _engine(path)
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        stop = asyncio.Event()
+
+        async def main() -> None:
+            server = _proxy(engine, host, port)
+            try:
+                address = await server.start()
+            except Exception as exc:  # reported to the caller below
+                state["error"] = exc
+                ready.set()
+                return
+            state.update(address=address, loop=loop, stop=stop)
+            ready.set()
+            await stop.wait()
+            await server.close()
+
+        loop.run_until_complete(main())
+        loop.close()
+
+    thread = threading.Thread(target=run, name="runnerq-dev-server", daemon=True)
+    thread.start()
+    ready.wait(timeout=30)
+    if "error" in state:
+        raise RunnerQError(f"dev server failed to start on {host}:{port}: {state['error']}")
+    if "address" not in state:
+        raise RunnerQError("dev server did not start within 30 s")
+    address = state["address"]
+    return RunningServer(address.uri, address.host, address.port, state["loop"], thread,
+                         state["stop"])

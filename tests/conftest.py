@@ -1,0 +1,165 @@
+"""Test bed: which MongoDB-compatible server the suite talks to (testbed.md).
+
+1. RUNNERQ_TEST_MONGO_URI: that server (a real MongoDB, a replica set, Atlas).
+2. Docker answers: a real MongoDB 8 in a container (a one-node replica set,
+   so change streams are exercised too).
+3. Otherwise: the local mongoeco wire-protocol server, in this process.
+
+Every tier is the real pymongo driver over a real TCP connection. Each test
+gets its own database, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pymongo import MongoClient
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.connection import close_clients
+from runnerq_cli.config import Settings, load_settings
+
+
+@dataclass(frozen=True)
+class TestServer:
+    uri: str
+    kind: str  # "uri", "docker", "mongoeco"
+
+    @property
+    def real_mongodb(self) -> bool:
+        return self.kind in ("uri", "docker")
+
+
+_SERVER: TestServer | None = None
+_CLEANUP: list = []
+
+
+def _docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+def _start_docker_mongo() -> TestServer:
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    container = (DockerContainer("mongo:8").with_exposed_ports(27017)
+                 .with_command("--replSet rs0 --bind_ip_all"))
+    container.start()
+    _CLEANUP.append(container.stop)
+    wait_for_logs(container, "Waiting for connections", timeout=60)
+    host, port = container.get_container_host_ip(), container.get_exposed_port(27017)
+    uri = f"mongodb://{host}:{port}/?directConnection=true"
+    with MongoClient(uri) as client:
+        client.admin.command("replSetInitiate", {"_id": "rs0", "members": [
+            {"_id": 0, "host": "localhost:27017"}]})
+        deadline = datetime.now(UTC) + timedelta(seconds=30)
+        while not client.admin.command("hello").get("isWritablePrimary"):
+            if datetime.now(UTC) > deadline:
+                raise RuntimeError("replica set did not elect a primary")
+    return TestServer(uri, "docker")
+
+
+def _start_mongoeco() -> TestServer:
+    from runnerq_cli.devserver import start_in_thread
+
+    server = start_in_thread()
+    _CLEANUP.append(server.stop)
+    return TestServer(server.uri, "mongoeco")
+
+
+def chosen_server() -> TestServer:
+    global _SERVER
+    if _SERVER is None:
+        if os.environ.get("RUNNERQ_TEST_MONGO_URI"):
+            _SERVER = TestServer(os.environ["RUNNERQ_TEST_MONGO_URI"], "uri")
+        elif os.environ.get("RUNNERQ_TEST_NO_DOCKER") != "1" and _docker_available():
+            _SERVER = _start_docker_mongo()
+        else:
+            _SERVER = _start_mongoeco()
+    return _SERVER
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    server = chosen_server()
+    names = {"uri": "the server of RUNNERQ_TEST_MONGO_URI",
+             "docker": "a real MongoDB 8 in Docker (testcontainers)",
+             "mongoeco": "the local mongoeco wire-protocol server"}
+    from runnerq_cli.redaction import redact_uri
+
+    return f"runnerq test server: {names[server.kind]} at {redact_uri(server.uri)}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    close_clients()
+    for stop in reversed(_CLEANUP):
+        try:
+            stop()
+        except Exception:
+            pass
+
+
+@pytest.fixture(scope="session")
+def server() -> TestServer:
+    return chosen_server()
+
+
+@pytest.fixture
+def db_name() -> Iterator[str]:
+    name = f"rq_test_{uuid.uuid4().hex[:10]}"
+    yield name
+    with MongoClient(chosen_server().uri) as client:
+        client.drop_database(name)
+
+
+@pytest.fixture
+def settings(server: TestServer, db_name: str) -> Settings:
+    """Settings for a fresh database; no config file or environment leaks in."""
+    return load_settings(None, overrides={"uri": server.uri, "database": db_name,
+                                          "queue": "tests"}, environ={"RUNNERQ_CONFIG": ""})
+
+
+class FakeClock:
+    """A clock the test moves by hand (backend timing rules without sleeping)."""
+
+    def __init__(self) -> None:
+        now = datetime.now(UTC)
+        self.now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def queue(settings: Settings, clock: FakeClock) -> RunnerQ:
+    """A backend on a fresh database with indexes, driven by the fake clock."""
+    backend = RunnerQ(settings, clock=clock)
+    backend.init_indexes()
+    return backend
+
+
+@pytest.fixture
+def cli_env(server: TestServer, db_name: str, tmp_path) -> dict[str, str]:
+    """Environment for running the CLI against the test database, isolated from the user's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")}
+    env.update(RUNNERQ_MONGO_URI=server.uri, RUNNERQ_DATABASE=db_name, RUNNERQ_QUEUE="tests",
+               XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="200")
+    return env

@@ -12,10 +12,11 @@ from runnerq_cli.backend.context import QueueContext, utc_now
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.inspection import InspectionOperations
 from runnerq_cli.backend.queue import QueueOperations
+from runnerq_cli.backend.workers import WorkerRegistryOperations
 from runnerq_cli.config import Settings, load_settings
 
 
-class RunnerQ(QueueOperations, InspectionOperations):
+class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations):
     """RunnerQ's queue and inspection operations on one MongoDB queue.
 
     Thread-safe: share one instance between threads (it shares one pooled

@@ -11,7 +11,10 @@ gets its own database, dropped afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,10 +106,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     close_clients()
     for stop in reversed(_CLEANUP):
-        try:
+        with contextlib.suppress(Exception):
             stop()
-        except Exception:
-            pass
 
 
 @pytest.fixture(scope="session")
@@ -163,3 +164,50 @@ def cli_env(server: TestServer, db_name: str, tmp_path) -> dict[str, str]:
     env.update(RUNNERQ_MONGO_URI=server.uri, RUNNERQ_DATABASE=db_name, RUNNERQ_QUEUE="tests",
                XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="200")
     return env
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]):
+    """Run `runnerq-mongo ARGS` in this process (fast): real parsing, exit codes, output.
+
+    `input` feeds standard input. Use `run_cli_subprocess` where a real
+    process matters (signals, tracebacks, the console script itself).
+    """
+    import io
+
+    from runnerq_cli.cli.app import main
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> CliResult:
+        for key in [k for k in os.environ if k.startswith("RUNNERQ_")]:
+            monkeypatch.delenv(key)
+        for key, value in {**cli_env, **(env or {})}.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(input or ""))
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def run_cli_subprocess(cli_env: dict[str, str]):
+    """Run `python -m runnerq_cli ARGS` as a separate process, as a user would."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 60) -> CliResult:
+        proc = subprocess.run([sys.executable, "-m", "runnerq_cli", *args], input=input,
+                              capture_output=True, text=True, timeout=timeout,
+                              env={**cli_env, **(env or {})})
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run

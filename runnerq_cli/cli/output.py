@@ -69,19 +69,16 @@ def colour_enabled(stream: Any = None) -> bool:
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
 
-_consoles: dict[str, Console] = {}
-
-
 def console(stderr: bool = False) -> Console:
-    """A rich Console on stdout (or stderr) honouring NO_COLOR and non-terminals."""
-    key = "err" if stderr else "out"
-    if key not in _consoles:
-        from rich.console import Console
+    """A rich Console on the current stdout (or stderr), honouring NO_COLOR and pipes.
 
-        stream = sys.stderr if stderr else sys.stdout
-        _consoles[key] = Console(file=stream, stderr=stderr, no_color=not colour_enabled(stream),
-                                 highlight=False, soft_wrap=not stream.isatty())
-    return _consoles[key]
+    Made per call (it is cheap) so it always writes to the current sys.stdout.
+    """
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(file=stream, stderr=stderr, no_color=not colour_enabled(stream),
+                   highlight=False, soft_wrap=not stream.isatty())
 
 
 def error_line(message: str) -> None:

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "tail",
     "stats",
     "inspect",
+    "actions",
     "completion",
 )
 

@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 6  # the MongoDB server cannot be reached
     CHECK_FAILED = 7  # a --check did not hold (init-indexes, stats)
     CLAIM_LOST = 8  # a stale claim was used (API users; the worker handles it)
+    WRONG_STATE = 9  # an operator action does not apply to the activity's current status
     ACTIVITY_FAILED = 10  # wait/result: the activity failed (non-retryable)
     ACTIVITY_DEAD_LETTERED = 11  # wait/result: the activity was dead-lettered
     ACTIVITY_CANCELLED = 12  # wait/result: an operator cancelled the activity
@@ -83,6 +84,19 @@ class IdempotencyConflict(RunnerQError):
     def __init__(self, message: str, existing_id: object = None) -> None:
         super().__init__(message)
         self.existing_id = existing_id
+
+
+class WrongState(RunnerQError):
+    """An operator action does not apply to the activity's status (e.g. cancel a running one).
+
+    Nothing was changed; `status` is what the activity was found in.
+    """
+
+    exit_code = ExitCode.WRONG_STATE
+
+    def __init__(self, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Unavailable(RunnerQError):

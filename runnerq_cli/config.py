@@ -276,6 +276,9 @@ def load_settings(
             try:
                 values[key_path] = key.parse(raw)
             except InvalidArgument as exc:
+                if source == "flag":  # a bad command-line value is a usage error (exit 2)
+                    raise InvalidArgument(
+                        f"--{key_path.replace('.', '-').replace('_', '-')}: {exc}") from None
                 where = {
                     "env": f"environment {key.env_var}",
                     "flag": f"option for {key_path}",

@@ -1,0 +1,168 @@
+"""Crash safety of multi-collection writes (the outbox), and retention."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.queue import ActivitySpec
+
+
+def stored_events(queue: RunnerQ, activity_id) -> list[str]:
+    docs = queue.collections.events.find({"activity_id": activity_id}).sort(
+        [("timestamp", 1), ("_id", 1)])
+    return [d["event_type"] for d in docs]
+
+
+def crash_before_flush(queue: RunnerQ) -> None:
+    """Simulate a process dying after its commits but before copying its outboxes."""
+    queue.collections.outbox._buffer.clear()
+    queue.collections.outbox.buffer_size = 0
+
+
+def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, clock) -> None:
+    queue.collections.outbox.buffer_size = 10_000  # hold every copy in memory
+    activity_id = queue.enqueue("t", {"n": 1}, max_retries=1).activity_id
+    claim = queue.dequeue("w")[0]
+    queue.ack_failure(claim, "boom")  # dead-letters: result, record and events pending
+    crash_before_flush(queue)
+
+    # The activity's state is committed; the copies are not there yet ...
+    assert queue.get_activity(activity_id).status == "dead_letter"
+    assert stored_events(queue, activity_id) == []
+    assert queue.collections.dead_letter.count_documents({}) == 0
+    # ... but readers already see them through the outbox.
+    assert queue.get_result(activity_id).data == {"error": "boom", "type": "dead_letter"}
+    assert [e.event_type for e in queue.get_activity_events(activity_id)][:2] == [
+        "DeadLetter", "Failed"]
+
+    assert queue.repair_outboxes(grace_seconds=60) == 0  # too young: its writer may be alive
+    clock.advance(61)
+    assert queue.repair_outboxes(grace_seconds=60) == 1
+    assert stored_events(queue, activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Failed", "DeadLetter"]
+    assert queue.collections.results.count_documents({"_id": activity_id}) == 1
+    assert queue.collections.dead_letter.count_documents({"_id": activity_id}) == 1
+    assert "outbox" not in queue.collections.activities.find_one({"_id": activity_id})
+
+
+def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: RunnerQ,
+                                                                      clock) -> None:
+    queue.collections.outbox.buffer_size = 10_000
+    activity_id = queue.enqueue("t", {}).activity_id
+    claim = queue.dequeue("w")[0]
+    queue.ack_success(claim, {"ok": True})
+    doc = queue.collections.activities.find_one({"_id": activity_id})
+    crash_before_flush(queue)
+    # Half a flush: the events were copied, then the process died before the clear.
+    events = [{**e, "activity_id": activity_id, "activity_type": "t", "ingested_at": clock.now}
+              for e in doc["outbox"]["events"]]
+    queue.collections.events.insert_many(events)
+
+    clock.advance(120)
+    assert queue.repair_outboxes() == 1
+    assert stored_events(queue, activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Completed", "ResultStored"]
+    assert queue.get_result(activity_id).data == {"ok": True}
+
+
+def test_buffered_outbox_drains_in_batches(queue: RunnerQ) -> None:
+    with queue.buffered_outbox(size=1000):
+        queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(5)])
+        for claim in queue.dequeue("w", limit=5):
+            queue.ack_success(claim, claim.activity.payload["i"])
+        assert queue.collections.events.count_documents({}) == 0
+    assert queue.collections.events.count_documents({"event_type": "Completed"}) == 5
+    assert queue.collections.results.count_documents({}) == 5
+    assert queue.collections.activities.count_documents({"outbox": {"$exists": True}}) == 0
+
+
+def test_one_event_per_lifecycle_step(queue: RunnerQ, clock) -> None:
+    activity_id = queue.enqueue("t", {}, max_retries=3, retry_delay_seconds=1).activity_id
+    queue.ack_failure(queue.dequeue("w1")[0], "first")
+    clock.advance(2)
+    queue.process_scheduled()
+    claim = queue.dequeue("w2", lease_seconds=10)[0]
+    queue.extend_lease(claim, 20)
+    clock.advance(21)
+    queue.requeue_expired()
+    queue.ack_success(queue.dequeue("w3")[0], "done")
+    assert stored_events(queue, activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Failed", "Retrying",
+        "Dequeued", "Started", "LeaseExtended", "Requeued",
+        "Dequeued", "Started", "Completed", "ResultStored"]
+    docs = list(queue.collections.events.find({"activity_id": activity_id}))
+    assert all(d["activity_type"] == "t" and d["timestamp"] and "detail" in d for d in docs)
+    assert {d["worker_id"] for d in docs if d["event_type"] == "Started"} == {"w1", "w2", "w3"}
+
+
+def test_retention_purges_terminal_activities_with_their_results_and_events(
+        queue: RunnerQ, clock) -> None:
+    done = queue.enqueue("t", {}).activity_id
+    queue.ack_success(queue.dequeue("w")[0], 1)
+    failed = queue.enqueue("t", {}).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "x", retryable=False)
+    waiting = queue.enqueue("t", {}).activity_id
+    clock.advance(queue.settings.retention_completed + 1)
+    assert queue.purge_expired() == {"completed": 1, "failed": 0}
+    assert queue.collections.activities.count_documents({"_id": done}) == 0
+    assert queue.collections.results.count_documents({"_id": done}) == 0
+    assert queue.collections.events.count_documents({"activity_id": done}) == 0
+    clock.advance(queue.settings.retention_failed)
+    assert queue.purge_expired() == {"completed": 0, "failed": 1}
+    assert queue.collections.activities.count_documents({"_id": failed}) == 0
+    # Pending work never ages out.
+    assert queue.get_activity(waiting).status == "pending"
+
+
+def test_init_indexes_is_idempotent_and_reports_conflicts(queue: RunnerQ) -> None:
+    again = queue.init_indexes()
+    assert {r.state.value for r in again} == {"present"}
+    names = {(r.collection_name, r.spec.name) for r in again}
+    prefix = "runnerq_tests_"
+    for expected in [
+        ("activities", "status_1_priority_-1_created_at_1"),
+        ("activities", "status_1_scheduled_at_1"),
+        ("activities", "status_1_lease_deadline_1"),
+        ("activities", "idempotency_key_1"),
+        ("results", "created_at_1"),
+        ("idempotency", "created_at_1"),
+        ("events", "activity_id_1_timestamp_-1"),
+        ("events", "timestamp_1"),
+    ]:
+        assert (prefix + expected[0], expected[1]) in names
+
+    indexes = {ix["name"]: ix for ix in queue.collections.results.list_indexes()}
+    assert indexes["created_at_1"]["expireAfterSeconds"] == 86400
+    indexes = {ix["name"]: ix for ix in queue.collections.events.list_indexes()}
+    assert indexes["timestamp_1"]["expireAfterSeconds"] == 604800
+    indexes = {ix["name"]: ix for ix in queue.collections.activities.list_indexes()}
+    assert indexes["idempotency_key_1"].get("sparse") is True
+
+    # Another program made the results TTL a day longer: shown, never dropped.
+    queue.collections.results.drop_index("created_at_1")
+    queue.collections.results.create_index("created_at", expireAfterSeconds=172800)
+    reports = {(r.collection_name, r.spec.name): r for r in queue.init_indexes()}
+    conflict = reports[(prefix + "results", "created_at_1")]
+    assert conflict.state.value == "conflict"
+    assert "expireAfterSeconds" in conflict.difference
+    indexes = {ix["name"]: ix for ix in queue.collections.results.list_indexes()}
+    assert indexes["created_at_1"]["expireAfterSeconds"] == 172800
+
+
+def test_ttl_indexes_expire_documents(queue: RunnerQ, server) -> None:
+    if server.real_mongodb:
+        pytest.skip("a real server's TTL monitor runs every 60 s; index options are "
+                    "checked in test_init_indexes_is_idempotent_and_reports_conflicts")
+    old = queue.collections.clock() - timedelta(days=2)
+    queue.collections.results.insert_one({"_id": "old", "created_at": old})
+    queue.collections.results.insert_one({"_id": "new", "created_at": queue.collections.clock()})
+    deadline = time.monotonic() + 10
+    while queue.collections.results.count_documents({"_id": "old"}) and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert queue.collections.results.count_documents({"_id": "old"}) == 0
+    assert queue.collections.results.count_documents({"_id": "new"}) == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
@@ -139,10 +141,8 @@ def test_racing_reuse_after_failure_has_one_winner(queue: RunnerQ) -> None:
 
     def attempt() -> None:
         barrier.wait()
-        try:
+        with contextlib.suppress(IdempotencyConflict):
             wins.append(enqueue(queue, "k", OnDuplicate.ALLOW_REUSE_ON_FAILURE))
-        except IdempotencyConflict:
-            pass
 
     threads = [threading.Thread(target=attempt) for _ in range(6)]
     for thread in threads:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -11,12 +12,43 @@ from runnerq_cli.backend.connection import client_for, translate_errors
 from runnerq_cli.backend.context import QueueContext, utc_now
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.inspection import InspectionOperations
+from runnerq_cli.backend.operator import OperatorOperations
 from runnerq_cli.backend.queue import QueueOperations
 from runnerq_cli.backend.workers import WorkerRegistryOperations
 from runnerq_cli.config import Settings, load_settings
 
 
-class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations):
+def _unavailable_as_error(cls: type) -> type:
+    """Wrap every public operation so driver connection errors raise `Unavailable`.
+
+    Callers get one exception type per error kind (see errors.py), with the
+    URI's password redacted, instead of pymongo's own exception zoo.
+    """
+
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def wrapper(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
+            with translate_errors(self.settings.uri):
+                return method(self, *args, **kwargs)
+
+        return wrapper
+
+    for name in dir(cls):
+        attr = getattr(cls, name)
+        if name.startswith("_") or name in _NOT_WRAPPED or not callable(attr) \
+                or isinstance(attr, type):
+            continue
+        setattr(cls, name, wrap(attr))
+    return cls
+
+
+# Context managers and stream factories: their errors surface later, in the caller's block.
+_NOT_WRAPPED = frozenset({"buffered_outbox", "errors_translated", "event_stream"})
+
+
+@_unavailable_as_error
+class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
+              OperatorOperations):
     """RunnerQ's queue and inspection operations on one MongoDB queue.
 
     Thread-safe: share one instance between threads (it shares one pooled

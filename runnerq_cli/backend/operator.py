@@ -1,0 +1,342 @@
+"""Operator actions of design.md: cancel, retry, redrive, run now, reschedule, priority, purge.
+
+Each action on one activity is one atomic, conditional `findOneAndUpdate` of
+the activity document: the filter names the statuses the action applies to,
+so an action never overwrites a change made meanwhile by a worker, the reaper
+or another operator. Its event (`Cancelled`, `Retried`, ...) travels in the
+same update through the outbox (see `outbox.py`), like every queue operation.
+
+Running (`processing`) activities are refused by every action: a worker holds
+the lease and would overwrite or race the operator's change. Stop the worker
+or wait for the attempt to end (a cancelled-while-running state would need
+the worker to poll for it, which the data contract does not define).
+
+Wrong status -> `WrongState` (exit 9), unknown id -> `NotFound`,
+malformed id or value -> `InvalidArgument`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ReturnDocument
+
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.models import (
+    EventType,
+    Priority,
+    Status,
+    parse_activity_id,
+    to_jsonable,
+)
+from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
+from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
+
+OPERATOR = "operator"  # the worker_id recorded on operator events
+CANCELLABLE = (Status.PENDING, Status.SCHEDULED)
+RETRYABLE = (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
+WAITING = (Status.PENDING, Status.SCHEDULED)
+# What a retry or redrive clears: the outcome of the previous run. The lease
+# fields are already absent on a terminal activity; `last_lease_id` goes too,
+# so a late repeat ack of the old claim is answered "claim lost", not replayed.
+RESTART_UNSET = {"completed_at": "", "last_outcome": "", "last_lease_id": "",
+                 "scheduled_at": "", "outbox.dead_letter": ""}
+PURGE_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one action did to one activity."""
+
+    action: str
+    activity_id: uuid.UUID
+    activity_type: str
+    previous_status: str
+    status: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "id": str(self.activity_id), "ok": True,
+                "activity_type": self.activity_type, "previous_status": self.previous_status,
+                "status": self.status, "detail": to_jsonable(self.detail)}
+
+
+@dataclass(frozen=True)
+class RedriveReport:
+    """The dead-lettered activities a redrive moved (or, dry run, would move)."""
+
+    dry_run: bool
+    activities: list[dict[str, Any]]
+    stale_records: int  # dead-letter records whose activity is no longer dead_letter
+
+    @property
+    def count(self) -> int:
+        return len(self.activities)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": "redrive", "dry_run": self.dry_run, "count": self.count,
+                "activities": to_jsonable(self.activities),
+                "stale_records": self.stale_records}
+
+
+class OperatorOperations:
+    """Operator actions on one queue (mixed into `RunnerQ`)."""
+
+    _ctx: QueueContext
+
+    # ------------------------------------------------------------- one activity
+
+    def cancel(self, activity_id: uuid.UUID | str, reason: str | None = None) -> ActionResult:
+        """pending or scheduled -> cancelled (terminal; retention counts from completed_at).
+
+        A running activity is refused: its worker holds the lease.
+        """
+        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
+                             "last_outcome": "cancelled"}}
+        return self._act("cancel", activity_id, CANCELLABLE, EventType.CANCELLED, update,
+                         lambda doc: {"previous_status": doc["status"], "reason": reason})
+
+    def retry(self, activity_id: uuid.UUID | str) -> ActionResult:
+        """failed, dead_letter or cancelled -> pending, as a fresh start (retry_count 0).
+
+        Clears completed_at and the previous outcome. For a dead-lettered
+        activity the dead-letter record is removed after the activity update
+        (see `_drop_dead_letter_record` for why in that order).
+        """
+        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            return {"$set": {"status": Status.PENDING.value, "retry_count": 0},
+                    "$unset": dict(RESTART_UNSET)}
+        result, before = self._act_with_before(
+            "retry", activity_id, RETRYABLE, EventType.RETRIED, update,
+            lambda doc: {"previous_status": doc["status"],
+                         "previous_retry_count": doc.get("retry_count", 0)})
+        if before["status"] == Status.DEAD_LETTER.value:
+            self._drop_dead_letter_record(before)
+        return result
+
+    def run_now(self, activity_id: uuid.UUID | str) -> ActionResult:
+        """scheduled -> pending now (skips a delay or a retry back-off)."""
+        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            return {"$set": {"status": Status.PENDING.value}, "$unset": {"scheduled_at": ""}}
+        return self._act("run-now", activity_id, (Status.SCHEDULED,), EventType.RUN_NOW, update,
+                         lambda doc: {"previous_scheduled_at": doc.get("scheduled_at")})
+
+    def reschedule(self, activity_id: uuid.UUID | str, at: datetime) -> ActionResult:
+        """pending or scheduled -> scheduled at `at` (timezone-aware, in the future)."""
+        if not isinstance(at, datetime) or at.tzinfo is None:
+            raise InvalidArgument("the time to run at must be timezone-aware")
+        at = at.replace(microsecond=at.microsecond // 1000 * 1000)
+        if at <= self._ctx.clock():
+            raise InvalidArgument(f"{to_jsonable(at)} is not in the future; use run-now to "
+                                  "run it now")
+
+        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": at}}
+        return self._act("reschedule", activity_id, WAITING, EventType.RESCHEDULED, update,
+                         lambda doc: {"previous_status": doc["status"],
+                                      "previous_scheduled_at": doc.get("scheduled_at"),
+                                      "scheduled_at": at})
+
+    def set_priority(self, activity_id: uuid.UUID | str,
+                     priority: Priority | int | str) -> ActionResult:
+        """pending or scheduled -> the new priority (the event has the old and the new)."""
+        new = Priority.parse(priority)
+
+        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            return {"$set": {"priority": int(new)}}
+        return self._act("set-priority", activity_id, WAITING, EventType.PRIORITY_CHANGED,
+                         update, lambda doc: {"old_priority": doc.get("priority"),
+                                              "new_priority": int(new)})
+
+    # ------------------------------------------------------------------- bulk
+
+    def redrive(self, types: Iterable[str] | None = None, *, dry_run: bool = False,
+                ids: Iterable[uuid.UUID | str] | None = None,
+                limit: int | None = None) -> RedriveReport:
+        """Every dead-lettered activity (of `types`, if given) back to pending.
+
+        The activity documents are the truth (status dead_letter), not the
+        dead-letter collection: an activity whose record was never written
+        (outbox not flushed yet) is redriven too. Each activity is its own
+        conditional update, so a concurrent retry of one of them is not
+        done twice. `ids` limits it to those activities (what a preview
+        showed and the operator confirmed). Records left by an interrupted retry or redrive (their
+        activity is no longer dead_letter) are removed as well.
+        """
+        type_list = [t for t in (types or ()) if t]
+        query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
+        if type_list:
+            query["activity_type"] = {"$in": type_list}
+        if ids is not None:
+            query["_id"] = {"$in": [parse_activity_id(i) for i in ids]}
+        projection = {"activity_type": 1, "retry_count": 1, "completed_at": 1, "last_error": 1}
+        cursor = self._ctx.activities.find(query, projection).sort([("completed_at", 1)])
+        if limit is not None:
+            cursor = cursor.limit(limit)
+        found = list(cursor)
+        moved: list[dict[str, Any]] = []
+        for doc in found:
+            summary = {"id": doc["_id"], "activity_type": doc.get("activity_type"),
+                       "retry_count": doc.get("retry_count", 0),
+                       "dead_lettered_at": doc.get("completed_at"),
+                       "last_error": doc.get("last_error")}
+            if dry_run:
+                moved.append(summary)
+                continue
+            changed = self._redrive_one(doc["_id"])
+            if changed is not None:
+                self._drop_dead_letter_record(changed)
+                moved.append(summary)
+        stale = self._stale_dead_letter_records(type_list)
+        if not dry_run:
+            for record in stale:
+                self._ctx.dead_letter.delete_one(
+                    {"_id": record["_id"], "failed_at": record.get("failed_at")})
+        return RedriveReport(dry_run, moved, len(stale))
+
+    def _redrive_one(self, aid: uuid.UUID) -> dict[str, Any] | None:
+        now = self._ctx.clock()
+        before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
+        if before is None or before.get("status") != Status.DEAD_LETTER.value:
+            return None
+        event = new_event(aid, before.get("activity_type"), EventType.REDRIVEN.value, now,
+                          OPERATOR, previous_status=before["status"],
+                          previous_retry_count=before.get("retry_count", 0))
+        update = merge_updates(
+            {"$set": {"status": Status.PENDING.value, "retry_count": 0},
+             "$unset": dict(RESTART_UNSET)},
+            outbox_update(now, [event]))
+        changed = self._ctx.activities.find_one_and_update(
+            {"_id": aid, "status": Status.DEAD_LETTER.value}, update,
+            return_document=ReturnDocument.AFTER)
+        if changed is None:
+            return None
+        self._ctx.outbox.submit(changed)
+        return before
+
+    def _stale_dead_letter_records(self, types: list[str]) -> list[dict[str, Any]]:
+        """Dead-letter records whose activity is gone or no longer dead-lettered."""
+        query: dict[str, Any] = {}
+        if types:
+            query["activity.activity_type"] = {"$in": types}
+        records = list(self._ctx.dead_letter.find(query, {"_id": 1, "failed_at": 1}))
+        if not records:
+            return []
+        still = {d["_id"] for d in self._ctx.activities.find(
+            {"_id": {"$in": [r["_id"] for r in records]},
+             "status": Status.DEAD_LETTER.value}, {"_id": 1})}
+        return [r for r in records if r["_id"] not in still]
+
+    def _drop_dead_letter_record(self, before: dict[str, Any]) -> None:
+        """Remove the dead-letter record of an activity that was just retried or redriven.
+
+        Ordering: the activity update (the commit point) comes first, this
+        delete second. A crash in between leaves a record whose activity is no
+        longer dead_letter; `redrive` removes such stale records. The delete is
+        conditional on the record's `failed_at` being the dead-lettering we
+        undid (the activity's `completed_at` then), so if the retried activity
+        has already been dead-lettered again, its new record is kept.
+        """
+        failed_at = before.get("completed_at")
+        query: dict[str, Any] = {"_id": before["_id"]}
+        if failed_at is not None:
+            query["failed_at"] = failed_at
+        self._ctx.dead_letter.delete_one(query)
+
+    def purge_preview(self) -> dict[str, int]:
+        """What `purge` would delete now: terminal activities past their retention."""
+        now = self._ctx.clock()
+        plans = (("completed", [Status.COMPLETED.value], self._ctx.settings.retention_completed),
+                 ("failed", [Status.FAILED.value, Status.DEAD_LETTER.value,
+                             Status.CANCELLED.value], self._ctx.settings.retention_failed))
+        counts: dict[str, int] = {}
+        for name, statuses, keep in plans:
+            if keep <= 0:
+                counts[name] = 0
+                continue
+            cutoff = now - timedelta(seconds=keep)
+            counts[name] = self._ctx.activities.count_documents(
+                {"status": {"$in": statuses}, "completed_at": {"$lt": cutoff}})
+        return counts
+
+    def purge(self, *, batch: int = PURGE_BATCH, max_rounds: int = 10_000) -> dict[str, int]:
+        """Apply retention now (queue.purge_expired) until nothing is left to purge."""
+        total = {"completed": 0, "failed": 0}
+        for _ in range(max_rounds):
+            counts = self.purge_expired(limit=batch)  # type: ignore[attr-defined]
+            for key, value in counts.items():
+                total[key] = total.get(key, 0) + value
+            if all(value < batch for value in counts.values()):
+                break
+        return total
+
+    # ---------------------------------------------------------------- helpers
+
+    def _act(self, action: str, activity_id: uuid.UUID | str, allowed: tuple[Status, ...],
+             event_type: EventType, state_update: Any, detail: Any) -> ActionResult:
+        return self._act_with_before(action, activity_id, allowed, event_type, state_update,
+                                     detail)[0]
+
+    def _act_with_before(self, action: str, activity_id: uuid.UUID | str,
+                         allowed: tuple[Status, ...], event_type: EventType, state_update: Any,
+                         detail: Any) -> tuple[ActionResult, dict[str, Any]]:
+        """One conditional update: the document changes only if its status is `allowed`.
+
+        The update is computed from a snapshot (for the event's "previous"
+        values) and fenced on that snapshot's status and priority, so a change
+        in between makes it retry on a fresh snapshot instead of recording a
+        stale "previous" value.
+        """
+        aid = parse_activity_id(activity_id)
+        allowed_values = [s.value for s in allowed]
+        for _ in range(5):
+            now = self._ctx.clock()
+            before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
+            if before is None:
+                raise NotFound(f"activity {aid} not found")
+            status = before.get("status")
+            if status not in allowed_values:
+                raise WrongState(_wrong_state_message(action, aid, str(status), allowed_values),
+                                 status=status)
+            info = {k: v for k, v in detail(before).items() if v is not None}
+            event = new_event(aid, before.get("activity_type"), event_type.value, now, OPERATOR,
+                              **info)
+            update = merge_updates(state_update(before, now), outbox_update(now, [event]))
+            fence = {"_id": aid, "status": status, "priority": before.get("priority"),
+                     "retry_count": before.get("retry_count", 0)}
+            if "retry_count" not in before:
+                fence.pop("retry_count")
+            changed = self._ctx.activities.find_one_and_update(
+                fence, update, projection={"payload": 0},
+                return_document=ReturnDocument.AFTER)
+            if changed is None:
+                continue  # changed meanwhile: look again
+            self._ctx.outbox.submit(changed)
+            return ActionResult(action, aid, str(changed.get("activity_type")), str(status),
+                                str(changed["status"]), info), before
+        raise WrongState(f"{action} {aid}: the activity keeps changing; try again")
+
+    def iter_actions(self, action: str, ids: Iterable[str],
+                     **kwargs: Any) -> Iterator[ActionResult | Exception]:
+        """Run `action` on each id; yields its result or the error (per-activity errors only)."""
+        method = {"cancel": self.cancel, "retry": self.retry, "run-now": self.run_now,
+                  "reschedule": self.reschedule, "set-priority": self.set_priority}[action]
+        for activity_id in ids:
+            try:
+                yield method(activity_id, **kwargs)
+            except (InvalidArgument, NotFound, WrongState) as exc:
+                yield exc
+
+
+def _wrong_state_message(action: str, aid: uuid.UUID, status: str, allowed: list[str]) -> str:
+    shown = "running" if status == Status.PROCESSING.value else status
+    text = f"cannot {action} activity {aid}: it is {shown}; {action} applies to " \
+           f"{' or '.join(allowed)} activities"
+    if status == Status.PROCESSING.value:
+        text += " (a worker holds it: wait for the attempt to end)"
+    return text

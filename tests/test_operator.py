@@ -1,0 +1,339 @@
+"""Operator actions: allowed states, refused states change nothing, events recorded; the CLI."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+
+# ----------------------------------------------------------------- helpers
+
+
+def make(queue: RunnerQ, state: str, activity_type: str = "job", **options) -> uuid.UUID:
+    """An activity in `state`, driven there through the real queue operations."""
+    if state == "scheduled":
+        return queue.enqueue(activity_type, {}, delay_seconds=600, **options).activity_id
+    if state == "dead_letter":
+        options.setdefault("max_retries", 1)
+    aid = queue.enqueue(activity_type, {}, **options).activity_id
+    if state == "pending":
+        return aid
+    claims = queue.dequeue("w1", types=[activity_type])
+    assert claims and claims[0].activity_id == aid
+    claim = claims[0]
+    if state == "processing":
+        return aid
+    if state == "completed":
+        queue.ack_success(claim, {"ok": 1})
+    elif state == "failed":
+        queue.ack_failure(claim, "boom", retryable=False)
+    elif state == "dead_letter":
+        queue.ack_failure(claim, "boom", retryable=True)
+    elif state == "cancelled":
+        queue.ack_failure(claim, "boom", retryable=False)
+        queue.retry(aid)
+        queue.cancel(aid)
+    assert raw(queue, aid)["status"] == state
+    return aid
+
+
+def raw(queue: RunnerQ, aid: uuid.UUID) -> dict:
+    doc = queue.collections.activities.find_one({"_id": aid}, {"outbox": 0})
+    assert doc is not None
+    return doc
+
+
+def event_types(queue: RunnerQ, aid: uuid.UUID) -> list[str]:
+    return [e.event_type for e in reversed(queue.get_activity_events(aid))]
+
+
+ALL_STATES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
+              "cancelled")
+
+
+def check_refused(queue: RunnerQ, action, allowed: set[str]) -> None:
+    """Every state outside `allowed` is refused with WrongState and the document is unchanged."""
+    for state in ALL_STATES:
+        if state in allowed:
+            continue
+        aid = make(queue, state, activity_type=f"t_{state}")
+        before = raw(queue, aid)
+        events = event_types(queue, aid)
+        with pytest.raises(WrongState) as info:
+            action(aid)
+        assert info.value.status == state
+        assert raw(queue, aid) == before, state
+        assert event_types(queue, aid) == events
+
+
+# ----------------------------------------------------------------- backend
+
+
+def test_cancel_pending_and_scheduled(queue: RunnerQ, clock) -> None:
+    for state in ("pending", "scheduled"):
+        aid = make(queue, state)
+        result = queue.cancel(aid, reason="not needed")
+        assert (result.previous_status, result.status) == (state, "cancelled")
+        doc = raw(queue, aid)
+        assert doc["status"] == "cancelled"
+        assert doc["completed_at"] == clock.now
+        events = queue.get_activity_events(aid)
+        assert events[0].event_type == "Cancelled"
+        assert events[0].worker_id == "operator"
+        assert events[0].detail == {"previous_status": state, "reason": "not needed"}
+    assert queue.dequeue("w2") == []  # nothing left to claim
+
+
+def test_cancel_refuses_other_states(queue: RunnerQ) -> None:
+    check_refused(queue, queue.cancel, {"pending", "scheduled"})
+
+
+def test_cancel_running_says_why(queue: RunnerQ) -> None:
+    aid = make(queue, "processing")
+    with pytest.raises(WrongState, match=r"running.*worker holds it"):
+        queue.cancel(aid)
+
+
+def test_unknown_and_invalid_ids(queue: RunnerQ) -> None:
+    for action in (queue.cancel, queue.retry, queue.run_now):
+        with pytest.raises(NotFound):
+            action(uuid.uuid4())
+        with pytest.raises(InvalidArgument):
+            action("not-a-uuid")
+    with pytest.raises(InvalidArgument):
+        queue.set_priority(make(queue, "pending"), "urgent")
+
+
+@pytest.mark.parametrize("state", ["failed", "dead_letter", "cancelled"])
+def test_retry_restarts_terminal_activity(queue: RunnerQ, state: str) -> None:
+    aid = make(queue, state)
+    result = queue.retry(aid)
+    assert (result.previous_status, result.status) == (state, "pending")
+    doc = raw(queue, aid)
+    assert doc["status"] == "pending"
+    assert doc["retry_count"] == 0
+    for gone in ("completed_at", "last_outcome", "last_lease_id", "scheduled_at"):
+        assert gone not in doc
+    assert event_types(queue, aid)[-1] == "Retried"
+    assert queue.collections.dead_letter.count_documents({"_id": aid}) == 0
+    claims = queue.dequeue("w2")
+    assert [c.activity_id for c in claims] == [aid]
+
+
+def test_retry_refuses_live_states(queue: RunnerQ) -> None:
+    check_refused(queue, queue.retry, {"failed", "dead_letter", "cancelled"})
+
+
+def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock) -> None:
+    """The record is removed only if it is the dead-lettering the retry undid."""
+    aid = make(queue, "dead_letter")
+    queue.retry(aid)
+    clock.advance(5)
+    claim = queue.dequeue("w3")[0]
+    queue.ack_failure(claim, "again", retryable=True)  # max_retries 1: dead-lettered again
+    record = queue.collections.dead_letter.find_one({"_id": aid})
+    assert record is not None and record["error"] == "again"
+    queue._drop_dead_letter_record({"_id": aid, "completed_at": clock.now - timedelta(seconds=5)})
+    assert queue.collections.dead_letter.count_documents({"_id": aid}) == 1
+
+
+def test_run_now(queue: RunnerQ) -> None:
+    aid = make(queue, "scheduled")
+    due = raw(queue, aid)["scheduled_at"]
+    result = queue.run_now(aid)
+    assert (result.previous_status, result.status) == ("scheduled", "pending")
+    assert "scheduled_at" not in raw(queue, aid)
+    event = queue.get_activity_events(aid)[0]
+    assert event.event_type == "RunNow"
+    assert event.detail["previous_scheduled_at"] == due
+    check_refused(queue, queue.run_now, {"scheduled"})
+
+
+def test_reschedule(queue: RunnerQ, clock) -> None:
+    at = clock.now + timedelta(hours=1)
+    for state in ("pending", "scheduled"):
+        aid = make(queue, state)
+        result = queue.reschedule(aid, at)
+        assert result.status == "scheduled"
+        doc = raw(queue, aid)
+        assert (doc["status"], doc["scheduled_at"]) == ("scheduled", at)
+        event = queue.get_activity_events(aid)[0]
+        assert event.event_type == "Rescheduled"
+        assert event.detail["scheduled_at"] == at
+        assert event.detail["previous_status"] == state
+    with pytest.raises(InvalidArgument, match="not in the future"):
+        queue.reschedule(make(queue, "pending"), clock.now - timedelta(seconds=1))
+    check_refused(queue, lambda aid: queue.reschedule(aid, at), {"pending", "scheduled"})
+    # Due time reached: the scheduler makes it pending as usual.
+    clock.advance(3601)
+    assert queue.process_scheduled() >= 2
+
+
+def test_set_priority(queue: RunnerQ) -> None:
+    low = make(queue, "pending", priority="low")
+    normal = make(queue, "pending")
+    result = queue.set_priority(low, "critical")
+    assert result.detail == {"old_priority": 1, "new_priority": 4}
+    assert raw(queue, low)["priority"] == 4
+    event = queue.get_activity_events(low)[0]
+    assert (event.event_type, event.detail) == ("PriorityChanged",
+                                                {"old_priority": 1, "new_priority": 4})
+    # Claim order follows the new priority.
+    assert queue.dequeue("w1")[0].activity_id == low
+    assert raw(queue, normal)["status"] == "pending"
+    scheduled = make(queue, "scheduled")
+    assert queue.set_priority(scheduled, 3).status == "scheduled"
+    check_refused(queue, lambda aid: queue.set_priority(aid, "high"), {"pending", "scheduled"})
+
+
+def test_redrive_all_and_by_type(queue: RunnerQ) -> None:
+    a1 = make(queue, "dead_letter", activity_type="email")
+    a2 = make(queue, "dead_letter", activity_type="email")
+    b1 = make(queue, "dead_letter", activity_type="report")
+    other = make(queue, "failed", activity_type="email")
+    preview = queue.redrive(["email"], dry_run=True)
+    assert {a["id"] for a in preview.activities} == {a1, a2}
+    assert raw(queue, a1)["status"] == "dead_letter"  # dry run wrote nothing
+    assert queue.collections.dead_letter.count_documents({}) == 3
+    done = queue.redrive(["email"])
+    assert done.count == 2
+    assert raw(queue, a1)["status"] == raw(queue, a2)["status"] == "pending"
+    assert raw(queue, a1)["retry_count"] == 0
+    assert raw(queue, b1)["status"] == "dead_letter"
+    assert raw(queue, other)["status"] == "failed"
+    assert event_types(queue, a1)[-1] == "Redriven"
+    assert queue.collections.dead_letter.count_documents({}) == 1
+    assert queue.redrive().count == 1
+    assert queue.collections.dead_letter.count_documents({}) == 0
+    assert queue.redrive().count == 0
+
+
+def test_redrive_removes_stale_records(queue: RunnerQ) -> None:
+    """A crash between a retry's activity update and its record delete leaves a stale record."""
+    aid = make(queue, "dead_letter")
+    record = queue.collections.dead_letter.find_one({"_id": aid})
+    queue.retry(aid)
+    queue.collections.dead_letter.insert_one(record)  # as if the delete never happened
+    preview = queue.redrive(dry_run=True)
+    assert (preview.count, preview.stale_records) == (0, 1)
+    assert queue.collections.dead_letter.count_documents({}) == 1
+    queue.redrive()
+    assert queue.collections.dead_letter.count_documents({}) == 0
+    assert raw(queue, aid)["status"] == "pending"
+
+
+def test_purge_preview_and_purge(queue: RunnerQ, clock) -> None:
+    done = make(queue, "completed")
+    dead = make(queue, "cancelled")
+    alive = make(queue, "pending")
+    assert queue.purge_preview() == {"completed": 0, "failed": 0}
+    clock.advance(queue.settings.retention_failed + 1)
+    assert queue.purge_preview() == {"completed": 1, "failed": 1}
+    assert queue.purge() == {"completed": 1, "failed": 1}
+    assert queue.collections.activities.count_documents({"_id": {"$in": [done, dead]}}) == 0
+    assert raw(queue, alive)["status"] == "pending"
+
+
+# --------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def cq(settings, cli_env) -> RunnerQ:
+    """A backend on the CLI's database with the real clock."""
+    backend = RunnerQ(settings)
+    backend.init_indexes()
+    return backend
+
+
+def test_cli_cancel_many_reports_each(run_cli, cq: RunnerQ) -> None:
+    running = cq.enqueue("job", {}).activity_id
+    assert cq.dequeue("w1")[0].activity_id == running
+    waiting = cq.enqueue("job", {}).activity_id
+    result = run_cli("cancel", str(waiting), str(running), str(uuid.uuid4()), "-o", "json")
+    rows = json.loads(result.stdout)
+    assert [r["ok"] for r in rows] == [True, False, False]
+    assert rows[0]["status"] == "cancelled"
+    assert rows[1]["exit_code"] == ExitCode.WRONG_STATE
+    assert rows[2]["exit_code"] == ExitCode.NOT_FOUND
+    assert result.code == ExitCode.FAILURE  # two different failures
+    assert result.stderr.count("error:") == 2
+    assert cq.get_activity(waiting).status == "cancelled"
+    assert cq.get_activity(running).status == "processing"
+
+
+def test_cli_single_failure_kind_is_the_exit_code(run_cli, cq: RunnerQ) -> None:
+    aid = cq.enqueue("job", {}).activity_id
+    assert run_cli("cancel", str(aid)).code == 0
+    again = run_cli("cancel", str(aid))
+    assert again.code == ExitCode.WRONG_STATE
+    assert "cancelled" in again.stderr
+    assert run_cli("retry", "nope").code == ExitCode.USAGE
+    assert run_cli("run-now", str(uuid.uuid4())).code == ExitCode.NOT_FOUND
+    retried = run_cli("retry", str(aid))
+    assert retried.code == 0
+    assert f"retry: {aid} (job) cancelled -> pending" in retried.stdout
+
+
+def test_cli_reschedule_run_now_set_priority(run_cli, cq: RunnerQ) -> None:
+    aid = cq.enqueue("job", {}).activity_id
+    res = run_cli("reschedule", str(aid), "--delay", "1h", "-o", "json")
+    assert res.code == 0, res.stderr
+    assert json.loads(res.stdout)[0]["status"] == "scheduled"
+    assert run_cli("reschedule", str(aid)).code == ExitCode.USAGE
+    assert run_cli("reschedule", str(aid), "--at", "2000-01-01T00:00:00Z").code == ExitCode.USAGE
+    assert run_cli("reschedule", str(aid), "--at", "2999-01-01T00:00:00").code == 0
+    assert cq.get_activity(aid).scheduled_at.year == 2999
+    res = run_cli("set-priority", str(aid), "high")
+    assert res.code == 0 and "priority normal -> high" in res.stdout
+    assert run_cli("set-priority", str(aid), "urgent").code == ExitCode.USAGE
+    assert run_cli("run-now", str(aid)).code == 0
+    assert cq.get_activity(aid).status == "pending"
+    assert run_cli("run-now", str(aid)).code == ExitCode.WRONG_STATE
+
+
+def dead_letter(cq: RunnerQ, activity_type: str = "job") -> uuid.UUID:
+    aid = cq.enqueue(activity_type, {}, max_retries=1).activity_id
+    claim = cq.dequeue("w1", types=[activity_type])[0]
+    cq.ack_failure(claim, "boom")
+    return aid
+
+
+def test_cli_redrive_needs_yes_and_dry_run_writes_nothing(run_cli, cq: RunnerQ) -> None:
+    aid = dead_letter(cq)
+    refused = run_cli("redrive")  # stdin is not a terminal
+    assert refused.code == ExitCode.USAGE
+    assert "--yes" in refused.stderr
+    dry = run_cli("redrive", "--dry-run", "-o", "json")
+    assert dry.code == 0
+    report = json.loads(dry.stdout)
+    assert (report["dry_run"], report["count"]) == (True, 1)
+    assert report["activities"][0]["id"] == str(aid)
+    assert cq.get_activity(aid).status == "dead_letter"
+    assert cq.collections.dead_letter.count_documents({}) == 1
+    done = run_cli("redrive", "--yes", "--type", "job")
+    assert done.code == 0, done.stderr
+    assert "redrove 1 activities" in done.stdout
+    assert cq.get_activity(aid).status == "pending"
+    assert cq.collections.dead_letter.count_documents({}) == 0
+    assert run_cli("redrive").code == 0  # nothing to do needs no --yes
+
+
+def test_cli_purge(run_cli, cq: RunnerQ) -> None:
+    aid = cq.enqueue("job", {}).activity_id
+    cq.cancel(aid)
+    env = {"RUNNERQ_RETENTION_FAILED": "1ms"}
+    dry = run_cli("purge", "--dry-run", "-o", "json", env=env)
+    assert dry.code == 0, dry.stderr
+    assert json.loads(dry.stdout)["failed"] == 1
+    assert cq.collections.activities.count_documents({"_id": aid}) == 1
+    assert run_cli("purge", env=env).code == ExitCode.USAGE
+    assert cq.collections.activities.count_documents({"_id": aid}) == 1
+    done = run_cli("purge", "--yes", env=env)
+    assert done.code == 0, done.stderr
+    assert "purged 1 activities" in done.stdout
+    assert cq.collections.activities.count_documents({"_id": aid}) == 0

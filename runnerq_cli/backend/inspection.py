@@ -15,9 +15,37 @@ from runnerq_cli.backend.models import (
     Status,
     parse_activity_id,
 )
+from runnerq_cli.backend.pagination import (
+    MAX_LIMIT,
+    ORDERS,
+    ListFilter,
+    Page,
+    after_clause,
+    decode_cursor,
+    encode_cursor,
+    sort_values,
+)
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 MAX_PAGE = 10_000
+CLAIM_ORDER_INDEX = "status_1_priority_-1_created_at_1"
+
+
+def aggregate_hinted(collection: Any, pipeline: list[dict[str, Any]],
+                     index: str) -> list[dict[str, Any]]:
+    """Run `pipeline` on `index` (a covered index scan: no document is read).
+
+    Without the hint a `$group` with no `$match` would scan the collection.
+    Falls back to no hint where the index is missing (indexes not created yet).
+    """
+    from pymongo.errors import OperationFailure
+
+    try:
+        return list(collection.aggregate(pipeline, hint=index))
+    except OperationFailure as exc:
+        if "hint" not in str(exc).lower() and exc.code not in (2, 17007):
+            raise
+        return list(collection.aggregate(pipeline))
 
 
 def _page(offset: int, limit: int) -> tuple[int, int]:
@@ -41,7 +69,7 @@ class InspectionOperations:
         by_priority: dict[str, dict[str, int]] = {}
         pipeline = [{"$group": {"_id": {"status": "$status", "priority": "$priority"},
                                 "count": {"$sum": 1}}}]
-        for row in self._ctx.activities.aggregate(pipeline):
+        for row in aggregate_hinted(self._ctx.activities, pipeline, CLAIM_ORDER_INDEX):
             status, priority = row["_id"].get("status"), row["_id"].get("priority")
             by_status[str(status)] = by_status.get(str(status), 0) + row["count"]
             try:
@@ -52,6 +80,18 @@ class InspectionOperations:
             per[str(status)] = per.get(str(status), 0) + row["count"]
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
                 "by_priority": by_priority, "total": sum(by_status.values())}
+
+    def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
+                       latency_window_seconds: float = 900.0,
+                       sample_cap: int = 10_000) -> dict[str, Any]:
+        """The full `stats` snapshot (metrics.py: schema, and what each query costs)."""
+        from runnerq_cli.backend.metrics import StatsOptions, snapshot
+
+        options = StatsOptions(by_type=by_type, throughput_minutes=throughput_minutes,
+                               latency_window_seconds=latency_window_seconds,
+                               sample_cap=sample_cap)
+        workers = self.list_workers(options.stale_after)  # type: ignore[attr-defined]
+        return snapshot(self._ctx, workers, options)
 
     def _list(self, query: dict[str, Any], sort: list[tuple[str, int]], offset: int,
               limit: int) -> list[Activity]:
@@ -82,6 +122,27 @@ class InspectionOperations:
         cursor = self._ctx.dead_letter.find().sort([("failed_at", -1)]).skip(offset).limit(limit)
         return [DeadLetterRecord(Activity.from_doc(doc["activity"]), doc.get("error", ""),
                                  doc.get("failed_at")) for doc in cursor]
+
+    def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
+                  limit: int = 50, after: str | None = None) -> Page:
+        """One page of activities in `status`, after the cursor `after` (keyset pagination).
+
+        The order is the status's natural one (pagination.ORDERS); the page's
+        `next_cursor` is None when nothing follows.
+        """
+        status = Status.parse(status) if isinstance(status, str) else status
+        if limit < 1 or limit > MAX_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+        order = ORDERS[status][0]
+        query = (filters or ListFilter()).query(status)
+        if after:
+            query = {"$and": [query, after_clause(order, decode_cursor(after, status))]}
+        docs = list(self._ctx.activities.find(query, {"outbox": 0}).sort(list(order))
+                    .limit(limit + 1))
+        more = len(docs) > limit
+        docs = docs[:limit]
+        cursor = encode_cursor(status, sort_values(docs[-1], order)) if more and docs else None
+        return Page([Activity.from_doc(d) for d in docs], cursor)
 
     def get_activity(self, activity_id: uuid.UUID | str) -> Activity:
         """The activity, or NotFound."""

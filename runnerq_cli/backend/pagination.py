@@ -1,0 +1,132 @@
+"""Keyset (cursor) pagination of activities by status.
+
+A page ends with an opaque cursor holding the sort key and `_id` of its last
+item; the next page asks for what sorts strictly after it. Unlike offsets,
+this neither skips nor repeats an item when activities are added (or leave
+the status) while someone pages: a new activity sorts either before the
+cursor (not shown, it was not there when that part was read) or after it
+(shown once). `_id` breaks ties, so equal sort keys are never split wrongly.
+
+Each order below is served by an index whose keys end in `_id` (indexes.py),
+so a page costs an index seek plus `limit` documents, at any depth.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runnerq_cli.backend.models import Activity, Status
+from runnerq_cli.errors import InvalidArgument
+
+# status -> (sort fields with direction, field `--since` applies to)
+ORDERS: dict[Status, tuple[tuple[tuple[str, int], ...], str]] = {
+    Status.PENDING: ((("priority", -1), ("created_at", 1), ("_id", 1)), "created_at"),
+    Status.SCHEDULED: ((("scheduled_at", 1), ("_id", 1)), "created_at"),
+    Status.PROCESSING: ((("lease_deadline", 1), ("_id", 1)), "started_at"),
+    Status.COMPLETED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.FAILED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.DEAD_LETTER: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.CANCELLED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+}
+MAX_LIMIT = 1000
+_METADATA_KEY = re.compile(r"[A-Za-z0-9_\-]{1,100}")
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Activity]
+    next_cursor: str | None  # None: this was the last page
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    activity_type: str | None = None
+    since: datetime | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+
+    def query(self, status: Status) -> dict[str, Any]:
+        """Only equality and range on fixed field names: user text is never an operator."""
+        query: dict[str, Any] = {"status": status.value}
+        if self.activity_type:
+            query["activity_type"] = str(self.activity_type)
+        if self.since is not None:
+            query[ORDERS[status][1]] = {"$gte": self.since}
+        for key, value in self.metadata:
+            if not _METADATA_KEY.fullmatch(key):
+                raise InvalidArgument(f"invalid metadata key {key!r}: use letters, digits, _ or -")
+            query[f"metadata.{key}"] = str(value)
+        return query
+
+
+def parse_metadata(pairs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"--metadata expects KEY=VALUE, got {pair!r}")
+        if not _METADATA_KEY.fullmatch(key):
+            raise InvalidArgument(f"invalid metadata key {key!r}: use letters, digits, _ or -")
+        out.append((key, value))
+    return tuple(out)
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {"d": value.isoformat()}
+    if isinstance(value, uuid.UUID):
+        return {"u": str(value)}
+    return value
+
+
+def _load(value: Any) -> Any:
+    if isinstance(value, dict) and "d" in value:
+        return datetime.fromisoformat(value["d"])
+    if isinstance(value, dict) and "u" in value:
+        return uuid.UUID(value["u"])
+    if isinstance(value, int | str | float) or value is None:
+        return value
+    raise ValueError("bad value")
+
+
+def encode_cursor(status: Status, values: list[Any]) -> str:
+    raw = json.dumps({"s": status.value, "k": [_dump(v) for v in values]},
+                     separators=(",", ":")).encode()
+    return "pc" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str, status: Status) -> list[Any]:
+    value = text.strip()
+    try:
+        if not value.startswith("pc"):
+            raise ValueError("prefix")
+        body = value[2:]
+        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        values = [_load(v) for v in data["k"]]
+        if len(values) != len(ORDERS[status][0]):
+            raise ValueError("length")
+    except (ValueError, KeyError, TypeError):
+        raise InvalidArgument(f"invalid --after cursor {value[:40]!r}") from None
+    if data.get("s") != status.value:
+        raise InvalidArgument(f"this cursor belongs to a list of {data.get('s')!r}, "
+                              f"not {status.value!r}")
+    return values
+
+
+def after_clause(order: tuple[tuple[str, int], ...], values: list[Any]) -> dict[str, Any]:
+    """`(k1, k2, ...) > (v1, v2, ...)` in the order's directions, as a MongoDB filter."""
+    branches = []
+    for i, (name, direction) in enumerate(order):
+        branch = {order[j][0]: values[j] for j in range(i)}
+        branch[name] = {"$gt" if direction == 1 else "$lt": values[i]}
+        branches.append(branch)
+    return {"$or": branches}
+
+
+def sort_values(doc: dict[str, Any], order: tuple[tuple[str, int], ...]) -> list[Any]:
+    return [doc.get(name) for name, _ in order]

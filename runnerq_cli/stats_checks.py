@@ -1,0 +1,61 @@
+"""`stats --check EXPR`: tiny comparison expressions for CI and monitoring.
+
+Grammar (no eval, nothing reaches the server): `NAME OP VALUE` where NAME is
+one of `metrics.check_values` names (pending, dead_letter, oldest_pending,
+wait_p95, workers, ...), OP is one of == != < <= > >=, and VALUE is a number
+or a duration (60s, 5m, 1h; compared in seconds).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runnerq_cli.durations import parse_duration
+from runnerq_cli.errors import InvalidArgument
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge,
+    "<": operator.lt, ">": operator.gt,
+}
+_EXPR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(==|!=|<=|>=|<|>)\s*([0-9][0-9a-z.]*)\s*")
+
+
+@dataclass(frozen=True)
+class Check:
+    text: str
+    name: str
+    op: str
+    value: float
+
+    def holds(self, values: dict[str, float]) -> bool:
+        return _OPS[self.op](values[self.name], self.value)
+
+    def describe(self, values: dict[str, float]) -> str:
+        actual = values[self.name]
+        shown = f"{actual:g}"
+        return f"check failed: {self.text.strip()} (actual {self.name} = {shown})"
+
+
+def parse_check(text: str, known: set[str] | frozenset[str]) -> Check:
+    match = _EXPR.fullmatch(text)
+    if not match:
+        raise InvalidArgument(
+            f"invalid --check {text!r}: expected NAME OP VALUE, e.g. 'dead_letter == 0' or "
+            "'oldest_pending < 60s'")
+    name, op, raw = match.groups()
+    if name not in known:
+        raise InvalidArgument(f"invalid --check {text!r}: unknown name {name!r}; known: "
+                              + ", ".join(sorted(known)))
+    try:
+        value = float(raw)
+    except ValueError:
+        value = parse_duration(raw, what=f"--check {text!r}")
+    return Check(text, name, op, value)
+
+
+def evaluate(checks: list[Check], values: dict[str, float]) -> list[str]:
+    """One line per check that does not hold (empty: all hold)."""
+    return [c.describe(values) for c in checks if not c.holds(values)]

@@ -1,9 +1,87 @@
-"""`runnerq-mongo` command module: worker (not written yet)."""
+"""`runnerq-mongo worker`: run handlers for a queue (engine in runnerq_cli.worker)."""
 
 from __future__ import annotations
 
 import typer
 
+HELP = (
+    "Run handlers for the queue's activities under leases, until stopped.\n\n"
+    "Handlers: --handler TYPE=package.module:function, --app package.module (a module "
+    "that registers handlers), --exec TYPE='command args' (payload as JSON on stdin, "
+    "result as JSON on stdout; exit 100 = non-retryable failure). Also from the config "
+    "file: worker.handlers, worker.app, worker.exec.\n\n"
+    "SIGTERM/SIGINT stop claiming and let running handlers finish (up to "
+    "--shutdown-timeout), then release the rest; a second signal stops at once.\n\n"
+    "Exit codes: 0 ok, 20 --burst --fail-on-error saw failed attempts, 21 running work "
+    "was released at shutdown, 130 stopped by a second signal."
+)
+
+
+def worker(
+    ctx: typer.Context,
+    handler: list[str] = typer.Option([], "--handler", metavar="TYPE=MOD:FUNC",
+                                      help="Python handler by import path (repeatable)."),
+    app_module: str | None = typer.Option(None, "--app", metavar="MODULE",
+                                          help="Module whose import registers handlers."),
+    exec_: list[str] = typer.Option([], "--exec", metavar="TYPE=COMMAND",
+                                    help="Shell handler (repeatable); payload JSON on stdin."),
+    types: str | None = typer.Option(None, "--types", metavar="A,B",
+                                     help="Claim only these activity types."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-n", min=1,
+                                           help="Activities run at once (default 4)."),
+    lease: str | None = typer.Option(None, "--lease", metavar="DURATION",
+                                     help="Lease of a claim, renewed while running "
+                                          "(default 60s)."),
+    poll_interval: str | None = typer.Option(None, "--poll-interval", metavar="DURATION",
+                                             help="Longest idle wait between claims "
+                                                  "(default 1s)."),
+    shutdown_timeout: str | None = typer.Option(None, "--shutdown-timeout",
+                                                metavar="DURATION",
+                                                help="How long running work may finish after "
+                                                     "a signal (default 30s)."),
+    burst: bool = typer.Option(False, "--burst", help="Exit once nothing is due."),
+    fail_on_error: bool = typer.Option(False, "--fail-on-error",
+                                       help="With --burst: exit 20 if any attempt failed."),
+    max_activities: int | None = typer.Option(None, "--max-activities", min=1,
+                                              help="Exit after claiming this many."),
+    worker_id: str | None = typer.Option(None, "--worker-id", help="Default: HOST-random."),
+    log_format: str | None = typer.Option(None, "--log-format",
+                                          help="auto, rich, plain or json."),
+    log_level: str | None = typer.Option(None, "--log-level",
+                                         help="debug, info, warning or error."),
+) -> None:
+    from runnerq_cli.cli.state import state
+    from runnerq_cli.errors import InvalidArgument
+    from runnerq_cli.worker.engine import Worker
+    from runnerq_cli.worker.handlers import build_registry, parse_assignment
+    from runnerq_cli.worker.logs import WorkerLog
+
+    extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
+             "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
+             "worker.log_format": log_format, "worker.log_level": log_level,
+             "worker.app": app_module}
+    st = state(ctx)
+    settings = st.settings(**{k: v for k, v in extra.items() if v is not None})
+    ws = settings.worker
+    handlers = dict(ws.handlers)
+    handlers.update(parse_assignment(h, "--handler") for h in handler)
+    commands = dict(ws.exec)
+    commands.update(parse_assignment(e, "--exec") for e in exec_)
+    registry = build_registry(app=ws.app, handlers=handlers, commands=commands)
+    if fail_on_error and not burst:
+        raise InvalidArgument("--fail-on-error needs --burst")
+
+    from runnerq_cli.backend.api import RunnerQ
+
+    backend = RunnerQ(settings)
+    log = WorkerLog(ws.log_format, ws.log_level)
+    with backend.errors_translated():
+        backend.ping()
+        code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
+                      max_activities=max_activities, worker_id=worker_id, log=log).run()
+    raise typer.Exit(code)
+
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("worker", help=HELP, no_args_is_help=False)(worker)

@@ -1,0 +1,1 @@
+"""The `runnerq-mongo worker` engine and its embedding API (see `api.py`)."""

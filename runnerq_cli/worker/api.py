@@ -1,0 +1,64 @@
+"""The embedding API: run the same worker inside an application.
+
+    from runnerq_cli import HandlerRegistry, NonRetryableError, run_worker
+
+    registry = HandlerRegistry()
+
+    @registry.handler("resize_image")
+    async def resize(payload, ctx):
+        ...
+        return {"ok": True}
+
+    run_worker(registry, uri="mongodb://db1,db2/?replicaSet=rs0", queue="images",
+               concurrency=8)
+
+`Worker` gives finer control (`start()` in a background thread, `stop()`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.handlers import (
+    ActivityContext,
+    HandlerRegistry,
+    NonRetryableError,
+    build_registry,
+    default_registry,
+    handler,
+)
+from runnerq_cli.worker.logs import WorkerLog
+from runnerq_cli.worker.shell import EXIT_NON_RETRYABLE
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+
+__all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
+           "Worker", "WorkerLog", "create_worker", "handler", "run_worker"]
+
+
+def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ | None = None,
+                  uri: str | None = None, database: str | None = None, queue: str | None = None,
+                  handlers: Mapping[str, str] | None = None,
+                  commands: Mapping[str, str] | None = None, app: str | None = None,
+                  **options: Any) -> Worker:
+    """A `Worker` for a registry (default: what `@handler` registered), optionally
+    extended with import paths (`handlers`) and shell commands (`commands`).
+
+    Connection settings come from `backend`, else uri/database/queue, the
+    environment and the config file, like the CLI. `options` are `Worker`'s.
+    """
+    if backend is None:
+        from runnerq_cli.backend.api import connect
+
+        backend = connect(uri, database=database, queue=queue)
+    combined = build_registry(app=app, handlers=handlers, commands=commands,
+                              registry=registry if registry is not None else default_registry)
+    return Worker(backend, combined, **options)
+
+
+def run_worker(registry: HandlerRegistry | None = None, **kwargs: Any) -> int:
+    """Create a worker and run it in this thread until stopped; returns the exit code."""
+    return create_worker(registry, **kwargs).run()

@@ -1,0 +1,634 @@
+"""The worker engine: claim, run under a lease, acknowledge, and keep the queue healthy.
+
+Threads of one worker process:
+- the caller's thread runs the claim loop: it claims only when a slot is
+  free, backs off (doubling up to `poll_interval`) when the queue is idle,
+  and handles shutdown;
+- `concurrency` handler slots (daemon threads) run handlers and acknowledge;
+- the lease keeper renews each running claim at a third of the lease and
+  enforces `timeout_seconds`;
+- the maintenance thread drains the outbox buffer, heartbeats the worker
+  registry and runs the scheduler, reaper, outbox repair and retention purge
+  at jittered intervals. Every worker runs them: each is one indexed, fenced
+  operation that is cheap when nothing is due, so no leader is needed and a
+  dead worker stops nothing.
+
+Safety: every acknowledgement and lease extension is fenced on the claim's
+lease id (backend). A `ClaimLost` means another worker owns the activity now:
+this worker drops it and changes nothing. Exactly one of the handler slot,
+the lease keeper (timeout, claim lost) and shutdown (release) settles an
+attempt; the others see `settled` and keep out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import random
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
+from runnerq_cli.worker.handlers import (
+    ActivityContext,
+    Handler,
+    HandlerRegistry,
+    HandlerTimeout,
+    NonRetryableError,
+)
+from runnerq_cli.worker.logs import WorkerLog
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.models import Claim
+
+MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
+OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
+OUTBOX_DRAIN_EVERY = 0.5
+HEARTBEAT_EVERY = 5.0
+REPAIR_EVERY = 30.0
+REPAIR_GRACE = 60.0
+PURGE_EVERY = 600.0
+ACK_RETRY_FOR = 30.0  # keep retrying an acknowledgement through a server hiccup this long
+SELF_TIMED_GRACE = {"python": 0.0, "async": 2.0, "shell": 7.0}
+
+
+class _Abandoned(Exception):
+    """The attempt was settled elsewhere (timeout, claim lost, released)."""
+
+
+@dataclass
+class _InFlight:
+    claim: Claim
+    handler: Handler | None
+    ctx: ActivityContext
+    started: float
+    timeout_at: float
+    next_renew: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    settled: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.handler is None:
+            return "python"
+        if self.handler.kind == "shell":
+            return "shell"
+        return "async" if self.handler.is_async else "python"
+
+
+class _Slots:
+    """A small daemon-thread pool: daemon so an abandoned (timed-out) handler
+    never keeps the process alive, sized so abandoned threads cannot starve it."""
+
+    def __init__(self, max_threads: int, name: str) -> None:
+        self.max_threads = max_threads
+        self._name = name
+        self._tasks: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
+            queue.SimpleQueue())
+        self._lock = threading.Lock()
+        self._threads = 0
+        self.busy = 0
+
+    def available(self) -> int:
+        with self._lock:
+            return self.max_threads - self.busy
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        with self._lock:
+            self.busy += 1
+            if self._threads < self.busy:
+                self._threads += 1
+                threading.Thread(target=self._loop, name=f"{self._name}-{self._threads}",
+                                 daemon=True).start()
+        self._tasks.put((fn, args))
+
+    def _loop(self) -> None:
+        while True:
+            fn, args = self._tasks.get()
+            try:
+                fn(*args)
+            finally:
+                with self._lock:
+                    self.busy -= 1
+
+
+class Worker:
+    """Run handlers for one queue until stopped (or, in burst mode, until idle).
+
+    >>> from runnerq_cli import connect, HandlerRegistry, Worker
+    >>> registry = HandlerRegistry()
+    >>> @registry.handler("send_email")
+    ... def send_email(payload, ctx): return {"sent": payload["to"]}
+    >>> Worker(connect(queue="emails"), registry, concurrency=8).run()
+
+    Thread-safe controls: `stop()` (graceful), `stop(force=True)`, `start()`
+    to run in a background thread, `join()`.
+    """
+
+    def __init__(self, backend: RunnerQ, registry: HandlerRegistry, *,
+                 concurrency: int | None = None, types: list[str] | tuple[str, ...] | None = None,
+                 lease: float | None = None, poll_interval: float | None = None,
+                 shutdown_timeout: float | None = None, burst: bool = False,
+                 fail_on_error: bool = False, max_activities: int | None = None,
+                 worker_id: str | None = None, log: WorkerLog | None = None,
+                 outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True) -> None:
+        from runnerq_cli.backend.queue import default_worker_id
+
+        ws = backend.settings.worker
+        self.backend = backend
+        self.registry = registry
+        self.concurrency = concurrency or ws.concurrency
+        self.types = tuple(types if types is not None else ws.types)
+        self.lease = float(lease or backend.settings.lease)
+        self.poll_interval = float(poll_interval or ws.poll_interval)
+        self.shutdown_timeout = float(ws.shutdown_timeout if shutdown_timeout is None
+                                      else shutdown_timeout)
+        self.burst = burst
+        self.fail_on_error = fail_on_error
+        self.max_activities = max_activities
+        self.worker_id = worker_id or default_worker_id()
+        self.log = log or WorkerLog(ws.log_format, ws.log_level)
+        self.outbox_batch = outbox_batch
+        self.maintenance = maintenance
+        if self.concurrency < 1:
+            raise InvalidArgument("concurrency must be at least 1")
+        if self.lease < 1:
+            raise InvalidArgument("the lease must be at least 1s")
+        if max_activities is not None and max_activities < 1:
+            raise InvalidArgument("--max-activities must be at least 1")
+        if not len(registry):
+            raise InvalidArgument("no handlers: give --handler, --exec or --app "
+                                  "(or worker.handlers / worker.exec / worker.app in the config)")
+        missing = [t for t in self.types if t not in registry]
+        if missing:
+            raise InvalidArgument(f"--types names types without a handler: {', '.join(missing)}")
+        self.counters = {"claimed": 0, "succeeded": 0, "retried": 0, "failed": 0,
+                         "dead_lettered": 0, "claims_lost": 0, "released": 0}
+        self._inflight: dict[str, _InFlight] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._force = threading.Event()
+        self._background_stop = threading.Event()
+        self._slots = _Slots(self.concurrency * 2, "runnerq-slot")
+        self._thread: threading.Thread | None = None
+        self.exit_code: int | None = None
+        self.running = threading.Event()
+
+    # ----------------------------------------------------------- controls
+
+    def stop(self, force: bool = False) -> None:
+        """Stop claiming and drain (or, with force or a second call, stop at once)."""
+        if force or self._stopping.is_set():
+            self._force.set()
+        self._stopping.set()
+        self._wake.set()
+
+    def start(self) -> threading.Thread:
+        """Run in a background thread (no signal handlers); `join()` for the exit code."""
+        self._thread = threading.Thread(target=self.run, kwargs={"install_signals": False},
+                                        name="runnerq-worker", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def join(self, timeout: float | None = None) -> int | None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.exit_code
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._inflight)
+
+    # ---------------------------------------------------------------- run
+
+    def run(self, install_signals: bool = True) -> int:
+        """Work until stopped; returns the exit code (see errors.ExitCode)."""
+        previous = self._install_signals() if install_signals else {}
+        outbox = self.backend.collections.outbox
+        saved_batch = outbox.buffer_size
+        outbox.buffer_size = self.outbox_batch
+        helpers: list[threading.Thread] = []
+        try:
+            self.backend.register_worker(self.worker_id, types=list(self.types),
+                                         concurrency=self.concurrency)
+            helpers.append(self._spawn(self._keeper_loop, "runnerq-lease-keeper"))
+            if self.maintenance:
+                helpers.append(self._spawn(self._maintenance_loop, "runnerq-maintenance"))
+            self.log.message("info", "worker started", worker=self.worker_id,
+                             queue=self.backend.queue, concurrency=self.concurrency,
+                             types=",".join(self.types) or "*", lease=f"{self.lease:g}s",
+                             handlers=",".join(self.registry.types))
+            self.running.set()
+            self._claim_loop()
+            released = self._drain()
+            code = self._exit_code(released)
+        finally:
+            self._background_stop.set()
+            for thread in helpers:
+                thread.join(timeout=0.5 if self._force.is_set() else 10)
+            outbox.buffer_size = saved_batch
+            if not self._force.is_set():
+                self._quietly("flushing the outbox", outbox.drain)
+                self._quietly("unregistering", self.backend.unregister_worker, self.worker_id)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.running.clear()
+        self.exit_code = code
+        self.log.message("info" if code == 0 else "warning", "worker stopped",
+                         worker=self.worker_id, exit_code=code, **self.counters)
+        return code
+
+    def _exit_code(self, released: int) -> int:
+        if self._force.is_set():
+            return int(ExitCode.INTERRUPTED)
+        if released:
+            return int(ExitCode.WORKER_SHUTDOWN_TIMEOUT)
+        failures = (self.counters["retried"] + self.counters["failed"]
+                    + self.counters["dead_lettered"])
+        if self.fail_on_error and failures:
+            return int(ExitCode.WORKER_ERRORS)
+        return int(ExitCode.OK)
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {}
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # No logging here: the interrupted thread may hold the log's lock.
+        self.stop()
+
+    def _spawn(self, target: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    # -------------------------------------------------------------- claim
+
+    def _capacity(self) -> int:
+        with self._lock:
+            free = self.concurrency - len(self._inflight)
+        free = min(free, self._slots.available())
+        if self.max_activities is not None:
+            free = min(free, self.max_activities - self.counters["claimed"])
+        return max(free, 0)
+
+    def _claim_loop(self) -> None:
+        idle = MIN_IDLE
+        error_wait = MIN_IDLE
+        claim_types = list(self.types) or None
+        while not self._stopping.is_set():
+            if self.max_activities is not None and self.counters["claimed"] >= self.max_activities:
+                return
+            self._wake.clear()
+            capacity = self._capacity()
+            if capacity == 0:
+                self._wake.wait(self.poll_interval)
+                continue
+            try:
+                claims = self.backend.dequeue(self.worker_id, types=claim_types, limit=capacity,
+                                              lease_seconds=self.lease)
+            except Exception as exc:  # server unavailable: back off, keep the process up
+                self.log.message("warning", "claim failed; retrying", error=_brief(exc),
+                                 retry_in=f"{error_wait:.1f}s")
+                self._wake.wait(error_wait)
+                error_wait = min(error_wait * 2 if error_wait >= 1 else 1.0, 30.0)
+                continue
+            error_wait = MIN_IDLE
+            if claims:
+                for claim in claims:
+                    self._start(claim)
+                idle = MIN_IDLE
+                continue
+            if self.burst and self._burst_done():
+                return
+            self._wake.wait(idle)
+            idle = min(idle * 2, self.poll_interval)
+
+    def _burst_done(self) -> bool:
+        """Burst mode: done when nothing runs here and nothing is due (after making
+        due scheduled work and expired leases claimable)."""
+        if self.in_flight:
+            return False
+        try:
+            moved = self.backend.process_scheduled()
+            reaped = self.backend.requeue_expired()
+        except Exception as exc:
+            self.log.message("warning", "maintenance failed", error=_brief(exc))
+            return False
+        return not moved and not reaped["requeued"]
+
+    def _start(self, claim: Claim) -> None:
+        act = claim.activity
+        handler = self.registry.get(act.activity_type)
+        now = time.monotonic()
+        ctx = ActivityContext(
+            activity_id=act.id, activity_type=act.activity_type, attempt=act.retry_count + 1,
+            metadata=dict(act.metadata), worker_id=self.worker_id,
+            timeout_seconds=float(act.timeout_seconds),
+            _enqueue=self.backend.enqueue)
+        flight = _InFlight(claim, handler, ctx, started=now,
+                           timeout_at=now + act.timeout_seconds, next_renew=now + self.lease / 3)
+        ctx._extend = lambda seconds, f=flight: self._extend(f, seconds)
+        with self._lock:
+            self._inflight[claim.lease_id] = flight
+            self.counters["claimed"] += 1
+        self._slots.submit(self._execute, flight)
+
+    # ------------------------------------------------------------ execute
+
+    def _execute(self, flight: _InFlight) -> None:
+        try:
+            outcome = self._call(flight)
+        except _Abandoned:
+            return
+        self._settle(flight, outcome)
+
+    def _call(self, flight: _InFlight) -> tuple[str, Any]:
+        """Run the handler: ("ok", result) | ("fatal", error) | ("retry", error)."""
+        handler = flight.handler
+        act = flight.claim.activity
+        if handler is None:
+            return "fatal", f"no handler for {act.activity_type}"
+        try:
+            args = (act.payload, flight.ctx) if handler.takes_context else (act.payload,)
+            if handler.is_async:
+                result = asyncio.run(self._run_async(flight, handler.func(*args)))
+            else:
+                result = handler.func(*args)
+        except _Abandoned:
+            raise
+        except NonRetryableError as exc:
+            return "fatal", str(exc) or type(exc).__name__
+        except HandlerTimeout as exc:
+            return "retry", str(exc)
+        except Exception as exc:
+            self.log.message("debug", "handler raised", activity_id=str(act.id),
+                             traceback="".join(traceback.format_exception(exc))[-4000:])
+            return "retry", _brief(exc)
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            return "fatal", f"result is not JSON-serialisable: {exc}"
+        return "ok", result
+
+    async def _run_async(self, flight: _InFlight, coro: Any) -> Any:
+        task = asyncio.ensure_future(coro)
+        while True:
+            remaining = flight.timeout_at - time.monotonic()
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(0.25, remaining)))
+            if done:
+                return task.result()
+            if time.monotonic() >= flight.timeout_at or flight.ctx.should_stop:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                if flight.ctx.should_stop and time.monotonic() < flight.timeout_at:
+                    raise _Abandoned()
+                raise HandlerTimeout(f"timed out after {flight.ctx.timeout_seconds:g}s")
+
+    def _take(self, flight: _InFlight) -> bool:
+        """Become the one that settles this attempt; False if another already did."""
+        with flight.lock:
+            if flight.settled:
+                return False
+            flight.settled = True
+            return True
+
+    def _settle(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
+        if not self._take(flight):
+            return
+        try:
+            self._acknowledge(flight, outcome)
+        finally:
+            self._forget(flight)
+
+    def _forget(self, flight: _InFlight) -> None:
+        flight.ctx.cancelled.set()
+        with self._lock:
+            self._inflight.pop(flight.claim.lease_id, None)
+        self._wake.set()
+
+    def _acknowledge(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
+        from runnerq_cli.backend.models import AckOutcome
+
+        kind, value = outcome
+        claim = flight.claim
+        give_up = time.monotonic() + ACK_RETRY_FOR
+        wait = 0.2
+        while True:
+            try:
+                if kind == "ok":
+                    result = self.backend.ack_success(claim, value)
+                else:
+                    result = self.backend.ack_failure(claim, value, retryable=kind != "fatal")
+                break
+            except ClaimLost:
+                self._count("claims_lost")
+                self._log_outcome(flight, "claim_lost",
+                                  "claim lost: the activity was reclaimed; outcome dropped")
+                return
+            except Exception as exc:
+                if time.monotonic() >= give_up or self._force.is_set():
+                    self.log.message("error", "could not acknowledge; the reaper will "
+                                     "requeue it when its lease expires",
+                                     activity_id=str(claim.activity_id), error=_brief(exc))
+                    return
+                time.sleep(wait)
+                wait = min(wait * 2, 5.0)
+        name = {AckOutcome.COMPLETED: "succeeded", AckOutcome.RETRYING: "retried",
+                AckOutcome.FAILED: "failed", AckOutcome.DEAD_LETTERED: "dead_lettered"}[result]
+        self._count(name)
+        self._log_outcome(flight, result.value, None if kind == "ok" else value)
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.counters[name] += 1
+
+    def _log_outcome(self, flight: _InFlight, outcome: str, error: str | None) -> None:
+        act = flight.claim.activity
+        self.log.outcome(outcome, act.activity_type, act.id, act.retry_count + 1,
+                         time.monotonic() - flight.started, error)
+
+    # ------------------------------------------------------------- leases
+
+    def _extend(self, flight: _InFlight, seconds: float | None) -> bool:
+        if flight.settled:
+            return False
+        try:
+            ok = self.backend.extend_lease(flight.claim, seconds or self.lease)
+        except ClaimLost:
+            self._lost(flight)
+            return False
+        if ok:
+            flight.next_renew = time.monotonic() + (seconds or self.lease) / 3
+        return ok
+
+    def _lost(self, flight: _InFlight) -> None:
+        if not self._take(flight):
+            return
+        self._count("claims_lost")
+        self._log_outcome(flight, "claim_lost", "claim lost while running: another worker "
+                          "holds the activity; this attempt's outcome will be dropped")
+        self._forget(flight)
+
+    def _keeper_loop(self) -> None:
+        tick = max(0.05, min(0.5, self.lease / 10))
+        while not self._background_stop.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                flights = list(self._inflight.values())
+            for flight in flights:
+                if flight.settled:
+                    continue
+                if now >= flight.timeout_at + SELF_TIMED_GRACE[flight.kind]:
+                    # A thread cannot be killed: settle the attempt as timed out and
+                    # abandon the thread (its result will be dropped).
+                    self._settle(flight, ("retry", "timed out after "
+                                          f"{flight.ctx.timeout_seconds:g}s"))
+                    if flight.kind == "python":
+                        self.log.message("warning", "abandoned a timed-out handler thread",
+                                         activity_id=str(flight.claim.activity_id),
+                                         abandoned=self._slots.busy - self.in_flight)
+                    continue
+                if now >= flight.next_renew:
+                    try:
+                        self._extend(flight, self.lease)
+                    except Exception as exc:  # server hiccup: try again soon
+                        flight.next_renew = now + min(1.0, self.lease / 10)
+                        self.log.message("warning", "lease renewal failed; retrying",
+                                         activity_id=str(flight.claim.activity_id),
+                                         error=_brief(exc))
+
+    # ----------------------------------------------------------- shutdown
+
+    def _drain(self) -> int:
+        """After the claim loop: let running handlers finish (up to the shutdown timeout
+        when stopping), then release what is left. Returns how many were released."""
+        if not self.in_flight:
+            return 0
+        stopping = self._stopping.is_set()
+        if stopping:
+            self.log.message("info", "stopping: waiting for running activities",
+                             running=self.in_flight,
+                             timeout=f"{self.shutdown_timeout:g}s",
+                             hint="signal again to stop at once")
+        deadline = time.monotonic() + self.shutdown_timeout
+        while self.in_flight and not self._force.is_set():
+            if self._stopping.is_set() and not stopping:  # a signal during a burst's drain
+                stopping = True
+                deadline = time.monotonic() + self.shutdown_timeout
+            if stopping and time.monotonic() >= deadline:
+                break
+            self._wake.clear()
+            self._wake.wait(0.1)
+        if not self.in_flight:
+            return 0
+        with self._lock:
+            left = list(self._inflight.values())
+        released = 0
+        if self._force.is_set():
+            # Stop at once, but hand the work back if the server answers quickly.
+            thread = self._spawn(lambda: self._release_all(left), "runnerq-release")
+            thread.join(timeout=3.0)
+            return len(left)
+        released = self._release_all(left)
+        return released or len(left)
+
+    def _release_all(self, flights: list[_InFlight]) -> int:
+        released = 0
+        for flight in flights:
+            if not self._take(flight):
+                continue
+            flight.ctx.cancelled.set()
+            try:
+                if self.backend.release(flight.claim, reason="worker shutdown"):
+                    released += 1
+                    self._count("released")
+                    self._log_outcome(flight, "released", "released at shutdown")
+            except Exception as exc:
+                self.log.message("warning", "could not release; the reaper will requeue it",
+                                 activity_id=str(flight.claim.activity_id), error=_brief(exc))
+            finally:
+                self._forget(flight)
+        return released
+
+    # -------------------------------------------------------- maintenance
+
+    def _maintenance_loop(self) -> None:
+        reaper_every = max(1.0, min(self.lease / 4, 15.0))
+        tasks: list[tuple[str, float, Callable[[], None]]] = [
+            ("outbox", OUTBOX_DRAIN_EVERY, self._drain_outbox),
+            ("heartbeat", HEARTBEAT_EVERY, self._heartbeat),
+            ("scheduler", self.poll_interval, self._scheduler),
+            ("reaper", reaper_every, self._reaper),
+            ("repair", REPAIR_EVERY, self._repair),
+            ("purge", PURGE_EVERY, self._purge),
+        ]
+        now = time.monotonic()
+        # First runs spread over one interval, so workers started together don't align.
+        due = {name: now + (0.0 if name in ("scheduler", "reaper") else 1.0) * every
+               * random.random() for name, every, _ in tasks}
+        while not self._background_stop.is_set():
+            now = time.monotonic()
+            for name, every, task in tasks:
+                if now >= due[name]:
+                    try:
+                        task()
+                    except Exception as exc:
+                        self.log.message("warning", f"{name} failed; will retry",
+                                         error=_brief(exc))
+                    jitter = 1.0 if name == "outbox" else random.uniform(0.75, 1.25)
+                    due[name] = time.monotonic() + every * jitter
+            self._background_stop.wait(max(0.01, min(due.values()) - time.monotonic()))
+
+    def _drain_outbox(self) -> None:
+        self.backend.collections.outbox.drain()
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            counters = dict(self.counters)
+            running = len(self._inflight)
+        self.backend.heartbeat_worker(self.worker_id, in_flight=running, counters=counters)
+
+    def _scheduler(self) -> None:
+        if self.backend.process_scheduled():
+            self._wake.set()
+
+    def _reaper(self) -> None:
+        counts = self.backend.requeue_expired()
+        if counts["requeued"] or counts["dead_lettered"]:
+            self.log.message("info", "reaper: expired leases", **counts)
+            self._wake.set()
+
+    def _repair(self) -> None:
+        self.backend.repair_outboxes(REPAIR_GRACE)
+
+    def _purge(self) -> None:
+        counts = self.backend.purge_expired()
+        if any(counts.values()):
+            self.log.message("info", "retention purge", **counts)
+
+    def _quietly(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:
+            self.log.message("warning", f"{what} failed", error=_brief(exc))
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,247 @@
+"""Handlers: how a worker knows what to run for an activity type.
+
+A handler is a plain or `async def` function taking the payload (and,
+optionally, an `ActivityContext`) and returning a JSON-serialisable result.
+Raising `NonRetryableError` fails the activity for good; any other exception
+is a retryable failure. Handlers are registered on a `HandlerRegistry`, with
+its decorator, by import path (`TYPE=package.module:function`), or as shell
+commands (`shell.py`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import uuid
+
+    from runnerq_cli.backend.models import EnqueueResult
+
+
+class NonRetryableError(Exception):
+    """Raise from a handler to fail the activity without retrying it."""
+
+
+class HandlerTimeout(Exception):
+    """The attempt ran past the activity's `timeout_seconds` (a retryable failure)."""
+
+
+@dataclass
+class ActivityContext:
+    """What a handler knows about the attempt it runs, and what it may do."""
+
+    activity_id: uuid.UUID
+    activity_type: str
+    attempt: int  # 1 for the first attempt
+    metadata: dict[str, str]
+    worker_id: str
+    timeout_seconds: float
+    _extend: Callable[[float | None], bool] = field(repr=False, default=lambda s: False)
+    _enqueue: Callable[..., EnqueueResult] | None = field(repr=False, default=None)
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def extend_lease(self, seconds: float | None = None) -> bool:
+        """Push the lease deadline to now + `seconds` (default: the worker's lease).
+
+        The worker already renews leases on its own; call this only to ask for
+        a longer lease. False once this attempt has ended or lost its claim.
+        """
+        return self._extend(seconds)
+
+    def enqueue(self, activity_type: str, payload: Mapping[str, Any] | None = None,
+                **options: Any) -> EnqueueResult:
+        """Enqueue a follow-up activity on the same queue (options as `RunnerQ.enqueue`)."""
+        if self._enqueue is None:
+            raise RuntimeError("this context cannot enqueue")
+        return self._enqueue(activity_type, payload or {}, **options)
+
+    @property
+    def should_stop(self) -> bool:
+        """True once the attempt timed out, lost its claim or the worker is shutting down:
+        a long handler may check it and return early."""
+        return self.cancelled.is_set()
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A registered handler and how to call it."""
+
+    activity_type: str
+    func: Callable[..., Any]
+    is_async: bool
+    takes_context: bool
+    kind: str = "python"  # "python" | "shell"
+    source: str = ""
+
+    def describe(self) -> str:
+        return self.source or f"{self.func.__module__}:{getattr(self.func, '__qualname__', '?')}"
+
+
+def _takes_context(func: Callable[..., Any]) -> bool:
+    """True unless the function accepts exactly one positional argument (the payload)."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
+def make_handler(activity_type: str, func: Callable[..., Any], source: str = "") -> Handler:
+    if not callable(func):
+        raise InvalidArgument(f"handler for {activity_type!r} is not callable: {func!r}")
+    is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None))  # noqa: B004 - async callable objects too
+    return Handler(activity_type, func, is_async, _takes_context(func), "python", source)
+
+
+class HandlerRegistry:
+    """Activity type → handler. Use its decorator in your app module::
+
+        from runnerq_cli import HandlerRegistry, NonRetryableError
+
+        registry = HandlerRegistry()
+
+        @registry.handler("send_email")
+        def send_email(payload, ctx):
+            ...
+            return {"sent": True}
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def handler(self, activity_type: str | Callable[..., Any] | None = None
+                ) -> Callable[..., Any]:
+        """Decorator: `@registry.handler("type")`, or bare `@registry.handler` (the
+        function's name is the type)."""
+        if callable(activity_type):
+            func = activity_type
+            self.add(func.__name__, func)
+            return func
+
+        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+            self.add(activity_type or func.__name__, func)
+            return func
+
+        return decorate
+
+    def add(self, activity_type: str, func: Callable[..., Any] | Handler,
+            source: str = "") -> None:
+        if not activity_type or not isinstance(activity_type, str):
+            raise InvalidArgument("an activity type must be a non-empty string")
+        self._handlers[activity_type] = (func if isinstance(func, Handler)
+                                         else make_handler(activity_type, func, source))
+
+    def update(self, other: HandlerRegistry) -> None:
+        self._handlers.update(other._handlers)
+
+    def get(self, activity_type: str) -> Handler | None:
+        return self._handlers.get(activity_type)
+
+    @property
+    def types(self) -> list[str]:
+        return sorted(self._handlers)
+
+    def __contains__(self, activity_type: object) -> bool:
+        return activity_type in self._handlers
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    def items(self) -> Iterable[tuple[str, Handler]]:
+        return self._handlers.items()
+
+
+# The module-level registry behind `runnerq_cli.handler`, for apps that prefer
+# a bare decorator to a registry object of their own.
+default_registry = HandlerRegistry()
+
+
+def handler(activity_type: str | Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """`@handler("type")` registers on the default registry (see `HandlerRegistry`)."""
+    return default_registry.handler(activity_type)
+
+
+def _importable_cwd() -> None:
+    """Like `python -m`, let `--app`/`--handler` find modules in the current directory."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _import(module_name: str, what: str) -> Any:
+    _importable_cwd()
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidArgument(f"{what}: cannot import module {module_name!r}: {exc}") from None
+
+
+def load_function(path: str) -> Callable[..., Any]:
+    """`package.module:function` (or `package.module:Class.method`) → the callable."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidArgument(f"handler {path!r}: expected package.module:function")
+    target: Any = _import(module_name, f"handler {path!r}")
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise InvalidArgument(f"handler {path!r}: module {module_name!r} has no "
+                                  f"{attr!r}") from None
+    if not callable(target):
+        raise InvalidArgument(f"handler {path!r} is not callable")
+    return target
+
+
+def load_app(module_name: str) -> HandlerRegistry:
+    """Import an app module and collect what it registers: every `HandlerRegistry`
+    among its globals, plus whatever it put on the default registry."""
+    module = _import(module_name, f"app {module_name!r}")
+    found = HandlerRegistry()
+    for value in vars(module).values():
+        if isinstance(value, HandlerRegistry) and value is not default_registry:
+            found.update(value)
+    found.update(default_registry)
+    if not len(found):
+        raise InvalidArgument(f"app {module_name!r} registers no handlers (use a "
+                              "HandlerRegistry or the runnerq_cli.handler decorator)")
+    return found
+
+
+def parse_assignment(text: str, what: str) -> tuple[str, str]:
+    """`TYPE=value` → (TYPE, value)."""
+    activity_type, sep, value = text.partition("=")
+    if not sep or not activity_type.strip() or not value.strip():
+        raise InvalidArgument(f"{what} {text!r}: expected TYPE=VALUE")
+    return activity_type.strip(), value.strip()
+
+
+def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None = None,
+                   commands: Mapping[str, str] | None = None,
+                   registry: HandlerRegistry | None = None) -> HandlerRegistry:
+    """One registry from an app module, import paths and shell commands (later wins)."""
+    from runnerq_cli.worker.shell import shell_handler
+
+    out = HandlerRegistry()
+    if registry is not None:
+        out.update(registry)
+    if app:
+        out.update(load_app(app))
+    for activity_type, path in (handlers or {}).items():
+        out.add(activity_type, make_handler(activity_type, load_function(path), path))
+    for activity_type, command in (commands or {}).items():
+        out.add(activity_type, shell_handler(activity_type, command))
+    return out

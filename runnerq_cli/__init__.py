@@ -40,6 +40,13 @@ _EXPORTS = {
     "DuplicateActivity": "runnerq_cli.errors",
     "IdempotencyConflict": "runnerq_cli.errors",
     "Unavailable": "runnerq_cli.errors",
+    "Worker": "runnerq_cli.worker.api",
+    "HandlerRegistry": "runnerq_cli.worker.api",
+    "handler": "runnerq_cli.worker.api",
+    "NonRetryableError": "runnerq_cli.worker.api",
+    "ActivityContext": "runnerq_cli.worker.api",
+    "create_worker": "runnerq_cli.worker.api",
+    "run_worker": "runnerq_cli.worker.api",
 }
 
 __all__ = [
@@ -68,6 +75,8 @@ __all__ = [
     "connect",
     "load_settings",
 ]
+__all__ += ["ActivityContext", "HandlerRegistry", "NonRetryableError", "Worker",
+            "create_worker", "handler", "run_worker"]
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ, connect
@@ -94,6 +103,15 @@ if TYPE_CHECKING:
         NotFound,
         RunnerQError,
         Unavailable,
+    )
+    from runnerq_cli.worker.api import (
+        ActivityContext,
+        HandlerRegistry,
+        NonRetryableError,
+        Worker,
+        create_worker,
+        handler,
+        run_worker,
     )
 
 

@@ -234,13 +234,14 @@ class Event:
     worker_id: str | None
     detail: dict[str, Any]
     ingested_at: datetime | None = None
+    activity_type: str | None = None
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Event:
         return cls(id=doc["_id"], activity_id=doc.get("activity_id"),
                    timestamp=doc.get("timestamp"), event_type=str(doc.get("event_type")),
                    worker_id=doc.get("worker_id"), detail=doc.get("detail") or {},
-                   ingested_at=doc.get("ingested_at"))
+                   ingested_at=doc.get("ingested_at"), activity_type=doc.get("activity_type"))
 
     def to_json(self) -> dict[str, Any]:
         return {"id": str(self.id), "activity_id": str(self.activity_id),

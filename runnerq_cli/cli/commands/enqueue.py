@@ -1,9 +1,472 @@
-"""`runnerq-mongo` command module: enqueue (not written yet)."""
+"""`runnerq-mongo enqueue`: put one activity (TYPE) or many (`--from FILE`, NDJSON) on a queue.
+
+All input is validated before the server is contacted, so a typo never
+writes half an activity and never waits for a server timeout first.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
 import typer
+
+from runnerq_cli.cli.output import OutputFormat, emit, output_option
+from runnerq_cli.cli.state import state
+from runnerq_cli.errors import ExitCode, InvalidArgument
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.models import EnqueueResult
+    from runnerq_cli.backend.queue import ActivitySpec
+
+# Fields of one NDJSON line of `enqueue --from` (and the ActivitySpec option each feeds).
+LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "max_retries",
+               "timeout", "retry_delay", "metadata", "idempotency_key", "on_duplicate")
+DEFAULT_BATCH_SIZE = 100
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def parse_json_object(text: str, source: str) -> dict[str, Any]:
+    """A JSON object from `text`; InvalidArgument naming `source` otherwise."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{source}: malformed JSON: {exc.msg} at line {exc.lineno} "
+                              f"column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{source}: payload must be a JSON object, "
+                              f"got {type(value).__name__ if value is not None else 'null'}")
+    return value
+
+
+def read_payload(payload: str | None) -> dict[str, Any]:
+    """--payload JSON, --payload @file (@- is stdin), else stdin when it is not a terminal."""
+    if payload is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            return {}
+        text = sys.stdin.read()
+        return parse_json_object(text, "payload from stdin") if text.strip() else {}
+    if payload.startswith("@"):
+        name = payload[1:]
+        if name == "-":
+            return parse_json_object(sys.stdin.read(), "payload from stdin")
+        try:
+            with open(name, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise InvalidArgument(f"--payload: cannot read {name}: "
+                                  f"{exc.strerror or exc}") from None
+        return parse_json_object(text, f"--payload file {name}")
+    return parse_json_object(payload, "--payload")
+
+
+def parse_metadata(items: list[str]) -> dict[str, str]:
+    """`k=v` pairs (repeatable --metadata) into a dict; later keys win."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgument(f"--metadata: expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def parse_at(text: str, what: str = "--at") -> Any:
+    """An ISO-8601 time; without a zone it means UTC."""
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{what}: expected an ISO-8601 time like "
+                              f"2030-01-31T09:00:00Z, got {text!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def whole_seconds(value: Any, what: str) -> int:
+    """A duration (30s, 5m, or a number of seconds) that must be whole seconds."""
+    from runnerq_cli.durations import parse_duration
+
+    seconds = parse_duration(value, what=what)
+    if seconds != int(seconds):
+        raise InvalidArgument(f"{what}: expected whole seconds, got {value!r}")
+    return int(seconds)
+
+
+def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
+                 max_retries: Any = None, timeout: Any = None, retry_delay: Any = None,
+                 metadata: dict[str, str] | None = None, idempotency_key: Any = None,
+                 on_duplicate: Any = None, prefix: str = "--") -> dict[str, Any]:
+    """ActivitySpec keyword arguments for the options given (None: the spec's default)."""
+    from runnerq_cli.backend.models import OnDuplicate, Priority
+    from runnerq_cli.durations import parse_duration
+
+    def name(flag: str) -> str:
+        return prefix + (flag.replace("_", "-") if prefix == "--" else flag)
+
+    options: dict[str, Any] = {}
+    if priority is not None:
+        options["priority"] = Priority.parse(priority)
+    if delay is not None and at is not None:
+        raise InvalidArgument(f"give {name('delay')} or {name('at')}, not both")
+    if delay is not None:
+        options["delay_seconds"] = parse_duration(delay, what=name("delay"))
+    if at is not None:
+        options["scheduled_at"] = parse_at(at, name("at"))
+    if max_retries is not None:
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise InvalidArgument(f"{name('max_retries')}: expected a whole number of at least 0"
+                                  f" (0 = unlimited), got {max_retries!r}")
+        options["max_retries"] = max_retries
+    if timeout is not None:
+        options["timeout_seconds"] = whole_seconds(timeout, name("timeout"))
+        if options["timeout_seconds"] < 1:
+            raise InvalidArgument(f"{name('timeout')}: must be at least 1s")
+    if retry_delay is not None:
+        options["retry_delay_seconds"] = whole_seconds(retry_delay, name("retry_delay"))
+    if metadata:
+        options["metadata"] = metadata
+    if idempotency_key is not None:
+        if not isinstance(idempotency_key, str) or not idempotency_key:
+            raise InvalidArgument(f"{name('idempotency_key')}: expected a non-empty string")
+        options["idempotency_key"] = idempotency_key
+    if on_duplicate is not None:
+        options["on_duplicate"] = OnDuplicate.parse(on_duplicate)
+    return options
+
+
+def line_spec(text: str, defaults: dict[str, Any]) -> ActivitySpec:
+    """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
+    from runnerq_cli.backend.queue import ActivitySpec
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"malformed JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("expected a JSON object per line")
+    unknown = sorted(set(data) - set(LINE_FIELDS))
+    if unknown:
+        raise InvalidArgument(f"unknown field {unknown[0]!r} (known: {', '.join(LINE_FIELDS)})")
+    if "type" in data and "activity_type" in data and data["type"] != data["activity_type"]:
+        raise InvalidArgument("give type or activity_type, not both")
+    activity_type = data.get("type", data.get("activity_type"))
+    if not isinstance(activity_type, str) or not activity_type.strip():
+        raise InvalidArgument("missing activity type (field 'type')")
+    payload = data.get("payload", {})
+    if not isinstance(payload, dict):
+        raise InvalidArgument("payload must be a JSON object")
+    metadata = data.get("metadata")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(v, str) for v in metadata.values())):
+        raise InvalidArgument("metadata must be an object of strings")
+    options = dict(defaults)
+    if "delay" in data or "at" in data:  # a line's own schedule replaces the flag's
+        options.pop("delay_seconds", None)
+        options.pop("scheduled_at", None)
+    options.update(spec_options(
+        priority=data.get("priority"), delay=data.get("delay"), at=data.get("at"),
+        max_retries=data.get("max_retries"), timeout=data.get("timeout"),
+        retry_delay=data.get("retry_delay"),
+        metadata={**defaults.get("metadata", {}), **(metadata or {})} or None,
+        idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate"),
+        prefix=""))
+    return ActivitySpec(activity_type, payload, **options)
+
+
+# ------------------------------------------------------------------ one
+
+
+def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
+               quiet: bool) -> None:
+    """The id (-q), a sentence (text) or the whole activity (json)."""
+    if quiet:
+        typer.echo(str(result.activity_id))
+        return
+    if output is not OutputFormat.TEXT:
+        from runnerq_cli.errors import NotFound
+
+        try:
+            with backend.errors_translated():
+                doc = backend.get_activity(result.activity_id).to_json()
+        except NotFound:  # an idempotency key whose activity is still being inserted
+            doc = {"id": str(result.activity_id), "status": result.status}
+        emit(output, {**doc, "created": result.created})
+        return
+    if result.created:
+        typer.echo(f"enqueued {result.activity_id} ({result.status})")
+    else:
+        typer.echo(f"existing {result.activity_id} ({result.status}): the idempotency key is "
+                   "held by it, nothing enqueued")
+
+
+# ------------------------------------------------------------------ many
+
+
+@dataclass
+class BulkSummary:
+    """What `enqueue --from` did, line by line."""
+
+    lines: int = 0
+    activities: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    written: bool = True
+    aborted: str | None = None
+
+    def count(self, kind: str) -> int:
+        return sum(1 for r in self.rejected if r["kind"] == kind)
+
+    @property
+    def enqueued(self) -> int:
+        return sum(1 for a in self.activities if a["created"])
+
+    @property
+    def existing(self) -> int:
+        return sum(1 for a in self.activities if not a["created"])
+
+    def exit_code(self) -> ExitCode:
+        if self.count("invalid"):
+            return ExitCode.USAGE
+        if self.count("duplicate"):
+            return ExitCode.CONFLICT
+        return ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lines": self.lines, "enqueued": self.enqueued, "existing": self.existing,
+                "duplicates_rejected": self.count("duplicate"),
+                "invalid": self.count("invalid"), "written": self.written,
+                "aborted": self.aborted, "rejected": self.rejected,
+                "activities": self.activities}
+
+    def text(self) -> list[str]:
+        head = f"enqueued {self.enqueued} of {self.lines} lines"
+        parts = [head]
+        if self.existing:
+            parts.append(f"{self.existing} existing returned (idempotency key held)")
+        if self.count("duplicate"):
+            parts.append(f"{self.count('duplicate')} rejected as duplicates")
+        if self.count("invalid"):
+            parts.append(f"{self.count('invalid')} invalid")
+        if not self.written:
+            parts.append("nothing written (--strict)")
+        lines = ["; ".join(parts)]
+        lines += [f"line {r['line']}: {r['kind']}: {r['reason']}" for r in self.rejected]
+        return lines
+
+
+def _read_lines(source: str) -> list[str]:
+    if source == "-":
+        return sys.stdin.read().splitlines()
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except OSError as exc:
+        raise InvalidArgument(f"--from: cannot read {source}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"--from: {source} is not UTF-8 text") from None
+
+
+def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
+                 strict: bool, batch_size: int) -> BulkSummary:
+    """Validate every line, then write the valid ones in batches (none at all if strict)."""
+    from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, RunnerQError
+
+    summary = BulkSummary()
+    valid: list[tuple[int, ActivitySpec]] = []
+    for number, text in enumerate(_read_lines(source), start=1):
+        if not text.strip():
+            continue
+        summary.lines += 1
+        try:
+            valid.append((number, line_spec(text, defaults)))
+        except InvalidArgument as exc:
+            summary.rejected.append({"line": number, "kind": "invalid", "reason": str(exc)})
+    if strict and summary.rejected:
+        summary.written = False
+        return summary
+    if not valid:
+        return summary
+    backend = backend_factory()
+    progress = _progress(len(valid))
+    try:
+        for start in range(0, len(valid), batch_size):
+            batch = valid[start:start + batch_size]
+            try:
+                with backend.errors_translated():
+                    results = backend.enqueue_many([spec for _, spec in batch])
+            except RunnerQError as exc:
+                summary.aborted = (f"stopped at line {batch[0][0]}: {exc}; lines from there "
+                                   "on may not be written")
+                raise _Aborted(exc) from None
+            for (number, _), result in zip(batch, results, strict=True):
+                if isinstance(result, DuplicateActivity | IdempotencyConflict):
+                    summary.rejected.append({"line": number, "kind": "duplicate",
+                                             "reason": str(result)})
+                elif isinstance(result, Exception):
+                    summary.rejected.append({"line": number, "kind": "invalid",
+                                             "reason": str(result)})
+                else:
+                    summary.activities.append({"line": number, "id": str(result.activity_id),
+                                               "created": result.created,
+                                               "status": result.status})
+            if progress:
+                progress.advance(len(batch))
+    except _Aborted as stop:
+        summary.rejected.sort(key=lambda r: r["line"])
+        stop.summary = summary
+        raise
+    finally:
+        if progress:
+            progress.close()
+    summary.rejected.sort(key=lambda r: r["line"])
+    return summary
+
+
+class _Aborted(Exception):
+    """The server went away mid-way: the partial summary travels with the error."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.summary: BulkSummary | None = None
+
+
+class _Progress:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import Progress
+
+        from runnerq_cli.cli.output import console
+
+        self._progress = Progress(console=console(stderr=True), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task("enqueueing", total=total)
+
+    def advance(self, n: int) -> None:
+        self._progress.advance(self._task, n)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def _progress(total: int) -> _Progress | None:
+    return _Progress(total) if sys.stderr.isatty() and total > 1 else None
+
+
+def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> None:
+    if quiet:
+        for activity in summary.activities:
+            typer.echo(activity["id"])
+    elif output is not OutputFormat.TEXT:
+        emit(output, summary.to_json())
+    else:
+        for line in summary.text():
+            typer.echo(line)
+
+
+# ------------------------------------------------------------------ command
+
+
+def enqueue(
+    ctx: typer.Context,
+    activity_type: str | None = typer.Argument(None, metavar="TYPE",
+                                               help="Activity type (omit with --from)."),
+    payload: str | None = typer.Option(
+        None, "--payload", "-p", metavar="JSON|@FILE",
+        help="Payload: a JSON object, or @file (@- for stdin). Default: stdin when it is not "
+             "a terminal, else {}."),
+    priority: str | None = typer.Option(None, "--priority",
+                                        help="low, normal, high, critical or 1-4 "
+                                             "[default: normal]."),
+    delay: str | None = typer.Option(None, "--delay", metavar="DURATION",
+                                     help="Run after this long: 30s, 5m, 2h."),
+    at: str | None = typer.Option(None, "--at", metavar="TIME",
+                                  help="Run at this ISO-8601 time (UTC unless it has a zone)."),
+    max_retries: int | None = typer.Option(None, "--max-retries",
+                                           help="Total attempts allowed, 0 = unlimited "
+                                                "[default: 3]."),
+    timeout: str | None = typer.Option(None, "--timeout", metavar="DURATION",
+                                       help="Handler timeout [default: 5m]."),
+    retry_delay: str | None = typer.Option(None, "--retry-delay", metavar="DURATION",
+                                           help="Base of the exponential back-off [default: 1s]."),
+    metadata: list[str] = typer.Option([], "--metadata", "-m", metavar="KEY=VALUE",
+                                       help="A string tag; repeatable."),
+    idempotency_key: str | None = typer.Option(None, "--idempotency-key", metavar="KEY",
+                                               help="Enqueue at most once per key and type."),
+    on_duplicate: str | None = typer.Option(
+        None, "--on-duplicate",
+        help="When the key is held: allow-reuse, return-existing (default), "
+             "allow-reuse-on-failure, no-reuse."),
+    from_file: str | None = typer.Option(None, "--from", metavar="FILE",
+                                         help="Enqueue many: NDJSON, one activity per line "
+                                              "(- for stdin)."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="With --from: write nothing if any line is invalid."),
+    batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=10000,
+                                   help="With --from: activities per write."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the activity id(s)."),
+    output: OutputFormat = output_option(),
+) -> None:
+    """Enqueue one activity of TYPE, or many from an NDJSON file with --from.
+
+    Exit codes: 0 enqueued (or an existing activity returned), 2 invalid input
+    (with --from: any line rejected as invalid), 3 bad config, 5 idempotency
+    key held (no-reuse / allow-reuse-on-failure), 6 server unreachable.
+    """
+    cli = state(ctx)
+    if from_file is not None:
+        if activity_type is not None:
+            raise InvalidArgument("give an activity TYPE or --from FILE, not both")
+        for flag, value in (("--payload", payload), ("--idempotency-key", idempotency_key)):
+            if value is not None:
+                raise InvalidArgument(f"{flag} does not apply to --from (set it on each line)")
+        defaults = spec_options(priority=priority, delay=delay, at=at, max_retries=max_retries,
+                                timeout=timeout, retry_delay=retry_delay,
+                                metadata=parse_metadata(metadata), on_duplicate=on_duplicate)
+        cli.settings()  # config and queue name are checked before any line is written
+        try:
+            summary = enqueue_bulk(cli.backend, from_file, defaults, strict=strict,
+                                   batch_size=batch_size)
+        except _Aborted as stop:
+            from runnerq_cli.cli.output import fail
+
+            if stop.summary is not None:
+                _report_bulk(stop.summary, output, quiet)
+            cause = stop.cause
+            fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
+                 getattr(cause, "exit_code", ExitCode.FAILURE))
+        _report_bulk(summary, output, quiet)
+        code = summary.exit_code()
+        if code:
+            from runnerq_cli.cli.output import fail
+
+            fail(f"{len(summary.rejected)} of {summary.lines} lines rejected"
+                 + ("; nothing written (--strict)" if not summary.written else ""), code)
+        return
+
+    if activity_type is None:
+        raise InvalidArgument("missing activity TYPE (or --from FILE to enqueue many)")
+    if strict:
+        raise InvalidArgument("--strict applies only to --from")
+    from runnerq_cli.backend.queue import ActivitySpec
+
+    spec = ActivitySpec(activity_type, read_payload(payload), **spec_options(
+        priority=priority, delay=delay, at=at, max_retries=max_retries, timeout=timeout,
+        retry_delay=retry_delay, metadata=parse_metadata(metadata),
+        idempotency_key=idempotency_key, on_duplicate=on_duplicate))
+    cli.settings()  # config errors before connecting
+    backend = cli.backend()
+    with backend.errors_translated():
+        result = backend.enqueue(spec)
+    _print_one(backend, result, output, quiet)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add `enqueue` to the root app."""
+    app.command("enqueue")(enqueue)

@@ -1,9 +1,215 @@
-"""`runnerq-mongo` command module: stats (not written yet)."""
+"""`runnerq-mongo stats`: a snapshot of the queue, a live view (`--watch`), and `--check`.
+
+All numbers are computed on the server (backend/metrics.py says what each
+query costs); this module only formats them.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+
+from runnerq_cli.cli.output import OutputFormat, output_option
+
+STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
+                "cancelled")
+STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "yellow",
+                "completed": "green", "failed": "red", "dead_letter": "bold red",
+                "cancelled": "magenta"}
+
+
+def _delta(now: int, before: int | None) -> str:
+    if before is None or now == before:
+        return ""
+    return f"[green]+{now - before}[/green]" if now > before else f"[red]{now - before}[/red]"
+
+
+def _seconds(value: float | None) -> str:
+    from runnerq_cli.durations import format_duration
+
+    if value is None:
+        return "-"
+    return f"{round(value * 1000)}ms" if value < 1 else format_duration(value)
+
+
+def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
+    """The text view of a snapshot; with `previous`, what changed since (the Δ column)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    before = (previous or {}).get("by_status", {})
+    statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
+        s for s in snap["by_status"] if s not in STATUS_ORDER)
+    counts = Table(title=f"queue {snap['queue']}  ({snap['generated_at']})", box=None,
+                   header_style="bold", title_justify="left", pad_edge=False)
+    counts.add_column("status")
+    counts.add_column("count", justify="right")
+    if previous is not None:
+        counts.add_column("Δ", justify="right")
+    priorities = list(snap["by_priority"])
+    for name in priorities:
+        counts.add_column(name, justify="right", style="dim")
+    for status in statuses:
+        n = snap["by_status"][status]
+        row = [f"[{STATUS_STYLE.get(status, 'bold')}]{status.replace('_', '-')}[/]", str(n)]
+        if previous is not None:
+            row.append(_delta(n, before.get(status)))
+        row += [str(snap["by_priority"][p].get(status, 0)) for p in priorities]
+        counts.add_row(*row)
+    total_row = ["[bold]total[/bold]", str(snap["total"])]
+    if previous is not None:
+        total_row.append(_delta(snap["total"], previous.get("total")))
+    counts.add_row(*total_row, *[""] * len(priorities))
+    parts: list[Any] = [counts]
+
+    if snap.get("by_type"):
+        types = Table(title="by type", box=None, header_style="bold", title_justify="left",
+                      pad_edge=False)
+        types.add_column("type")
+        for status in STATUS_ORDER:
+            types.add_column(status.replace("_", "-"), justify="right")
+        for name, per in snap["by_type"].items():
+            types.add_row(name, *[str(per.get(s, 0)) for s in STATUS_ORDER])
+        parts += [Text(""), types]
+
+    oldest = snap.get("oldest_pending")
+    tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
+    info = Table(box=None, show_header=False, pad_edge=False)
+    info.add_column(style="bold")
+    info.add_column()
+    info.add_row("oldest pending", f"{_seconds(oldest['age_seconds'])} ({oldest['activity_id']})"
+                 if oldest else "-")
+    info.add_row(f"throughput ({tp['window_minutes']}m)",
+                 f"{tp['completed_per_minute']:g} completed/min, "
+                 f"{tp['failed_per_minute']:g} failed/min")
+    for label, key in (("queue wait", "queue_wait_seconds"), ("run time", "run_seconds")):
+        d = lat[key]
+        info.add_row(f"{label} ({_seconds(lat['window_seconds'])})",
+                     f"p50 {_seconds(d['p50'])}  p95 {_seconds(d['p95'])}  "
+                     f"p99 {_seconds(d['p99'])}  (n={d['count']}"
+                     f"{', capped' if lat['capped'] else ''})")
+    before_workers = (previous or {}).get("workers", {}).get("live")
+    info.add_row("workers", f"{workers['live']} live {_delta(workers['live'], before_workers)}"
+                 f"  {workers['stale']} stale  {workers['in_flight']} in flight")
+    parts += [Text(""), info]
+    return Group(*parts)
+
+
+def stats_cmd(
+    ctx: typer.Context,
+    by: str | None = typer.Option(None, "--by", metavar="type",
+                                  help="Also count per activity type (--by type)."),
+    check: list[str] | None = typer.Option(None, "--check", metavar="EXPR",
+                                           help="Exit 7 unless EXPR holds, e.g. "
+                                                "'dead_letter == 0', 'oldest_pending < 60s' "
+                                                "(repeatable)."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="A live view, refreshed in place."),
+    interval: str = typer.Option("2s", "--interval", metavar="DURATION",
+                                 help="--watch: time between refreshes."),
+    window: str = typer.Option("15m", "--window", metavar="DURATION",
+                               help="Latency percentiles over activities finished this recently."),
+    throughput_minutes: int = typer.Option(5, "--throughput-minutes", min=1, max=1440,
+                                           help="Throughput over the last N minutes."),
+    output: OutputFormat = output_option(),
+    iterations: int = typer.Option(0, "--iterations", hidden=True,
+                                   help="--watch: stop after N refreshes (tests)."),
+) -> None:
+    """Counts by status and priority, oldest pending, throughput, latency, workers."""
+    import sys
+
+    from runnerq_cli.backend.metrics import CHECK_NAMES, check_values
+    from runnerq_cli.cli.output import console, emit, error_line
+    from runnerq_cli.cli.state import state
+    from runnerq_cli.durations import parse_duration
+    from runnerq_cli.errors import ExitCode, InvalidArgument
+    from runnerq_cli.stats_checks import evaluate, parse_check
+
+    if by not in (None, "type"):
+        raise InvalidArgument(f"--by {by!r}: only 'type' is supported")
+    checks = [parse_check(text, CHECK_NAMES) for text in check or []]
+    if watch and (checks or output is not OutputFormat.TEXT):
+        raise InvalidArgument("--watch is a view for people: use it without --check and -o")
+    pause = parse_duration(interval, what="--interval")
+    if watch and pause < 0.1:
+        raise InvalidArgument("--interval must be at least 100ms")
+    backend = state(ctx).backend()
+    options = {"by_type": by == "type", "throughput_minutes": throughput_minutes,
+               "latency_window_seconds": parse_duration(window, what="--window")}
+
+    def take() -> dict[str, Any]:
+        with backend.errors_translated():
+            return backend.stats_snapshot(**options)
+
+    if watch:
+        _watch(take, pause, iterations)
+        return
+    snap = take()
+    if output is OutputFormat.TEXT:
+        console().print(render(snap))
+    else:
+        emit(output, snap)
+    failures = evaluate(checks, check_values(snap))
+    for line in failures:
+        error_line(line)
+    sys.stdout.flush()
+    if failures:
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _watch(take: Any, pause: float, iterations: int) -> None:
+    """Redraw in place on a terminal (rich Live); elsewhere print one block per refresh.
+
+    Ctrl-C leaves cleanly (exit 0); SIGTERM too.
+    """
+    import signal
+    import threading
+    import time
+
+    from rich.live import Live
+    from rich.rule import Rule
+
+    from runnerq_cli.cli.output import console
+
+    out = console()
+    stop = threading.Event()
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    prev: dict[str, Any] | None = None
+    count = 0
+    try:
+        live = Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else None
+        if live is not None:
+            live.start()
+        try:
+            while not stop.is_set():
+                snap = take()
+                view = render(snap, prev)
+                if live is not None:
+                    live.update(view, refresh=True)
+                else:
+                    out.print(Rule(f"refresh {count + 1}"))
+                    out.print(view)
+                    out.file.flush()
+                prev = snap
+                count += 1
+                if iterations and count >= iterations:
+                    break
+                deadline = time.monotonic() + pause
+                while not stop.is_set() and time.monotonic() < deadline:
+                    time.sleep(min(0.05, pause))
+        finally:
+            if live is not None:
+                live.stop()
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: the view stays on screen, exit 0
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add `stats` to the root app."""
+    app.command("stats")(stats_cmd)

@@ -1,9 +1,156 @@
-"""`runnerq-mongo` command module: tail (not written yet)."""
+"""`runnerq-mongo tail events`: follow lifecycle events (change stream or polling).
+
+The position is an opaque cursor (backend/events.py): printed on stderr at
+exit (`cursor: ...`) and/or kept in `--cursor-file`; `--resume` continues
+from it with no event lost or repeated.
+"""
 
 from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.output import OutputFormat, output_option
+
+tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
+
+CURSOR_FILE_EVERY = 0.2  # seconds: how often --cursor-file is rewritten while events flow
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    out: list[str] = []
+    for value in values or []:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return tuple(out)
+
+
+def _write_cursor_file(path: str, text: str) -> None:
+    import os
+
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    os.replace(tmp, path)
+
+
+@tail_app.command("events")
+def tail_events(
+    ctx: typer.Context,
+    since: str | None = typer.Option(None, "--since", metavar="TIME",
+                                     help="Start with history: events at or after TIME "
+                                          "(ISO-8601, or a duration ago like 10m)."),
+    resume: str | None = typer.Option(None, "--resume", metavar="CURSOR",
+                                      help="Continue after the cursor printed on exit."),
+    cursor_file: str | None = typer.Option(None, "--cursor-file", metavar="PATH",
+                                           help="Resume from this file if it exists, and keep "
+                                                "the cursor in it."),
+    mode: str = typer.Option("auto", "--mode", metavar="auto|change-stream|poll",
+                             help="auto: change streams when the server offers them."),
+    activity_type: list[str] | None = typer.Option(None, "--type", metavar="TYPE",
+                                                   help="Only these activity types "
+                                                        "(repeat or comma-separate)."),
+    event_type: list[str] | None = typer.Option(None, "--event", metavar="EVENT",
+                                                help="Only these event types, e.g. "
+                                                     "Completed,DeadLetter."),
+    activity: str | None = typer.Option(None, "--activity", metavar="ID",
+                                        help="Only this activity's events."),
+    worker: str | None = typer.Option(None, "--worker", metavar="WORKER_ID",
+                                      help="Only events of this worker."),
+    follow: bool = typer.Option(True, "--follow/--no-follow",
+                                help="Keep following (default), or print what exists and exit."),
+    output: OutputFormat = output_option(),
+    poll_interval: float = typer.Option(0.5, "--poll-interval", hidden=True),
+    settle: float = typer.Option(2.0, "--settle", hidden=True,
+                                 help="Seconds of clock skew / flush latency tolerated."),
+    max_events: int = typer.Option(0, "--max-events", hidden=True,
+                                   help="Stop after this many events (tests, scripts)."),
+) -> None:
+    """Print lifecycle events as they happen; Ctrl-C stops and prints the resume cursor."""
+    import contextlib
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from runnerq_cli.backend.events import EventCursor, EventFilter
+    from runnerq_cli.backend.models import EventType, parse_activity_id
+    from runnerq_cli.cli.eventfmt import event_line, event_record
+    from runnerq_cli.cli.output import console, error_line, print_jsonl
+    from runnerq_cli.cli.state import state
+    from runnerq_cli.durations import parse_time
+    from runnerq_cli.errors import InvalidArgument
+
+    if mode not in ("auto", "change-stream", "poll"):
+        raise InvalidArgument(f"--mode {mode!r}: use auto, change-stream or poll")
+    if since and (resume or (cursor_file and os.path.exists(cursor_file))):
+        raise InvalidArgument("give --since or a cursor to resume from, not both")
+    events = _split(event_type)
+    known = {e.value for e in EventType}
+    unknown = [e for e in events if e not in known]
+    if unknown:
+        error_line(f"note: unknown event type(s) {', '.join(unknown)} "
+                   f"(known: {', '.join(sorted(known))})")
+    filters = EventFilter(activity_id=parse_activity_id(activity) if activity else None,
+                          event_types=events, activity_types=_split(activity_type),
+                          worker_id=worker)
+    backend = state(ctx).backend()
+    if resume:
+        cursor = EventCursor.decode(resume)
+    elif cursor_file and os.path.exists(cursor_file):
+        with open(cursor_file, encoding="utf-8") as fh:
+            cursor = EventCursor.decode(fh.read())
+    elif since:
+        cursor = EventCursor.starting_at(parse_time(since, what="--since"))
+    elif follow:
+        cursor = EventCursor.at_end(backend.collections.events)
+    else:
+        cursor = EventCursor()
+
+    def reconnecting(exc: Exception) -> None:
+        error_line(f"note: connection lost, resuming from the cursor ({type(exc).__name__})")
+
+    stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,
+                                  poll_interval=poll_interval)
+    stream.settle = settle
+    stream.on_reconnect = reconnecting
+    out = console()
+    text = output is OutputFormat.TEXT
+
+    previous: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, lambda *_: stream.stop())
+    count, last_saved = 0, 0.0
+    try:
+        with backend.errors_translated():
+            for event in stream:
+                if text:
+                    out.print(event_line(event))
+                else:
+                    print_jsonl(event_record(event))
+                count += 1
+                if cursor_file and time.monotonic() - last_saved >= CURSOR_FILE_EVERY:
+                    sys.stdout.flush()  # the output first: a saved cursor never runs ahead
+                    _write_cursor_file(cursor_file, stream.cursor.encode())
+                    last_saved = time.monotonic()
+                if max_events and count >= max_events:
+                    break
+    finally:
+        for signum, handler in previous.items():
+            with contextlib.suppress(Exception):
+                signal.signal(signum, handler)  # type: ignore[arg-type]
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            sys.stdout.flush()
+        encoded = stream.cursor.encode()
+        if cursor_file:
+            _write_cursor_file(cursor_file, encoded)
+        sys.stderr.write(f"cursor: {encoded}\n")
+        if follow and text:
+            sys.stderr.write(f"({count} events, mode {stream.mode}; resume with "
+                             f"--resume CURSOR)\n")
+        sys.stderr.flush()
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add `tail` (with `tail events`) to the root app."""
+    app.add_typer(tail_app, name="tail")

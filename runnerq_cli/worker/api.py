@@ -25,6 +25,7 @@ from runnerq_cli.worker.handlers import (
     ActivityContext,
     HandlerRegistry,
     NonRetryableError,
+    RetryableError,
     build_registry,
     default_registry,
     handler,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
 __all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
-           "Worker", "WorkerLog", "create_worker", "handler", "run_worker"]
+           "RetryableError", "Worker", "WorkerLog", "create_worker", "handler", "run_worker"]
 
 
 def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ | None = None,

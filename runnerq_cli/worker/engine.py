@@ -42,6 +42,7 @@ from runnerq_cli.worker.handlers import (
     HandlerRegistry,
     HandlerTimeout,
     NonRetryableError,
+    RetryableError,
 )
 from runnerq_cli.worker.logs import WorkerLog
 
@@ -373,8 +374,8 @@ class Worker:
             raise
         except NonRetryableError as exc:
             return "fatal", str(exc) or type(exc).__name__
-        except HandlerTimeout as exc:
-            return "retry", str(exc)
+        except RetryableError as exc:  # HandlerTimeout, shell failures, or the user's
+            return "retry", str(exc) or type(exc).__name__
         except Exception as exc:
             self.log.message("debug", "handler raised", activity_id=str(act.id),
                              traceback="".join(traceback.format_exception(exc))[-4000:])

@@ -31,7 +31,14 @@ class NonRetryableError(Exception):
     """Raise from a handler to fail the activity without retrying it."""
 
 
-class HandlerTimeout(Exception):
+class RetryableError(Exception):
+    """Raise to fail this attempt with exactly this message as `last_error` (retried).
+
+    Any other exception is retryable too; its `last_error` is "Type: message".
+    """
+
+
+class HandlerTimeout(RetryableError):
     """The attempt ran past the activity's `timeout_seconds` (a retryable failure)."""
 
 

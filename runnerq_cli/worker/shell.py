@@ -30,6 +30,7 @@ from runnerq_cli.worker.handlers import (
     Handler,
     HandlerTimeout,
     NonRetryableError,
+    RetryableError,
 )
 
 EXIT_NON_RETRYABLE = 100
@@ -39,7 +40,7 @@ KILL_GRACE = 5.0
 POLL = 0.2
 
 
-class ShellFailure(Exception):
+class ShellFailure(RetryableError):
     """A retryable failure of a shell command (its exit status and stderr tail)."""
 
 

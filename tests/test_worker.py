@@ -1,0 +1,273 @@
+"""The worker engine in-process: handlers, outcomes, retries, timeouts, leases.
+
+Each test runs a real `Worker` against the test server (its own database) in
+burst mode or in a background thread, then checks the activity documents,
+results and counters.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.models import Status
+from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.handlers import HandlerRegistry, build_registry, load_app
+from runnerq_cli.worker.logs import WorkerLog
+from tests import worker_handlers
+
+
+@pytest.fixture
+def backend(settings) -> RunnerQ:
+    q = RunnerQ(settings)
+    q.init_indexes()
+    return q
+
+
+def make_worker(backend, registry=None, log=None, **options) -> Worker:
+    options.setdefault("burst", True)
+    options.setdefault("poll_interval", 0.2)
+    return Worker(backend, registry if registry is not None else worker_handlers.registry,
+                  log=log or WorkerLog("json", "debug", stream=io.StringIO()), **options)
+
+
+def activity(backend, activity_id):
+    return backend.get_activity(activity_id)
+
+
+def test_success_stores_result_and_counts(backend):
+    aid = backend.enqueue("echo", {"x": 1}, metadata={"k": "v"}).activity_id
+    stream = io.StringIO()
+    worker = make_worker(backend, log=WorkerLog("json", "info", stream=stream))
+    assert worker.run(install_signals=False) == 0
+    act = activity(backend, aid)
+    assert act.status == Status.COMPLETED
+    result = backend.get_result(aid)
+    assert result.state == "Ok"
+    assert result.data == {"echo": {"x": 1}, "attempt": 1, "type": "echo", "id": str(aid),
+                           "metadata": {"k": "v"}}
+    assert worker.counters["claimed"] == 1 and worker.counters["succeeded"] == 1
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    outcomes = [r for r in lines if r.get("event") == "activity"]
+    assert outcomes[0]["outcome"] == "completed" and outcomes[0]["activity_id"] == str(aid)
+    # events and results are copied out of the outbox by the end of the run
+    types = [e.event_type for e in backend.get_activity_events(aid)]
+    assert {"Completed", "ResultStored"} <= set(types)
+    assert "outbox" not in backend.db[backend.collections.names.activities].find_one({"_id": aid})
+    # a clean stop removes the worker from the registry
+    assert backend.list_workers() == []
+
+
+def test_plain_async_and_payload_only_handlers(backend):
+    a = backend.enqueue("async_echo", {"value": 7}).activity_id
+    b = backend.enqueue("payload_only", {"value": "v"}).activity_id
+    assert make_worker(backend).run(install_signals=False) == 0
+    assert backend.get_result(a).data == {"async": True, "value": 7}
+    assert backend.get_result(b).data == "v"
+
+
+def test_retryable_failure_backs_off_then_dead_letters(backend):
+    aid = backend.enqueue("boom", {}, max_retries=2, retry_delay_seconds=1).activity_id
+    worker = make_worker(backend, fail_on_error=True)
+    assert worker.run(install_signals=False) == ExitCode.WORKER_ERRORS
+    act = activity(backend, aid)
+    assert act.status == Status.SCHEDULED and act.retry_count == 1
+    assert "RuntimeError: boom on attempt 1" in act.last_error
+    delay = (act.scheduled_at - act.last_error_at).total_seconds()
+    assert delay == pytest.approx(2.0, abs=0.01)  # base 1 × 2^(0+1)
+    assert worker.counters["retried"] == 1
+    # not due yet: a second burst finds nothing to do
+    again = make_worker(backend)
+    assert again.run(install_signals=False) == 0 and again.counters["claimed"] == 0
+    time.sleep(2.1)
+    last = make_worker(backend, fail_on_error=True)
+    assert last.run(install_signals=False) == ExitCode.WORKER_ERRORS
+    act = activity(backend, aid)
+    assert act.status == Status.DEAD_LETTER and act.retry_count == 1
+    assert last.counters["dead_lettered"] == 1
+    assert backend.get_result(aid).data["type"] == "dead_letter"
+    assert [d.activity.id for d in backend.list_dead_letter()] == [aid]
+
+
+def test_non_retryable_failure(backend):
+    aid = backend.enqueue("fatal", {}, max_retries=5).activity_id
+    worker = make_worker(backend)
+    assert worker.run(install_signals=False) == 0  # no --fail-on-error
+    act = activity(backend, aid)
+    assert act.status == Status.FAILED and act.retry_count == 0
+    assert act.last_error == "bad input: cannot be retried"
+    assert backend.get_result(aid).data == {"error": "bad input: cannot be retried",
+                                            "type": "non_retryable"}
+    assert worker.counters["failed"] == 1
+
+
+def test_unknown_type_fails_without_types_and_is_left_with_types(backend):
+    aid = backend.enqueue("nobody_handles_this", {}).activity_id
+    limited = make_worker(backend, types=["echo"])
+    assert limited.run(install_signals=False) == 0
+    assert activity(backend, aid).status == Status.PENDING and limited.counters["claimed"] == 0
+    worker = make_worker(backend)
+    worker.run(install_signals=False)
+    act = activity(backend, aid)
+    assert act.status == Status.FAILED
+    assert act.last_error == "no handler for nobody_handles_this"
+
+
+def test_types_without_a_handler_are_refused(backend):
+    with pytest.raises(InvalidArgument, match="without a handler"):
+        make_worker(backend, types=["echo", "missing"])
+    with pytest.raises(InvalidArgument, match="no handlers"):
+        make_worker(backend, registry=HandlerRegistry())
+
+
+def test_timeout_of_sync_and_async_handlers_is_a_retryable_failure(backend):
+    sync_id = backend.enqueue("sleep", {"seconds": 5}, timeout_seconds=1, max_retries=3,
+                              retry_delay_seconds=60).activity_id
+    async_id = backend.enqueue("async_sleep", {"seconds": 5}, timeout_seconds=1,
+                               max_retries=3, retry_delay_seconds=60).activity_id
+    started = time.monotonic()
+    worker = make_worker(backend)
+    assert worker.run(install_signals=False) == 0
+    assert time.monotonic() - started < 4.5
+    for aid in (sync_id, async_id):
+        act = activity(backend, aid)
+        assert act.status == Status.SCHEDULED, act
+        assert act.retry_count == 1
+        assert "timed out after 1s" in act.last_error
+    assert worker.counters["retried"] == 2
+
+
+def test_lease_renewal_keeps_a_long_handler_claim(backend):
+    aid = backend.enqueue("sleep", {"seconds": 3.5}).activity_id
+    worker = make_worker(backend, lease=1.0)
+    assert worker.run(install_signals=False) == 0
+    act = activity(backend, aid)
+    assert act.status == Status.COMPLETED and act.retry_count == 0
+    assert worker.counters["claims_lost"] == 0
+    events = [e.event_type for e in backend.get_activity_events(aid, limit=100)]
+    assert events.count("LeaseExtended") >= 3
+
+
+def test_handler_can_enqueue_follow_up(backend):
+    aid = backend.enqueue("spawn", {}).activity_id
+    assert make_worker(backend).run(install_signals=False) == 0
+    child = backend.get_result(aid).data["child"]
+    assert backend.get_result(child).data["echo"] == {"parent": str(aid)}
+
+
+def test_max_activities(backend):
+    for i in range(3):
+        backend.enqueue("echo", {"i": i})
+    worker = make_worker(backend, burst=False, max_activities=2, concurrency=1)
+    assert worker.run(install_signals=False) == 0
+    assert worker.counters["succeeded"] == 2
+    assert backend.db[backend.collections.names.activities].count_documents(
+        {"status": "pending"}) == 1
+
+
+def test_background_worker_registers_and_stops(backend):
+    worker = make_worker(backend, burst=False, concurrency=2)
+    worker.start()
+    assert worker.running.wait(10)
+    entries = backend.list_workers()
+    assert [w.worker_id for w in entries] == [worker.worker_id]
+    assert entries[0].concurrency == 2
+    aid = backend.enqueue("echo", {}).activity_id
+    deadline = time.monotonic() + 10
+    while activity(backend, aid).status != Status.COMPLETED and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert activity(backend, aid).status == Status.COMPLETED
+    worker.stop()
+    assert worker.join(10) == 0
+    assert backend.list_workers() == []
+
+
+def test_graceful_stop_releases_work_past_the_shutdown_timeout(backend):
+    aid = backend.enqueue("sleep", {"seconds": 30}).activity_id
+    worker = make_worker(backend, burst=False, shutdown_timeout=0.5)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while worker.in_flight == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.stop()
+    assert worker.join(10) == ExitCode.WORKER_SHUTDOWN_TIMEOUT
+    act = activity(backend, aid)
+    assert act.status == Status.PENDING and act.retry_count == 0 and act.worker_id is None
+
+
+def test_load_app_and_import_paths():
+    reg = load_app("tests.worker_handlers")
+    assert {"echo", "async_echo", "boom", "payload_only"} <= set(reg.types)
+    built = build_registry(handlers={"x": "tests.worker_handlers:noop"},
+                           commands={"sh": "cat"})
+    assert built.get("x").func is worker_handlers.noop
+    assert built.get("sh").kind == "shell"
+    for bad in ("tests.worker_handlers", "tests.nope:f", "tests.worker_handlers:nope"):
+        with pytest.raises(InvalidArgument):
+            build_registry(handlers={"x": bad})
+
+
+def test_shell_handlers(backend, tmp_path):
+    script = tmp_path / "handler.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "payload = json.load(sys.stdin)\n"
+        "mode = payload['mode']\n"
+        "if mode == 'ok':\n"
+        "    print(json.dumps({'got': payload, 'id': os.environ['RUNNERQ_ACTIVITY_ID'],\n"
+        "                      'attempt': os.environ['RUNNERQ_ATTEMPT']}))\n"
+        "elif mode == 'text':\n"
+        "    print('plain words')\n"
+        "elif mode == 'empty':\n"
+        "    pass\n"
+        "elif mode == 'fatal':\n"
+        "    sys.stderr.write('x' * 5000 + 'the end'); sys.exit(100)\n"
+        "elif mode == 'retry':\n"
+        "    sys.stderr.write('temporary trouble'); sys.exit(3)\n"
+        "elif mode == 'hang':\n"
+        "    import time; time.sleep(60)\n")
+    registry = build_registry(commands={"sh": f"{sys.executable} {script}"})
+    ids = {mode: backend.enqueue("sh", {"mode": mode, "quote": "it's $HOME; rm -rf /"},
+                                 max_retries=3, retry_delay_seconds=60,
+                                 timeout_seconds=1 if mode == "hang" else 30).activity_id
+           for mode in ("ok", "text", "empty", "fatal", "retry", "hang")}
+    worker = make_worker(backend, registry=registry, concurrency=6)
+    assert worker.run(install_signals=False) == 0
+    ok = backend.get_result(ids["ok"]).data
+    assert ok["got"]["quote"] == "it's $HOME; rm -rf /"
+    assert ok["id"] == str(ids["ok"]) and ok["attempt"] == "1"
+    assert backend.get_result(ids["text"]).data == "plain words"
+    assert backend.get_result(ids["empty"]).data is None
+    fatal = activity(backend, ids["fatal"])
+    assert fatal.status == Status.FAILED
+    assert fatal.last_error.startswith("exit status 100: …")
+    assert fatal.last_error.endswith("the end")
+    assert len(fatal.last_error) < 2100
+    retry = activity(backend, ids["retry"])
+    assert retry.status == Status.SCHEDULED
+    assert retry.last_error == "exit status 3: temporary trouble"
+    hang = activity(backend, ids["hang"])
+    assert hang.status == Status.SCHEDULED and "timed out" in hang.last_error
+
+
+def test_shell_command_not_found_is_non_retryable(backend):
+    registry = build_registry(commands={"sh": "/nonexistent/command --flag"})
+    aid = backend.enqueue("sh", {}).activity_id
+    make_worker(backend, registry=registry).run(install_signals=False)
+    act = activity(backend, aid)
+    assert act.status == Status.FAILED and "command not found" in act.last_error
+
+
+def test_plain_log_lines(backend):
+    backend.enqueue("fatal", {})
+    stream = io.StringIO()
+    make_worker(backend, log=WorkerLog("plain", "info", stream=stream)).run(
+        install_signals=False)
+    lines = stream.getvalue().splitlines()
+    assert any(" failed fatal " in line and 'error="bad input' in line for line in lines)

@@ -168,6 +168,27 @@ def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _date(value: Any) -> Any:
+    if isinstance(value, dict) and isinstance(value.get("$date"), str):
+        parsed = datetime.fromisoformat(value["$date"].replace("Z", "+00:00"))
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return value
+
+
+def _from_change(change: dict[str, Any]) -> dict[str, Any] | None:
+    """The inserted event from a change, trusting `documentKey` for its `_id`.
+
+    A real MongoDB sends `fullDocument` as stored; some wire-compatible servers
+    send it in extended JSON (dates as {"$date": ...}, ids wrapped): repaired here.
+    """
+    doc = change.get("fullDocument")
+    if doc is None:
+        return None
+    key = (change.get("documentKey") or {}).get("_id", doc.get("_id"))
+    return {**doc, "_id": key, "timestamp": _date(doc.get("timestamp")),
+            "ingested_at": _date(doc.get("ingested_at"))}
+
+
 class EventStream:
     """An iterator of events after `cursor`, following new ones while `follow`.
 
@@ -302,7 +323,7 @@ class EventStream:
                 change = stream.try_next()
                 if change is None:
                     continue
-                doc = change.get("fullDocument")
+                doc = _from_change(change)
                 if doc is None:
                     continue
                 event = self._deliver(doc)

@@ -1,0 +1,244 @@
+"""EventStream / EventCursor: order, --since and --resume exactness, late outbox flushes,
+the polling path, and the change-stream path on a server that offers it (nx-27017)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from bson import ObjectId
+
+from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+from runnerq_cli.errors import InvalidArgument
+
+
+def drain(queue, cursor=None, **kw):
+    stream = queue.event_stream(cursor=cursor, follow=False, **kw)
+    events = list(stream)
+    return events, stream.cursor
+
+
+def insert_event(queue, stamp, event_type="Enqueued", ingested=None):
+    """An event as another writer would copy it out (its own ingested_at)."""
+    doc = {"_id": ObjectId(), "activity_id": None, "activity_type": "x", "timestamp": stamp,
+           "event_type": event_type, "worker_id": None, "detail": {},
+           "ingested_at": ingested or stamp}
+    queue.collections.events.insert_one(doc)
+    return doc["_id"]
+
+
+def test_events_in_order_with_fields(queue, clock):
+    aid = queue.enqueue("email", {"to": "a"}).activity_id
+    clock.advance(1)
+    [claim] = queue.dequeue("w1")
+    clock.advance(1)
+    queue.ack_success(claim, {"ok": True})
+    events, _ = drain(queue)
+    assert [e.event_type for e in events] == ["Enqueued", "Dequeued", "Started", "Completed",
+                                              "ResultStored"]
+    assert all(e.activity_id == aid and e.activity_type == "email" for e in events)
+    assert events[1].worker_id == "w1"
+    assert all(e.ingested_at is not None for e in events)
+    stamps = [e.timestamp for e in events]
+    assert stamps == sorted(stamps)
+
+
+def test_resume_neither_loses_nor_repeats(queue, clock):
+    for i in range(3):
+        queue.enqueue("a", {"i": i})
+        clock.advance(0.01)
+    first, cursor = drain(queue)
+    assert len(first) == 3
+    text = cursor.encode()
+    # Written while the consumer was stopped, some within the settle window of the cursor.
+    for i in range(3, 6):
+        queue.enqueue("a", {"i": i})
+        clock.advance(0.01)
+    again, cursor2 = drain(queue, EventCursor.decode(text))
+    assert [e.id for e in again] == [e.id for e in drain(queue)[0][3:]]
+    assert {e.id for e in again}.isdisjoint({e.id for e in first})
+    # Nothing new: resuming again yields nothing.
+    assert drain(queue, EventCursor.decode(cursor2.encode()))[0] == []
+
+
+def test_late_insert_inside_settle_window_is_delivered_once(queue, clock):
+    now = clock()
+    a = insert_event(queue, now)
+    b = insert_event(queue, now + timedelta(seconds=1))
+    events, cursor = drain(queue)
+    assert [e.id for e in events] == [a, b]
+    # A slower writer's event becomes visible now, stamped behind the high-water mark.
+    late = insert_event(queue, now + timedelta(milliseconds=500))
+    events2, cursor = drain(queue, EventCursor.decode(cursor.encode()))
+    assert [e.id for e in events2] == [late]
+    assert drain(queue, cursor)[0] == []
+
+
+def test_since_is_exact_on_event_time(queue, clock):
+    base = clock()
+    ids = [insert_event(queue, base + timedelta(seconds=i)) for i in range(5)]
+    since = base + timedelta(seconds=2)
+    events, _ = drain(queue, EventCursor.starting_at(since))
+    assert [e.id for e in events] == ids[2:]
+
+
+def test_events_held_in_an_outbox_appear_once_flushed(queue, clock):
+    before, cursor = drain(queue)
+    assert before == []
+    with queue.buffered_outbox(size=100):
+        aid = queue.enqueue("a", {}).activity_id
+        # Not copied out yet: a tail sees nothing, but the activity's own view does.
+        assert drain(queue, EventCursor.decode(cursor.encode()))[0] == []
+        assert [e.event_type for e in queue.get_activity_events(aid)] == ["Enqueued"]
+        clock.advance(5)  # flushed later than the settle window: still seen (ingested_at)
+    events, _ = drain(queue, EventCursor.decode(cursor.encode()))
+    assert [(e.event_type, e.activity_id) for e in events] == [("Enqueued", aid)]
+
+
+def test_many_events_sharing_one_flush_stamp_page_without_loss(queue, clock):
+    with queue.buffered_outbox(size=1000):
+        for i in range(12):
+            queue.enqueue("a", {"i": i})
+            clock.advance(0.001)
+    stream = queue.event_stream(follow=False)
+    stream.batch_size = 5
+    events = list(stream)
+    assert len(events) == 12 and len({e.id for e in events}) == 12
+    assert [e.timestamp for e in events] == sorted(e.timestamp for e in events)
+
+
+def test_filters(queue, clock):
+    a = queue.enqueue("a", {}).activity_id
+    queue.enqueue("b", {})
+    [claim] = queue.dequeue("w9", types=["a"])
+    queue.ack_failure(claim, "x", retryable=False)
+    got = lambda f: [e.event_type for e in drain(queue, filters=f)[0]]  # noqa: E731
+    assert got(EventFilter(activity_types=("b",))) == ["Enqueued"]
+    assert got(EventFilter(event_types=("Failed",))) == ["Failed"]
+    assert got(EventFilter(activity_id=a)) == ["Enqueued", "Dequeued", "Started", "Failed"]
+    assert got(EventFilter(worker_id="w9")) == ["Dequeued", "Started", "Failed"]
+
+
+def test_follow_polling_sees_new_events_and_stops(queue):
+    stream = queue.event_stream(mode="auto", poll_interval=0.05)
+    seen = []
+
+    def consume():
+        for event in stream:
+            seen.append(event)
+            if len(seen) == 2:
+                stream.stop()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    time.sleep(0.3)
+    queue.enqueue("a", {})
+    queue.enqueue("b", {})
+    thread.join(timeout=20)
+    assert not thread.is_alive()
+    assert stream.mode in ("poll", "change-stream")
+    assert [e.activity_type for e in seen] == ["a", "b"]
+
+
+def test_bad_cursor_and_mode():
+    with pytest.raises(InvalidArgument):
+        EventCursor.decode("garbage")
+    with pytest.raises(InvalidArgument):
+        EventStream(None, mode="sideways")  # type: ignore[arg-type]
+
+
+def test_cursor_roundtrip_keeps_ids_and_floor():
+    cursor = EventCursor.starting_at(EventCursor().ingested_at + timedelta(days=1))
+    cursor.seen["abc"] = cursor.ingested_at
+    back = EventCursor.decode(cursor.encode())
+    assert back == cursor
+
+
+# --------------------------------------------------- change streams on nx-27017
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def nx_server(tmp_path: Path):
+    exe = shutil.which("nx-27017") or str(Path(sys.executable).parent / "nx-27017")
+    if not Path(exe).exists():
+        pytest.skip("nx-27017 is not installed (pip install nx-27017): no change-stream server")
+    port = _free_port()
+    proc = subprocess.Popen([exe, "--db", "memory", "--host", "127.0.0.1", "-p", str(port),
+                             "--pid-file", str(tmp_path / "nx.pid"),
+                             "--log-file", str(tmp_path / "nx.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.skip("nx-27017 did not start")
+    yield f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_change_stream_path_on_nx(nx_server):
+    """nx-27017 accepts watch(): auto mode picks the change stream, history then live
+    inserts arrive once each, in order, with their fields (UUIDs come back as bytes there)."""
+    from pymongo import MongoClient
+
+    client = MongoClient(nx_server, uuidRepresentation="standard", tz_aware=True)
+    try:
+        events = client["rq_nx"]["runnerq_nx_events"]
+        from runnerq_cli.backend.context import utc_now
+
+        def put(kind: str) -> ObjectId:
+            now = utc_now()
+            oid = ObjectId()
+            events.insert_one({"_id": oid, "activity_id": None, "activity_type": "t",
+                               "timestamp": now, "event_type": kind, "worker_id": "w",
+                               "detail": {"k": kind}, "ingested_at": now})
+            return oid
+
+        history = put("Enqueued")
+        stream = EventStream(events, mode="auto", poll_interval=0.05)
+        seen: list = []
+
+        def consume():
+            for event in stream:
+                seen.append(event)
+                if len(seen) == 3:
+                    stream.stop()
+
+        thread = threading.Thread(target=consume)
+        thread.start()
+        time.sleep(1.0)
+        live = [put("Started"), put("Completed")]
+        thread.join(timeout=30)
+        stream.stop()
+        assert not thread.is_alive()
+        assert stream.mode == "change-stream"
+        assert [e.id for e in seen] == [history, *live]
+        assert [e.event_type for e in seen] == ["Enqueued", "Started", "Completed"]
+        assert seen[2].detail == {"k": "Completed"} and seen[2].worker_id == "w"
+        # Resuming from the cursor after the stream: nothing repeats.
+        again = list(EventStream(events, cursor=EventCursor.decode(stream.cursor.encode()),
+                                 mode="poll", follow=False))
+        assert again == []
+    finally:
+        client.close()

@@ -68,3 +68,11 @@ def mark(payload, ctx):
 
 def noop(payload, ctx):
     return None
+
+
+@registry.handler("slow_first")
+def slow_first(payload, ctx):
+    """Hangs on the first attempt (to be killed), quick afterwards."""
+    if ctx.attempt == 1:
+        time.sleep(60)
+    return {"attempt": ctx.attempt}

@@ -1,0 +1,172 @@
+"""The worker as real processes: signals, SIGKILL recovery, burst exit codes, two workers.
+
+These spawn `python -m runnerq_cli worker` against the test database, as an
+operator would, and assert exit codes and the activities' final state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.errors import ExitCode
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+APP = ["--app", "tests.worker_handlers"]
+
+
+@pytest.fixture
+def backend(settings) -> RunnerQ:
+    q = RunnerQ(settings)
+    q.init_indexes()
+    return q
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str], tmp_path: Path, *args: str) -> None:
+        self.log_path = tmp_path / f"worker-{time.monotonic_ns()}.log"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runnerq_cli", "worker", "--log-format", "plain", *args],
+            cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=self._log,
+            stderr=subprocess.STDOUT)
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def wait_for(predicate, timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def status(backend: RunnerQ, aid) -> str:
+    return backend.get_activity(aid).status
+
+
+@pytest.fixture
+def spawn(cli_env, tmp_path):
+    started: list[WorkerProcess] = []
+
+    def run(*args: str) -> WorkerProcess:
+        worker = WorkerProcess(cli_env, tmp_path, *args)
+        started.append(worker)
+        return worker
+
+    yield run
+    for worker in started:
+        worker.kill()
+
+
+def test_burst_exit_codes(backend, run_cli_subprocess):
+    backend.enqueue("echo", {"n": 1})
+    ok = run_cli_subprocess("worker", "--burst", *APP, "--log-format", "plain", timeout=60,
+                            env={"PYTHONPATH": str(ROOT)})
+    assert ok.code == 0, ok.stderr
+    assert " completed echo " in ok.stderr
+    backend.enqueue("boom", {}, max_retries=1)
+    bad = run_cli_subprocess("worker", "--burst", "--fail-on-error", *APP,
+                             "--log-format", "json", env={"PYTHONPATH": str(ROOT)})
+    assert bad.code == ExitCode.WORKER_ERRORS, bad.stderr
+    assert '"outcome": "dead_lettered"' in bad.stderr
+    usage = run_cli_subprocess("worker", "--burst", "--handler", "x=no_such_module:f")
+    assert usage.code == ExitCode.USAGE and "cannot import" in usage.stderr
+
+
+def test_exec_handler_from_the_command_line(backend, run_cli_subprocess):
+    aid = backend.enqueue("shell", {"word": "hi"}).activity_id
+    command = f"{sys.executable} -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))'"
+    result = run_cli_subprocess("worker", "--burst", "--exec", f"shell={command}")
+    assert result.code == 0, result.stderr
+    assert backend.get_result(aid).data == {"word": "hi"}
+
+
+def test_sigterm_drains_running_work(backend, spawn):
+    aid = backend.enqueue("sleep", {"seconds": 2}).activity_id
+    worker = spawn(*APP, "--poll-interval", "0.2")
+    wait_for(lambda: status(backend, aid) == Status.PROCESSING, what="claim")
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.log
+    assert status(backend, aid) == Status.COMPLETED
+    assert "stopping: waiting for running activities" in worker.log
+    assert backend.list_workers() == []
+
+
+def test_second_signal_stops_at_once(backend, spawn):
+    aid = backend.enqueue("sleep", {"seconds": 60}).activity_id
+    worker = spawn(*APP, "--poll-interval", "0.2", "--shutdown-timeout", "60s")
+    wait_for(lambda: status(backend, aid) == Status.PROCESSING, what="claim")
+    worker.proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert worker.proc.poll() is None  # still draining
+    started = time.monotonic()
+    worker.proc.send_signal(signal.SIGINT)
+    assert worker.wait(15) == ExitCode.INTERRUPTED, worker.log
+    assert time.monotonic() - started < 5
+    # handed back at once rather than left to the reaper
+    act = backend.get_activity(aid)
+    assert act.status == Status.PENDING and act.retry_count == 0
+
+
+def test_sigkilled_worker_activity_completes_elsewhere(backend, spawn):
+    aid = backend.enqueue("slow_first", {}, max_retries=3).activity_id
+    first = spawn(*APP, "--lease", "2s", "--poll-interval", "0.2")
+    wait_for(lambda: status(backend, aid) == Status.PROCESSING, what="claim")
+    holder = backend.get_activity(aid).worker_id
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.wait(10)
+    # (not --burst: a lease that has not expired yet is not due work)
+    second = spawn(*APP, "--lease", "2s", "--poll-interval", "0.2")
+    wait_for(lambda: status(backend, aid) == Status.COMPLETED, timeout=60,
+             what="completion by the second worker")
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.wait(30) == 0, second.log
+    assert "reaper: expired leases" in second.log
+    act = backend.get_activity(aid)
+    assert act.status == Status.COMPLETED
+    assert act.retry_count == 1 and f"lease expired (worker {holder})" in act.last_error
+    assert backend.get_result(aid).data == {"attempt": 2}
+    # the killed worker is still listed until its heartbeat goes stale
+    assert holder in [w.worker_id for w in backend.list_workers()]
+
+
+def test_two_processes_drain_one_queue_exactly_once(backend, spawn, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    ids = [r.activity_id for r in backend.enqueue_many(
+        [ActivitySpec("mark", {"dir": str(marks), "seconds": 0.05}) for _ in range(30)])]
+    workers = [spawn(*APP, "--burst", "--concurrency", "2", "--poll-interval", "0.2")
+               for _ in range(2)]
+    codes = [w.wait(120) for w in workers]
+    assert codes == [0, 0], [w.log for w in workers]
+    assert all(status(backend, aid) == Status.COMPLETED for aid in ids)
+    runs = [p.name.split("-")[:5] for p in marks.iterdir()]
+    run_ids = ["-".join(parts) for parts in runs]
+    assert len(run_ids) == 30 and set(run_ids) == {str(aid) for aid in ids}
+    pids = {backend.get_result(aid).data["pid"] for aid in ids}
+    assert len(pids) == 2, "both workers should have taken a share"

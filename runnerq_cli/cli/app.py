@@ -33,6 +33,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,  # `runnerq-mongo completion` ships and installs the scripts
     pretty_exceptions_enable=False,
+    # Plain click help: rich help formatting costs ~0.1 s of imports on every --help
+    # (benchmarks/bench_cli_startup.py); help stays fast and greppable.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -1,0 +1,163 @@
+"""`runnerq-mongo stats`: exact counts, JSON schema, --check exit codes, --watch refreshes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from runnerq_cli.backend.metrics import CHECK_NAMES, SCHEMA
+from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.stats_checks import evaluate, parse_check
+
+
+@pytest.fixture
+def mix(queue, clock):
+    """A known mix: 2 pending (1 high, 1 low), 1 scheduled, 1 processing,
+    2 completed, 1 failed, 1 dead-lettered; types a and b."""
+    queue.enqueue("a", {}, priority="high")  # -> completed
+    queue.enqueue("a", {}, priority="high")  # -> completed
+    queue.enqueue("b", {}, priority="critical")  # -> failed
+    queue.enqueue("b", {}, priority="critical", max_retries=1)  # -> dead letter
+    queue.enqueue("a", {}, priority="normal")  # -> processing
+    clock.advance(2)
+    claims = queue.dequeue("w1", limit=5)
+    assert len(claims) == 5
+    clock.advance(3)
+    by_type = {c.activity.priority: [] for c in claims}
+    for c in claims:
+        by_type[c.activity.priority].append(c)
+    for c in by_type[3]:
+        queue.ack_success(c, {"ok": 1})
+    queue.ack_failure(by_type[4][0], "bad", retryable=False)
+    queue.ack_failure(by_type[4][1], "bad", retryable=True)
+    queue.enqueue("a", {}, priority="high")
+    queue.enqueue("b", {}, priority="low")
+    queue.enqueue("a", {}, delay_seconds=3600)
+    queue.register_worker("w1", types=["a", "b"], concurrency=2)
+    return queue
+
+
+def test_exact_counts_and_schema(mix, run_cli):
+    res = run_cli("stats", "-o", "json", "--by", "type")
+    assert res.code == 0, res.stderr
+    snap = json.loads(res.stdout)
+    assert snap["schema"] == SCHEMA
+    assert set(snap) == {"schema", "queue", "generated_at", "total", "by_status", "by_priority",
+                         "by_type", "oldest_pending", "throughput", "latency", "workers"}
+    assert snap["by_status"] == {"pending": 2, "scheduled": 1, "processing": 1, "completed": 2,
+                                 "failed": 1, "dead_letter": 1, "cancelled": 0}
+    assert snap["total"] == 8
+    assert snap["by_priority"]["critical"] == {"failed": 1, "dead_letter": 1}
+    assert snap["by_priority"]["high"] == {"completed": 2, "pending": 1}
+    assert snap["by_priority"]["low"] == {"pending": 1}
+    assert next(iter(snap["by_priority"])) == "critical"
+    assert snap["by_type"]["a"] == {"completed": 2, "processing": 1, "pending": 1,
+                                    "scheduled": 1}
+    assert snap["by_type"]["b"] == {"failed": 1, "dead_letter": 1, "pending": 1}
+    assert snap["oldest_pending"]["age_seconds"] >= 0
+    tp = snap["throughput"]
+    assert (tp["completed"], tp["failed"], tp["dead_letter"]) == (2, 1, 1)
+    assert tp["completed_per_minute"] == pytest.approx(2 / 5)
+    lat = snap["latency"]
+    # The fake clock: every finished one waited 2 s for its claim and ran 3 s.
+    assert lat["queue_wait_seconds"] == {"count": 4, "p50": 2.0, "p95": 2.0, "p99": 2.0}
+    assert lat["run_seconds"] == {"count": 4, "p50": 3.0, "p95": 3.0, "p99": 3.0}
+    assert snap["workers"] == {"live": 1, "stale": 0, "in_flight": 0}
+
+
+def test_without_by_type_it_is_null(mix, run_cli):
+    snap = json.loads(run_cli("stats", "-o", "json").stdout)
+    assert snap["by_type"] is None
+
+
+def test_text_view(mix, run_cli):
+    res = run_cli("stats")
+    assert res.code == 0
+    for word in ("pending", "dead-letter", "oldest pending", "throughput", "p95", "workers"):
+        assert word in res.stdout
+
+
+def test_check_exit_codes(mix, run_cli):
+    ok = run_cli("stats", "-o", "json", "--check", "pending == 2", "--check", "workers >= 1",
+                 "--check", "oldest_pending < 1h")
+    assert ok.code == 0, ok.stderr
+    bad = run_cli("stats", "-o", "json", "--check", "dead_letter == 0", "--check", "failed < 1",
+                  "--check", "total == 8")
+    assert bad.code == ExitCode.CHECK_FAILED
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert "dead_letter == 0" in lines[0] and "actual dead_letter = 1" in lines[0]
+    assert "failed < 1" in lines[1]
+    assert run_cli("stats", "--check", "pending ==").code == ExitCode.USAGE
+    assert run_cli("stats", "--check", "nosuch > 1").code == ExitCode.USAGE
+    assert run_cli("stats", "--check", "__import__('os') > 1").code == ExitCode.USAGE
+
+
+def test_check_parser_units():
+    check = parse_check("oldest_pending < 2m", CHECK_NAMES)
+    assert check.value == 120
+    assert evaluate([check], {"oldest_pending": 119}) == []
+    assert evaluate([check], {"oldest_pending": 120})
+    with pytest.raises(InvalidArgument):
+        parse_check("pending == 1; drop", CHECK_NAMES)
+
+
+def test_watch_refreshes_and_shows_deltas(queue, run_cli):
+    queue.enqueue("a", {})
+
+    def add_later():
+        time.sleep(0.6)
+        queue.enqueue("a", {})
+        queue.enqueue("a", {})
+
+    thread = threading.Thread(target=add_later)
+    thread.start()
+    res = run_cli("stats", "--watch", "--interval", "1s", "--iterations", "3")
+    thread.join()
+    assert res.code == 0, res.stderr
+    blocks = res.stdout.split("refresh ")[1:]
+    assert len(blocks) == 3
+    assert blocks[0] != blocks[-1]
+    assert "+2" in res.stdout  # pending went from 1 to 3
+    assert run_cli("stats", "--watch", "-o", "json").code == ExitCode.USAGE
+
+
+def test_watch_on_a_terminal_redraws_and_ctrl_c_exits_0(queue, cli_env):
+    """Through a pseudo-terminal: rich Live redraws in place; SIGINT leaves with exit 0."""
+    import os
+    import pty
+    import signal
+    import subprocess
+    import sys
+
+    queue.enqueue("a", {})
+    master, slave = pty.openpty()
+    env = {k: v for k, v in cli_env.items() if k != "NO_COLOR"}
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats", "--watch",
+                             "--interval", "0.3s"], env=env, stdout=slave, stderr=slave,
+                            stdin=slave, close_fds=True)
+    os.close(slave)
+    output = b""
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and output.count(b"pending") < 3:
+            import select
+
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    output += os.read(master, 65536)
+                except OSError:
+                    break
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert output.count(b"pending") >= 3, output[-500:]
+    assert b"\x1b[" in output  # cursor movement: redrawn in place
+    assert code == 0

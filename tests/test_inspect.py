@@ -199,3 +199,26 @@ def test_workers(queue, clock, run_cli):
     assert by_id["w-live"]["types"] == ["a"] and by_id["w-live"]["pid"] > 0
     text = run_cli("workers").stdout
     assert "w-live" in text and "stale" in text and "live" in text
+
+
+def test_enqueue_wait(queue, run_cli):
+    """`enqueue --wait` shares `wait`'s reporting: timeout 13, success 0 with the result."""
+    res = run_cli("enqueue", "job", "--payload", "{}", "--wait", "--wait-timeout", "0.5s")
+    assert res.code == ExitCode.WAIT_TIMEOUT, res.stderr
+    assert run_cli("enqueue", "job", "--wait-timeout", "1s").code == ExitCode.USAGE
+
+    def work():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            claims = queue.dequeue("w1", types=["fails"])
+            if claims:
+                queue.ack_failure(claims[0], "boom", retryable=False)
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    res = run_cli("enqueue", "fails", "--payload", "{}", "--wait", "--wait-timeout", "30s")
+    thread.join()
+    assert res.code == ExitCode.ACTIVITY_FAILED, res.stderr
+    assert "boom" in res.stderr

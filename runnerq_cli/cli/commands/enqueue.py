@@ -381,14 +381,14 @@ def enqueue(
         None, "--payload", "-p", metavar="JSON|@FILE",
         help="Payload: a JSON object, or @file (@- for stdin). Default: stdin when it is not "
              "a terminal, else {}."),
-    priority: str | None = typer.Option(None, "--priority",
+    priority: str | None = typer.Option(None, "--priority", metavar="PRIORITY",
                                         help="low, normal, high, critical or 1-4 "
                                              "[default: normal]."),
     delay: str | None = typer.Option(None, "--delay", metavar="DURATION",
                                      help="Run after this long: 30s, 5m, 2h."),
     at: str | None = typer.Option(None, "--at", metavar="TIME",
                                   help="Run at this ISO-8601 time (UTC unless it has a zone)."),
-    max_retries: int | None = typer.Option(None, "--max-retries",
+    max_retries: int | None = typer.Option(None, "--max-retries", metavar="N",
                                            help="Total attempts allowed, 0 = unlimited "
                                                 "[default: 3]."),
     timeout: str | None = typer.Option(None, "--timeout", metavar="DURATION",
@@ -400,7 +400,7 @@ def enqueue(
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", metavar="KEY",
                                                help="Enqueue at most once per key and type."),
     on_duplicate: str | None = typer.Option(
-        None, "--on-duplicate",
+        None, "--on-duplicate", metavar="BEHAVIOUR",
         help="When the key is held: allow-reuse, return-existing (default), "
              "allow-reuse-on-failure, no-reuse."),
     from_file: str | None = typer.Option(None, "--from", metavar="FILE",
@@ -411,6 +411,11 @@ def enqueue(
     batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=10000,
                                    help="With --from: activities per write."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the activity id(s)."),
+    wait: bool = typer.Option(False, "--wait", help="Block until the activity is terminal, "
+                                                    "print its result, exit like `wait`."),
+    wait_timeout: str | None = typer.Option(None, "--wait-timeout", metavar="DURATION",
+                                            help="With --wait: give up after this long "
+                                                 "(exit 13)."),
     output: OutputFormat = output_option(),
 ) -> None:
     """Enqueue one activity of TYPE, or many from an NDJSON file with --from.
@@ -420,6 +425,13 @@ def enqueue(
     key held (no-reuse / allow-reuse-on-failure), 6 server unreachable.
     """
     cli = state(ctx)
+    if (wait or wait_timeout) and from_file is not None:
+        raise InvalidArgument("--wait applies to one activity, not to --from")
+    if wait_timeout is not None and not wait:
+        raise InvalidArgument("--wait-timeout needs --wait")
+    from runnerq_cli.durations import parse_duration
+
+    wait_seconds = parse_duration(wait_timeout, what="--wait-timeout") if wait_timeout else None
     if from_file is not None:
         if activity_type is not None:
             raise InvalidArgument("give an activity TYPE or --from FILE, not both")
@@ -465,6 +477,12 @@ def enqueue(
     with backend.errors_translated():
         result = backend.enqueue(spec)
     _print_one(backend, result, output, quiet)
+    if wait:  # shared with `runnerq-mongo wait` (cli/waiting.py)
+        from runnerq_cli.cli.waiting import report, wait_for
+
+        with backend.errors_translated():
+            outcome = wait_for(backend, result.activity_id, wait_seconds)
+        raise typer.Exit(report(outcome, output))
 
 
 def register(app: typer.Typer) -> None:

@@ -14,8 +14,8 @@ _runnerq_mongo_node() {
             valopts='--output -o' ;;
         "enqueue")
             cmds=''
-            flags='--strict --quiet -q --help -h'
-            valopts='--payload -p --priority --delay --at --max-retries --timeout --retry-delay --metadata -m --idempotency-key --on-duplicate --from --batch-size --output -o' ;;
+            flags='--strict --quiet -q --wait --help -h'
+            valopts='--payload -p --priority --delay --at --max-retries --timeout --retry-delay --metadata -m --idempotency-key --on-duplicate --from --batch-size --wait-timeout --output -o' ;;
         "dev-server")
             cmds=''
             flags='--init --help -h'
@@ -149,6 +149,8 @@ _runnerq_mongo_values() {
         "enqueue|--from")
             kind=file; choices='' ;;
         "enqueue|--batch-size")
+            kind=none; choices='' ;;
+        "enqueue|--wait-timeout")
             kind=none; choices='' ;;
         "enqueue|--output"|"enqueue|-o")
             kind=choice; choices='text json jsonl' ;;

@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from runnerq_cli import __version__
 from runnerq_cli.cli.output import error_line
@@ -27,6 +29,61 @@ COMMAND_MODULES = (
     "completion",
 )
 
+
+class _LazyRootGroup(TyperGroup):
+    """The root group, converting a subcommand from its typer registration only when used.
+
+    Converting every command (signature and type-hint inspection) costs ~40 ms
+    on each run; root `--help` needs only names and one-line helps, and a
+    command run needs only itself.
+    """
+
+    _pending: dict[str, Any]
+    _summaries: dict[str, tuple[str, bool]]
+
+    def defer(self, names: list[str], builders: dict[str, Any],
+              summaries: dict[str, tuple[str, bool]]) -> None:
+        self._order = names
+        self._pending = builders
+        self._summaries = summaries
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        order = getattr(self, "_order", None)
+        return list(order) if order is not None else super().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        build = getattr(self, "_pending", {}).pop(cmd_name, None)
+        if build is not None:
+            self.commands[cmd_name] = build()
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        pending = getattr(self, "_pending", None)
+        if not pending or not args or args[0] in pending or args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        # An unknown name: let "Did you mean ...?" see every name, converting none.
+        real = self.commands
+        self.commands = {**dict.fromkeys(self.list_commands(ctx)), **real}
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            self.commands = real
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        if not getattr(self, "_pending", None):
+            super().format_commands(ctx, formatter)
+            return
+        from typer._click.utils import make_default_short_help
+
+        rows = [(name, help_text) for name in self.list_commands(ctx)
+                for help_text, hidden in [self._summaries[name]] if not hidden]
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, make_default_short_help(text, limit))
+                                    for name, text in rows])
+
+
 app = typer.Typer(
     name="runnerq-mongo",
     help="Run and watch RunnerQ activity queues stored in MongoDB.",
@@ -37,6 +94,7 @@ app = typer.Typer(
     # (benchmarks/bench_cli_startup.py); help stays fast and greppable.
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    cls=_LazyRootGroup,
 )
 
 
@@ -69,6 +127,47 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"runnerq_cli.cli.commands.{_name}").register(app)
 
 
+def _root_command() -> Any:
+    """`typer.main.get_command(app)`, with the subcommands converted lazily (startup speed)."""
+    import inspect
+
+    from typer.main import (
+        get_command_from_info,
+        get_command_name,
+        get_group_from_info,
+        solve_typer_info_defaults,
+    )
+
+    saved = app.registered_commands, app.registered_groups
+    try:
+        app.registered_commands, app.registered_groups = [], []
+        group = typer.main.get_command(app)
+    finally:
+        app.registered_commands, app.registered_groups = saved
+    if not isinstance(group, _LazyRootGroup):
+        return typer.main.get_command(app)
+    names: list[str] = []
+    builders: dict[str, Any] = {}
+    summaries: dict[str, tuple[str, bool]] = {}
+    options = {"pretty_exceptions_short": app.pretty_exceptions_short,
+               "rich_markup_mode": app.rich_markup_mode}
+    for info in app.registered_commands:
+        name = info.name or get_command_name(info.callback.__name__)
+        text = info.short_help or info.help or inspect.getdoc(info.callback) or ""
+        names.append(name)
+        summaries[name] = (text, bool(info.hidden))
+        builders[name] = lambda info=info: get_command_from_info(info, **options)
+    for info in app.registered_groups:
+        solved = solve_typer_info_defaults(info)
+        name = solved.name
+        names.append(name)
+        summaries[name] = (solved.help or "", bool(solved.hidden))
+        builders[name] = lambda info=info: get_group_from_info(
+            info, suggest_commands=app.suggest_commands, **options)
+    group.defer(names, builders, summaries)
+    return group
+
+
 def _handle_driver_error(exc: Exception) -> int:
     """pymongo errors that escaped a command: one redacted line, a meaningful code."""
     from pymongo import errors as mongo_errors
@@ -87,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code (see errors.ExitCode)."""
     from typer._click import exceptions as click_exceptions
 
-    command = typer.main.get_command(app)
+    command = _root_command()
     try:
         result = command.main(args=argv, prog_name="runnerq-mongo", standalone_mode=False)
         code = int(result) if isinstance(result, int) else 0

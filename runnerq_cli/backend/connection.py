@@ -36,18 +36,32 @@ def client_for(settings: Settings) -> MongoClient:
         return client
 
 
+def _uri_options(uri: str) -> set[str]:
+    """Option names given in the URI's query string, lower-cased."""
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    return {part.split("=", 1)[0].lower() for part in query.split("&") if part}
+
+
 def _new_client(settings: Settings) -> MongoClient:
+    # Timeouts come from the settings unless the URI sets them itself: an
+    # option written in the connection string is the most specific wish.
+    in_uri = _uri_options(settings.uri)
+    timeouts = {
+        name: int(seconds * 1000)
+        for name, seconds in (("serverSelectionTimeoutMS", settings.server_selection_timeout),
+                              ("connectTimeoutMS", settings.connect_timeout),
+                              ("socketTimeoutMS", settings.socket_timeout))
+        if name.lower() not in in_uri
+    }
     try:
         return MongoClient(
             settings.uri,
             uuidRepresentation="standard",
             tz_aware=True,
             appname="runnerq-mongo",
-            serverSelectionTimeoutMS=int(settings.server_selection_timeout * 1000),
-            connectTimeoutMS=int(settings.connect_timeout * 1000),
-            socketTimeoutMS=int(settings.socket_timeout * 1000),
             retryWrites=True,
             connect=False,
+            **timeouts,
         )
     except mongo_errors.ConfigurationError as exc:
         raise InvalidArgument(f"invalid MongoDB URI: {redact_uri(str(exc))}") from None

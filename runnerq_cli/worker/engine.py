@@ -291,6 +291,7 @@ class Worker:
         idle = MIN_IDLE
         error_wait = MIN_IDLE
         claim_types = list(self.types) or None
+        swept = False
         while not self._stopping.is_set():
             if self.max_activities is not None and self.counters["claimed"] >= self.max_activities:
                 return
@@ -313,24 +314,30 @@ class Worker:
                 for claim in claims:
                     self._start(claim)
                 idle = MIN_IDLE
+                swept = False
                 continue
-            if self.burst and self._burst_done():
-                return
+            if self.burst and not self.in_flight:
+                # Done only after an empty claim that followed a maintenance pass (the
+                # maintenance thread may have made work due in between).
+                if swept:
+                    return
+                swept = self._sweep()
+                continue
+            swept = False
             self._wake.wait(idle)
             idle = min(idle * 2, self.poll_interval)
 
-    def _burst_done(self) -> bool:
-        """Burst mode: done when nothing runs here and nothing is due (after making
-        due scheduled work and expired leases claimable)."""
-        if self.in_flight:
-            return False
+    def _sweep(self) -> bool:
+        """Burst mode: make due scheduled work and expired leases claimable; True once
+        done (so the next empty claim means nothing is due)."""
         try:
-            moved = self.backend.process_scheduled()
-            reaped = self.backend.requeue_expired()
+            self.backend.process_scheduled()
+            self.backend.requeue_expired()
         except Exception as exc:
             self.log.message("warning", "maintenance failed", error=_brief(exc))
+            self._wake.wait(self.poll_interval)
             return False
-        return not moved and not reaped["requeued"]
+        return True
 
     def _start(self, claim: Claim) -> None:
         act = claim.activity

@@ -6,107 +6,107 @@ _runnerq_mongo_node() {
     case "$1" in
         "")
             cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority redrive purge config tail completion'
-            flags='--version --help -h'
-            valopts='--config -c --uri --database --db --queue' ;;
+            flags='--version -h --help'
+            valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
             cmds=''
-            flags='--dry-run --check --help -h'
-            valopts='--output -o' ;;
+            flags='--dry-run --check -h --help'
+            valopts='-o --output' ;;
         "enqueue")
             cmds=''
-            flags='--strict --quiet -q --wait --help -h'
-            valopts='--payload -p --priority --delay --at --max-retries --timeout --retry-delay --metadata -m --idempotency-key --on-duplicate --from --batch-size --wait-timeout --output -o' ;;
+            flags='--strict -q --quiet --wait -h --help'
+            valopts='-p --payload --priority --delay --at --max-retries --timeout --retry-delay -m --metadata --idempotency-key --on-duplicate --from --batch-size --wait-timeout -o --output' ;;
         "dev-server")
             cmds=''
-            flags='--init --help -h'
+            flags='--init -h --help'
             valopts='--host --port --path' ;;
         "worker")
             cmds=''
-            flags='--burst --fail-on-error --help -h'
-            valopts='--handler --app --exec --types --concurrency -n --lease --poll-interval --shutdown-timeout --max-activities --worker-id --log-format --log-level' ;;
+            flags='--burst --fail-on-error -h --help'
+            valopts='--handler --app --exec --types -n --concurrency --lease --poll-interval --shutdown-timeout --max-activities --worker-id --log-format --log-level' ;;
         "stats")
             cmds=''
-            flags='--watch -w --help -h'
-            valopts='--by --check --interval --window --throughput-minutes --output -o' ;;
+            flags='-w --watch -h --help'
+            valopts='--by --check --interval --window --throughput-minutes -o --output' ;;
         "list")
             cmds=''
-            flags='--help -h'
-            valopts='--type --since --metadata --limit --after --output -o' ;;
+            flags='-h --help'
+            valopts='--type --since --metadata --limit --after -o --output' ;;
         "show")
             cmds=''
-            flags='--help -h'
-            valopts='--output -o' ;;
+            flags='-h --help'
+            valopts='-o --output' ;;
         "events")
             cmds=''
-            flags='--help -h'
-            valopts='--limit --output -o' ;;
+            flags='-h --help'
+            valopts='--limit -o --output' ;;
         "result")
             cmds=''
-            flags='--help -h'
-            valopts='--output -o' ;;
+            flags='-h --help'
+            valopts='-o --output' ;;
         "wait")
             cmds=''
-            flags='--help -h'
-            valopts='--timeout --output -o' ;;
+            flags='-h --help'
+            valopts='--timeout -o --output' ;;
         "workers")
             cmds=''
-            flags='--help -h'
-            valopts='--stale-after --output -o' ;;
+            flags='-h --help'
+            valopts='--stale-after -o --output' ;;
         "cancel")
             cmds=''
-            flags='--help -h'
-            valopts='--reason --output -o' ;;
+            flags='-h --help'
+            valopts='--reason -o --output' ;;
         "retry")
             cmds=''
-            flags='--help -h'
-            valopts='--output -o' ;;
+            flags='-h --help'
+            valopts='-o --output' ;;
         "run-now")
             cmds=''
-            flags='--help -h'
-            valopts='--output -o' ;;
+            flags='-h --help'
+            valopts='-o --output' ;;
         "reschedule")
             cmds=''
-            flags='--help -h'
-            valopts='--at --delay --output -o' ;;
+            flags='-h --help'
+            valopts='--at --delay -o --output' ;;
         "set-priority")
             cmds=''
-            flags='--help -h'
-            valopts='--output -o' ;;
+            flags='-h --help'
+            valopts='-o --output' ;;
         "redrive")
             cmds=''
-            flags='--dry-run --yes -y --help -h'
-            valopts='--type -t --output -o' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='-t --type -o --output' ;;
         "purge")
             cmds=''
-            flags='--dry-run --yes -y --help -h'
-            valopts='--output -o' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='-o --output' ;;
         "config")
             cmds='show'
-            flags='--help -h'
+            flags='-h --help'
             valopts='' ;;
         "config show")
             cmds=''
-            flags='--help -h'
-            valopts='--output -o' ;;
+            flags='-h --help'
+            valopts='-o --output' ;;
         "tail")
             cmds='events'
-            flags='--help -h'
+            flags='-h --help'
             valopts='' ;;
         "tail events")
             cmds=''
-            flags='--follow --no-follow --help -h'
-            valopts='--since --resume --cursor-file --mode --type --event --activity --worker --output -o' ;;
+            flags='--follow --no-follow -h --help'
+            valopts='--since --resume --cursor-file --mode --type --event --activity --worker -o --output' ;;
         "completion")
             cmds='show install'
-            flags='--help -h'
+            flags='-h --help'
             valopts='' ;;
         "completion show")
             cmds=''
-            flags='--help -h'
+            flags='-h --help'
             valopts='' ;;
         "completion install")
             cmds=''
-            flags='--help -h'
+            flags='-h --help'
             valopts='' ;;
         *) cmds=""; flags=""; valopts="" ;;
     esac
@@ -116,7 +116,7 @@ _runnerq_mongo_values() {
     # $1: 'path|option' or 'path|argument-index' -> kind, choices
     choices=""
     case "$1" in
-        "|--config"|"|-c")
+        "|-c"|"|--config")
             kind=file; choices='' ;;
         "|--uri")
             kind=none; choices='' ;;
@@ -124,9 +124,9 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "|--queue")
             kind=none; choices='' ;;
-        "init-indexes|--output"|"init-indexes|-o")
+        "init-indexes|-o"|"init-indexes|--output")
             kind=choice; choices='text json jsonl' ;;
-        "enqueue|--payload"|"enqueue|-p")
+        "enqueue|-p"|"enqueue|--payload")
             kind=none; choices='' ;;
         "enqueue|--priority")
             kind=none; choices='' ;;
@@ -140,7 +140,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "enqueue|--retry-delay")
             kind=none; choices='' ;;
-        "enqueue|--metadata"|"enqueue|-m")
+        "enqueue|-m"|"enqueue|--metadata")
             kind=none; choices='' ;;
         "enqueue|--idempotency-key")
             kind=none; choices='' ;;
@@ -152,7 +152,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "enqueue|--wait-timeout")
             kind=none; choices='' ;;
-        "enqueue|--output"|"enqueue|-o")
+        "enqueue|-o"|"enqueue|--output")
             kind=choice; choices='text json jsonl' ;;
         "dev-server|--host")
             kind=none; choices='' ;;
@@ -168,7 +168,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "worker|--types")
             kind=none; choices='' ;;
-        "worker|--concurrency"|"worker|-n")
+        "worker|-n"|"worker|--concurrency")
             kind=none; choices='' ;;
         "worker|--lease")
             kind=none; choices='' ;;
@@ -194,7 +194,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "stats|--throughput-minutes")
             kind=none; choices='' ;;
-        "stats|--output"|"stats|-o")
+        "stats|-o"|"stats|--output")
             kind=choice; choices='text json jsonl' ;;
         "list|--type")
             kind=none; choices='' ;;
@@ -206,47 +206,47 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "list|--after")
             kind=none; choices='' ;;
-        "list|--output"|"list|-o")
+        "list|-o"|"list|--output")
             kind=choice; choices='text json jsonl' ;;
-        "show|--output"|"show|-o")
+        "show|-o"|"show|--output")
             kind=choice; choices='text json jsonl' ;;
         "events|--limit")
             kind=none; choices='' ;;
-        "events|--output"|"events|-o")
+        "events|-o"|"events|--output")
             kind=choice; choices='text json jsonl' ;;
-        "result|--output"|"result|-o")
+        "result|-o"|"result|--output")
             kind=choice; choices='text json jsonl' ;;
         "wait|--timeout")
             kind=none; choices='' ;;
-        "wait|--output"|"wait|-o")
+        "wait|-o"|"wait|--output")
             kind=choice; choices='text json jsonl' ;;
         "workers|--stale-after")
             kind=none; choices='' ;;
-        "workers|--output"|"workers|-o")
+        "workers|-o"|"workers|--output")
             kind=choice; choices='text json jsonl' ;;
         "cancel|--reason")
             kind=none; choices='' ;;
-        "cancel|--output"|"cancel|-o")
+        "cancel|-o"|"cancel|--output")
             kind=choice; choices='text json jsonl' ;;
-        "retry|--output"|"retry|-o")
+        "retry|-o"|"retry|--output")
             kind=choice; choices='text json jsonl' ;;
-        "run-now|--output"|"run-now|-o")
+        "run-now|-o"|"run-now|--output")
             kind=choice; choices='text json jsonl' ;;
         "reschedule|--at")
             kind=none; choices='' ;;
         "reschedule|--delay")
             kind=none; choices='' ;;
-        "reschedule|--output"|"reschedule|-o")
+        "reschedule|-o"|"reschedule|--output")
             kind=choice; choices='text json jsonl' ;;
-        "set-priority|--output"|"set-priority|-o")
+        "set-priority|-o"|"set-priority|--output")
             kind=choice; choices='text json jsonl' ;;
-        "redrive|--type"|"redrive|-t")
+        "redrive|-t"|"redrive|--type")
             kind=none; choices='' ;;
-        "redrive|--output"|"redrive|-o")
+        "redrive|-o"|"redrive|--output")
             kind=choice; choices='text json jsonl' ;;
-        "purge|--output"|"purge|-o")
+        "purge|-o"|"purge|--output")
             kind=choice; choices='text json jsonl' ;;
-        "config show|--output"|"config show|-o")
+        "config show|-o"|"config show|--output")
             kind=choice; choices='text json jsonl' ;;
         "tail events|--since")
             kind=none; choices='' ;;
@@ -264,7 +264,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "tail events|--worker")
             kind=none; choices='' ;;
-        "tail events|--output"|"tail events|-o")
+        "tail events|-o"|"tail events|--output")
             kind=choice; choices='text json jsonl' ;;
         "completion show|0")
             kind=choice; choices='bash zsh fish' ;;

@@ -109,8 +109,11 @@ def _node(command: Any, ctx: Any, path: tuple[str, ...]) -> Node:
         if param.param_type_name == "option":
             takes = not param.is_flag and not getattr(param, "count", False)
             kind, choices = _value_kind(param) if takes else ("none", [])
-            options.append(Param([*param.opts, *param.secondary_opts], _one_line(param.help),
-                                 takes, kind, choices))
+            # Short names first, then long ones: the scripts must not depend on the
+            # order click happens to keep (it differs between click builds).
+            names = sorted([*param.opts, *param.secondary_opts],
+                           key=lambda name: (name.startswith("--"), name))
+            options.append(Param(names, _one_line(param.help), takes, kind, choices))
         elif param.param_type_name == "argument":
             kind, choices = _value_kind(param)
             arguments.append(Param([], _one_line(getattr(param, "help", "")), True, kind,

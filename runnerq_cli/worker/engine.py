@@ -89,9 +89,11 @@ class _Slots:
     """A small daemon-thread pool: daemon so an abandoned (timed-out) handler
     never keeps the process alive, sized so abandoned threads cannot starve it."""
 
-    def __init__(self, max_threads: int, name: str) -> None:
+    def __init__(self, max_threads: int, name: str,
+                 on_free: Callable[[], None] = lambda: None) -> None:
         self.max_threads = max_threads
         self._name = name
+        self._on_free = on_free
         self._tasks: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = (
             queue.SimpleQueue())
         self._lock = threading.Lock()
@@ -119,6 +121,9 @@ class _Slots:
             finally:
                 with self._lock:
                     self.busy -= 1
+                # Wake the claim loop only now: woken earlier, it would still see
+                # this slot busy and sleep a whole poll interval.
+                self._on_free()
 
 
 class Worker:
@@ -179,7 +184,7 @@ class Worker:
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._background_stop = threading.Event()
-        self._slots = _Slots(self.concurrency * 2, "runnerq-slot")
+        self._slots = _Slots(self.concurrency * 2, "runnerq-slot", on_free=self._wake.set)
         self._thread: threading.Thread | None = None
         self.exit_code: int | None = None
         self.running = threading.Event()

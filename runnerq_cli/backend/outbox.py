@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
-from pymongo import ReplaceOne, UpdateOne
+from pymongo import ReplaceOne, UpdateMany
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError
 
@@ -138,7 +138,7 @@ class OutboxWriter:
         events: list[dict[str, Any]] = []
         results: list[ReplaceOne] = []
         dead_letters: list[ReplaceOne] = []
-        clears: list[UpdateOne] = []
+        clears: dict[Any, list[Any]] = {}  # outbox seq -> activity ids
         for doc in docs:
             box = doc["outbox"]
             for event in box.get("events", ()):
@@ -153,8 +153,7 @@ class OutboxWriter:
                 snapshot = {k: v for k, v in doc.items() if k != "outbox"}
                 record = {"_id": doc["_id"], "activity": snapshot, **box["dead_letter"]}
                 dead_letters.append(ReplaceOne({"_id": doc["_id"]}, record, upsert=True))
-            clears.append(UpdateOne({"_id": doc["_id"], "outbox.seq": box.get("seq")},
-                                    {"$unset": {"outbox": ""}}))
+            clears.setdefault(box.get("seq"), []).append(doc["_id"])
         # Order matters: copies first, the clear last (see the module docstring).
         if events:
             self._insert_events(events)
@@ -162,7 +161,10 @@ class OutboxWriter:
             self._results.bulk_write(results, ordered=False)
         if dead_letters:
             self._dead_letter.bulk_write(dead_letters, ordered=False)
-        self._activities.bulk_write(clears, ordered=False)
+        # Usually every outbox of a batch has the same seq: one statement per seq.
+        self._activities.bulk_write(
+            [UpdateMany({"_id": {"$in": ids}, "outbox.seq": seq}, {"$unset": {"outbox": ""}})
+             for seq, ids in clears.items()], ordered=False)
 
     def _insert_events(self, events: list[dict[str, Any]]) -> None:
         try:
@@ -170,8 +172,7 @@ class OutboxWriter:
         except BulkWriteError as exc:
             # Events already copied by an earlier (interrupted) flush: fine.
             errors = exc.details.get("writeErrors", [])
-            others = [e for e in errors if e.get("code") != DUPLICATE_KEY]
-            if others:
+            if any(e.get("code") != DUPLICATE_KEY for e in errors):
                 raise
 
     def repair(self, older_than: datetime, limit: int = 500) -> int:

@@ -1,0 +1,102 @@
+"""A server that goes away and comes back while a worker runs: nothing is lost.
+
+The server is the dev server on an SQLite file (so its data survives the
+restart, as a real MongoDB's would), stopped and started again on the same
+port while a worker process is draining the queue.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+
+pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(env: dict[str, str], port: int, path: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runnerq_cli", "dev-server", "--port", str(port), "--path",
+         str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "mongodb://" in line:
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError("the dev server did not start")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(20)
+
+
+def test_worker_survives_a_server_restart_and_completes_everything_once(cli_env, tmp_path):
+    port = free_port()
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    env = {**cli_env, "RUNNERQ_MONGO_URI": uri, "RUNNERQ_DATABASE": "outage",
+           "RUNNERQ_SERVER_SELECTION_TIMEOUT": "2s", "PYTHONPATH": str(ROOT)}
+    data = tmp_path / "server.sqlite"
+    server = start_server(env, port, data)
+    worker = None
+    try:
+        subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
+                       check=True, capture_output=True, timeout=60)
+        lines = "".join(f'{{"type": "sleep", "payload": {{"seconds": 0.2, "n": {n}}}}}\n'
+                        for n in range(12))
+        subprocess.run([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-"],
+                       input=lines, env=env, check=True, capture_output=True, text=True,
+                       timeout=60)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "runnerq_cli", "worker", "--app", "tests.worker_handlers",
+             "--burst", "--concurrency", "2", "--lease", "3s", "--poll-interval", "0.5s",
+             "--log-format", "plain"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+
+        with MongoClient(uri, uuidRepresentation="standard") as client:
+            activities = client.outage.runnerq_tests_activities
+            deadline = time.monotonic() + 60
+            while activities.count_documents({"status": "completed"}) < 3:
+                assert time.monotonic() < deadline, "the worker made no progress"
+                time.sleep(0.1)
+        stop(server)  # the server goes away mid-run ...
+        time.sleep(3)
+        server = start_server(env, port, data)  # ... and comes back with its data
+
+        output, _ = worker.communicate(timeout=180)
+        assert worker.returncode == 0, output
+        assert "unreachable" in output  # the worker did meet the outage, and carried on
+        with MongoClient(uri, uuidRepresentation="standard") as client:
+            db = client.outage
+            docs = list(db.runnerq_tests_activities.find())
+            assert len(docs) == 12
+            assert {d["status"] for d in docs} == {"completed"}, output
+            assert db.runnerq_tests_results.count_documents({}) == 12
+            for doc in docs:  # exactly one terminal transition each
+                completed = db.runnerq_tests_events.count_documents(
+                    {"activity_id": doc["_id"], "event_type": "Completed"})
+                assert completed == 1, doc["_id"]
+            assert "Traceback" not in output
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+        if server.poll() is None:
+            stop(server)

@@ -32,6 +32,8 @@ class Counter(monitoring.CommandListener):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.counts: collections.Counter[str] = collections.Counter()
+        # Round-trip milliseconds per command name: where the server's time goes.
+        self.millis: collections.Counter[str] = collections.Counter()
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if event.command_name in ("hello", "ismaster", "isMaster", "ping", "endSessions"):
@@ -40,7 +42,8 @@ class Counter(monitoring.CommandListener):
             self.counts[event.command_name] += 1
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
+        with self.lock:
+            self.millis[event.command_name] += event.duration_micros / 1000
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         pass
@@ -48,7 +51,12 @@ class Counter(monitoring.CommandListener):
     def reset(self) -> collections.Counter[str]:
         with self.lock:
             out, self.counts = self.counts, collections.Counter()
+            self.millis = collections.Counter()
         return out
+
+    def round_trip_ms(self) -> dict[str, float]:
+        with self.lock:
+            return {name: round(ms, 1) for name, ms in self.millis.most_common()}
 
 
 COUNTER = Counter()
@@ -95,6 +103,7 @@ def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, object]:
     code = worker.run(install_signals=False)
     run_s = time.perf_counter() - t1
     used_cpu = cpu() - cpu0
+    round_trips = COUNTER.round_trip_ms()
     commands = COUNTER.reset()
     names = backend.collections.names
     check = {
@@ -109,6 +118,7 @@ def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, object]:
     total = sum(commands.values())
     return {"n": n, "seconds": run_s, "enqueue_seconds": enqueue_s,
             "activities_per_second": n / run_s, "commands": dict(commands),
+            "round_trip_ms": round_trips,
             "commands_per_activity": total / n, "cpu_seconds_per_activity": used_cpu / n,
             "check": check}
 
@@ -140,12 +150,14 @@ def bench_raw(uri: str, n: int) -> dict[str, object]:
         done += 1
     run_s = time.perf_counter() - t1
     used_cpu = cpu() - cpu0
+    round_trips = COUNTER.round_trip_ms()
     commands = COUNTER.reset()
     client.drop_database(db.name)
     client.close()
     assert done == n
     return {"n": n, "seconds": run_s, "activities_per_second": n / run_s,
             "commands": dict(commands), "commands_per_activity": sum(commands.values()) / n,
+            "round_trip_ms": round_trips,
             "cpu_seconds_per_activity": used_cpu / n,
             "note": "no events, no result collection, no lease renewal, no retries"}
 
@@ -178,6 +190,8 @@ def main() -> int:
     print(f"throughput ratio worker/raw: {ratio:.2f}")
     print(f"worker commands: {worker['commands']}")
     print(f"raw commands: {raw['commands']}")
+    print(f"worker round-trip ms by command: {worker['round_trip_ms']}")
+    print(f"raw round-trip ms by command: {raw['round_trip_ms']}")
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     path = out / f"bench_worker_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"

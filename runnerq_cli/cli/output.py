@@ -77,8 +77,12 @@ def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
+    terminal = hasattr(stream, "isatty") and stream.isatty()
+    # Piped, there is no width to fit: rich would assume 80 columns and fold
+    # tables into unreadable cells. Use COLUMNS if set, else room enough for a row.
+    width = None if terminal else int(os.environ.get("COLUMNS") or 240)
     return Console(file=stream, stderr=stderr, no_color=not colour_enabled(stream),
-                   highlight=False, soft_wrap=not stream.isatty())
+                   highlight=False, soft_wrap=not terminal, width=width)
 
 
 def error_line(message: str) -> None:

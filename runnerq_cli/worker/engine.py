@@ -388,7 +388,8 @@ class Worker:
             return "fatal", str(exc) or type(exc).__name__
         except RetryableError as exc:  # HandlerTimeout, shell failures, or the user's
             return "retry", str(exc) or type(exc).__name__
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit, CancelledError too: else the slot
+            # thread dies and the claim is held, unsettled, until its timeout.
             self.log.message("debug", "handler raised", activity_id=str(act.id),
                              traceback="".join(traceback.format_exception(exc))[-4000:])
             return "retry", _brief(exc)

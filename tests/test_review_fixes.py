@@ -42,3 +42,27 @@ def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
     act = backend.get_activity(aid)
     assert act.status == Status.DEAD_LETTER
     assert "SystemExit" in (act.last_error or "")
+
+
+def test_a_stale_buffered_outbox_flush_never_clears_a_newer_outbox(settings, clock):
+    """outbox.seq restarts at 1 after every clear, so a late flush of an old snapshot
+    (a stalled worker) matched a newer outbox with the same seq and cleared it unread:
+    the new claimer's Dequeued/Started events were lost."""
+    producer = RunnerQ(settings, clock=clock)
+    producer.init_indexes()
+    stalled = RunnerQ(settings, clock=clock)
+    other = RunnerQ(settings, clock=clock)
+    aid = producer.enqueue("job", {}).activity_id
+    with stalled.buffered_outbox(100):
+        [old] = stalled.dequeue("w-stalled", lease_seconds=5)  # snapshot buffered, seq 1
+        clock.advance(6)
+        assert producer.requeue_expired()["requeued"] == 1  # copies + clears that outbox
+        clock.advance(1)
+        with other.buffered_outbox(100):
+            [new] = other.dequeue("w-new", lease_seconds=30)  # a new outbox, seq 1 again
+            stalled.flush_outbox()  # the stalled worker's late flush
+            other.ack_success(new, {"ok": True})
+    started_by_new = [e.event_type for e in producer.get_activity_events(aid)
+                      if e.worker_id == "w-new"]
+    assert {"Dequeued", "Started", "Completed"} <= set(started_by_new)
+    assert old.lease_id != new.lease_id

@@ -11,7 +11,9 @@ and copied out afterwards by `OutboxWriter.flush`:
 
     1. insert the events (fixed `_id`s, so a replay inserts nothing twice),
     2. upsert the result and the dead-letter record (idempotent),
-    3. unset the outbox, only if its `seq` is still the one copied.
+    3. unset the outbox, only if its `seq` and `since` are still the ones copied
+       (`seq` restarts at 1 after a clear, so `since` tells a newer outbox with
+       the same `seq` apart: a late flush of an old snapshot must not clear it).
 
 A crash between any two of these leaves the outbox in place; the reaper's
 `repair_outboxes` flushes outboxes older than a grace period. So nothing is
@@ -76,6 +78,13 @@ def merge_updates(*updates: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
     return merged
 
 
+def _newer(box: dict[str, Any], held: dict[str, Any]) -> bool:
+    """True when snapshot `box` should replace the buffered snapshot `held`."""
+    if box.get("since") != held.get("since"):
+        return True
+    return bool(held.get("seq", 0) <= box.get("seq", 0))
+
+
 class OutboxWriter:
     """Copies outboxes to their collections, at once or in buffered batches."""
 
@@ -99,8 +108,9 @@ class OutboxWriter:
             return
         with self._lock:
             held = self._buffer.get(doc["_id"])
-            # The later snapshot of one activity holds every earlier event too.
-            if held is None or held["outbox"].get("seq", 0) <= doc["outbox"].get("seq", 0):
+            # The later snapshot of one outbox holds every earlier event too; a
+            # different `since` is a newer outbox (the held one was copied out).
+            if held is None or _newer(doc["outbox"], held["outbox"]):
                 self._buffer[doc["_id"]] = doc
             full = len(self._buffer) >= self.buffer_size
         if full:
@@ -138,7 +148,7 @@ class OutboxWriter:
         events: list[dict[str, Any]] = []
         results: list[ReplaceOne] = []
         dead_letters: list[ReplaceOne] = []
-        clears: dict[Any, list[Any]] = {}  # outbox seq -> activity ids
+        clears: dict[tuple[Any, Any], list[Any]] = {}  # (outbox seq, since) -> activity ids
         for doc in docs:
             box = doc["outbox"]
             for event in box.get("events", ()):
@@ -153,7 +163,7 @@ class OutboxWriter:
                 snapshot = {k: v for k, v in doc.items() if k != "outbox"}
                 record = {"_id": doc["_id"], "activity": snapshot, **box["dead_letter"]}
                 dead_letters.append(ReplaceOne({"_id": doc["_id"]}, record, upsert=True))
-            clears.setdefault(box.get("seq"), []).append(doc["_id"])
+            clears.setdefault((box.get("seq"), box.get("since")), []).append(doc["_id"])
         # Order matters: copies first, the clear last (see the module docstring).
         if events:
             self._insert_events(events)
@@ -161,10 +171,11 @@ class OutboxWriter:
             self._results.bulk_write(results, ordered=False)
         if dead_letters:
             self._dead_letter.bulk_write(dead_letters, ordered=False)
-        # Usually every outbox of a batch has the same seq: one statement per seq.
+        # Outboxes of a batch often share seq and since: one statement per pair.
         self._activities.bulk_write(
-            [UpdateMany({"_id": {"$in": ids}, "outbox.seq": seq}, {"$unset": {"outbox": ""}})
-             for seq, ids in clears.items()], ordered=False)
+            [UpdateMany({"_id": {"$in": ids}, "outbox.seq": seq, "outbox.since": since},
+                        {"$unset": {"outbox": ""}})
+             for (seq, since), ids in clears.items()], ordered=False)
 
     def _insert_events(self, events: list[dict[str, Any]]) -> None:
         try:

@@ -66,3 +66,18 @@ def test_a_stale_buffered_outbox_flush_never_clears_a_newer_outbox(settings, clo
                       if e.worker_id == "w-new"]
     assert {"Dequeued", "Started", "Completed"} <= set(started_by_new)
     assert old.lease_id != new.lease_id
+
+
+def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
+    """After a retry, the old Err result is stored; the new run's Ok result waits in the
+    outbox of a buffering worker. get_result (and so `wait`/`result`) showed the old one."""
+    aid = queue.enqueue("job", {}).activity_id
+    [claim] = queue.dequeue("w1")
+    queue.ack_failure(claim, "bad input", retryable=False)
+    assert queue.get_result(aid).state == "Err"
+    queue.retry(aid)
+    with queue.buffered_outbox(100):
+        [claim] = queue.dequeue("w2")
+        queue.ack_success(claim, {"second": "run"})
+        result = queue.get_result(aid)
+    assert (result.state, result.data) == ("Ok", {"second": "run"})

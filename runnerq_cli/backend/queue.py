@@ -466,17 +466,17 @@ class QueueOperations:
     def get_result(self, activity_id: uuid.UUID | str) -> Result | None:
         """The stored result, or None when there is none (yet).
 
-        Falls back to a result still in the activity's outbox, so a result is
-        visible from the moment its activity is acknowledged.
+        A result still in the activity's outbox comes first: it is visible from
+        the moment its activity is acknowledged, and it is newer than a stored
+        one (a retried activity's previous result).
         """
         aid = parse_activity_id(activity_id)
-        doc = self._ctx.results.find_one({"_id": aid})
+        pending = self._ctx.activities.find_one({"_id": aid}, {"outbox.result": 1})
+        doc = ((pending or {}).get("outbox") or {}).get("result")
         if doc is None:
-            pending = self._ctx.activities.find_one({"_id": aid}, {"outbox.result": 1})
-            box = (pending or {}).get("outbox") or {}
-            if box.get("result") is None:
+            doc = self._ctx.results.find_one({"_id": aid})
+            if doc is None:
                 return None
-            doc = box["result"]
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
 
     # ----------------------------------------------------- scheduler & reaper

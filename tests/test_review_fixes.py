@@ -81,3 +81,16 @@ def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
         queue.ack_success(claim, {"second": "run"})
         result = queue.get_result(aid)
     assert (result.state, result.data) == ("Ok", {"second": "run"})
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json", "rich"])
+def test_worker_log_lines_never_show_a_uri_password(fmt):
+    """Handler errors and driver messages may quote a MongoDB URI: the log redacts it."""
+    stream = io.StringIO()
+    log = WorkerLog(fmt, "debug", stream=stream)
+    uri = "mongodb://app:s3cr3t-pw@db.example:27017/x"
+    log.message("warning", "claim failed; retrying", error=f"ServerSelectionTimeoutError: {uri}")
+    log.outcome("retrying", "job", "id-1", 1, 0.1, f"could not reach {uri}")
+    text = stream.getvalue()
+    assert "s3cr3t-pw" not in text
+    assert "app:****@db.example" in text

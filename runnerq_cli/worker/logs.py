@@ -14,6 +14,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from runnerq_cli.redaction import redact_uri
+
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 OUTCOME_STYLE = {"completed": "green", "retrying": "yellow", "failed": "red",
                  "dead_lettered": "bold red", "claim_lost": "magenta", "released": "cyan",
@@ -95,6 +97,7 @@ class WorkerLog:
             self._write(text)
 
     def _write(self, line: str) -> None:
+        line = redact_uri(line)  # handler and driver errors may quote a URI
         with self._lock:
             try:
                 self.stream.write(line + "\n")
@@ -103,6 +106,7 @@ class WorkerLog:
                 pass  # a closed log stream must not stop the worker
 
     def _rich(self, markup: str) -> None:
+        markup = redact_uri(markup)
         with self._lock, contextlib.suppress(OSError, ValueError):
             self._console.print(markup, soft_wrap=True)
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 
 REDACTED = "****"
-# scheme://user:password@host...  (the password may hold any character but '@' and '/')
-_USERINFO = re.compile(r"(?P<scheme>mongodb(?:\+srv)?://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]*)@")
+# scheme://user:password@host..., any scheme in any case, or user:password@host at the
+# start of a word (scheme forgotten). The password runs to the last '@' of the word:
+# mistyped URIs (an unescaped '@' or '/' in the password) are the ones errors echo.
+_USERINFO = re.compile(
+    r"(?i)(?P<scheme>\b[a-z][a-z0-9+.\-]*://|(?<![^\s'\"(\[=,]))"
+    r"(?P<user>[^:@/\s'\"]*):(?!//)(?P<pw>[^\s'\"]*)@")
 _QUERY_SECRET = re.compile(
     r"(?i)(?P<key>[?&](?:password|tlsCertificateKeyFilePassword|authMechanismProperties)=)"
     r"(?P<value>[^&\s]*)"

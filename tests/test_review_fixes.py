@@ -94,3 +94,19 @@ def test_worker_log_lines_never_show_a_uri_password(fmt):
     text = stream.getvalue()
     assert "s3cr3t-pw" not in text
     assert "app:****@db.example" in text
+
+
+@pytest.mark.parametrize("uri", [
+    "mongodb://u:hunt/er2@localhost",          # unescaped '/' in the password
+    "mongodb://u:p@ss-hunter2@localhost:1/",   # unescaped '@' in the password
+    "MONGODB://u:hunter2@localhost",           # scheme in capitals (refused, echoed)
+    "u:hunter2@localhost",                     # scheme forgotten (refused, echoed)
+])
+def test_mistyped_uris_never_show_their_password(run_cli, uri):
+    """The URIs an operator gets wrong are the ones echoed back in errors and `config show`."""
+    secret = "hunter2" if "hunter2" in uri else "er2"
+    for args in (("--uri", uri, "config", "show"), ("--uri", uri, "stats")):
+        result = run_cli(*args)
+        assert secret not in result.stdout + result.stderr, args
+    shown = run_cli("--uri", uri, "config", "show").stdout
+    assert "u:****@" in shown

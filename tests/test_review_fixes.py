@@ -110,3 +110,24 @@ def test_mistyped_uris_never_show_their_password(run_cli, uri):
         assert secret not in result.stdout + result.stderr, args
     shown = run_cli("--uri", uri, "config", "show").stdout
     assert "u:****@" in shown
+
+
+def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_it(backend):
+    """A JSON-valid result BSON refuses (an int past 64 bits) made every ack raise: the
+    worker retried the ack for 30 s, then left the claim to the reaper, which ran the
+    handler again, and again."""
+    registry = HandlerRegistry()
+
+    @registry.handler("huge_int")
+    def huge_int(payload):
+        return {"n": 2**70}
+
+    aid = backend.enqueue("huge_int", {}, timeout_seconds=60).activity_id
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2,
+                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker.start()
+    worker.join(timeout=15)
+    assert worker.exit_code is not None, "worker stuck retrying an ack that cannot succeed"
+    act = backend.get_activity(aid)
+    assert act.status == Status.FAILED
+    assert "cannot be stored" in (act.last_error or "")

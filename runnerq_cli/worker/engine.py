@@ -58,6 +58,7 @@ REPAIR_EVERY = 30.0
 REPAIR_GRACE = 60.0
 PURGE_EVERY = 600.0
 ACK_RETRY_FOR = 30.0  # keep retrying an acknowledgement through a server hiccup this long
+RESULT_MAX_BYTES = 8 * 1024 * 1024  # the activity document (16 MiB max) carries it, payload too
 SELF_TIMED_GRACE = {"python": 0.0, "async": 2.0, "shell": 7.0}
 
 
@@ -397,7 +398,7 @@ class Worker:
             json.dumps(result)
         except (TypeError, ValueError) as exc:
             return "fatal", f"result is not JSON-serialisable: {exc}"
-        return "ok", result
+        return _storable(result)
 
     async def _run_async(self, flight: _InFlight, coro: Any) -> Any:
         task = asyncio.ensure_future(coro)
@@ -641,6 +642,21 @@ class Worker:
             fn(*args)
         except Exception as exc:
             self.log.message("warning", f"{what} failed", error=_brief(exc))
+
+
+def _storable(result: Any) -> tuple[str, Any]:
+    """("ok", result), or ("fatal", why) for a result BSON refuses (an int past 64 bits,
+    too large): its acknowledgement could never succeed, and the reaper would rerun it."""
+    import bson
+
+    try:
+        size = len(bson.encode({"data": result}))
+    except (bson.errors.InvalidDocument, OverflowError, TypeError, ValueError) as exc:
+        return "fatal", f"result cannot be stored in MongoDB: {_brief(exc)}"
+    if size > RESULT_MAX_BYTES:
+        return "fatal", (f"result cannot be stored in MongoDB: {size} bytes, more than "
+                         f"{RESULT_MAX_BYTES} (it travels in the activity document)")
+    return "ok", result
 
 
 def _brief(exc: BaseException) -> str:

@@ -166,3 +166,31 @@ def test_ttl_indexes_expire_documents(queue: RunnerQ, server) -> None:
         time.sleep(0.2)
     assert queue.collections.results.count_documents({"_id": "old"}) == 0
     assert queue.collections.results.count_documents({"_id": "new"}) == 1
+
+
+def test_a_late_flush_does_not_bring_back_what_an_operator_withdrew(queue, settings, clock):
+    """A worker dead-letters an activity but its copies wait in its buffer; an
+    operator redrives the activity meanwhile. The worker's late flush must not
+    re-create the dead-letter record nor show the old result."""
+    worker_side = RunnerQ(settings, clock=clock)
+    activity_id = queue.enqueue("t", {}, max_retries=1).activity_id
+    with worker_side.buffered_outbox(size=100):
+        claim = worker_side.dequeue("w")[0]
+        worker_side.ack_failure(claim, "gone")  # dead-lettered; copies buffered
+        assert queue.redrive().count == 1  # the operator, in another process
+    assert queue.get_activity(activity_id).status == "pending"
+    assert queue.collections.dead_letter.count_documents({"_id": activity_id}) == 0
+    assert queue.get_result(activity_id) is None  # pending again: no result yet
+    # The history is whole: the dead-lettering and the redrive are both recorded.
+    types = [e.event_type for e in queue.get_activity_events(activity_id)]
+    assert "DeadLetter" in types and "Redriven" in types
+
+
+def test_a_retried_activity_has_no_result_until_it_ends_again(queue) -> None:
+    activity_id = queue.enqueue("t", {}).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "bad", retryable=False)
+    assert queue.get_result(activity_id).state == "Err"
+    queue.retry(activity_id)
+    assert queue.get_result(activity_id) is None
+    queue.ack_success(queue.dequeue("w")[0], "fine")
+    assert queue.get_result(activity_id).data == "fine"

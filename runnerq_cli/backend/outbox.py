@@ -143,7 +143,17 @@ class OutboxWriter:
         return len(docs)
 
     def flush(self, docs: list[dict[str, Any]]) -> None:
-        """Copy the outboxes of `docs` out, then clear each one not changed meanwhile."""
+        """Copy the outboxes of `docs` out, then clear each one not changed meanwhile.
+
+        Only outboxes that are still current are copied. One that changed since
+        its snapshot was taken (an operator retried the activity, or another
+        process added to it) is copied by whoever changed it, from the newer
+        snapshot, which holds its events too; copying the stale one would
+        bring back a result or dead-letter record the change had withdrawn.
+        """
+        docs = self._still_current(docs)
+        if not docs:
+            return
         now = self._clock()
         events: list[dict[str, Any]] = []
         results: list[ReplaceOne] = []
@@ -176,6 +186,17 @@ class OutboxWriter:
             [UpdateMany({"_id": {"$in": ids}, "outbox.seq": seq, "outbox.since": since},
                         {"$unset": {"outbox": ""}})
              for (seq, since), ids in clears.items()], ordered=False)
+
+    def _still_current(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The documents whose outbox in the database is still the snapshot's."""
+        stored = {
+            doc["_id"]: doc.get("outbox") or {}
+            for doc in self._activities.find({"_id": {"$in": [d["_id"] for d in docs]}},
+                                             {"outbox.seq": 1, "outbox.since": 1})
+        }
+        return [doc for doc in docs if doc["_id"] in stored
+                and stored[doc["_id"]].get("seq") == doc["outbox"].get("seq")
+                and stored[doc["_id"]].get("since") == doc["outbox"].get("since")]
 
     def _insert_events(self, events: list[dict[str, Any]]) -> None:
         try:

@@ -20,6 +20,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import (
+    TERMINAL_STATUSES,
     AckOutcome,
     Activity,
     Claim,
@@ -41,6 +42,7 @@ from runnerq_cli.errors import (
     NotFound,
 )
 
+TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_STATUSES)
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT_SECONDS = 300
 DEFAULT_RETRY_DELAY_SECONDS = 1
@@ -464,15 +466,20 @@ class QueueOperations:
                            "created_at": now}, upsert=True)
 
     def get_result(self, activity_id: uuid.UUID | str) -> Result | None:
-        """The stored result, or None when there is none (yet).
+        """The result of the activity's last run, or None when there is none (yet).
 
-        A result still in the activity's outbox comes first: it is visible from
-        the moment its activity is acknowledged, and it is newer than a stored
-        one (a retried activity's previous result).
+        Only a terminal activity has a result: one stored for an activity that
+        is pending, scheduled or running again belongs to a run an operator
+        retried, and is not shown. A result still in the activity's outbox
+        comes first: it is visible from the moment the activity is acknowledged.
+        An activity no longer there (aged out) keeps its stored result until
+        the results TTL.
         """
         aid = parse_activity_id(activity_id)
-        pending = self._ctx.activities.find_one({"_id": aid}, {"outbox.result": 1})
-        doc = ((pending or {}).get("outbox") or {}).get("result")
+        activity = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "outbox.result": 1})
+        if activity is not None and activity.get("status") not in TERMINAL_VALUES:
+            return None
+        doc = ((activity or {}).get("outbox") or {}).get("result")
         if doc is None:
             doc = self._ctx.results.find_one({"_id": aid})
             if doc is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -250,18 +250,9 @@ class OperatorOperations:
 
     def purge_preview(self) -> dict[str, int]:
         """What `purge` would delete now: terminal activities past their retention."""
-        now = self._ctx.clock()
-        plans = (("completed", [Status.COMPLETED.value], self._ctx.settings.retention_completed),
-                 ("failed", [Status.FAILED.value, Status.DEAD_LETTER.value,
-                             Status.CANCELLED.value], self._ctx.settings.retention_failed))
-        counts: dict[str, int] = {}
-        for name, statuses, keep in plans:
-            if keep <= 0:
-                counts[name] = 0
-                continue
-            cutoff = now - timedelta(seconds=keep)
-            counts[name] = self._ctx.activities.count_documents(
-                {"status": {"$in": statuses}, "completed_at": {"$lt": cutoff}})
+        counts = {"completed": 0, "failed": 0}
+        for name, query in self.retention_queries().items():  # type: ignore[attr-defined]
+            counts[name] = self._ctx.activities.count_documents(query)
         return counts
 
     def purge(self, *, batch: int = PURGE_BATCH, max_rounds: int = 10_000) -> dict[str, int]:

@@ -539,31 +539,40 @@ class QueueOperations:
         """Copy out outboxes a crashed process left behind (see outbox.py)."""
         return self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
 
-    def purge_expired(self, limit: int = 1000) -> dict[str, int]:
-        """Retention: delete terminal activities past their retention, with results and events.
+    def retention_queries(self) -> dict[str, dict[str, Any]]:
+        """{"completed"|"failed": query of the terminal activities past their retention}.
 
-        Results and events go first, the activity last: a crash in between
-        leaves the activity, which the next purge deletes again.
+        A retention of 0 keeps them forever (no query). Pending, scheduled and
+        running work never ages out.
         """
         now = self._ctx.clock()
         plans = (("completed", [Status.COMPLETED.value], self._ctx.settings.retention_completed),
                  ("failed", [Status.FAILED.value, Status.DEAD_LETTER.value,
                              Status.CANCELLED.value], self._ctx.settings.retention_failed))
-        counts = {}
-        for name, statuses, keep in plans:
-            if keep <= 0:
-                counts[name] = 0
+        return {name: {"status": {"$in": statuses},
+                       "completed_at": {"$lt": now - timedelta(seconds=keep)}}
+                for name, statuses, keep in plans if keep > 0}
+
+    def purge_expired(self, limit: int = 1000) -> dict[str, int]:
+        """Retention: delete terminal activities past their retention, with results and events.
+
+        The activity goes first, and only while it still matches (an operator
+        may retry it meanwhile); then the results and events of the ones that
+        are really gone. A crash in between leaves orphan results and events,
+        which their TTL indexes remove.
+        """
+        counts = {"completed": 0, "failed": 0}
+        for name, query in self.retention_queries().items():
+            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
+            if not ids:
                 continue
-            cutoff = now - timedelta(seconds=keep)
-            ids = [d["_id"] for d in self._ctx.activities.find(
-                {"status": {"$in": statuses}, "completed_at": {"$lt": cutoff}},
-                {"_id": 1}).limit(limit)]
-            if ids:
-                self._ctx.results.delete_many({"_id": {"$in": ids}})
-                self._ctx.events.delete_many({"activity_id": {"$in": ids}})
-                self._ctx.activities.delete_many(
-                    {"_id": {"$in": ids}, "status": {"$in": statuses}})
-            counts[name] = len(ids)
+            self._ctx.activities.delete_many({**query, "_id": {"$in": ids}})
+            kept = {d["_id"] for d in self._ctx.activities.find({"_id": {"$in": ids}}, {"_id": 1})}
+            gone = [i for i in ids if i not in kept]
+            if gone:
+                self._ctx.results.delete_many({"_id": {"$in": gone}})
+                self._ctx.events.delete_many({"activity_id": {"$in": gone}})
+            counts[name] = len(gone)
         return counts
 
 

@@ -337,3 +337,15 @@ def test_cli_purge(run_cli, cq: RunnerQ) -> None:
     assert done.code == 0, done.stderr
     assert "purged 1 activities" in done.stdout
     assert cq.collections.activities.count_documents({"_id": aid}) == 0
+
+
+def test_redrive_keeps_dead_letter_records_of_activities_aged_out(queue, clock):
+    """design.md keeps dead-letter records until an operator acts, even when the
+    activity itself was purged by retention."""
+    aid = queue.enqueue("t", {}, max_retries=1).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "gone")
+    clock.advance(queue.settings.retention_failed + 1)
+    assert queue.purge_expired()["failed"] == 1
+    report = queue.redrive()
+    assert report.stale_records == 0
+    assert queue.collections.dead_letter.count_documents({"_id": aid}) == 1

@@ -220,17 +220,21 @@ class OperatorOperations:
         return before
 
     def _stale_dead_letter_records(self, types: list[str]) -> list[dict[str, Any]]:
-        """Dead-letter records whose activity is gone or no longer dead-lettered."""
+        """Dead-letter records whose activity was retried or redriven since.
+
+        A record whose activity is gone (aged out by retention) is not stale:
+        design.md keeps dead-letter records until an operator acts on them.
+        """
         query: dict[str, Any] = {}
         if types:
             query["activity.activity_type"] = {"$in": types}
         records = list(self._ctx.dead_letter.find(query, {"_id": 1, "failed_at": 1}))
         if not records:
             return []
-        still = {d["_id"] for d in self._ctx.activities.find(
+        moved_on = {d["_id"] for d in self._ctx.activities.find(
             {"_id": {"$in": [r["_id"] for r in records]},
-             "status": Status.DEAD_LETTER.value}, {"_id": 1})}
-        return [r for r in records if r["_id"] not in still]
+             "status": {"$ne": Status.DEAD_LETTER.value}}, {"_id": 1})}
+        return [r for r in records if r["_id"] in moved_on]
 
     def _drop_dead_letter_record(self, before: dict[str, Any]) -> None:
         """Remove the dead-letter record of an activity that was just retried or redriven.

@@ -380,3 +380,11 @@ def test_lists_are_ordered_as_design_says(queue: RunnerQ, clock) -> None:
     queue.ack_success(queue.dequeue("w")[0], None)
     assert [a.id for a in queue.list_completed()] == [high2, high]
     assert all(a.status == Status.COMPLETED for a in queue.list_completed())
+
+
+@pytest.mark.parametrize("key", ["$where", "a.b", "", "x" * 101])
+def test_metadata_keys_that_would_act_as_query_syntax_are_refused(queue: RunnerQ,
+                                                                   key: str) -> None:
+    with pytest.raises(InvalidArgument):
+        queue.enqueue("t", {}, metadata={key: "v"})
+    assert queue.collections.activities.count_documents({}) == 0

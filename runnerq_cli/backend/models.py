@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, IntEnum, StrEnum
@@ -111,6 +112,33 @@ class EventType(StrEnum):
     RUN_NOW = "RunNow"
     RESCHEDULED = "Rescheduled"
     PRIORITY_CHANGED = "PriorityChanged"
+
+
+METADATA_KEY_MAX = 100
+
+
+def check_metadata_key(key: str) -> str:
+    """A metadata key that can be stored and filtered on as `metadata.KEY`.
+
+    No leading `$` and no `.`: either would turn a tag into a query operator
+    or a nested path when an operator filters on it.
+    """
+    if not isinstance(key, str) or not key or len(key) > METADATA_KEY_MAX \
+            or key.startswith("$") or "." in key or "\x00" in key:
+        raise InvalidArgument(f"invalid metadata key {key!r}: 1-{METADATA_KEY_MAX} characters, "
+                              "no '.', not starting with '$'")
+    return key
+
+
+def parse_metadata_pairs(items: Iterable[str], option: str = "--metadata") -> dict[str, str]:
+    """`KEY=VALUE` strings (a repeatable option) into a dict; a later key wins."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidArgument(f"{option}: expected KEY=VALUE, got {item!r}")
+        out[check_metadata_key(key.strip())] = value
+    return out
 
 
 def parse_activity_id(value: str | uuid.UUID) -> uuid.UUID:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.models import Activity, Status
+from runnerq_cli.backend.models import Activity, Status, check_metadata_key, parse_metadata_pairs
 from runnerq_cli.errors import InvalidArgument
 
 # status -> (sort fields with direction, field `--since` applies to)
@@ -35,7 +34,6 @@ ORDERS: dict[Status, tuple[tuple[tuple[str, int], ...], str]] = {
     Status.CANCELLED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
 }
 MAX_LIMIT = 1000
-_METADATA_KEY = re.compile(r"[A-Za-z0-9_\-]{1,100}")
 
 
 @dataclass(frozen=True)
@@ -58,22 +56,14 @@ class ListFilter:
         if self.since is not None:
             query[ORDERS[status][1]] = {"$gte": self.since}
         for key, value in self.metadata:
-            if not _METADATA_KEY.fullmatch(key):
-                raise InvalidArgument(f"invalid metadata key {key!r}: use letters, digits, _ or -")
+            check_metadata_key(key)
             query[f"metadata.{key}"] = str(value)
         return query
 
 
 def parse_metadata(pairs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidArgument(f"--metadata expects KEY=VALUE, got {pair!r}")
-        if not _METADATA_KEY.fullmatch(key):
-            raise InvalidArgument(f"invalid metadata key {key!r}: use letters, digits, _ or -")
-        out.append((key, value))
-    return tuple(out)
+    """`--metadata KEY=VALUE` filters, by the same key rule as enqueue."""
+    return tuple(parse_metadata_pairs(pairs).items())
 
 
 def _dump(value: Any) -> Any:

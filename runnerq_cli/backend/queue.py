@@ -30,6 +30,7 @@ from runnerq_cli.backend.models import (
     Priority,
     Result,
     Status,
+    check_metadata_key,
     parse_activity_id,
 )
 from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
@@ -93,6 +94,8 @@ class ActivitySpec:
             raise InvalidArgument("scheduled_at must be timezone-aware")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.metadata.items()):
             raise InvalidArgument("metadata must map strings to strings")
+        for key in self.metadata:
+            check_metadata_key(key)
         if self.idempotency_key is not None and (
             not isinstance(self.idempotency_key, str) or not self.idempotency_key
         ):

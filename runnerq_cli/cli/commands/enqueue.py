@@ -67,13 +67,9 @@ def read_payload(payload: str | None) -> dict[str, Any]:
 
 def parse_metadata(items: list[str]) -> dict[str, str]:
     """`k=v` pairs (repeatable --metadata) into a dict; later keys win."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InvalidArgument(f"--metadata: expected KEY=VALUE, got {item!r}")
-        out[key.strip()] = value
-    return out
+    from runnerq_cli.backend.models import parse_metadata_pairs
+
+    return parse_metadata_pairs(items)
 
 
 def parse_at(text: str, what: str = "--at") -> Any:

@@ -388,3 +388,23 @@ def test_metadata_keys_that_would_act_as_query_syntax_are_refused(queue: RunnerQ
     with pytest.raises(InvalidArgument):
         queue.enqueue("t", {}, metadata={key: "v"})
     assert queue.collections.activities.count_documents({}) == 0
+
+
+def test_a_lease_must_be_positive(queue: RunnerQ) -> None:
+    queue.enqueue("t", {})
+    with pytest.raises(InvalidArgument):
+        queue.dequeue("w", lease_seconds=0)
+    claim = queue.dequeue("w", lease_seconds=5)[0]
+    with pytest.raises(InvalidArgument):
+        queue.extend_lease(claim, -1)
+
+
+def test_back_to_pending_clears_an_old_due_time(queue: RunnerQ, clock) -> None:
+    activity_id = queue.enqueue("t", {}, retry_delay_seconds=1, max_retries=5).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "x")  # scheduled with a back-off
+    clock.advance(2)
+    queue.process_scheduled()
+    queue.dequeue("w", lease_seconds=1)
+    clock.advance(2)
+    queue.requeue_expired()  # the reaper puts it back to pending at once
+    assert "scheduled_at" not in raw(queue, activity_id)

@@ -295,7 +295,7 @@ class QueueOperations:
         type_list = list(types or ())
         if type_list:
             query["activity_type"] = {"$in": type_list}
-        lease = timedelta(seconds=lease_seconds or self._ctx.settings.lease)
+        lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
         for _ in range(limit):
             now = self._ctx.clock()
@@ -362,15 +362,17 @@ class QueueOperations:
                                 self._ctx.settings.max_retry_delay)
             due = now + timedelta(seconds=delay)
             state: dict[str, Any] = {**common, "last_outcome": outcome.value}
+            unset = dict(LEASE_FIELDS)
             if delay > 0:
                 state.update(status=Status.SCHEDULED.value, scheduled_at=due)
-            else:
+            else:  # due now: a scheduled_at of an earlier back-off would only mislead
                 state.update(status=Status.PENDING.value)
+                unset["scheduled_at"] = ""
             retrying = new_event(aid, act.activity_type, EventType.RETRYING.value, now, wid,
                                  delay_seconds=delay, scheduled_at=due,
                                  retry_count=act.retry_count + 1)
             update = merge_updates(
-                {"$set": state, "$unset": LEASE_FIELDS, "$inc": {"retry_count": 1}},
+                {"$set": state, "$unset": unset, "$inc": {"retry_count": 1}},
                 outbox_update(now, [failed, retrying]),
             )
         else:
@@ -420,7 +422,7 @@ class QueueOperations:
         Raises ClaimLost if the activity was reclaimed by someone else.
         """
         now = self._ctx.clock()
-        deadline = now + timedelta(seconds=seconds or self._ctx.settings.lease)
+        deadline = now + timedelta(seconds=_lease_seconds(seconds, self._ctx.settings.lease))
         event = new_event(claim.activity_id, claim.activity.activity_type,
                           EventType.LEASE_EXTENDED.value, now, claim.worker_id,
                           lease_deadline=deadline)
@@ -524,7 +526,8 @@ class QueueOperations:
                 update = merge_updates(
                     {"$set": {"status": Status.PENDING.value, "last_error": error,
                               "last_error_at": now},
-                     "$unset": LEASE_FIELDS, "$inc": {"retry_count": 1}},
+                     "$unset": {**LEASE_FIELDS, "scheduled_at": ""},
+                     "$inc": {"retry_count": 1}},
                     outbox_update(now, [event]))
             else:
                 kind = "dead_lettered"
@@ -577,6 +580,14 @@ class QueueOperations:
                 self._ctx.events.delete_many({"activity_id": {"$in": gone}})
             counts[name] = len(gone)
         return counts
+
+
+def _lease_seconds(asked: float | None, default: float) -> float:
+    """The lease asked for, else the configured one; never zero or negative."""
+    seconds = default if asked is None else asked
+    if not seconds > 0:
+        raise InvalidArgument(f"lease must be longer than 0 seconds, got {seconds!r}")
+    return seconds
 
 
 def _err(error: str, kind: str, now: datetime) -> dict[str, Any]:

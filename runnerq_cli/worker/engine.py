@@ -424,8 +424,10 @@ class Worker:
             return True
 
     def _settle(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
-        if not self._take(flight):
-            return
+        if self._take(flight):
+            self._settle_taken(flight, outcome)
+
+    def _settle_taken(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
         try:
             self._acknowledge(flight, outcome)
         finally:
@@ -512,8 +514,13 @@ class Worker:
                 if now >= flight.timeout_at + SELF_TIMED_GRACE[flight.kind]:
                     # A thread cannot be killed: settle the attempt as timed out and
                     # abandon the thread (its result will be dropped).
-                    self._settle(flight, ("retry", "timed out after "
-                                          f"{flight.ctx.timeout_seconds:g}s"))
+                    # Acknowledged on a thread of its own: an ack may retry through a
+                    # server outage for a while, and the keeper must go on renewing
+                    # the other running claims meanwhile.
+                    if self._take(flight):
+                        outcome = ("retry", f"timed out after {flight.ctx.timeout_seconds:g}s")
+                        self._spawn(lambda f=flight, o=outcome: self._settle_taken(f, o),
+                                    "runnerq-timeout-ack")
                     if flight.kind == "python":
                         self.log.message("warning", "abandoned a timed-out handler thread",
                                          activity_id=str(flight.claim.activity_id),

@@ -100,3 +100,56 @@ def test_worker_survives_a_server_restart_and_completes_everything_once(cli_env,
             worker.kill()
         if server.poll() is None:
             stop(server)
+
+
+def test_a_handler_learns_its_claim_is_presumed_lost_when_the_server_stays_away(
+        cli_env, tmp_path):
+    """Renewals fail until the lease runs out: the handler's ctx.should_stop turns true."""
+    import io
+    import threading
+
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.config import load_settings
+    from runnerq_cli.worker.engine import Worker
+    from runnerq_cli.worker.handlers import HandlerRegistry
+    from runnerq_cli.worker.logs import WorkerLog
+
+    port = free_port()
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    server = start_server({**cli_env, "RUNNERQ_MONGO_URI": uri}, port, tmp_path / "s.sqlite")
+    seen: dict[str, object] = {}
+    running = threading.Event()
+    registry = HandlerRegistry()
+
+    @registry.handler("long")
+    def long(payload, ctx):
+        running.set()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not ctx.should_stop:
+            time.sleep(0.05)
+        seen["should_stop"] = ctx.should_stop
+        return None
+
+    log = io.StringIO()
+    try:
+        settings = load_settings(None, overrides={
+            "uri": uri, "database": "presumed", "queue": "tests",
+            "server_selection_timeout": "0.5s"}, environ={"RUNNERQ_CONFIG": ""})
+        backend = RunnerQ(settings)
+        backend.init_indexes()
+        backend.enqueue("long", {})
+        worker = Worker(backend, registry, lease=1.5, concurrency=1,
+                        log=WorkerLog("plain", "info", stream=log))
+        worker.start()
+        assert running.wait(30)
+        stop(server)  # gone for longer than the lease
+        deadline = time.monotonic() + 15
+        while "should_stop" not in seen and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert seen.get("should_stop") is True
+        assert "claim presumed lost" in log.getvalue()
+        worker.stop(force=True)
+        worker.join(10)
+    finally:
+        if server.poll() is None:
+            stop(server)

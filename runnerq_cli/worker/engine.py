@@ -74,8 +74,10 @@ class _InFlight:
     started: float
     timeout_at: float
     next_renew: float
+    lease_ends: float  # monotonic time the last lease we know of runs out
     lock: threading.Lock = field(default_factory=threading.Lock)
     settled: bool = False
+    presumed_lost: bool = False
 
     @property
     def kind(self) -> str:
@@ -355,7 +357,8 @@ class Worker:
             timeout_seconds=float(act.timeout_seconds),
             _enqueue=self.backend.enqueue)
         flight = _InFlight(claim, handler, ctx, started=now,
-                           timeout_at=now + act.timeout_seconds, next_renew=now + self.lease / 3)
+                           timeout_at=now + act.timeout_seconds, next_renew=now + self.lease / 3,
+                           lease_ends=now + self.lease)
         ctx._extend = lambda seconds, f=flight: self._extend(f, seconds)
         with self._lock:
             self._inflight[claim.lease_id] = flight
@@ -491,7 +494,9 @@ class Worker:
             self._lost(flight)
             return False
         if ok:
-            flight.next_renew = time.monotonic() + (seconds or self.lease) / 3
+            now = time.monotonic()
+            flight.next_renew = now + (seconds or self.lease) / 3
+            flight.lease_ends = now + (seconds or self.lease)
         return ok
 
     def _lost(self, flight: _InFlight) -> None:
@@ -534,6 +539,15 @@ class Worker:
                         self.log.message("warning", "lease renewal failed; retrying",
                                          activity_id=str(flight.claim.activity_id),
                                          error=_brief(exc))
+                if now >= flight.lease_ends and not flight.presumed_lost:
+                    # Renewals failed until the lease ran out: another worker may
+                    # take the activity once the server is back. Tell the handler
+                    # (ctx.should_stop); its acknowledgement will be fenced anyway.
+                    flight.presumed_lost = True
+                    flight.ctx.cancelled.set()
+                    self.log.message("warning", "lease ran out while the server was "
+                                     "unreachable; claim presumed lost",
+                                     activity_id=str(flight.claim.activity_id))
 
     # ----------------------------------------------------------- shutdown
 

@@ -15,6 +15,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ def _start_docker_mongo() -> TestServer:
         while not client.admin.command("hello").get("isWritablePrimary"):
             if datetime.now(UTC) > deadline:
                 raise RuntimeError("replica set did not elect a primary")
+            time.sleep(0.2)
     return TestServer(uri, "docker")
 
 

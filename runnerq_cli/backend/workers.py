@@ -99,6 +99,11 @@ class WorkerRegistryOperations:
     def unregister_worker(self, worker_id: str) -> None:
         self._ctx.workers.delete_one({"_id": worker_id})
 
+    def count_live_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> int:
+        """Workers whose heartbeat is fresh: the size of the fleet sharing maintenance."""
+        since = self._ctx.clock() - timedelta(seconds=stale_after)
+        return self._ctx.workers.count_documents({"last_heartbeat": {"$gte": since}})
+
     def list_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> list[WorkerInfo]:
         """Every registered worker, freshest first, stale ones marked."""
         now = self._ctx.clock()

@@ -55,6 +55,10 @@ OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
 OUTBOX_DRAIN_EVERY = 0.5
 HEARTBEAT_EVERY = 5.0
 REPAIR_EVERY = 30.0
+# Chores any one worker can do for all (see _maintenance_loop), and the largest
+# fleet they are spread over: past it, each worker still runs them every 64 intervals.
+SHARED_CHORES = frozenset({"scheduler", "reaper", "repair", "purge"})
+MAX_FLEET_SHARE = 64
 REPAIR_GRACE = 60.0
 PURGE_EVERY = 600.0
 ACK_RETRY_FOR = 30.0  # keep retrying an acknowledgement through a server hiccup this long
@@ -184,6 +188,7 @@ class Worker:
         self._inflight: dict[str, _InFlight] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._fleet = 1  # live workers on this queue, refreshed with each heartbeat
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._background_stop = threading.Event()
@@ -628,7 +633,11 @@ class Worker:
                         self.log.message("warning", f"{name} failed; will retry",
                                          error=_brief(exc))
                     jitter = 1.0 if name == "outbox" else random.uniform(0.75, 1.25)
-                    due[name] = time.monotonic() + every * jitter
+                    # Shared chores run fleet-wide about once per interval: with N
+                    # live workers each runs them every N intervals, so a large
+                    # fleet does not multiply the load on the server.
+                    share = self._fleet if name in SHARED_CHORES else 1
+                    due[name] = time.monotonic() + every * jitter * share
             self._background_stop.wait(max(0.01, min(due.values()) - time.monotonic()))
 
     def _drain_outbox(self) -> None:
@@ -639,6 +648,7 @@ class Worker:
             counters = dict(self.counters)
             running = len(self._inflight)
         self.backend.heartbeat_worker(self.worker_id, in_flight=running, counters=counters)
+        self._fleet = max(1, min(self.backend.count_live_workers(), MAX_FLEET_SHARE))
 
     def _scheduler(self) -> None:
         if self.backend.process_scheduled():

@@ -60,7 +60,7 @@ def test_worker_survives_a_server_restart_and_completes_everything_once(cli_env,
     try:
         subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
                        check=True, capture_output=True, timeout=60)
-        lines = "".join(f'{{"type": "sleep", "payload": {{"seconds": 0.2, "n": {n}}}}}\n'
+        lines = "".join(f'{{"type": "sleep", "payload": {{"seconds": 1, "n": {n}}}}}\n'
                         for n in range(12))
         subprocess.run([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-"],
                        input=lines, env=env, check=True, capture_output=True, text=True,
@@ -77,7 +77,9 @@ def test_worker_survives_a_server_restart_and_completes_everything_once(cli_env,
             while activities.count_documents({"status": "completed"}) < 3:
                 assert time.monotonic() < deadline, "the worker made no progress"
                 time.sleep(0.1)
-        stop(server)  # the server goes away mid-run ...
+        # Each activity takes 1 s on 2 slots: after 3 of 12, about 4 s of work remain,
+        # so the worker is still busy when ...
+        stop(server)  # ... the server goes away mid-run ...
         time.sleep(3)
         server = start_server(env, port, data)  # ... and comes back with its data
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -182,6 +183,20 @@ def _handle_driver_error(exc: Exception) -> int:
     return ExitCode.FAILURE
 
 
+def _broken_pipe(exc: BaseException | None) -> bool:
+    return isinstance(exc, BrokenPipeError) or (
+        isinstance(exc, OSError) and exc.errno == errno.EPIPE)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail loudly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code (see errors.ExitCode)."""
     from typer._click import exceptions as click_exceptions
@@ -209,7 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         error_line(str(exc))
         code = exc.exit_code
     except BrokenPipeError:
-        sys.stderr.close()  # the reader went away (`| head`): not an error
+        _silence_stdout()  # the reader went away (`| head`): not an error
+        code = ExitCode.OK
+    except SystemExit as exc:
+        # typer and rich turn a broken pipe into exit(1) themselves; for us a
+        # reader that stopped reading (`| head`) is success, as for `cat`.
+        if not _broken_pipe(exc.__context__):
+            raise
+        _silence_stdout()
         code = ExitCode.OK
     except Exception as exc:
         if os.environ.get("RUNNERQ_DEBUG"):

@@ -44,6 +44,7 @@ _EXPORTS = {
     "HandlerRegistry": "runnerq_cli.worker.api",
     "handler": "runnerq_cli.worker.api",
     "NonRetryableError": "runnerq_cli.worker.api",
+    "RetryableError": "runnerq_cli.worker.api",
     "ActivityContext": "runnerq_cli.worker.api",
     "create_worker": "runnerq_cli.worker.api",
     "run_worker": "runnerq_cli.worker.api",
@@ -75,8 +76,8 @@ __all__ = [
     "connect",
     "load_settings",
 ]
-__all__ += ["ActivityContext", "HandlerRegistry", "NonRetryableError", "Worker",
-            "create_worker", "handler", "run_worker"]
+__all__ += ["ActivityContext", "HandlerRegistry", "NonRetryableError", "RetryableError",
+            "Worker", "create_worker", "handler", "run_worker"]
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ, connect
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
         ActivityContext,
         HandlerRegistry,
         NonRetryableError,
+        RetryableError,
         Worker,
         create_worker,
         handler,

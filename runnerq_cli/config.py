@@ -194,12 +194,16 @@ class Settings:
         return rows
 
 
-def default_config_paths() -> list[Path]:
-    """Where a config file is looked for when `--config` is not given."""
-    import typer  # only for its app-dir logic; the CLI has imported it already
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's config file: $XDG_CONFIG_HOME/runnerq/config.yaml (~/.config by default)."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / APP_NAME / "config.yaml"
 
-    return [Path.cwd() / CONFIG_FILE_NAME,
-            Path(typer.get_app_dir(APP_NAME, force_posix=True)) / "config.yaml"]
+
+def default_config_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Where a config file is looked for when `--config` is not given, in order."""
+    return [Path.cwd() / CONFIG_FILE_NAME, user_config_path(environ)]
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -261,7 +265,7 @@ def load_settings(
         if not path.exists():
             raise ConfigError(f"config {path} (from RUNNERQ_CONFIG): no such file")
     else:
-        path = next((p for p in default_config_paths() if p.is_file()), None)
+        path = next((p for p in default_config_paths(environ) if p.is_file()), None)
 
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if path is not None:

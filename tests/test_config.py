@@ -96,3 +96,29 @@ def test_flag_error_is_a_usage_error_naming_the_flag() -> None:
 def test_every_key_has_an_env_var_and_help() -> None:
     assert len({key.env_var for key in KEYS}) == len(KEYS)
     assert all(key.help and key.expects for key in KEYS)
+
+
+def test_the_user_config_file_lives_in_the_xdg_config_dir(tmp_path, monkeypatch) -> None:
+    """README: ./runnerq.yaml, else $XDG_CONFIG_HOME/runnerq/config.yaml (~/.config)."""
+    from runnerq_cli.config import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    (home / ".config" / "runnerq").mkdir(parents=True)
+    (home / ".config" / "runnerq" / "config.yaml").write_text("queue: from_home\n")
+    monkeypatch.setenv("HOME", str(home))
+    assert load_settings(environ={"HOME": str(home)}).queue == "from_home"
+    xdg = tmp_path / "xdg"
+    (xdg / "runnerq").mkdir(parents=True)
+    (xdg / "runnerq" / "config.yaml").write_text("queue: from_xdg\n")
+    assert load_settings(environ={"HOME": str(home), "XDG_CONFIG_HOME": str(xdg)}).queue \
+        == "from_xdg"
+    (tmp_path / "runnerq.yaml").write_text("queue: from_cwd\n")
+    assert load_settings(environ={"XDG_CONFIG_HOME": str(xdg)}).queue == "from_cwd"
+
+
+def test_retryable_error_is_part_of_the_public_api() -> None:
+    from runnerq_cli import NonRetryableError, RetryableError
+
+    assert issubclass(RetryableError, Exception)
+    assert not issubclass(NonRetryableError, RetryableError)

@@ -43,7 +43,7 @@ def install_path(shell: Shell, environ: dict[str, str] | None = None) -> Path:
 
 NEXT_STEP = {
     Shell.BASH: "open a new shell (needs the bash-completion package)",
-    Shell.ZSH: "add `fpath+=~/.zfunc` before `compinit` in ~/.zshrc, then open a new shell",
+    Shell.ZSH: "add `fpath+={dir}` before `compinit` in your .zshrc, then open a new shell",
     Shell.FISH: "open a new shell",
 }
 
@@ -96,6 +96,6 @@ def register(app: typer.Typer) -> None:
         path, changed = install(chosen)
         verb = "wrote" if changed else "up to date:"
         typer.echo(f"{verb} {path}")
-        typer.echo(f"{chosen.value}: {NEXT_STEP[chosen]}")
+        typer.echo(f"{chosen.value}: {NEXT_STEP[chosen].format(dir=path.parent)}")
 
     app.add_typer(group, name="completion")

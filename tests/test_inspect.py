@@ -222,3 +222,26 @@ def test_enqueue_wait(queue, run_cli):
     thread.join()
     assert res.code == ExitCode.ACTIVITY_FAILED, res.stderr
     assert "boom" in res.stderr
+
+
+def test_enqueue_wait_json_is_one_document(queue, run_cli):
+    """A CI job parses `enqueue --wait -o json` as one JSON document."""
+
+    def work():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            claims = queue.dequeue("w1", types=["ok_job"])
+            if claims:
+                queue.ack_success(claims[0], {"done": True})
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    res = run_cli("enqueue", "ok_job", "--payload", "{}", "--wait", "--wait-timeout", "30s",
+                  "-o", "json")
+    thread.join()
+    assert res.code == ExitCode.OK, res.stderr
+    doc = json.loads(res.stdout)  # exactly one document
+    assert doc["created"] is True
+    assert doc["status"] == "completed" and doc["exit_code"] == 0

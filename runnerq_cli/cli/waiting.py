@@ -92,8 +92,12 @@ def wait_for(backend: RunnerQ, activity_id: Any, timeout: float | None,
         delay = min(max_poll, delay * 1.5)
 
 
-def report(outcome: WaitOutcome, fmt: OutputFormat) -> int:
-    """Print the outcome (result on stdout, a one-line reason on stderr); return the exit code."""
+def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None = None) -> int:
+    """Print the outcome (result on stdout, a one-line reason on stderr); return the exit code.
+
+    `extra` fields join the JSON document (`enqueue --wait` adds `created`), so
+    machine output stays one document.
+    """
     import json
     import sys
 
@@ -101,7 +105,7 @@ def report(outcome: WaitOutcome, fmt: OutputFormat) -> int:
     from runnerq_cli.cli.output import OutputFormat, emit, error_line
 
     if fmt is not OutputFormat.TEXT:
-        emit(fmt, outcome.to_json())
+        emit(fmt, {**outcome.to_json(), **(extra or {})})
     elif outcome.result is not None:
         data = to_jsonable(outcome.result.data)
         text = json.dumps(data, indent=2) if not isinstance(data, str) else data

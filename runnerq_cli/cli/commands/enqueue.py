@@ -472,13 +472,14 @@ def enqueue(
     backend = cli.backend()
     with backend.errors_translated():
         result = backend.enqueue(spec)
-    _print_one(backend, result, output, quiet)
+    if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
+        _print_one(backend, result, output, quiet)
     if wait:  # shared with `runnerq-mongo wait` (cli/waiting.py)
         from runnerq_cli.cli.waiting import report, wait_for
 
         with backend.errors_translated():
             outcome = wait_for(backend, result.activity_id, wait_seconds)
-        raise typer.Exit(report(outcome, output))
+        raise typer.Exit(report(outcome, output, extra={"created": result.created}))
 
 
 def register(app: typer.Typer) -> None:

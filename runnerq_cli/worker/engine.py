@@ -252,7 +252,7 @@ class Worker:
                 thread.join(timeout=0.5 if self._force.is_set() else 10)
             outbox.buffer_size = saved_batch
             if not self._force.is_set():
-                self._quietly("flushing the outbox", outbox.drain)
+                self._quietly("flushing the outbox", self.backend.flush_outbox)
                 self._quietly("unregistering", self.backend.unregister_worker, self.worker_id)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -641,7 +641,7 @@ class Worker:
             self._background_stop.wait(max(0.01, min(due.values()) - time.monotonic()))
 
     def _drain_outbox(self) -> None:
-        self.backend.collections.outbox.drain()
+        self.backend.flush_outbox()  # errors come as Unavailable, the URI redacted
 
     def _heartbeat(self) -> None:
         with self._lock:

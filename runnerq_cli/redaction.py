@@ -25,10 +25,3 @@ def redact_uri(text: str) -> str:
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{REDACTED}", text)
 
-
-def redact_secret(text: str, secret: str | None) -> str:
-    """`text` without `secret` (and its URI form), for messages built from foreign errors."""
-    text = redact_uri(text)
-    if secret:
-        text = text.replace(secret, REDACTED)
-    return text

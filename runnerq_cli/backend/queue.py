@@ -40,7 +40,6 @@ from runnerq_cli.errors import (
     DuplicateActivity,
     IdempotencyConflict,
     InvalidArgument,
-    NotFound,
 )
 
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_STATUSES)
@@ -593,8 +592,3 @@ def _lease_seconds(asked: float | None, default: float) -> float:
 def _err(error: str, kind: str, now: datetime) -> dict[str, Any]:
     return {"state": "Err", "data": {"error": error, "type": kind}, "created_at": now}
 
-
-def require_activity(doc: dict[str, Any] | None, activity_id: Any) -> dict[str, Any]:
-    if doc is None:
-        raise NotFound(f"activity {activity_id} not found")
-    return doc

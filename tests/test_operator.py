@@ -349,3 +349,18 @@ def test_redrive_keeps_dead_letter_records_of_activities_aged_out(queue, clock):
     report = queue.redrive()
     assert report.stale_records == 0
     assert queue.collections.dead_letter.count_documents({"_id": aid}) == 1
+
+
+def test_purge_deletes_no_more_than_the_operator_confirmed(queue, clock):
+    for _ in range(3):
+        queue.enqueue("t", {})
+        queue.ack_success(queue.dequeue("w")[0], None)
+    clock.advance(queue.settings.retention_completed + 1)
+    shown = queue.purge_preview()
+    assert shown == {"completed": 3, "failed": 0}
+    queue.enqueue("t", {})  # one more ages out after the preview was confirmed
+    queue.ack_success(queue.dequeue("w")[0], None)
+    clock.advance(queue.settings.retention_completed + 1)
+    assert queue.purge(limits=shown, batch=2) == {"completed": 3, "failed": 0}
+    assert queue.purge_preview() == {"completed": 1, "failed": 0}
+    assert queue.purge() == {"completed": 1, "failed": 0}

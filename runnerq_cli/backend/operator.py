@@ -259,15 +259,26 @@ class OperatorOperations:
             counts[name] = self._ctx.activities.count_documents(query)
         return counts
 
-    def purge(self, *, batch: int = PURGE_BATCH, max_rounds: int = 10_000) -> dict[str, int]:
-        """Apply retention now (queue.purge_expired) until nothing is left to purge."""
+    def purge(self, *, limits: dict[str, int] | None = None,
+              batch: int = PURGE_BATCH) -> dict[str, int]:
+        """Apply retention now (queue.purge_expired) until nothing is left to purge.
+
+        `limits` caps each kind ("completed", "failed") at what an operator was
+        shown and confirmed (`purge_preview`), so activities that age out in
+        between are left for the next purge.
+        """
         total = {"completed": 0, "failed": 0}
-        for _ in range(max_rounds):
-            counts = self.purge_expired(limit=batch)  # type: ignore[attr-defined]
-            for key, value in counts.items():
-                total[key] = total.get(key, 0) + value
-            if all(value < batch for value in counts.values()):
-                break
+        for kind in total:
+            remaining = limits.get(kind, 0) if limits is not None else None
+            while remaining is None or remaining > 0:
+                size = batch if remaining is None else min(batch, remaining)
+                done = self.purge_expired(  # type: ignore[attr-defined]
+                    limit=size, kinds=(kind,))[kind]
+                total[kind] += done
+                if remaining is not None:
+                    remaining -= done
+                if done < size:
+                    break
         return total
 
     # ---------------------------------------------------------------- helpers

@@ -558,7 +558,8 @@ class QueueOperations:
                        "completed_at": {"$lt": now - timedelta(seconds=keep)}}
                 for name, statuses, keep in plans if keep > 0}
 
-    def purge_expired(self, limit: int = 1000) -> dict[str, int]:
+    def purge_expired(self, limit: int = 1000,
+                      kinds: tuple[str, ...] = ("completed", "failed")) -> dict[str, int]:
         """Retention: delete terminal activities past their retention, with results and events.
 
         The activity goes first, and only while it still matches (an operator
@@ -568,6 +569,8 @@ class QueueOperations:
         """
         counts = {"completed": 0, "failed": 0}
         for name, query in self.retention_queries().items():
+            if name not in kinds:
+                continue
             ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
             if not ids:
                 continue

@@ -191,7 +191,7 @@ def register(app: typer.Typer) -> None:
             counts = backend.purge_preview()
             if not dry_run and sum(counts.values()):
                 _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes)
-                counts = backend.purge()
+                counts = backend.purge(limits=counts)  # no more than was confirmed
         data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
         if output is not OutputFormat.TEXT:
             emit(output, data)

@@ -396,8 +396,7 @@ class QueueOperations:
 
     def _acknowledge(self, claim: Claim, update: dict[str, Any], outcome: AckOutcome) -> AckOutcome:
         doc = self._ctx.activities.find_one_and_update(
-            {"_id": claim.activity_id, "lease_id": claim.lease_id,
-             "status": Status.PROCESSING.value},
+            _held_by(claim),
             update, return_document=ReturnDocument.AFTER)
         if doc is None:
             return self._repeat_or_lost(claim, outcome)
@@ -412,8 +411,7 @@ class QueueOperations:
             first = AckOutcome(done["last_outcome"])
             if (first is AckOutcome.COMPLETED) == (outcome is AckOutcome.COMPLETED):
                 return first
-        raise ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
-                        f"{claim.lease_id}")
+        raise _claim_lost(claim)
 
     def extend_lease(self, claim: Claim, seconds: float | None = None) -> bool:
         """Move the lease deadline to now + `seconds`; False if this claim already ended.
@@ -426,8 +424,7 @@ class QueueOperations:
                           EventType.LEASE_EXTENDED.value, now, claim.worker_id,
                           lease_deadline=deadline)
         doc = self._ctx.activities.find_one_and_update(
-            {"_id": claim.activity_id, "lease_id": claim.lease_id,
-             "status": Status.PROCESSING.value},
+            _held_by(claim),
             merge_updates({"$set": {"lease_deadline": deadline}}, outbox_update(now, [event])),
             projection={"outbox": 1, "activity_type": 1}, return_document=ReturnDocument.AFTER)
         if doc is not None:
@@ -437,8 +434,7 @@ class QueueOperations:
             {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, limit=1
         ):
             return False
-        raise ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
-                        f"{claim.lease_id}")
+        raise _claim_lost(claim)
 
     def release(self, claim: Claim, reason: str = "released by worker") -> bool:
         """Give a held activity back to the queue without counting an attempt.
@@ -449,8 +445,7 @@ class QueueOperations:
         event = new_event(claim.activity_id, claim.activity.activity_type,
                           EventType.REQUEUED.value, now, claim.worker_id, reason=reason)
         doc = self._ctx.activities.find_one_and_update(
-            {"_id": claim.activity_id, "lease_id": claim.lease_id,
-             "status": Status.PROCESSING.value},
+            _held_by(claim),
             merge_updates({"$set": {"status": Status.PENDING.value}, "$unset": LEASE_FIELDS},
                           outbox_update(now, [event])),
             projection={"outbox": 1, "activity_type": 1}, return_document=ReturnDocument.AFTER)
@@ -582,6 +577,17 @@ class QueueOperations:
                 self._ctx.events.delete_many({"activity_id": {"$in": gone}})
             counts[name] = len(gone)
         return counts
+
+
+def _held_by(claim: Claim) -> dict[str, Any]:
+    """The fence of every write that takes a claim: the activity, still running under it."""
+    return {"_id": claim.activity_id, "lease_id": claim.lease_id,
+            "status": Status.PROCESSING.value}
+
+
+def _claim_lost(claim: Claim) -> ClaimLost:
+    return ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
+                     f"{claim.lease_id}")
 
 
 def _lease_seconds(asked: float | None, default: float) -> float:

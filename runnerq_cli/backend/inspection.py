@@ -11,7 +11,6 @@ from runnerq_cli.backend.models import (
     Activity,
     DeadLetterRecord,
     Event,
-    Priority,
     Status,
     parse_activity_id,
 )
@@ -65,19 +64,9 @@ class InspectionOperations:
         One `$group` over the claim-order index's leading fields; activities
         are never loaded into the client.
         """
-        by_status = {s.value: 0 for s in Status}
-        by_priority: dict[str, dict[str, int]] = {}
-        pipeline = [{"$group": {"_id": {"status": "$status", "priority": "$priority"},
-                                "count": {"$sum": 1}}}]
-        for row in aggregate_hinted(self._ctx.activities, pipeline, CLAIM_ORDER_INDEX):
-            status, priority = row["_id"].get("status"), row["_id"].get("priority")
-            by_status[str(status)] = by_status.get(str(status), 0) + row["count"]
-            try:
-                pname = Priority(priority).name.lower()
-            except ValueError:
-                pname = str(priority)
-            per = by_priority.setdefault(pname, {})
-            per[str(status)] = per.get(str(status), 0) + row["count"]
+        from runnerq_cli.backend.metrics import counts  # metrics imports this module
+
+        by_status, by_priority = counts(self._ctx)
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
                 "by_priority": by_priority, "total": sum(by_status.values())}
 

@@ -10,7 +10,7 @@ _runnerq_mongo_node() {
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
             cmds=''
-            flags='--dry-run --check -h --help'
+            flags='--dry-run --check --drop-obsolete -y --yes -h --help'
             valopts='-o --output' ;;
         "enqueue")
             cmds=''

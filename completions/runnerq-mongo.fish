@@ -175,6 +175,8 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -l version -d 'Print the
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -s h -l help -d 'Show this message and exit.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'init-indexes\'' -l dry-run -d 'Print the plan; create nothing (not even collections).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'init-indexes\'' -l check -d 'Write nothing; exit 7 if anything is missing or differs.'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'init-indexes\'' -l drop-obsolete -d 'Also drop the indexes this version no longer uses (asks first; see --yes).'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'init-indexes\'' -s y -l yes -d 'Drop obsolete indexes without asking (needed off a terminal).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'init-indexes\'' -s o -l output -x -a 'text json jsonl' -d 'Output format: text (for people), json or jsonl (for scripts).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'init-indexes\'' -s h -l help -d 'Show this message and exit.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -s p -l payload -x -d 'Payload: a JSON object, or @file (@- for stdin).'

@@ -82,7 +82,7 @@ def test_init_creates_the_queue_indexes(cli_env, stopper) -> None:
     uri = next(line for line in lines if line.startswith("URI: ")).removeprefix("URI: ")
     with MongoClient(uri) as client:
         db = client[cli_env["RUNNERQ_DATABASE"]]
-        assert "status_1_priority_-1_created_at_1" in \
+        assert "priority_-1_created_at_1__id_1_status_1_pending" in \
             db["runnerq_tests_activities"].index_information()
     proc.send_signal(signal.SIGINT)  # Ctrl-C stops it cleanly too
     assert proc.wait(timeout=15) == 0

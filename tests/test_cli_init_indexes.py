@@ -35,8 +35,9 @@ def test_creates_then_reports_present(run_cli, db) -> None:
     assert {"runnerq_tests_activities", "runnerq_tests_events", "runnerq_tests_results",
             "runnerq_tests_idempotency", "runnerq_tests_dead_letter"} <= names
     index_info = db["runnerq_tests_activities"].index_information()
-    assert index_info["status_1_priority_-1_created_at_1"]["key"] == [
-        ("status", 1), ("priority", -1), ("created_at", 1)]
+    claim_index = index_info["priority_-1_created_at_1__id_1_status_1_pending"]
+    assert claim_index["key"] == [("priority", -1), ("created_at", 1), ("_id", 1), ("status", 1)]
+    assert claim_index["partialFilterExpression"] == {"status": "pending"}
     assert index_info["idempotency_key_1"].get("sparse") is True
     assert db["runnerq_tests_results"].index_information()["created_at_1"][
         "expireAfterSeconds"] == 86400
@@ -89,7 +90,8 @@ def test_conflicting_index_is_reported_and_never_dropped(run_cli, db) -> None:
     # everything else was still created, and the conflicting index is untouched
     assert db["runnerq_tests_results"].index_information()["created_at_1"][
         "expireAfterSeconds"] == 60
-    assert "status_1_priority_-1_created_at_1" in db["runnerq_tests_activities"].index_information()
+    assert "priority_-1_created_at_1__id_1_status_1_pending" in \
+        db["runnerq_tests_activities"].index_information()
     check = _json(run_cli("init-indexes", "--check", "-o", "json"))
     conflicts = [ix for ix in check["indexes"] if ix["state"] == "conflict"]
     assert len(conflicts) == 1 and conflicts[0]["difference"]
@@ -102,3 +104,45 @@ def test_other_queue_and_invalid_queue_name(run_cli, db) -> None:
     assert bad.code == ExitCode.USAGE
     assert "invalid queue name" in bad.stderr and "Traceback" not in bad.stderr
     assert not [n for n in db.list_collection_names() if "a b" in n]
+
+
+# Indexes the previous version (0.1) created on the activities collection.
+PREVIOUS_VERSION = [
+    [("status", 1), ("priority", -1), ("created_at", 1)],
+    [("status", 1), ("scheduled_at", 1)],
+    [("status", 1), ("lease_deadline", 1)],
+    [("status", 1), ("activity_type", 1), ("priority", -1), ("created_at", 1)],
+    [("status", 1), ("completed_at", -1)],
+    [("status", 1), ("priority", -1), ("created_at", 1), ("_id", 1)],
+    [("status", 1), ("scheduled_at", 1), ("_id", 1)],
+    [("status", 1), ("completed_at", -1), ("_id", -1)],
+]
+
+
+def test_upgrade_reports_obsolete_indexes_and_drops_them_only_on_request(run_cli, db) -> None:
+    activities = db["runnerq_tests_activities"]
+    for keys in PREVIOUS_VERSION:
+        activities.create_index(keys)
+    old_names = {"_".join(f"{k}_{d}" for k, d in keys) for keys in PREVIOUS_VERSION}
+
+    first = _json(run_cli("init-indexes", "-o", "json"))
+    assert first["ok"] is True  # obsolete indexes are no failure
+    obsolete = [ix for ix in first["indexes"] if ix["state"] == "obsolete"]
+    assert {ix["name"] for ix in obsolete} == old_names
+    assert old_names <= set(activities.index_information())  # never dropped by itself
+    text = run_cli("init-indexes")
+    assert text.code == 0 and "drop them with init-indexes --drop-obsolete" in text.stdout
+    assert run_cli("init-indexes", "--check").code == 0  # only missing/conflicting fail
+
+    dry = _json(run_cli("init-indexes", "--drop-obsolete", "--dry-run", "-o", "json"))
+    assert len([ix for ix in dry["indexes"] if ix["state"] == "obsolete"]) == len(old_names)
+    refused = run_cli("init-indexes", "--drop-obsolete")  # no terminal, no --yes
+    assert refused.code == ExitCode.USAGE and "refusing without --yes" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert old_names <= set(activities.index_information())
+
+    dropped = _json(run_cli("init-indexes", "--drop-obsolete", "--yes", "-o", "json"))
+    assert {ix["name"] for ix in dropped["indexes"] if ix["state"] == "dropped"} == old_names
+    assert not old_names & set(activities.index_information())
+    again = _json(run_cli("init-indexes", "-o", "json"))
+    assert {ix["state"] for ix in again["indexes"]} == {"present"}

@@ -8,13 +8,19 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.derived import event_order
 from runnerq_cli.backend.queue import ActivitySpec
 
 
 def stored_events(queue: RunnerQ, activity_id) -> list[str]:
-    docs = queue.collections.events.find({"activity_id": activity_id}).sort(
-        [("timestamp", 1), ("_id", 1)])
-    return [d["event_type"] for d in docs]
+    """What is in the events collection (steps the activity's fields prove are not)."""
+    docs = queue.collections.events.find({"activity_id": activity_id})
+    return [d["event_type"] for d in sorted(docs, key=event_order)]
+
+
+def shown_events(queue: RunnerQ, activity_id) -> list[str]:
+    """What users see: stored and derived events, oldest first."""
+    return [e.event_type for e in reversed(queue.get_activity_events(activity_id))]
 
 
 def crash_before_flush(queue: RunnerQ) -> None:
@@ -36,14 +42,13 @@ def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, clock) -> None:
     assert queue.collections.dead_letter.count_documents({}) == 0
     # ... but readers already see them through the outbox.
     assert queue.get_result(activity_id).data == {"error": "boom", "type": "dead_letter"}
-    assert [e.event_type for e in queue.get_activity_events(activity_id)][:2] == [
-        "DeadLetter", "Failed"]
+    assert shown_events(queue, activity_id) == ["Enqueued", "Dequeued", "Started", "DeadLetter"]
 
     assert queue.repair_outboxes(grace_seconds=60) == 0  # too young: its writer may be alive
     clock.advance(61)
     assert queue.repair_outboxes(grace_seconds=60) == 1
-    assert stored_events(queue, activity_id) == [
-        "Enqueued", "Dequeued", "Started", "Failed", "DeadLetter"]
+    assert stored_events(queue, activity_id) == ["DeadLetter"]  # one event for the attempt
+    assert shown_events(queue, activity_id) == ["Enqueued", "Dequeued", "Started", "DeadLetter"]
     assert queue.collections.results.count_documents({"_id": activity_id}) == 1
     assert queue.collections.dead_letter.count_documents({"_id": activity_id}) == 1
     assert "outbox" not in queue.collections.activities.find_one({"_id": activity_id})
@@ -52,9 +57,10 @@ def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, clock) -> None:
 def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: RunnerQ,
                                                                       clock) -> None:
     queue.collections.outbox.buffer_size = 10_000
-    activity_id = queue.enqueue("t", {}).activity_id
+    activity_id = queue.enqueue("t", {}, retry_delay_seconds=0).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "first")  # retrying: its attempt's steps stored
     claim = queue.dequeue("w")[0]
-    queue.ack_success(claim, {"ok": True})
+    queue.ack_failure(claim, "fatal", retryable=False)
     doc = queue.collections.activities.find_one({"_id": activity_id})
     crash_before_flush(queue)
     # Half a flush: the events were copied, then the process died before the clear.
@@ -64,9 +70,10 @@ def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: Runn
 
     clock.advance(120)
     assert queue.repair_outboxes() == 1
-    assert stored_events(queue, activity_id) == [
-        "Enqueued", "Dequeued", "Started", "Completed", "ResultStored"]
-    assert queue.get_result(activity_id).data == {"ok": True}
+    assert stored_events(queue, activity_id) == ["Dequeued", "Started", "Retrying", "Failed"]
+    assert shown_events(queue, activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Retrying", "Dequeued", "Started", "Failed"]
+    assert queue.get_result(activity_id).data == {"error": "fatal", "type": "non_retryable"}
 
 
 def test_buffered_outbox_drains_in_batches(queue: RunnerQ) -> None:
@@ -74,9 +81,13 @@ def test_buffered_outbox_drains_in_batches(queue: RunnerQ) -> None:
         queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(5)])
         for claim in queue.dequeue("w", limit=5):
             queue.ack_success(claim, claim.activity.payload["i"])
-        assert queue.collections.events.count_documents({}) == 0
-    assert queue.collections.events.count_documents({"event_type": "Completed"}) == 5
+        assert queue.collections.results.count_documents({}) == 0
     assert queue.collections.results.count_documents({}) == 5
+    # A success stores no event: Completed is derived from the activity's fields.
+    assert queue.collections.events.count_documents({}) == 0
+    done = queue.list_page("completed", limit=10).items
+    assert len(done) == 5
+    assert all(shown_events(queue, a.id)[-2:] == ["Completed", "ResultStored"] for a in done)
     assert queue.collections.activities.count_documents({"outbox": {"$exists": True}}) == 0
 
 
@@ -90,13 +101,19 @@ def test_one_event_per_lifecycle_step(queue: RunnerQ, clock) -> None:
     clock.advance(21)
     queue.requeue_expired()
     queue.ack_success(queue.dequeue("w3")[0], "done")
-    assert stored_events(queue, activity_id) == [
-        "Enqueued", "Dequeued", "Started", "Failed", "Retrying",
+    assert shown_events(queue, activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Retrying",
         "Dequeued", "Started", "LeaseExtended", "Requeued",
         "Dequeued", "Started", "Completed", "ResultStored"]
-    docs = list(queue.collections.events.find({"activity_id": activity_id}))
-    assert all(d["activity_type"] == "t" and d["timestamp"] and "detail" in d for d in docs)
-    assert {d["worker_id"] for d in docs if d["event_type"] == "Started"} == {"w1", "w2", "w3"}
+    # Stored: what a later write overwrote (the ended attempts) and what no field proves.
+    assert stored_events(queue, activity_id) == [
+        "Dequeued", "Started", "Retrying", "Dequeued", "Started", "LeaseExtended", "Requeued"]
+    events = queue.get_activity_events(activity_id)
+    assert all(e.activity_type == "t" and e.timestamp for e in events)
+    assert [e.worker_id for e in reversed(events) if e.event_type == "Started"] == [
+        "w1", "w2", "w3"]
+    assert [e.detail.get("attempt") for e in reversed(events) if e.event_type == "Started"] == [
+        1, 2, 3]
 
 
 def test_retention_purges_terminal_activities_with_their_results_and_events(
@@ -124,9 +141,9 @@ def test_init_indexes_is_idempotent_and_reports_conflicts(queue: RunnerQ) -> Non
     names = {(r.collection_name, r.spec.name) for r in again}
     prefix = "runnerq_tests_"
     for expected in [
-        ("activities", "status_1_priority_-1_created_at_1"),
-        ("activities", "status_1_scheduled_at_1"),
-        ("activities", "status_1_lease_deadline_1"),
+        ("activities", "priority_-1_created_at_1__id_1_status_1_pending"),
+        ("activities", "scheduled_at_1__id_1_status_1_priority_1_scheduled"),
+        ("activities", "lease_deadline_1__id_1_status_1_priority_1_processing"),
         ("activities", "idempotency_key_1"),
         ("results", "created_at_1"),
         ("idempotency", "created_at_1"),

@@ -19,10 +19,8 @@ def raw(queue: RunnerQ, activity_id: uuid.UUID) -> dict:
 
 
 def event_types(queue: RunnerQ, activity_id: uuid.UUID) -> list[str]:
-    """Stored events of one activity, oldest first."""
-    docs = queue.collections.events.find({"activity_id": activity_id}).sort(
-        [("timestamp", 1), ("_id", 1)])
-    return [d["event_type"] for d in docs]
+    """The events of one activity as users see them (stored and derived), oldest first."""
+    return [e.event_type for e in reversed(queue.get_activity_events(activity_id))]
 
 
 # ------------------------------------------------------------------ enqueue
@@ -178,9 +176,13 @@ def test_a_null_result_is_a_result(queue: RunnerQ) -> None:
 def test_acking_twice_is_harmless_and_answers_the_same(queue: RunnerQ) -> None:
     queue.enqueue("t", {})
     claim = queue.dequeue("w")[0]
-    assert queue.ack_success(claim, 1) is AckOutcome.COMPLETED
-    assert queue.ack_success(claim, 2) is AckOutcome.COMPLETED
-    assert queue.get_result(claim.activity_id).data == 1
+    assert queue.ack_success(claim, {"n": 1}) is AckOutcome.COMPLETED
+    assert queue.ack_success(claim, {"n": 1}) is AckOutcome.COMPLETED  # says the same
+    with pytest.raises(ClaimLost):  # says something else: refused, never dropped silently
+        queue.ack_success(claim, {"n": 2})
+    with pytest.raises(ClaimLost):
+        queue.ack_failure(claim, "late failure")
+    assert queue.get_result(claim.activity_id).data == {"n": 1}
     assert event_types(queue, claim.activity_id).count("Completed") == 1
 
     queue.enqueue("u", {}, max_retries=1)
@@ -201,7 +203,9 @@ def test_retryable_failure_schedules_a_retry_with_backoff(queue: RunnerQ, clock)
     assert doc["last_error"] == "smtp down" and doc["last_error_at"] == clock.now
     assert "lease_id" not in doc
     assert queue.get_activity(claim.activity_id).display_status == "retrying"
-    assert event_types(queue, claim.activity_id)[-2:] == ["Failed", "Retrying"]
+    # One event per finished attempt: Retrying alone (no Failed: it will run again).
+    assert event_types(queue, claim.activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Retrying"]
 
     clock.advance(9)
     assert queue.process_scheduled() == 0
@@ -236,7 +240,8 @@ def test_dead_letter_after_the_last_attempt(queue: RunnerQ, clock) -> None:
     assert result.state == "Err"
     assert result.data == {"error": "second", "type": "dead_letter"}
     assert [r.activity.id for r in queue.list_dead_letter()] == [activity_id]
-    assert event_types(queue, activity_id)[-2:] == ["Failed", "DeadLetter"]
+    assert event_types(queue, activity_id) == [
+        "Enqueued", "Dequeued", "Started", "Retrying", "Dequeued", "Started", "DeadLetter"]
 
 
 def test_non_retryable_failure_is_terminal_whatever_the_attempts(queue: RunnerQ, clock) -> None:

@@ -78,9 +78,20 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         with translate_errors(self.settings.uri):
             self._ctx.db.command("ping")
 
-    def init_indexes(self, *, write: bool = True) -> list[IndexReport]:
-        """Create the collections and indexes (idempotent); report each index."""
-        return ensure_indexes(self._ctx.db, self.settings, write=write)
+    def init_indexes(self, *, write: bool = True,
+                     drop_obsolete: bool = False) -> list[IndexReport]:
+        """Create the collections and indexes (idempotent); report each index.
+
+        Indexes this version no longer uses are reported as obsolete, and
+        dropped only with `drop_obsolete`.
+        """
+        return ensure_indexes(self._ctx.db, self.settings, write=write,
+                              drop_obsolete=drop_obsolete)
+
+    def missing_collections(self) -> list[str]:
+        """The queue's collections that do not exist yet."""
+        existing = set(self._ctx.db.list_collection_names())
+        return [name for name in self._ctx.names.all().values() if name not in existing]
 
     @contextmanager
     def buffered_outbox(self, size: int = 64) -> Iterator[None]:

@@ -1,4 +1,4 @@
-"""Following the events collection: change streams where offered, polling otherwise.
+"""Following lifecycle events: change streams where offered, polling otherwise.
 
 Both paths share one resumable position, `EventCursor`, so a consumer can
 stop, switch mode or reconnect without losing or repeating an event.
@@ -38,7 +38,8 @@ from typing import Any
 from pymongo.collection import Collection
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
-from runnerq_cli.backend.models import Event
+from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
+from runnerq_cli.backend.models import Event, Status
 from runnerq_cli.errors import InvalidArgument
 
 DEFAULT_SETTLE_SECONDS = 2.0
@@ -115,16 +116,25 @@ class EventCursor:
         return cls(ingested_at=since, floor=since)
 
     @classmethod
-    def at_end(cls, events: Collection) -> EventCursor:
-        """After the newest stored event (follow only what happens from now on)."""
-        newest = events.find_one({"ingested_at": {"$exists": True}},
-                                 sort=[("ingested_at", -1), ("_id", -1)])
+    def at_end(cls, events: Collection, activities: Collection | None = None) -> EventCursor:
+        """After the newest event (follow only what happens from now on)."""
+        newest = [doc["ingested_at"] for doc in events.find(
+            {"ingested_at": {"$exists": True}}, {"ingested_at": 1},
+            sort=[("ingested_at", -1), ("_id", -1)], limit=1)]
+        if activities is not None:
+            for name in ("created_at", "started_at", "completed_at"):
+                newest += [doc[name] for doc in activities.find(
+                    {name: {"$exists": True}}, {name: 1}, sort=[(name, -1)], limit=1)]
         cursor = cls()
-        if newest is not None:
-            newer_than = newest["ingested_at"] - timedelta(seconds=DEFAULT_SETTLE_SECONDS)
-            for doc in events.find({"ingested_at": {"$gte": newer_than}}, {"ingested_at": 1}):
-                cursor.seen[str(doc["_id"])] = doc["ingested_at"]
-            cursor.ingested_at = newest["ingested_at"]
+        if newest:
+            cursor.ingested_at = max(newest)
+            # Everything already in the settle window counts as delivered.
+            window = EventStream(events, activities=activities, cursor=cls(cursor.ingested_at),
+                                 follow=False)
+            window.cursor.ingested_at = cursor.ingested_at
+            for event in window._catch_up():
+                cursor.seen[str(event.id)] = _stamp(event)
+            cursor.ingested_at = max(cursor.ingested_at, window.cursor.ingested_at)
         return cursor
 
 
@@ -168,29 +178,16 @@ def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _date(value: Any) -> Any:
-    if isinstance(value, dict) and isinstance(value.get("$date"), str):
-        parsed = datetime.fromisoformat(value["$date"].replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return value
-
-
-def _from_change(change: dict[str, Any]) -> dict[str, Any] | None:
-    """The inserted event from a change, trusting `documentKey` for its `_id`.
-
-    A real MongoDB sends `fullDocument` as stored; some wire-compatible servers
-    send it in extended JSON (dates as {"$date": ...}, ids wrapped): repaired here.
-    """
-    doc = change.get("fullDocument")
-    if doc is None:
-        return None
-    key = (change.get("documentKey") or {}).get("_id", doc.get("_id"))
-    return {**doc, "_id": key, "timestamp": _date(doc.get("timestamp")),
-            "ingested_at": _date(doc.get("ingested_at"))}
-
-
 class EventStream:
     """An iterator of events after `cursor`, following new ones while `follow`.
+
+    Events come from two places (docs/design.md, "Events"): the events
+    collection (steps that are stored) and the activities collection (steps
+    its fields prove, see derived.py). Each source is read in the order of
+    the time an event became visible (`ingested_at` for stored events, the
+    step's own time for derived ones) with a bounded batch; the sources are
+    merged up to the earliest point where a batch was cut off, so the merged
+    order holds across batches.
 
     `mode` is "auto", "change-stream" or "poll"; after iteration starts,
     `self.mode` says which path runs. The position is in `self.cursor` at any
@@ -198,14 +195,17 @@ class EventStream:
     iteration from another thread or a signal handler.
     """
 
-    def __init__(self, events: Collection, *, cursor: EventCursor | None = None,
+    def __init__(self, events: Collection, *, activities: Collection | None = None,
+                 cursor: EventCursor | None = None,
                  filters: EventFilter | None = None, mode: str = "auto", follow: bool = True,
                  poll_interval: float = 0.5, settle: float = DEFAULT_SETTLE_SECONDS,
                  batch_size: int = 500,
-                 on_reconnect: Callable[[Exception], None] | None = None) -> None:
+                 on_reconnect: Callable[[Exception], None] | None = None,
+                 on_idle: Callable[[], None] | None = None) -> None:
         if mode not in MODES:
             raise InvalidArgument(f"unknown mode {mode!r}: use auto, change-stream or poll")
         self._events = events
+        self._activities = activities
         self.cursor = cursor or EventCursor()
         self.filters = filters or EventFilter()
         self.requested_mode = mode
@@ -215,6 +215,7 @@ class EventStream:
         self.settle = settle
         self.batch_size = batch_size
         self.on_reconnect = on_reconnect
+        self.on_idle = on_idle
         self._stopped = False
 
     def stop(self) -> None:
@@ -232,7 +233,7 @@ class EventStream:
         while not self._stopped:
             try:
                 if self.mode == "auto":
-                    supported = change_streams_supported(self._events)
+                    supported = change_streams_supported(self._watched())
                     self.mode = "change-stream" if supported else "poll"
                 if self.mode == "change-stream":
                     for event in self._follow_change_stream():
@@ -250,12 +251,11 @@ class EventStream:
                 _sleep_unless(self, RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
                 attempt += 1
 
-    def _query(self) -> dict[str, Any]:
-        query: dict[str, Any] = {**self.filters.query(),
-                                 "ingested_at": {"$gte": self.cursor.window_start(self.settle)}}
-        if self.cursor.floor is not None:
-            query["timestamp"] = {"$gte": self.cursor.floor}
-        return query
+    def _watched(self) -> Collection:
+        """Every lifecycle step changes the activity document: watch that collection."""
+        return self._activities if self._activities is not None else self._events
+
+    # ------------------------------------------------------------- reading
 
     def _deliver(self, doc: dict[str, Any]) -> Event | None:
         event = Event.from_doc(_normalise(doc))
@@ -266,34 +266,97 @@ class EventStream:
         floor = self.cursor.floor
         if floor is not None and event.timestamp is not None and event.timestamp < floor:
             return None
+        if not self._wanted(event):
+            return None
         self.cursor.advance(event, self.settle)
         return event
 
+    def _wanted(self, event: Event) -> bool:
+        """The filters, for derived events (stored ones were filtered by the query)."""
+        f = self.filters
+        if f.event_types and event.event_type not in f.event_types:
+            return False
+        return not (f.worker_id and event.worker_id != f.worker_id)
+
+    def _stored_source(self, start: datetime, limit: int) -> tuple[list[dict[str, Any]], Any]:
+        query: dict[str, Any] = {**self.filters.query(), "ingested_at": {"$gte": start}}
+        if self.cursor.floor is not None:
+            query["timestamp"] = {"$gte": self.cursor.floor}
+        docs = list(self._events.find(query).sort([("ingested_at", 1), ("_id", 1)]).limit(limit))
+        for doc in docs:
+            doc["_stamp"] = doc.get("ingested_at") or doc.get("timestamp") or EPOCH
+        cut = docs[-1]["_stamp"] if len(docs) == limit else None
+        return docs, cut
+
+    def _derived_source(self, start: datetime, limit: int) -> tuple[list[dict[str, Any]], Any]:
+        """Events derived from activity documents whose steps fall at or after `start`."""
+        if self._activities is None:
+            return [], None
+        f = self.filters
+        wanted = set(f.event_types)
+        base: dict[str, Any] = {}
+        if f.activity_id is not None:
+            base["_id"] = f.activity_id
+        if f.activity_types:
+            base["activity_type"] = {"$in": [str(t) for t in f.activity_types]}
+        sources = (
+            ("created_at", {}, {"Enqueued", "Scheduled"}),
+            ("started_at", {}, {"Dequeued", "Started"}),
+            ("completed_at", {"status": Status.COMPLETED.value}, {"Completed", "ResultStored"}),
+        )
+        docs: dict[Any, dict[str, Any]] = {}
+        cuts = []
+        for name, extra, kinds in sources:
+            if wanted and not wanted & kinds:
+                continue
+            found = list(self._activities.find({**base, **extra, name: {"$gte": start}},
+                                               DERIVE_FIELDS).sort([(name, 1)]).limit(limit))
+            if len(found) == limit:
+                cuts.append(found[-1][name])
+            for doc in found:
+                docs[doc["_id"]] = doc
+        if not docs:
+            return [], min(cuts) if cuts else None
+        stored: dict[Any, list[dict[str, Any]]] = {}
+        for event in self._events.find({"activity_id": {"$in": list(docs)}},
+                                       {"activity_id": 1, "event_type": 1, "timestamp": 1,
+                                        "detail": 1}):
+            stored.setdefault(event.get("activity_id"), []).append(event)
+        out = []
+        for aid, doc in docs.items():
+            for event in derive(doc, stored.get(aid, ())):
+                if event["timestamp"] >= start:
+                    event["_stamp"] = event["timestamp"]
+                    out.append(event)
+        return out, min(cuts) if cuts else None
+
     def _catch_up(self) -> Iterator[Event]:
-        """Every stored event after the cursor, in ingestion order, until none is left."""
+        """Every event after the cursor, in the order they became visible, until none is left."""
         while not self._stopped:
+            start = self.cursor.window_start(self.settle)
             limit = self.batch_size + len(self.cursor.seen)
-            docs = list(self._events.find(self._query())
-                        .sort([("ingested_at", 1), ("_id", 1)]).limit(limit))
-            # One flush stamps many events with one `ingested_at`: within it, event time
-            # (then id) is the order they happened in, across processes too.
-            docs.sort(key=lambda d: (d.get("ingested_at") or EPOCH, d.get("timestamp") or EPOCH,
-                                     str(d["_id"])))
-            full = len(docs) == limit
-            if full:
-                # The last stamp may continue past the limit: leave that group for the next
-                # read (keeps a flush's events in order), unless nothing new would be left.
-                last = docs[-1].get("ingested_at")
-                trimmed = [d for d in docs if d.get("ingested_at") != last]
-                if any(str(d["_id"]) not in self.cursor.seen for d in trimmed):
-                    docs = trimmed
+            stored, stored_cut = self._stored_source(start, limit)
+            derived, derived_cut = self._derived_source(start, limit)
+            cuts = [c for c in (stored_cut, derived_cut) if c is not None]
+            docs = unique(stored + derived)
+            docs.sort(key=lambda d: (d["_stamp"], *event_order(d)))
+            if cuts:
+                # A source was cut off at `horizon`: what lies at or past it may be
+                # incomplete. Leave it for the next read (keeps the order), unless
+                # nothing new would be left.
+                horizon = min(cuts)
+                before = [d for d in docs if d["_stamp"] < horizon]
+                if any(str(d["_id"]) not in self.cursor.seen for d in before):
+                    docs = before
             fresh = 0
             for doc in docs:
+                doc.pop("_stamp", None)
+                doc.pop("derived", None)
                 event = self._deliver(doc)
                 if event is not None:
                     fresh += 1
                     yield event
-            if not full or not fresh:
+            if not cuts or not fresh:
                 return
 
     def _follow_polling(self) -> Iterator[Event]:
@@ -303,14 +366,17 @@ class EventStream:
                 delivered = True
                 yield event
             if not delivered:
+                if self.on_idle is not None:
+                    self.on_idle()
                 _sleep_unless(self, self.poll_interval)
 
     def _follow_change_stream(self) -> Iterator[Event]:
-        match: dict[str, Any] = {"operationType": "insert",
-                                 **{f"fullDocument.{k}": v
-                                    for k, v in self.filters.query().items()}}
+        """Change streams tell when to read; the reading is the polling path's, so both
+        modes deliver the same events in the same order."""
         try:
-            stream = self._events.watch([{"$match": match}], max_await_time_ms=500)
+            stream = self._watched().watch(
+                [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}}],
+                max_await_time_ms=int(max(self.poll_interval, 0.05) * 1000))
         except ConnectionFailure:
             raise
         except (OperationFailure, PyMongoError) as exc:
@@ -318,17 +384,11 @@ class EventStream:
                 "this server does not offer change streams (they need a replica set or a "
                 f"sharded cluster): use --mode poll or auto ({str(exc)[:120]})") from None
         with stream:
-            yield from self._catch_up()
             while not self._stopped and stream.alive:
-                change = stream.try_next()
-                if change is None:
-                    continue
-                doc = _from_change(change)
-                if doc is None:
-                    continue
-                event = self._deliver(doc)
-                if event is not None:
-                    yield event
+                yield from self._catch_up()
+                if self.on_idle is not None:
+                    self.on_idle()
+                stream.try_next()  # waits up to poll_interval for a change
 
 
 def _sleep_unless(stream: EventStream, seconds: float) -> None:

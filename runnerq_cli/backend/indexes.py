@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -19,6 +20,7 @@ from runnerq_cli.config import Settings
 
 WORKER_REGISTRY_TTL = 600  # seconds without a heartbeat before a worker entry expires
 _COMPARED_OPTIONS = ("unique", "sparse", "expireAfterSeconds", "partialFilterExpression")
+# Indexes earlier versions created that this one no longer uses (reported as obsolete).
 
 
 class IndexState(StrEnum):
@@ -26,6 +28,17 @@ class IndexState(StrEnum):
     PRESENT = "present"
     MISSING = "missing"  # --check / --dry-run: would be created
     CONFLICT = "conflict"  # same keys (or name), other options: never dropped silently
+    OBSOLETE = "obsolete"  # on our collections, not used by this version: dropped on request
+    DROPPED = "dropped"
+
+
+# The oldest date MongoDB stores: `{completed_at: {$gte: EVER}}` says "has a completion
+# time" in a form an index answers from its keys ($exists would need the document).
+EVER = datetime(1, 1, 1, tzinfo=UTC)
+PENDING = {"status": "pending"}
+SCHEDULED = {"status": "scheduled"}
+PROCESSING = {"status": "processing"}
+FINISHED = {"completed_at": {"$exists": True}}
 
 
 @dataclass(frozen=True)
@@ -34,10 +47,12 @@ class IndexSpec:
     keys: tuple[tuple[str, int], ...]
     options: dict[str, Any] = field(default_factory=dict)
     why: str = ""
+    label: str = ""  # appended to the key-derived name of a partial index
 
     @property
     def name(self) -> str:
-        return "_".join(f"{k}_{d}" for k, d in self.keys)
+        base = "_".join(f"{k}_{d}" for k, d in self.keys)
+        return f"{base}_{self.label}" if self.label else base
 
 
 @dataclass(frozen=True)
@@ -54,30 +69,46 @@ class IndexReport:
                 "why": self.spec.why}
 
 
+def _partial(filter_: dict[str, Any]) -> dict[str, Any]:
+    return {"partialFilterExpression": filter_}
+
+
 def index_plan(settings: Settings) -> list[IndexSpec]:
-    """design.md's minimum, plus the indexes our own queries need."""
+    """The indexes this version uses, each with the queries it serves (docs/design.md).
+
+    Activity indexes are partial: each holds only the documents in one state,
+    so a document's entry changes only when it enters or leaves that state,
+    and an index stays as small as its state however much history the queue
+    keeps. `status` trails the keys of the single-state indexes: it never
+    changes within one, and lets a count by status read index keys only.
+    """
     def ttl(seconds: float) -> dict[str, Any]:
         return {"expireAfterSeconds": int(seconds)}
 
     return [
-        IndexSpec("activities", (("status", 1), ("priority", -1), ("created_at", 1)),
-                  why="claim order"),
-        IndexSpec("activities", (("status", 1), ("scheduled_at", 1)), why="due scheduled work"),
-        IndexSpec("activities", (("status", 1), ("lease_deadline", 1)), why="expired leases"),
+        IndexSpec("activities", (("priority", -1), ("created_at", 1), ("_id", 1), ("status", 1),),
+                  _partial(PENDING), label="pending",
+                  why="claim order; list pending pages; oldest pending; pending counts"),
+        IndexSpec("activities", (("activity_type", 1), ("priority", -1), ("created_at", 1),
+                                 ("status", 1)), _partial(PENDING), label="pending",
+                  why="claims limited to activity types; pending counts by type"),
+        IndexSpec("activities", (("scheduled_at", 1), ("_id", 1), ("status", 1), ("priority", 1)),
+                  _partial(SCHEDULED), label="scheduled",
+                  why="due scheduled work (scheduler); list scheduled pages; counts"),
+        IndexSpec("activities", (("lease_deadline", 1), ("_id", 1), ("status", 1),
+                                 ("priority", 1)), _partial(PROCESSING), label="processing",
+                  why="expired leases (reaper); list running pages; counts"),
+        IndexSpec("activities", (("status", 1), ("completed_at", 1), ("_id", 1), ("priority", 1)),
+                  _partial(FINISHED), label="finished",
+                  why="list finished pages; retention; throughput; derived Completed events"),
+        IndexSpec("activities", (("created_at", 1),),
+                  why="derived Enqueued/Scheduled events for tails"),
+        IndexSpec("activities", (("started_at", 1),), {"sparse": True},
+                  why="derived Dequeued/Started events for tails"),
         IndexSpec("activities", (("idempotency_key", 1),), {"sparse": True},
                   why="idempotency look-ups"),
-        IndexSpec("activities", (("status", 1), ("activity_type", 1), ("priority", -1),
-                                 ("created_at", 1)), why="claims limited to activity types"),
-        IndexSpec("activities", (("status", 1), ("completed_at", -1)),
-                  why="recently completed, retention purge"),
         IndexSpec("activities", (("outbox.since", 1),), {"sparse": True},
                   why="repair of outboxes left by a crash"),
-        IndexSpec("activities", (("status", 1), ("priority", -1), ("created_at", 1), ("_id", 1)),
-                  why="list pending: keyset pages in claim order (list --after)"),
-        IndexSpec("activities", (("status", 1), ("scheduled_at", 1), ("_id", 1)),
-                  why="list scheduled: keyset pages (list --after)"),
-        IndexSpec("activities", (("status", 1), ("completed_at", -1), ("_id", -1)),
-                  why="list completed/failed/dead-letter: keyset pages; stats windows"),
         IndexSpec("results", (("created_at", 1),), ttl(settings.results_ttl), why="results TTL"),
         IndexSpec("idempotency", (("created_at", 1),), ttl(settings.idempotency_ttl),
                   why="idempotency keys TTL"),
@@ -88,6 +119,14 @@ def index_plan(settings: Settings) -> list[IndexSpec]:
         IndexSpec("workers", (("last_heartbeat", 1),), ttl(WORKER_REGISTRY_TTL),
                   why="stale worker entries expire"),
     ]
+
+
+def index_name(settings: Settings, why_prefix: str) -> str:
+    """The name of the planned index whose purpose starts with `why_prefix` (for hints)."""
+    for spec in index_plan(settings):
+        if spec.why.startswith(why_prefix):
+            return spec.name
+    raise KeyError(why_prefix)
 
 
 def _differences(spec: IndexSpec, existing: dict[str, Any]) -> str:
@@ -103,8 +142,14 @@ def _differences(spec: IndexSpec, existing: dict[str, Any]) -> str:
     return "; ".join(diffs)
 
 
-def ensure_indexes(db: Database, settings: Settings, *, write: bool = True) -> list[IndexReport]:
-    """Create what is missing (when `write`), and report every index's state."""
+def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
+                   drop_obsolete: bool = False) -> list[IndexReport]:
+    """Create what is missing (when `write`), and report every index's state.
+
+    Indexes on the queue's collections that this version does not plan are
+    reported as obsolete; they are dropped only with `drop_obsolete` (never
+    by themselves: another program may use one).
+    """
     names = CollectionNames(settings.queue).all()
     if write:
         existing_collections = set(db.list_collection_names())
@@ -114,7 +159,8 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True) -> l
                     db.create_collection(collection_name)
     current: dict[str, list[dict[str, Any]]] = {}
     reports = []
-    for spec in index_plan(settings):
+    plan = index_plan(settings)
+    for spec in plan:
         collection_name = names[spec.collection]
         if collection_name not in current:
             current[collection_name] = list(db[collection_name].list_indexes())
@@ -132,4 +178,29 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True) -> l
             db[collection_name].create_index(list(spec.keys), name=spec.name, **spec.options)
             state = IndexState.CREATED
         reports.append(IndexReport(spec, collection_name, state, difference))
+    reports += _obsolete(db, plan, names, current, drop=drop_obsolete)
+    return reports
+
+
+def _obsolete(db: Database, plan: list[IndexSpec], names: dict[str, str],
+              current: dict[str, list[dict[str, Any]]], *, drop: bool) -> list[IndexReport]:
+    """Indexes on our collections that the plan does not have (by keys and name)."""
+    planned = {(names[s.collection], s.keys) for s in plan}
+    planned_names = {(names[s.collection], s.name) for s in plan}
+    role_of = {name: role for role, name in names.items()}
+    reports = []
+    for collection_name, indexes in current.items():
+        for ix in indexes:
+            keys = tuple((k, int(v)) for k, v in ix["key"].items())
+            if ix["name"] == "_id_" or (collection_name, keys) in planned \
+                    or (collection_name, ix["name"]) in planned_names:
+                continue
+            options = {k: ix[k] for k in _COMPARED_OPTIONS if k in ix}
+            spec = IndexSpec(role_of[collection_name], keys, options,
+                             why="not used by this version (init-indexes --drop-obsolete)")
+            state = IndexState.OBSOLETE
+            if drop:
+                db[collection_name].drop_index(ix["name"])
+                state = IndexState.DROPPED
+            reports.append(IndexReport(spec, collection_name, state, f"name {ix['name']}"))
     return reports

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
 from runnerq_cli.backend.models import (
     Activity,
@@ -23,11 +24,11 @@ from runnerq_cli.backend.pagination import (
     decode_cursor,
     encode_cursor,
     sort_values,
+    status_query,
 )
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 MAX_PAGE = 10_000
-CLAIM_ORDER_INDEX = "status_1_priority_-1_created_at_1"
 
 
 def aggregate_hinted(collection: Any, pipeline: list[dict[str, Any]],
@@ -100,11 +101,11 @@ class InspectionOperations:
         return self._list({"status": Status.SCHEDULED.value}, [("scheduled_at", 1)], offset, limit)
 
     def list_completed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.COMPLETED.value},
+        return self._list(status_query(Status.COMPLETED),
                           [("completed_at", -1)], offset, limit)
 
     def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.FAILED.value}, [("completed_at", -1)], offset, limit)
+        return self._list(status_query(Status.FAILED), [("completed_at", -1)], offset, limit)
 
     def list_dead_letter(self, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         offset, limit = _page(offset, limit)
@@ -142,23 +143,29 @@ class InspectionOperations:
         return Activity.from_doc(doc)
 
     def get_activity_events(self, activity_id: uuid.UUID | str, limit: int = 100) -> list[Event]:
-        """Events of one activity, newest first, including any not yet copied out."""
+        """Events of one activity, newest first: stored ones, those still in its outbox,
+        and those its fields prove (derived.py)."""
         aid = parse_activity_id(activity_id)
         _page(0, limit)
-        stored = [Event.from_doc(d) for d in self._ctx.events.find({"activity_id": aid})
-                  .sort([("timestamp", -1), ("_id", -1)]).limit(limit)]
-        pending = self._ctx.activities.find_one({"_id": aid}, {"outbox.events": 1,
-                                                               "activity_type": 1})
-        known = {e.id for e in stored}
-        for doc in ((pending or {}).get("outbox") or {}).get("events", []):
-            if doc["_id"] not in known:
-                stored.append(Event.from_doc({**doc, "activity_id": aid}))
-        stored.sort(key=lambda e: (e.timestamp, str(e.id)), reverse=True)
-        return stored[:limit]
+        stored = list(self._ctx.events.find({"activity_id": aid}))
+        doc = self._ctx.activities.find_one({"_id": aid}, {**DERIVE_FIELDS, "outbox.events": 1})
+        if doc is not None:
+            known = {e["_id"] for e in stored}
+            for event in (doc.get("outbox") or {}).get("events", []):
+                if event["_id"] not in known:
+                    stored.append({**event, "activity_id": aid})
+            stored += derive(doc, stored)
+        events = sorted(unique(stored), key=event_order, reverse=True)
+        return [Event.from_doc(e) for e in events[:limit]]
 
     def event_stream(self, *, cursor: EventCursor | None = None,
                      filters: EventFilter | None = None, mode: str = "auto",
                      follow: bool = True, poll_interval: float = 0.5) -> EventStream:
         """Lifecycle events after `cursor` (all stored ones by default), in ingestion order."""
-        return EventStream(self._ctx.events, cursor=cursor, filters=filters, mode=mode,
-                           follow=follow, poll_interval=poll_interval)
+        return EventStream(self._ctx.events, activities=self._ctx.activities, cursor=cursor,
+                           filters=filters, mode=mode, follow=follow,
+                           poll_interval=poll_interval)
+
+    def event_cursor_at_end(self) -> EventCursor:
+        """A cursor after the newest event: follow only what happens from now on."""
+        return EventCursor.at_end(self._ctx.events, self._ctx.activities)

@@ -4,9 +4,10 @@ Everything is computed on the server; the client receives a few numbers per
 query, never activities. Each query is bounded by an index (see the README's
 cost table, which mirrors `QUERY_COSTS` below):
 
-- counts by status and priority: one `$group` on the claim-order index
+- counts by status and priority: one `$group` per state on its partial index
   (hinted, covered: index keys only, no document reads);
-- counts by type: the same on the `(status, activity_type, ...)` index;
+- counts by type: pending on the by-type claim index (covered); the other
+  states on their partial index, reading their documents;
 - oldest pending: one indexed seek (`priority $in [1..4]` merges the four
   claim-order index ranges, sorted by `created_at`, limit 1);
 - throughput: terminal activities with `completed_at` in the last N minutes,
@@ -22,22 +23,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.models import Priority, Status, to_jsonable
+from runnerq_cli.backend.indexes import EVER, index_name
+from runnerq_cli.backend.models import TERMINAL_STATUSES, Priority, Status, to_jsonable
 
 SCHEMA = "runnerq.stats/1"
-CLAIM_ORDER_INDEX = "status_1_priority_-1_created_at_1"
-TYPE_INDEX = "status_1_activity_type_1_priority_-1_created_at_1"
 TERMINAL_DONE = [Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value]
 REPORTED_STATUSES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                      "cancelled")
 PERCENTILES = (50, 95, 99)
 
 QUERY_COSTS = {
-    "by_status / by_priority": "one $group over the claim-order index, covered (reads every "
-                               "index key once, no documents): O(activities) key reads",
-    "by_type (--by type)": "one covered $group over (status, activity_type, ...): same cost",
+    "by_status / by_priority": "one $group per state over its partial index, covered (reads "
+                               "every index key once, no documents): O(activities) key reads",
+    "by_type (--by type)": "the same per state; pending covered, the others read documents: "
+                           "O(activities) document reads",
     "oldest_pending": "one index seek on the claim-order index (4 ranges merged): O(1)",
-    "throughput": "range on (status, completed_at) for the last N minutes: O(finished in window)",
+    "throughput": "range on the finished index (status, completed_at) for the last N minutes: "
+                  "O(finished in window)",
     "latency percentiles": "the same range, newest `sample_cap` (default 10000) fetched and "
                            "sorted on the server: O(min(finished in window, cap))",
     "workers": "the worker registry (one document per worker process)",
@@ -72,31 +74,52 @@ def _hinted(collection: Any, pipeline: list[dict[str, Any]], index: str) -> list
     return aggregate_hinted(collection, pipeline, index)
 
 
+def _count_queries(ctx: QueueContext) -> list[tuple[dict[str, Any], str]]:
+    """(match, index) pairs that together count every activity, each from index keys."""
+    settings = ctx.settings
+    return [
+        ({"status": Status.PENDING.value}, index_name(settings, "claim order")),
+        ({"status": Status.SCHEDULED.value}, index_name(settings, "due scheduled")),
+        ({"status": Status.PROCESSING.value}, index_name(settings, "expired leases")),
+        ({"status": {"$in": [s.value for s in TERMINAL_STATUSES]}, "completed_at": {"$gte": EVER}},
+         index_name(settings, "list finished")),
+    ]
+
+
 def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Counts by status and priority: one covered $group per state's partial index."""
     by_status = dict.fromkeys(REPORTED_STATUSES, 0)
     by_priority: dict[str, dict[str, int]] = {}
-    pipeline = [{"$group": {"_id": {"status": "$status", "priority": "$priority"},
-                            "count": {"$sum": 1}}}]
-    for row in _hinted(ctx.activities, pipeline, CLAIM_ORDER_INDEX):
-        status = str(row["_id"].get("status"))
-        by_status[status] = by_status.get(status, 0) + row["count"]
-        per = by_priority.setdefault(_priority_name(row["_id"].get("priority")), {})
-        per[status] = per.get(status, 0) + row["count"]
+    for match, index in _count_queries(ctx):
+        pipeline = [{"$match": match},
+                    {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                                "count": {"$sum": 1}}}]
+        for row in _hinted(ctx.activities, pipeline, index):
+            status = str(row["_id"].get("status"))
+            by_status[status] = by_status.get(status, 0) + row["count"]
+            per = by_priority.setdefault(_priority_name(row["_id"].get("priority")), {})
+            per[status] = per.get(status, 0) + row["count"]
     return by_status, by_priority
 
 
 def counts_by_type(ctx: QueueContext) -> dict[str, dict[str, int]]:
-    pipeline = [{"$group": {"_id": {"status": "$status", "type": "$activity_type"},
-                            "count": {"$sum": 1}}}]
+    """Counts by type and status (pending from index keys; the other states read documents)."""
     out: dict[str, dict[str, int]] = {}
-    for row in _hinted(ctx.activities, pipeline, TYPE_INDEX):
-        per = out.setdefault(str(row["_id"].get("type")), {})
-        status = str(row["_id"].get("status"))
-        per[status] = per.get(status, 0) + row["count"]
+    queries = _count_queries(ctx)
+    queries[0] = (queries[0][0], index_name(ctx.settings, "claims limited"))
+    for match, index in queries:
+        pipeline = [{"$match": match},
+                    {"$group": {"_id": {"status": "$status", "type": "$activity_type"},
+                                "count": {"$sum": 1}}}]
+        for row in _hinted(ctx.activities, pipeline, index):
+            per = out.setdefault(str(row["_id"].get("type")), {})
+            status = str(row["_id"].get("status"))
+            per[status] = per.get(status, 0) + row["count"]
     return dict(sorted(out.items()))
 
 
 def oldest_pending(ctx: QueueContext, now: datetime) -> dict[str, Any] | None:
+    """One seek per priority on the claim-order index (the four ranges merged)."""
     doc = ctx.activities.find_one(
         {"status": Status.PENDING.value, "priority": {"$in": [int(p) for p in Priority]}},
         {"_id": 1, "created_at": 1, "activity_type": 1}, sort=[("created_at", 1)])

@@ -26,6 +26,7 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import (
     EventType,
     Priority,
@@ -44,7 +45,7 @@ WAITING = (Status.PENDING, Status.SCHEDULED)
 # fields are already absent on a terminal activity; `last_lease_id` goes too,
 # so a late repeat ack of the old claim is answered "claim lost", not replayed.
 RESTART_UNSET = {"completed_at": "", "last_outcome": "", "last_lease_id": "",
-                 "scheduled_at": "", "outbox.dead_letter": ""}
+                 "scheduled_at": "", "started_at": "", "outbox.dead_letter": ""}
 PURGE_BATCH = 1000
 
 
@@ -207,10 +208,9 @@ class OperatorOperations:
         event = new_event(aid, before.get("activity_type"), EventType.REDRIVEN.value, now,
                           OPERATOR, previous_status=before["status"],
                           previous_retry_count=before.get("retry_count", 0))
-        update = merge_updates(
-            {"$set": {"status": Status.PENDING.value, "retry_count": 0},
-             "$unset": dict(RESTART_UNSET)},
-            outbox_update(now, [event]))
+        state = {"$set": {"status": Status.PENDING.value, "retry_count": 0},
+                 "$unset": dict(RESTART_UNSET)}
+        update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
         changed = self._ctx.activities.find_one_and_update(
             {"_id": aid, "status": Status.DEAD_LETTER.value}, update,
             return_document=ReturnDocument.AFTER)
@@ -312,7 +312,8 @@ class OperatorOperations:
             info = {k: v for k, v in detail(before).items() if v is not None}
             event = new_event(aid, before.get("activity_type"), event_type.value, now, OPERATOR,
                               **info)
-            update = merge_updates(state_update(before, now), outbox_update(now, [event]))
+            state = state_update(before, now)
+            update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
             fence = {"_id": aid, "status": status, "priority": before.get("priority"),
                      "retry_count": before.get("retry_count", 0)}
             if "retry_count" not in before:
@@ -337,6 +338,26 @@ class OperatorOperations:
                 yield method(activity_id, **kwargs)
             except (InvalidArgument, NotFound, WrongState) as exc:
                 yield exc
+
+
+def _kept_steps(before: dict[str, Any], state: dict[str, Any],
+                event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The action's event, with what it overwrites that readers derive events from.
+
+    A cleared `started_at` takes the last attempt's derived steps with it: they
+    are stored now (derived.attempt_events). A changed schedule is kept in the
+    event's detail, so the enqueue step is still shown as it was.
+    """
+    touched = {name for op in ("$set", "$unset") for name in state.get(op, {})}
+    if "scheduled_at" in touched and event["event_type"] not in (
+            EventType.RUN_NOW.value, EventType.RESCHEDULED.value):
+        event["detail"]["previous_scheduled_at"] = before.get("scheduled_at")
+    steps = []
+    if "started_at" in touched and before.get("started_at") is not None:
+        steps = attempt_events(before["_id"], before.get("activity_type"), before["started_at"],
+                               before.get("worker_id") or before.get("last_worker_id"),
+                               int(before.get("retry_count") or 0) + 1)
+    return [*steps, event]
 
 
 def _wrong_state_message(action: str, aid: uuid.UUID, status: str, allowed: list[str]) -> str:

@@ -56,10 +56,12 @@ def outbox_update(now: datetime, events: Iterable[dict[str, Any]] = (),
                   dead_letter: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Update operators that add to the outbox; merge them into a state update."""
     update: dict[str, dict[str, Any]] = {
-        "$push": {"outbox.events": {"$each": list(events)}},
         "$inc": {"outbox.seq": 1},
         "$min": {"outbox.since": now},
     }
+    events = list(events)
+    if events:
+        update["$push"] = {"outbox.events": {"$each": events}}
     extra = {}
     if result is not None:
         extra["outbox.result"] = result
@@ -164,8 +166,10 @@ class OutboxWriter:
             for event in box.get("events", ()):
                 # Every event in an outbox is about its own document: say so here,
                 # which also covers events built before the claim knew the activity.
+                # A step stored after the fact (derived.attempt_events) keeps its own time.
                 events.append({**event, "activity_id": doc["_id"],
-                               "activity_type": doc.get("activity_type"), "ingested_at": now})
+                               "activity_type": doc.get("activity_type"),
+                               "ingested_at": event.get("ingested_at") or now})
             if box.get("result") is not None:
                 result = {"_id": doc["_id"], "activity_id": doc["_id"], **box["result"]}
                 results.append(ReplaceOne({"_id": doc["_id"]}, result, upsert=True))

@@ -7,7 +7,7 @@ the status) while someone pages: a new activity sorts either before the
 cursor (not shown, it was not there when that part was read) or after it
 (shown once). `_id` breaks ties, so equal sort keys are never split wrongly.
 
-Each order below is served by an index whose keys end in `_id` (indexes.py),
+Each order below is served by a partial index holding `_id` after the sort keys (indexes.py),
 so a page costs an index seek plus `limit` documents, at any depth.
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli.backend.indexes import EVER
 from runnerq_cli.backend.models import Activity, Status, check_metadata_key, parse_metadata_pairs
 from runnerq_cli.errors import InvalidArgument
 
@@ -50,7 +51,7 @@ class ListFilter:
 
     def query(self, status: Status) -> dict[str, Any]:
         """Only equality and range on fixed field names: user text is never an operator."""
-        query: dict[str, Any] = {"status": status.value}
+        query: dict[str, Any] = status_query(status)
         if self.activity_type:
             query["activity_type"] = str(self.activity_type)
         if self.since is not None:
@@ -59,6 +60,14 @@ class ListFilter:
             check_metadata_key(key)
             query[f"metadata.{key}"] = str(value)
         return query
+
+
+def status_query(status: Status) -> dict[str, Any]:
+    """Activities in `status`, in the form its partial index answers (indexes.py)."""
+    query: dict[str, Any] = {"status": status.value}
+    if status.is_terminal:
+        query["completed_at"] = {"$gte": EVER}
+    return query
 
 
 def parse_metadata(pairs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:

@@ -19,6 +19,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import (
     TERMINAL_STATUSES,
     AckOutcome,
@@ -52,6 +53,10 @@ ACTIVITY_TYPE_MAX = 200
 ORPHAN_KEY_GRACE = timedelta(seconds=60)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
+# What a claim returns: the activity without the bookkeeping of earlier attempts.
+CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0}
+# What an acknowledgement returns: only what the outbox flush needs.
+OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,6 @@ class QueueOperations:
         if spec.idempotency_key is None:
             doc = self._new_document(spec, uuid.uuid4(), self._ctx.clock())
             self._ctx.activities.insert_one(doc)
-            self._ctx.outbox.submit(doc)
             return EnqueueResult(doc["_id"], True, doc["status"])
         return self._enqueue_idempotent(spec)
 
@@ -157,16 +161,15 @@ class QueueOperations:
             except BulkWriteError as exc:
                 for error in exc.details.get("writeErrors", []):
                     failed[error["index"]] = InvalidArgument(error.get("errmsg", "rejected"))
-            self._ctx.outbox.submit_many([d for i, d in enumerate(docs) if i not in failed])
             for position, (index, doc) in enumerate(plain):
                 out[index] = failed.get(position) or EnqueueResult(doc["_id"], True, doc["status"])
         return [r for r in out if r is not None]
 
     def _new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
                       now: datetime) -> dict[str, Any]:
+        # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py).
         due = spec.due_at(now)
         status = Status.SCHEDULED if due else Status.PENDING
-        event = EventType.SCHEDULED if due else EventType.ENQUEUED
         doc: dict[str, Any] = {
             "_id": activity_id,
             "activity_type": spec.activity_type,
@@ -184,9 +187,6 @@ class QueueOperations:
             doc["scheduled_at"] = due
         if spec.idempotency_key is not None:
             doc["idempotency_key"] = spec.idempotency_key
-        detail = {"priority": int(spec.priority), "scheduled_at": due}
-        doc["outbox"] = {"seq": 1, "since": now, "events": [
-            new_event(activity_id, spec.activity_type, event.value, now, **detail)]}
         return doc
 
     # ------------------------------------------------------------ idempotency
@@ -276,7 +276,6 @@ class QueueOperations:
     def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
         doc = self._new_document(spec, activity_id, self._ctx.clock())
         self._ctx.activities.insert_one(doc)
-        self._ctx.outbox.submit(doc)
         return EnqueueResult(activity_id, True, doc["status"])
 
     # ------------------------------------------------------------------ claim
@@ -300,56 +299,54 @@ class QueueOperations:
             now = self._ctx.clock()
             lease_id = uuid.uuid4().hex
             deadline = now + lease
-            # The activity is not known yet; the outbox flush fills in its id and type.
-            events = [new_event(None, None, EventType.DEQUEUED.value, now, worker_id),
-                      new_event(None, None, EventType.STARTED.value, now, worker_id,
-                                lease_deadline=deadline)]
-            update = merge_updates(
-                {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                          "lease_id": lease_id, "lease_deadline": deadline, "started_at": now}},
-                outbox_update(now, events),
-            )
+            # No event is stored: Dequeued/Started are derived from started_at (derived.py).
             doc = self._ctx.activities.find_one_and_update(
-                query, update, sort=CLAIM_ORDER, return_document=ReturnDocument.AFTER)
+                query, {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                                 "lease_id": lease_id, "lease_deadline": deadline,
+                                 "started_at": now}},
+                projection=CLAIM_PROJECTION, sort=CLAIM_ORDER,
+                return_document=ReturnDocument.AFTER)
             if doc is None:
                 break
-            self._ctx.outbox.submit(doc)
             claims.append(Claim(Activity.from_doc(doc), lease_id, worker_id, deadline))
         return claims
 
     # ------------------------------------------------------------ acknowledge
 
     def ack_success(self, claim: Claim, result: Any = None) -> AckOutcome:
-        """Complete the claimed activity and store its result (None is a result too)."""
+        """Complete the claimed activity and store its result (None is a result too).
+
+        One write: Completed and ResultStored are derived from completed_at; the
+        result rides in the outbox to the results collection (outbox.py).
+        """
         now = self._ctx.clock()
-        aid, atype = claim.activity_id, claim.activity.activity_type
-        events = [new_event(aid, atype, EventType.COMPLETED.value, now, claim.worker_id),
-                  new_event(aid, atype, EventType.RESULT_STORED.value, now, claim.worker_id,
-                            state="Ok")]
         update = merge_updates(
             {"$set": {"status": Status.COMPLETED.value, "completed_at": now,
-                      "last_lease_id": claim.lease_id,
+                      "last_lease_id": claim.lease_id, "last_worker_id": claim.worker_id,
                       "last_outcome": AckOutcome.COMPLETED.value},
              "$unset": LEASE_FIELDS},
-            outbox_update(now, events, result={"state": "Ok", "data": result, "created_at": now}),
+            outbox_update(now, result={"state": "Ok", "data": result, "created_at": now}),
         )
-        return self._acknowledge(claim, update, AckOutcome.COMPLETED)
+        return self._acknowledge(claim, update, AckOutcome.COMPLETED, result=result)
 
     def ack_failure(self, claim: Claim, error: str, *, retryable: bool = True) -> AckOutcome:
         """Record a failed attempt: retry after a back-off, fail, or dead-letter.
 
-        Attempts are judged on the claim's snapshot of `retry_count`, which
-        cannot change while the claim is held.
+        Exactly one event records the attempt: `Retrying`, `Failed` or
+        `DeadLetter`. Attempts are judged on the claim's snapshot of
+        `retry_count`, which cannot change while the claim is held.
         """
         now = self._ctx.clock()
         act = claim.activity
         aid, wid = act.id, claim.worker_id
         error = str(error)
-        failed = new_event(aid, act.activity_type, EventType.FAILED.value, now, wid, error=error,
-                           retryable=retryable, attempt=act.retry_count + 1)
-        common = {"last_error": error, "last_error_at": now, "last_lease_id": claim.lease_id}
+        attempt = {"error": error, "attempt": act.retry_count + 1, "started_at": act.started_at}
+        common = {"last_error": error, "last_error_at": now, "last_lease_id": claim.lease_id,
+                  "last_worker_id": wid}
         if not retryable:
             outcome = AckOutcome.FAILED
+            failed = new_event(aid, act.activity_type, EventType.FAILED.value, now, wid,
+                               retryable=False, **attempt)
             update = merge_updates(
                 {"$set": {**common, "status": Status.FAILED.value, "completed_at": now,
                           "last_outcome": outcome.value}, "$unset": LEASE_FIELDS},
@@ -361,7 +358,7 @@ class QueueOperations:
                                 self._ctx.settings.max_retry_delay)
             due = now + timedelta(seconds=delay)
             state: dict[str, Any] = {**common, "last_outcome": outcome.value}
-            unset = dict(LEASE_FIELDS)
+            unset = {**LEASE_FIELDS, "started_at": ""}  # it has not started again
             if delay > 0:
                 state.update(status=Status.SCHEDULED.value, scheduled_at=due)
             else:  # due now: a scheduled_at of an earlier back-off would only mislead
@@ -369,47 +366,72 @@ class QueueOperations:
                 unset["scheduled_at"] = ""
             retrying = new_event(aid, act.activity_type, EventType.RETRYING.value, now, wid,
                                  delay_seconds=delay, scheduled_at=due,
-                                 retry_count=act.retry_count + 1)
+                                 retry_count=act.retry_count + 1, **attempt)
+            retrying["detail"]["previous_scheduled_at"] = act.scheduled_at
             update = merge_updates(
                 {"$set": state, "$unset": unset, "$inc": {"retry_count": 1}},
-                outbox_update(now, [failed, retrying]),
+                outbox_update(now, [*self._ended_attempt(claim), retrying]),
             )
         else:
             outcome = AckOutcome.DEAD_LETTERED
-            update = self._dead_letter_update(act, error, now, wid, claim.lease_id, [failed])
+            update = self._dead_letter_update(act, error, now, wid, claim.lease_id)
         return self._acknowledge(claim, update, outcome)
 
+    @staticmethod
+    def _ended_attempt(claim: Claim) -> list[dict[str, Any]]:
+        """The attempt's derived Dequeued/Started, stored because `started_at` is cleared."""
+        act = claim.activity
+        if act.started_at is None:
+            return []
+        return attempt_events(act.id, act.activity_type, act.started_at, claim.worker_id,
+                              act.retry_count + 1, claim.lease_deadline)
+
     def _dead_letter_update(self, act: Activity, error: str, now: datetime, worker_id: str | None,
-                            lease_id: str | None, events: list[dict[str, Any]]) -> dict[str, Any]:
+                            lease_id: str | None) -> dict[str, Any]:
         dead = new_event(act.id, act.activity_type, EventType.DEAD_LETTER.value, now, worker_id,
-                         error=error, retry_count=act.retry_count)
+                         error=error, retry_count=act.retry_count, attempt=act.retry_count + 1,
+                         started_at=act.started_at)
         state: dict[str, Any] = {"status": Status.DEAD_LETTER.value, "completed_at": now,
                                  "last_error": error, "last_error_at": now,
                                  "last_outcome": AckOutcome.DEAD_LETTERED.value}
+        if worker_id is not None:
+            state["last_worker_id"] = worker_id
         if lease_id is not None:
             state["last_lease_id"] = lease_id
         return merge_updates(
             {"$set": state, "$unset": LEASE_FIELDS},
-            outbox_update(now, [*events, dead], result=_err(error, "dead_letter", now),
+            outbox_update(now, [dead], result=_err(error, "dead_letter", now),
                           dead_letter={"error": error, "failed_at": now}),
         )
 
-    def _acknowledge(self, claim: Claim, update: dict[str, Any], outcome: AckOutcome) -> AckOutcome:
+    def _acknowledge(self, claim: Claim, update: dict[str, Any], outcome: AckOutcome,
+                     result: Any = None) -> AckOutcome:
         doc = self._ctx.activities.find_one_and_update(
-            _held_by(claim),
-            update, return_document=ReturnDocument.AFTER)
+            _held_by(claim), update, projection=_flush_projection(update),
+            return_document=ReturnDocument.AFTER)
         if doc is None:
-            return self._repeat_or_lost(claim, outcome)
+            return self._repeat_or_lost(claim, outcome, result)
         self._ctx.outbox.submit(doc)
         return outcome
 
-    def _repeat_or_lost(self, claim: Claim, outcome: AckOutcome) -> AckOutcome:
-        """A second ack of the same claim answers what the first did; a stale one fails."""
+    def _repeat_or_lost(self, claim: Claim, outcome: AckOutcome, result: Any) -> AckOutcome:
+        """A repeated ack of the same claim answers as the first did, if it says the same.
+
+        The same outcome (and for a success the same result) is harmless;
+        anything else, or a claim that was never acknowledged, is a lost claim:
+        never silently dropped.
+        """
         done = self._ctx.activities.find_one(
-            {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
+            {"_id": claim.activity_id, "last_lease_id": claim.lease_id},
+            {"last_outcome": 1, "outbox.result": 1})
         if done is not None:
             first = AckOutcome(done["last_outcome"])
-            if (first is AckOutcome.COMPLETED) == (outcome is AckOutcome.COMPLETED):
+            if first is AckOutcome.COMPLETED and outcome is AckOutcome.COMPLETED:
+                stored = ((done.get("outbox") or {}).get("result")
+                          or self._ctx.results.find_one({"_id": claim.activity_id}, {"data": 1}))
+                if stored is not None and _same_value(stored.get("data"), result):
+                    return first
+            elif first is not AckOutcome.COMPLETED and outcome is not AckOutcome.COMPLETED:
                 return first
         raise _claim_lost(claim)
 
@@ -426,7 +448,7 @@ class QueueOperations:
         doc = self._ctx.activities.find_one_and_update(
             _held_by(claim),
             merge_updates({"$set": {"lease_deadline": deadline}}, outbox_update(now, [event])),
-            projection={"outbox": 1, "activity_type": 1}, return_document=ReturnDocument.AFTER)
+            projection=OUTBOX_PROJECTION, return_document=ReturnDocument.AFTER)
         if doc is not None:
             self._ctx.outbox.submit(doc)
             return True
@@ -443,12 +465,14 @@ class QueueOperations:
         """
         now = self._ctx.clock()
         event = new_event(claim.activity_id, claim.activity.activity_type,
-                          EventType.REQUEUED.value, now, claim.worker_id, reason=reason)
+                          EventType.REQUEUED.value, now, claim.worker_id, reason=reason,
+                          started_at=claim.activity.started_at)
         doc = self._ctx.activities.find_one_and_update(
             _held_by(claim),
-            merge_updates({"$set": {"status": Status.PENDING.value}, "$unset": LEASE_FIELDS},
-                          outbox_update(now, [event])),
-            projection={"outbox": 1, "activity_type": 1}, return_document=ReturnDocument.AFTER)
+            merge_updates({"$set": {"status": Status.PENDING.value},
+                           "$unset": {**LEASE_FIELDS, "started_at": ""}},
+                          outbox_update(now, [*self._ended_attempt(claim), event])),
+            projection=OUTBOX_PROJECTION, return_document=ReturnDocument.AFTER)
         self._ctx.outbox.submit(doc)
         return doc is not None
 
@@ -516,20 +540,27 @@ class QueueOperations:
                 kind = "requeued"
                 event = new_event(act.id, act.activity_type, EventType.REQUEUED.value, now,
                                   act.worker_id, reason="lease_expired", error=error,
-                                  retry_count=act.retry_count + 1)
+                                  retry_count=act.retry_count + 1, attempt=act.retry_count + 1,
+                                  started_at=act.started_at, lease_deadline=act.lease_deadline)
+                event["detail"]["previous_scheduled_at"] = act.scheduled_at
+                attempt = [] if act.started_at is None else attempt_events(
+                    act.id, act.activity_type, act.started_at, act.worker_id,
+                    act.retry_count + 1, act.lease_deadline)
+                # The attempt is over: started_at goes with the lease (its steps are stored).
                 update = merge_updates(
                     {"$set": {"status": Status.PENDING.value, "last_error": error,
                               "last_error_at": now},
-                     "$unset": {**LEASE_FIELDS, "scheduled_at": ""},
+                     "$unset": {**LEASE_FIELDS, "scheduled_at": "", "started_at": ""},
                      "$inc": {"retry_count": 1}},
-                    outbox_update(now, [event]))
+                    outbox_update(now, [*attempt, event]))
             else:
                 kind = "dead_lettered"
-                update = self._dead_letter_update(act, error, now, act.worker_id, None, [])
+                update = self._dead_letter_update(act, error, now, act.worker_id, None)
             changed = self._ctx.activities.find_one_and_update(
                 {"_id": act.id, "status": Status.PROCESSING.value, "lease_id": act.lease_id,
                  "lease_deadline": {"$lt": now}},
-                update, return_document=ReturnDocument.AFTER)
+                update, projection=_flush_projection(update),
+                return_document=ReturnDocument.AFTER)
             if changed is not None:
                 self._ctx.outbox.submit(changed)
                 counts[kind] += 1
@@ -579,6 +610,12 @@ class QueueOperations:
         return counts
 
 
+def _flush_projection(update: dict[str, Any]) -> dict[str, int] | None:
+    """What the outbox flush needs back: the outbox, or everything for a dead-letter record
+    (it keeps a snapshot of the activity)."""
+    return None if "outbox.dead_letter" in update.get("$set", {}) else OUTBOX_PROJECTION
+
+
 def _held_by(claim: Claim) -> dict[str, Any]:
     """The fence of every write that takes a claim: the activity, still running under it."""
     return {"_id": claim.activity_id, "lease_id": claim.lease_id,
@@ -596,6 +633,19 @@ def _lease_seconds(asked: float | None, default: float) -> float:
     if not seconds > 0:
         raise InvalidArgument(f"lease must be longer than 0 seconds, got {seconds!r}")
     return seconds
+
+
+def _same_value(stored: Any, given: Any) -> bool:
+    """Whether `given` is what MongoDB stored as `stored` (compared as BSON values)."""
+    import bson
+
+    try:
+        again = bson.decode(bson.encode({"v": given}),
+                            codec_options=bson.CodecOptions(tz_aware=True,
+                                                            uuid_representation=4))["v"]
+    except (bson.errors.InvalidDocument, TypeError, ValueError, OverflowError):
+        return False
+    return bool(again == stored)
 
 
 def _err(error: str, kind: str, now: datetime) -> dict[str, Any]:

@@ -101,3 +101,17 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
 
 def is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise.
+
+    Declining is not an error of the tool: exit 2 with "nothing changed".
+    """
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{question.rstrip('?')}: refusing without --yes when not on a terminal "
+             "(use --dry-run to see what would change)")
+    if not typer.confirm(question, default=False):
+        fail("declined: nothing changed")

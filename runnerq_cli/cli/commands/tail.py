@@ -102,7 +102,7 @@ def tail_events(
     elif since:
         cursor = EventCursor.starting_at(parse_time(since, what="--since"))
     elif follow:
-        cursor = EventCursor.at_end(backend.collections.events)
+        cursor = backend.event_cursor_at_end()
     else:
         cursor = EventCursor()
 

@@ -1,6 +1,7 @@
 """Benchmark: what one activity costs the server, worker and raw loop side by side, one run.
 
     python benchmarks/bench_worker.py [-n 300] [--concurrency 4] [--failure-n N]
+                                      [--check-targets]
 
 Server: RUNNERQ_BENCH_MONGO_URI, else a mongoeco dev server started in a
 separate process (so its CPU is not counted as client CPU).
@@ -434,6 +435,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="worker concurrency")
     parser.add_argument("--failure-n", type=int, default=None,
                         help="activities per failure path (default: n/10, at least 10)")
+    parser.add_argument("--check-targets", action="store_true",
+                        help="exit 1 when a target fails or a failure path lost an activity")
     args = parser.parse_args()
     failure_n = args.failure_n or max(10, args.n // 10)
     uri, proc = start_server()
@@ -458,6 +461,9 @@ def main() -> int:
         "per_activity": {"worker": worker, "raw": raw}, "throughput_ratio": ratio,
         "per_attempt": failures, "targets": targets}, indent=2, default=str))
     print(f"written: {path}")
+    broken = [key for key, check in CHECKS.items() if not check(failures[key]["check"])]
+    if args.check_targets and (broken or not all(t["pass"] for t in targets)):
+        return 1
     return 0
 
 

@@ -94,8 +94,15 @@ def test_update_counts_only_indexes_whose_fields_it_touches(session: Session) ->
     assert totals(session.step()) == (1, 0)  # nested.n is not nested.since
     col.update_one({"_id": 1, "nested.since": 1}, {"$unset": {"nested": ""}})
     assert totals(session.step()) == (1, 1)
+    # A pipeline update touches what its $set names; a replacement touches every index.
+    col.update_one({"_id": 1}, [{"$set": {"b": 5}}])
+    assert totals(session.step()) == (1, 0)
+    col.replace_one({"_id": 1, "nested": {"$exists": False}}, {"a": 3, "b": 1})
+    assert totals(session.step()) == (1, 1)  # a; not the sparse one: out before and after
+    col.update_one({"_id": 1}, {"$rename": {"b": "a"}})
+    assert totals(session.step()) == (1, 1)
     # Matched but not modified: nothing written.
-    col.update_one({"_id": 1}, {"$set": {"b": 1}})
+    col.update_one({"_id": 1}, {"$set": {"a": 1}})
     assert totals(session.step()) == (0, 0)
     col.update_one({"_id": 99}, {"$set": {"a": 5}})
     assert totals(session.step()) == (0, 0)

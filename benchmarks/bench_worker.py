@@ -1,19 +1,29 @@
-"""Benchmark: the worker against a raw pymongo claim/complete loop, same server, same run.
+"""Benchmark: what one activity costs the server, worker and raw loop side by side, one run.
 
-    python benchmarks/bench_worker.py [-n 300] [--concurrency 4]
+    python benchmarks/bench_worker.py [-n 300] [--concurrency 4] [--failure-n N]
+                                      [--check-targets]
 
-Server: RUNNERQ_BENCH_MONGO_URI, else a mongoeco server started in a separate
-process (so its CPU is not counted as client CPU). Reports, per activity:
-MongoDB commands over the whole life enqueue → claim → complete with result
-and events (pymongo command monitoring), client CPU seconds, and throughput
-(claim → complete phase) of the worker over the raw loop. Writes JSON to
-benchmarks/results/.
+Server: RUNNERQ_BENCH_MONGO_URI, else a mongoeco dev server started in a
+separate process (so its CPU is not counted as client CPU).
+
+Reports, per activity over the whole life enqueue -> claim -> complete (with
+result and events), for the worker and for a hand-written pymongo loop
+(`insert_many`, `find_one_and_update` claim, `update_one` complete): documents
+written and index entries changed (by collection), bytes sent and received,
+commands, client CPU, and the server's activities/s. Then the same per attempt
+for the failure paths: a retry, a dead-letter, a lease expiry (the reaper's
+requeue) and an operator retry. Checks the targets of issue 7 (PASS/FAIL) and
+writes JSON to benchmarks/results/. How documents and index entries are
+counted: benchmarks/README_bench_worker.md.
+
+Uses only the public API (RunnerQ, ActivitySpec, Worker, HandlerRegistry,
+init_indexes) and raw pymongo, so it measures any version of the write path.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
+import contextlib
 import io
 import json
 import os
@@ -22,45 +32,26 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pymongo import MongoClient, ReturnDocument, monitoring
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wirecount import IndexCatalog, Record, WireCounter, tally
 
-class Counter(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.counts: collections.Counter[str] = collections.Counter()
-        # Round-trip milliseconds per command name: where the server's time goes.
-        self.millis: collections.Counter[str] = collections.Counter()
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name in ("hello", "ismaster", "isMaster", "ping", "endSessions"):
-            return
-        with self.lock:
-            self.counts[event.command_name] += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        with self.lock:
-            self.millis[event.command_name] += event.duration_micros / 1000
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def reset(self) -> collections.Counter[str]:
-        with self.lock:
-            out, self.counts = self.counts, collections.Counter()
-            self.millis = collections.Counter()
-        return out
-
-    def round_trip_ms(self) -> dict[str, float]:
-        with self.lock:
-            return {name: round(ms, 1) for name, ms in self.millis.most_common()}
-
-
-COUNTER = Counter()
+COUNTER = WireCounter()
 monitoring.register(COUNTER)  # before any client exists
+
+# Issue 7's targets for the worker's success path (per activity).
+TARGETS = (("documents written", "documents_written", 5.0),
+           ("index entries changed", "index_entries_changed", 15.0),
+           ("bytes sent+received", "bytes_total", 2048.0),
+           ("commands", "commands", 2.2))
+CPU_TARGET_RATIO = 1.5
 
 
 def start_server() -> tuple[str, subprocess.Popen[str] | None]:
@@ -74,130 +65,405 @@ def start_server() -> tuple[str, subprocess.Popen[str] | None]:
     return proc.stdout.readline().strip(), proc
 
 
-def cpu() -> float:
-    return time.process_time()
+# ------------------------------------------------------------------ measuring
 
 
-def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, object]:
-    from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.queue import ActivitySpec
-    from runnerq_cli.config import load_settings
-    from runnerq_cli.worker.engine import Worker
-    from runnerq_cli.worker.handlers import HandlerRegistry
-    from runnerq_cli.worker.logs import WorkerLog
+@dataclass
+class Measured:
+    """What one measured block cost: its commands (records), client CPU and wall time."""
 
-    db = f"bench_worker_{uuid.uuid4().hex[:8]}"
-    settings = load_settings(None, overrides={"uri": uri, "database": db, "queue": "bench"},
-                             environ={"RUNNERQ_CONFIG": ""})
-    backend = RunnerQ(settings)
-    backend.init_indexes()
-    registry = HandlerRegistry()
-    registry.add("noop", lambda payload, ctx: None)
-    COUNTER.reset()
-    cpu0, t0 = cpu(), time.perf_counter()
-    backend.enqueue_many([ActivitySpec("noop", {"i": i}) for i in range(n)])
-    enqueue_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    worker = Worker(backend, registry, burst=True, concurrency=concurrency,
-                    log=WorkerLog("plain", "warning", stream=io.StringIO()))
-    code = worker.run(install_signals=False)
-    run_s = time.perf_counter() - t1
-    used_cpu = cpu() - cpu0
-    round_trips = COUNTER.round_trip_ms()
-    commands = COUNTER.reset()
-    names = backend.collections.names
-    check = {
-        "completed": backend.db[names.activities].count_documents({"status": "completed"}),
-        "results": backend.db[names.results].count_documents({}),
-        "events": backend.db[names.events].count_documents({}),
-        "outboxes_left": backend.db[names.activities].count_documents(
-            {"outbox": {"$exists": True}}),
-    }
-    backend.db.client.drop_database(db)
-    assert code == 0 and check["completed"] == n and check["results"] == n, check
-    total = sum(commands.values())
-    return {"n": n, "seconds": run_s, "enqueue_seconds": enqueue_s,
-            "activities_per_second": n / run_s, "commands": dict(commands),
-            "round_trip_ms": round_trips,
-            "commands_per_activity": total / n, "cpu_seconds_per_activity": used_cpu / n,
-            "check": check}
+    records: list[Record] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    seconds: float = 0.0
+
+    def figures(self, catalog: IndexCatalog, units: int) -> dict[str, Any]:
+        """Per-unit figures; call before the database is dropped (indexes are listed)."""
+        out = tally(self.records, catalog).per(units)
+        out["cpu_ms"] = round(self.cpu_seconds * 1000 / max(units, 1), 4)
+        out["units"] = units
+        return out
 
 
-def bench_raw(uri: str, n: int) -> dict[str, object]:
-    client = MongoClient(uri, uuidRepresentation="standard", tz_aware=True)
+@contextlib.contextmanager
+def measure() -> Iterator[Measured]:
+    COUNTER.take()  # whatever ran before (setup, index listings) is not this block's
+    measured = Measured()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    try:
+        yield measured
+    finally:
+        measured.cpu_seconds = time.process_time() - cpu0
+        measured.seconds = time.perf_counter() - t0
+        measured.records = COUNTER.take()
+
+
+# ------------------------------------------------------------------- the raw loop
+
+
+def bench_raw(uri: str, n: int) -> dict[str, Any]:
+    client: MongoClient[dict[str, Any]] = MongoClient(uri, uuidRepresentation="standard",
+                                                      tz_aware=True)
     db = client[f"bench_raw_{uuid.uuid4().hex[:8]}"]
     col = db.activities
     col.create_index([("status", 1), ("priority", -1), ("created_at", 1)])
-    COUNTER.reset()
-    cpu0 = cpu()
-    now = datetime.now(UTC)
-    col.insert_many([{"_id": uuid.uuid4(), "activity_type": "noop", "payload": {"i": i},
-                      "priority": 2, "status": "pending", "created_at": now, "retry_count": 0}
-                     for i in range(n)])
-    t1 = time.perf_counter()
+    catalog = IndexCatalog(client)
+    catalog.prime(db.name)
     done = 0
-    while True:
-        doc = col.find_one_and_update(
-            {"status": "pending"},
-            {"$set": {"status": "processing", "lease_id": uuid.uuid4().hex,
-                      "started_at": datetime.now(UTC)}},
-            sort=[("priority", -1), ("created_at", 1)], return_document=ReturnDocument.AFTER)
-        if doc is None:
-            break
-        col.update_one({"_id": doc["_id"], "lease_id": doc["lease_id"]},
-                       {"$set": {"status": "completed", "completed_at": datetime.now(UTC),
-                                 "result": None}})
-        done += 1
-    run_s = time.perf_counter() - t1
-    used_cpu = cpu() - cpu0
-    round_trips = COUNTER.round_trip_ms()
-    commands = COUNTER.reset()
+    with measure() as whole:
+        now = datetime.now(UTC)
+        col.insert_many([{"_id": uuid.uuid4(), "activity_type": "noop", "payload": {"i": i},
+                          "priority": 2, "status": "pending", "created_at": now,
+                          "retry_count": 0} for i in range(n)])
+        with measure_inner() as run:
+            while True:
+                doc = col.find_one_and_update(
+                    {"status": "pending"},
+                    {"$set": {"status": "processing", "lease_id": uuid.uuid4().hex,
+                              "started_at": datetime.now(UTC)}},
+                    sort=[("priority", -1), ("created_at", 1)],
+                    return_document=ReturnDocument.AFTER)
+                if doc is None:
+                    break
+                col.update_one({"_id": doc["_id"], "lease_id": doc["lease_id"]},
+                               {"$set": {"status": "completed",
+                                         "completed_at": datetime.now(UTC), "result": None}})
+                done += 1
+    figures = whole.figures(catalog, n)
     client.drop_database(db.name)
     client.close()
-    assert done == n
-    return {"n": n, "seconds": run_s, "activities_per_second": n / run_s,
-            "commands": dict(commands), "commands_per_activity": sum(commands.values()) / n,
-            "round_trip_ms": round_trips,
-            "cpu_seconds_per_activity": used_cpu / n,
-            "note": "no events, no result collection, no lease renewal, no retries"}
+    assert done == n, (done, n)
+    figures.update(seconds=round(run.seconds, 3),
+                   activities_per_second=round(n / run.seconds, 1),
+                   note="no events, no result collection, no lease renewal, no retries")
+    return figures
+
+
+@dataclass
+class Wall:
+    seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def measure_inner() -> Iterator[Wall]:
+    """Wall time of the claim -> complete phase only (throughput), inside `measure`."""
+    wall = Wall()
+    t0 = time.perf_counter()
+    try:
+        yield wall
+    finally:
+        wall.seconds = time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------- worker
+
+
+def new_backend(uri: str, database: str, queue: str) -> Any:
+    from runnerq_cli import RunnerQ, load_settings
+
+    settings = load_settings(None, overrides={"uri": uri, "database": database, "queue": queue},
+                             environ={"RUNNERQ_CONFIG": ""})
+    backend = RunnerQ(settings)
+    backend.init_indexes()
+    return backend
+
+
+def quiet_worker(backend: Any, registry: Any, concurrency: int) -> Any:
+    """A burst worker whose log goes nowhere (if this version's Worker takes a log)."""
+    from runnerq_cli import Worker
+
+    kwargs: dict[str, Any] = {}
+    with contextlib.suppress(Exception):
+        from runnerq_cli.worker.logs import WorkerLog
+
+        kwargs["log"] = WorkerLog("plain", "warning", stream=io.StringIO())
+    try:
+        return Worker(backend, registry, burst=True, concurrency=concurrency, **kwargs)
+    except TypeError:
+        return Worker(backend, registry, burst=True, concurrency=concurrency)
+
+
+def activities(db: Any, queue: str) -> Any:
+    """The activities collection, by design.md's name (a data contract, not an internal)."""
+    return db[f"runnerq_{queue}_activities"]
+
+
+def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, Any]:
+    from runnerq_cli import ActivitySpec, HandlerRegistry
+
+    database = f"bench_worker_{uuid.uuid4().hex[:8]}"
+    backend = new_backend(uri, database, "bench")
+    catalog = IndexCatalog(backend.db.client)
+    catalog.prime(database)
+    registry = HandlerRegistry()
+    registry.add("noop", lambda payload: None)
+    with measure() as whole:
+        backend.enqueue_many([ActivitySpec("noop", {"i": i}) for i in range(n)])
+        worker = quiet_worker(backend, registry, concurrency)
+        with measure_inner() as run:
+            code = worker.run(install_signals=False)
+    figures = whole.figures(catalog, n)
+    acts = activities(backend.db, "bench")
+    ids = [d["_id"] for d in acts.find({}, {"_id": 1}).limit(20)]
+    check = {
+        "exit_code": code,
+        "completed": acts.count_documents({"status": "completed"}),
+        "results_of_20_sampled": sum(backend.get_result(i) is not None for i in ids),
+        "outboxes_left": acts.count_documents({"outbox": {"$exists": True}}),
+    }
+    backend.db.client.drop_database(database)
+    assert code == 0 and check["completed"] == n and check["results_of_20_sampled"] == len(ids), \
+        check
+    figures.update(seconds=round(run.seconds, 3), activities_per_second=round(n / run.seconds, 1),
+                   check=check)
+    return figures
+
+
+# -------------------------------------------------------------- failure paths
+
+
+class Attempts:
+    """Handler calls by payload number (thread-safe): the handlers' memory of attempts."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: dict[int, int] = {}
+
+    def __call__(self, payload: dict[str, Any]) -> int:
+        with self.lock:
+            self.seen[payload["i"]] = self.seen.get(payload["i"], 0) + 1
+            return self.seen[payload["i"]]
+
+    @property
+    def total(self) -> int:
+        with self.lock:
+            return sum(self.seen.values())
+
+
+def bench_failures(uri: str, m: int, concurrency: int) -> dict[str, Any]:
+    """Retry, dead-letter, lease expiry and operator retry; figures per attempt."""
+    from runnerq_cli import ActivitySpec, HandlerRegistry, RetryableError
+
+    database = f"bench_fail_{uuid.uuid4().hex[:8]}"
+    out: dict[str, Any] = {}
+    client = None
+    try:
+        # A retry: the first attempt fails (retryable, no back-off), the second succeeds.
+        backend = new_backend(uri, database, "retry")
+        client = backend.db.client
+        catalog = IndexCatalog(client)
+        flaky = Attempts()
+
+        def flaky_handler(payload: dict[str, Any]) -> dict[str, int]:
+            if flaky(payload) == 1:
+                raise RetryableError("first attempt fails")
+            return {"i": payload["i"]}
+
+        registry = HandlerRegistry()
+        registry.add("flaky", flaky_handler)
+        catalog.prime(database)
+        with measure() as block:
+            backend.enqueue_many([ActivitySpec("flaky", {"i": i}, retry_delay_seconds=0)
+                                  for i in range(m)])
+            code = quiet_worker(backend, registry, concurrency).run(install_signals=False)
+        acts = activities(backend.db, "retry")
+        out["retry"] = block.figures(catalog, flaky.total)
+        out["retry"]["check"] = {"exit_code": code, "attempts": flaky.total,
+                                 "expected_attempts": 2 * m,
+                                 "completed": acts.count_documents({"status": "completed"}),
+                                 "expected_completed": m}
+
+        # A dead-letter: every attempt fails; max_retries 2 (attempts in all).
+        backend = new_backend(uri, database, "dead")
+        doomed = Attempts()
+
+        def doomed_handler(payload: dict[str, Any]) -> None:
+            doomed(payload)
+            raise RetryableError("always fails")
+
+        registry = HandlerRegistry()
+        registry.add("doomed", doomed_handler)
+        catalog.prime(database)
+        with measure() as block:
+            backend.enqueue_many([ActivitySpec("doomed", {"i": i}, max_retries=2,
+                                               retry_delay_seconds=0) for i in range(m)])
+            code = quiet_worker(backend, registry, concurrency).run(install_signals=False)
+        acts = activities(backend.db, "dead")
+        dead_records = backend.db["runnerq_dead_dead_letter"]
+        out["dead_letter"] = block.figures(catalog, doomed.total)
+        out["dead_letter"]["check"] = {
+            "exit_code": code, "attempts": doomed.total,
+            "dead_lettered": acts.count_documents({"status": "dead_letter"}),
+            "dead_letter_records": dead_records.count_documents({}), "expected": m}
+
+        # An operator retry of each dead-lettered activity (it becomes pending again).
+        dead_ids = [d["_id"] for d in acts.find({"status": "dead_letter"}, {"_id": 1})]
+        with measure() as block:
+            for aid in dead_ids:
+                backend.retry(aid)
+        out["operator_retry"] = block.figures(catalog, len(dead_ids))
+        out["operator_retry"]["check"] = {
+            "retried": len(dead_ids),
+            "pending": acts.count_documents({"status": "pending"}),
+            "dead_letter_records": dead_records.count_documents({}), "expected_records": 0}
+
+        # A lease expiry: claimed with a 1 s lease and never acknowledged; the reaper
+        # (requeue_expired) hands the activities back once the lease has run out.
+        backend = new_backend(uri, database, "lease")
+        backend.enqueue_many([ActivitySpec("held", {"i": i}) for i in range(m)])
+        catalog.prime(database)
+        claimed: list[Any] = []
+        with measure() as claim_block:
+            while len(claimed) < m:
+                got = backend.dequeue("bench-lease-holder", lease_seconds=1,
+                                      limit=m - len(claimed))
+                if not got:
+                    break
+                claimed += got
+        expired_at = time.monotonic() + 1.1
+        time.sleep(max(0.0, expired_at - time.monotonic()))  # a benchmark, not a test
+        requeued = 0
+        with measure() as block:
+            for _ in range(20):
+                counts = backend.requeue_expired()
+                requeued += (sum(int(v) for v in counts.values()) if isinstance(counts, dict)
+                             else int(counts))
+                if requeued >= len(claimed):
+                    break
+        acts = activities(backend.db, "lease")
+        out["lease_expiry"] = block.figures(catalog, max(requeued, 1))
+        out["lease_expiry"]["claim_with_short_lease"] = claim_block.figures(
+            catalog, max(len(claimed), 1))
+        out["lease_expiry"]["check"] = {"claimed": len(claimed), "requeued": requeued,
+                                        "pending": acts.count_documents({"status": "pending"}),
+                                        "expected": m}
+    finally:
+        if client is not None:
+            client.drop_database(database)
+    return out
+
+
+CHECKS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "retry": lambda c: c["attempts"] == c["expected_attempts"]
+    and c["completed"] == c["expected_completed"],
+    "dead_letter": lambda c: c["dead_lettered"] == c["expected"]
+    and c["dead_letter_records"] == c["expected"],
+    "operator_retry": lambda c: c["pending"] == c["retried"]
+    and c["dead_letter_records"] == c["expected_records"],
+    "lease_expiry": lambda c: c["claimed"] == c["requeued"] == c["pending"] == c["expected"],
+}
+
+
+# -------------------------------------------------------------------- report
+
+
+def by_collection(figures: dict[str, Any], key: str) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in figures[key].items()) or "-"
+
+
+def check_targets(worker: dict[str, Any], raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 7's targets for the worker's success path, each with its figure and verdict."""
+    targets = [{"target": label, "key": key, "value": worker[key], "limit": limit,
+                "pass": worker[key] <= limit} for label, key, limit in TARGETS]
+    cpu_limit = round(CPU_TARGET_RATIO * raw["cpu_ms"], 4)
+    targets.append({"target": f"client CPU ms (<= {CPU_TARGET_RATIO} x raw)", "key": "cpu_ms",
+                    "value": worker["cpu_ms"], "limit": cpu_limit,
+                    "pass": worker["cpu_ms"] <= cpu_limit})
+    return targets
+
+
+def report(worker: dict[str, Any], raw: dict[str, Any], failures: dict[str, Any],
+           targets: list[dict[str, Any]], server_label: str, n: int, concurrency: int) -> None:
+    """Print the success table (targets beside the figures), the failure paths, the verdicts."""
+    print(f"server: {server_label}; n={n}; worker concurrency={concurrency}")
+    print()
+    verdict = {t["key"]: f"<= {t['limit']:g} {'PASS' if t['pass'] else 'FAIL'}" for t in targets}
+    rows = [("per activity (success path)", "worker", "raw loop", "target")]
+    for label, key, fmt in (("documents written", "documents_written", ".2f"),
+                            ("index entries changed", "index_entries_changed", ".2f"),
+                            ("bytes sent", "bytes_sent", ".0f"),
+                            ("bytes received", "bytes_received", ".0f"),
+                            ("bytes sent+received", "bytes_total", ".0f"),
+                            ("commands", "commands", ".3f"),
+                            ("client CPU ms", "cpu_ms", ".3f"),
+                            (f"{server_label} activities/s", "activities_per_second", ".1f")):
+        rows.append((label, format(worker[key], fmt), format(raw[key], fmt),
+                     verdict.get(key, "")))
+    width = max(len(r[0]) for r in rows) + 2
+    for label, a, b, target in rows:
+        print(f"{label:<{width}}{a:>12}{b:>12}   {target}".rstrip())
+    ratio = worker["activities_per_second"] / raw["activities_per_second"]
+    print(f"throughput ratio worker/raw ({server_label}): {ratio:.2f}")
+    print()
+    for side, figures in (("worker", worker), ("raw", raw)):
+        print(f"{side} documents by collection: "
+              f"{by_collection(figures, 'documents_by_collection')}")
+        print(f"{side} index entries by collection: "
+              f"{by_collection(figures, 'index_entries_by_collection')}")
+        print(f"{side} commands by name: {by_collection(figures, 'commands_by_name')}")
+    print()
+    header = ("per attempt", "docs", "index", "sent", "received", "commands", "CPU ms")
+    print(f"{header[0]:<34}" + "".join(f"{h:>10}" for h in header[1:]))
+    labels = {"retry": "retry (fails once, then succeeds)",
+              "dead_letter": "dead-letter (max_retries 2)",
+              "lease_expiry": "lease expiry (reaper's requeue)",
+              "operator_retry": "operator retry of dead-lettered"}
+    for key, label in labels.items():
+        f = failures[key]
+        print(f"{label:<34}{f['documents_written']:>10.2f}{f['index_entries_changed']:>10.2f}"
+              f"{f['bytes_sent']:>10.0f}{f['bytes_received']:>10.0f}{f['commands']:>10.3f}"
+              f"{f['cpu_ms']:>10.3f}")
+    for key, label in labels.items():
+        f = failures[key]
+        print(f"  {label} ({f['units']} attempts): documents "
+              f"{by_collection(f, 'documents_by_collection')}; index entries "
+              f"{by_collection(f, 'index_entries_by_collection')}")
+        if not CHECKS[key](f["check"]):
+            print(f"  CHECK FAILED ({key}): {f['check']}")
+    for name, f in (("worker", worker), ("raw", raw), *failures.items()):
+        if f["uncounted_writes"]:
+            print(f"  WARNING ({name}): {f['uncounted_writes']} bulkWrite commands not counted")
+    print()
+    print("targets (worker, success path, per activity):")
+    for t in targets:
+        print(f"{'PASS' if t['pass'] else 'FAIL'} {t['target']}: {t['value']:g} "
+              f"(target <= {t['limit']:g})")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("-n", type=int, default=300, help="activities per phase")
     parser.add_argument("--concurrency", type=int, default=4, help="worker concurrency")
+    parser.add_argument("--failure-n", type=int, default=None,
+                        help="activities per failure path (default: n/10, at least 10)")
+    parser.add_argument("--check-targets", action="store_true",
+                        help="exit 1 when a target fails or a failure path lost an activity")
     args = parser.parse_args()
+    failure_n = args.failure_n or max(10, args.n // 10)
     uri, proc = start_server()
     try:
         raw = bench_raw(uri, args.n)
         worker = bench_worker(uri, args.n, args.concurrency)
+        failures = bench_failures(uri, failure_n, args.concurrency)
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(10)
-    server = "RUNNERQ_BENCH_MONGO_URI" if proc is None else "mongoeco (separate process)"
-    ratio = worker["activities_per_second"] / raw["activities_per_second"]
-    rows = [("", "worker", "raw loop"),
-            ("activities/s", f"{worker['activities_per_second']:.1f}",
-             f"{raw['activities_per_second']:.1f}"),
-            ("commands/activity", f"{worker['commands_per_activity']:.3f}",
-             f"{raw['commands_per_activity']:.3f}"),
-            ("client CPU ms/activity", f"{worker['cpu_seconds_per_activity'] * 1000:.3f}",
-             f"{raw['cpu_seconds_per_activity'] * 1000:.3f}")]
-    print(f"server: {server}; n={args.n}; worker concurrency={args.concurrency}")
-    for row in rows:
-        print(f"{row[0]:<24}{row[1]:>12}{row[2]:>12}")
-    print(f"throughput ratio worker/raw: {ratio:.2f}")
-    print(f"worker commands: {worker['commands']}")
-    print(f"raw commands: {raw['commands']}")
-    print(f"worker round-trip ms by command: {worker['round_trip_ms']}")
-    print(f"raw round-trip ms by command: {raw['round_trip_ms']}")
+    label = ("server of RUNNERQ_BENCH_MONGO_URI" if proc is None
+             else "dev server (not a real MongoDB)")
+    targets = check_targets(worker, raw)
+    report(worker, raw, failures, targets, label, args.n, args.concurrency)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     path = out / f"bench_worker_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(json.dumps({"server": server, "concurrency": args.concurrency,
-                                "worker": worker, "raw": raw, "ratio": ratio}, indent=2))
+    ratio = worker["activities_per_second"] / raw["activities_per_second"]
+    path.write_text(json.dumps({
+        "server": label, "n": args.n, "failure_n": failure_n, "concurrency": args.concurrency,
+        "per_activity": {"worker": worker, "raw": raw}, "throughput_ratio": ratio,
+        "per_attempt": failures, "targets": targets}, indent=2, default=str))
     print(f"written: {path}")
+    broken = [key for key, check in CHECKS.items() if not check(failures[key]["check"])]
+    if args.check_targets and (broken or not all(t["pass"] for t in targets)):
+        return 1
     return 0
 
 

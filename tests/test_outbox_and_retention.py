@@ -78,10 +78,21 @@ def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: Runn
 
 def test_buffered_outbox_drains_in_batches(queue: RunnerQ) -> None:
     with queue.buffered_outbox(size=1000):
-        queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(5)])
+        queue.enqueue_many([ActivitySpec("t", {"i": i}, max_retries=1) for i in range(5)])
         for claim in queue.dequeue("w", limit=5):
-            queue.ack_success(claim, claim.activity.payload["i"])
+            queue.ack_failure(claim, f"e{claim.activity.payload['i']}")  # dead-letters
+        assert queue.collections.dead_letter.count_documents({}) == 0  # held in memory
         assert queue.collections.results.count_documents({}) == 0
+    assert queue.collections.dead_letter.count_documents({}) == 5
+    assert queue.collections.results.count_documents({}) == 5
+    assert queue.collections.events.count_documents({"event_type": "DeadLetter"}) == 5
+    assert queue.collections.activities.count_documents({"outbox": {"$exists": True}}) == 0
+
+
+def test_a_success_writes_its_result_and_no_event(queue: RunnerQ) -> None:
+    queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(5)])
+    for claim in queue.dequeue("w", limit=5):
+        queue.ack_success(claim, claim.activity.payload["i"])
     assert queue.collections.results.count_documents({}) == 5
     # A success stores no event: Completed is derived from the activity's fields.
     assert queue.collections.events.count_documents({}) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from pymongo.collection import Collection
 from pymongo.database import Database
@@ -33,6 +34,7 @@ class QueueContext:
     workers: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
+    success_acks: Any = None  # GroupCommit of ack_success, made on first use
 
     @classmethod
     def create(cls, settings: Settings, db: Database,

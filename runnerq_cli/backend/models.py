@@ -231,6 +231,12 @@ class Claim:
     def activity_id(self) -> uuid.UUID:
         return self.activity.id
 
+    @property
+    def number(self) -> int:
+        """How many times the activity had been claimed, this claim included (`claims`):
+        a result written under an older claim never replaces a newer one's."""
+        return int(self.activity.extra.get("claims") or 0)
+
 
 @dataclass(frozen=True)
 class EnqueueResult:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo import ReturnDocument
+from pymongo import ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
+from runnerq_cli.backend.group_commit import GroupCommit
 from runnerq_cli.backend.models import (
     TERMINAL_STATUSES,
     AckOutcome,
@@ -51,6 +52,7 @@ ACTIVITY_TYPE_MAX = 200
 # A key whose activity is not (yet) visible is only taken over after this long:
 # younger, its enqueue may still be inserting the activity.
 ORPHAN_KEY_GRACE = timedelta(seconds=60)
+DUPLICATE_KEY = 11000
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
 # What a claim returns: the activity without the bookkeeping of earlier attempts.
@@ -303,7 +305,8 @@ class QueueOperations:
             doc = self._ctx.activities.find_one_and_update(
                 query, {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
                                  "lease_id": lease_id, "lease_deadline": deadline,
-                                 "started_at": now}},
+                                 "started_at": now},
+                        "$inc": {"claims": 1}},
                 projection=CLAIM_PROJECTION, sort=CLAIM_ORDER,
                 return_document=ReturnDocument.AFTER)
             if doc is None:
@@ -316,18 +319,80 @@ class QueueOperations:
     def ack_success(self, claim: Claim, result: Any = None) -> AckOutcome:
         """Complete the claimed activity and store its result (None is a result too).
 
-        One write: Completed and ResultStored are derived from completed_at; the
-        result rides in the outbox to the results collection (outbox.py).
+        Concurrent calls (a worker's handler threads) share their round trips
+        (group_commit.py): a success costs the activity one write and the
+        results collection one, and stores no event (Completed and
+        ResultStored are derived from completed_at).
+        """
+        group = self._ctx.success_acks
+        if group is None:
+            group = self._ctx.success_acks = GroupCommit(self.ack_success_many)
+        return group.submit((claim, result))
+
+    def ack_success_many(self, acks: Sequence[tuple[Claim, Any]],
+                         ) -> list[AckOutcome | Exception]:
+        """`ack_success` for many claims in two commands; one outcome (or error) each.
+
+        Order (docs/design.md, "Results"): the result is written first, fenced
+        on the claim number so an older claim never replaces a newer claim's
+        result; then the activity, fenced on the lease. A crash in between
+        leaves a result that readers ignore (its lease is not the activity's
+        last acknowledged one) and that the next attempt replaces.
         """
         now = self._ctx.clock()
-        update = merge_updates(
-            {"$set": {"status": Status.COMPLETED.value, "completed_at": now,
-                      "last_lease_id": claim.lease_id, "last_worker_id": claim.worker_id,
-                      "last_outcome": AckOutcome.COMPLETED.value},
-             "$unset": LEASE_FIELDS},
-            outbox_update(now, result={"state": "Ok", "data": result, "created_at": now}),
-        )
-        return self._acknowledge(claim, update, AckOutcome.COMPLETED, result=result)
+        answers: list[AckOutcome | Exception | None] = [None] * len(acks)
+        refused = self._write_results(acks, now)
+        answers = [refused.get(i) for i in range(len(acks))]
+        todo = [i for i in range(len(acks)) if answers[i] is None]
+        if not todo:
+            return [a for a in answers if a is not None]
+        updates = [UpdateOne(_held_by(acks[i][0]), {
+            "$set": {"status": Status.COMPLETED.value, "completed_at": now,
+                     "last_lease_id": acks[i][0].lease_id, "last_worker_id": acks[i][0].worker_id,
+                     "last_outcome": AckOutcome.COMPLETED.value},
+            "$unset": LEASE_FIELDS}) for i in todo]
+        matched = self._ctx.activities.bulk_write(updates, ordered=False).matched_count
+        for i in todo:
+            if matched == len(todo):
+                answers[i] = AckOutcome.COMPLETED
+                continue
+            try:  # some were not held: tell a repeat from a lost claim, one by one
+                answers[i] = self._repeat_or_lost(acks[i][0], AckOutcome.COMPLETED, acks[i][1])
+            except ClaimLost as exc:
+                answers[i] = exc
+        return [a for a in answers if a is not None]
+
+    def _write_results(self, acks: Sequence[tuple[Claim, Any]],
+                       now: datetime) -> dict[int, Exception]:
+        """Upsert each claim's result unless a newer claim's is there; the refused ones."""
+        writes = [UpdateOne(
+            {"_id": claim.activity_id, "claim": {"$not": {"$gte": claim.number}}},
+            {"$set": {"activity_id": claim.activity_id, "state": "Ok", "data": result,
+                      "created_at": now, "claim": claim.number, "lease_id": claim.lease_id}},
+            upsert=True) for claim, result in acks]
+        try:
+            self._ctx.results.bulk_write(writes, ordered=False)
+            return {}
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+        refused: dict[int, Exception] = {}
+        held = [e["index"] for e in errors if e.get("code") == DUPLICATE_KEY]
+        for error in errors:
+            if error.get("code") != DUPLICATE_KEY:
+                refused[error["index"]] = InvalidArgument(
+                    f"the result cannot be stored: {error.get('errmsg', 'refused')}")
+        if held:
+            stored = {doc["_id"]: doc for doc in self._ctx.results.find(
+                {"_id": {"$in": [acks[i][0].activity_id for i in held]}},
+                {"lease_id": 1, "data": 1})}
+            for i in held:
+                claim, result = acks[i]
+                doc = stored.get(claim.activity_id) or {}
+                # The same claim saying the same again is a repeat; anything else lost.
+                if doc.get("lease_id") != claim.lease_id or not _same_value(doc.get("data"),
+                                                                             result):
+                    refused[i] = _claim_lost(claim)
+        return refused
 
     def ack_failure(self, claim: Claim, error: str, *, retryable: bool = True) -> AckOutcome:
         """Record a failed attempt: retry after a back-off, fail, or dead-letter.
@@ -350,7 +415,8 @@ class QueueOperations:
             update = merge_updates(
                 {"$set": {**common, "status": Status.FAILED.value, "completed_at": now,
                           "last_outcome": outcome.value}, "$unset": LEASE_FIELDS},
-                outbox_update(now, [failed], result=_err(error, "non_retryable", now)),
+                outbox_update(now, [failed],
+                              result=_err(error, "non_retryable", now, claim.number)),
             )
         elif attempts_remain(act.retry_count, act.max_retries):
             outcome = AckOutcome.RETRYING
@@ -400,7 +466,8 @@ class QueueOperations:
             state["last_lease_id"] = lease_id
         return merge_updates(
             {"$set": state, "$unset": LEASE_FIELDS},
-            outbox_update(now, [dead], result=_err(error, "dead_letter", now),
+            outbox_update(now, [dead],
+                          result=_err(error, "dead_letter", now, act.extra.get("claims")),
                           dead_letter={"error": error, "failed_at": now}),
         )
 
@@ -422,13 +489,12 @@ class QueueOperations:
         never silently dropped.
         """
         done = self._ctx.activities.find_one(
-            {"_id": claim.activity_id, "last_lease_id": claim.lease_id},
-            {"last_outcome": 1, "outbox.result": 1})
+            {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
         if done is not None:
             first = AckOutcome(done["last_outcome"])
             if first is AckOutcome.COMPLETED and outcome is AckOutcome.COMPLETED:
-                stored = ((done.get("outbox") or {}).get("result")
-                          or self._ctx.results.find_one({"_id": claim.activity_id}, {"data": 1}))
+                stored = self._ctx.results.find_one(
+                    {"_id": claim.activity_id, "lease_id": claim.lease_id}, {"data": 1})
                 if stored is not None and _same_value(stored.get("data"), result):
                     return first
             elif first is not AckOutcome.COMPLETED and outcome is not AckOutcome.COMPLETED:
@@ -495,17 +561,25 @@ class QueueOperations:
         is pending, scheduled or running again belongs to a run an operator
         retried, and is not shown. A result still in the activity's outbox
         comes first: it is visible from the moment the activity is acknowledged.
+        A success's result is written just before its acknowledgement, with
+        the claim's lease: it counts only once that claim was acknowledged
+        (a crash or a lost claim in between leaves one that is not shown).
         An activity no longer there (aged out) keeps its stored result until
         the results TTL.
         """
         aid = parse_activity_id(activity_id)
-        activity = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "outbox.result": 1})
+        activity = self._ctx.activities.find_one(
+            {"_id": aid}, {"status": 1, "outbox.result": 1, "last_lease_id": 1})
         if activity is not None and activity.get("status") not in TERMINAL_VALUES:
             return None
         doc = ((activity or {}).get("outbox") or {}).get("result")
         if doc is None:
             doc = self._ctx.results.find_one({"_id": aid})
             if doc is None:
+                return None
+            lease = doc.get("lease_id")
+            if activity is not None and lease is not None and \
+                    lease != activity.get("last_lease_id"):
                 return None
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
 
@@ -648,6 +722,9 @@ def _same_value(stored: Any, given: Any) -> bool:
     return bool(again == stored)
 
 
-def _err(error: str, kind: str, now: datetime) -> dict[str, Any]:
-    return {"state": "Err", "data": {"error": error, "type": kind}, "created_at": now}
+def _err(error: str, kind: str, now: datetime, claim_number: int | None) -> dict[str, Any]:
+    """An Err result, with the claim it ends (so an older claim's late success cannot
+    replace it)."""
+    return {"state": "Err", "data": {"error": error, "type": kind}, "created_at": now,
+            "claim": int(claim_number or 0)}
 

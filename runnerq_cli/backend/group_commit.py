@@ -11,6 +11,7 @@ batches grow by themselves. Every caller gets its own answer (or exception).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -65,6 +66,9 @@ class GroupCommit(Generic[Item, Answer]):
         return ticket.answer  # type: ignore[return-value]
 
     def _write_one_batch(self) -> None:
+        # Let threads that are about to submit (their handler has just returned) join
+        # this batch: a yield of the interpreter lock, not a wait.
+        time.sleep(0)
         with self._lock:
             batch = self._queue[:self._max_batch]
             del self._queue[:self._max_batch]

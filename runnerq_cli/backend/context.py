@@ -31,6 +31,7 @@ class QueueContext:
     idempotency: Collection
     events: Collection
     workers: Collection
+    control: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
 

@@ -112,9 +112,18 @@ class EventType(StrEnum):
     RUN_NOW = "RunNow"
     RESCHEDULED = "Rescheduled"
     PRIORITY_CHANGED = "PriorityChanged"
+    # Queue-level records (activity_id null): the audit trail (audit.py), pause and resume.
+    OPERATOR_ACTION = "OperatorAction"
+    PAUSED = "Paused"
+    RESUMED = "Resumed"
 
 
 METADATA_KEY_MAX = 100
+# Fields of a `dlq export` line that say where it came from; `enqueue --from` ignores them
+# (they are not typos) and `dlq import` reads only `original_id` of them.
+EXPORT_INFO_FIELDS = ("original_id", "queue", "status", "error", "attempts", "retry_count",
+                      "created_at", "dead_lettered_at", "last_error_at",
+                      "original_idempotency_key")
 
 
 def check_metadata_key(key: str) -> str:

@@ -281,7 +281,8 @@ class Event:
                    ingested_at=doc.get("ingested_at"), activity_type=doc.get("activity_type"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": str(self.id), "activity_id": str(self.activity_id),
+        return {"id": str(self.id),
+                "activity_id": str(self.activity_id) if self.activity_id is not None else None,
                 "timestamp": to_jsonable(self.timestamp), "event_type": self.event_type,
                 "worker_id": self.worker_id, "detail": to_jsonable(self.detail)}
 

@@ -89,11 +89,13 @@ class AuditOperations:
     def record_action(self, action: str, ids: Iterable[uuid.UUID | str] = (), *,
                       reason: str | None = None, actor: str | None = None,
                       event_type: str = EventType.OPERATOR_ACTION.value,
-                      **detail: Any) -> dict[str, Any]:
-        """Write one audit record; returns it. `detail` adds fields (filter, skipped...)."""
+                      count: int | None = None, **detail: Any) -> dict[str, Any]:
+        """Write one audit record; returns it. `detail` adds fields (filter, skipped...);
+        `count` is for actions that do not list ids (purge)."""
         now = self._ctx.clock()
         id_list = list(ids)
-        body = {"action": action, "count": len(id_list), "ids": id_list[:AUDIT_IDS_MAX],
+        body = {"action": action, "count": len(id_list) if count is None else count,
+                "ids": id_list[:AUDIT_IDS_MAX],
                 "reason": reason, "actor": actor or default_actor(), **detail}
         if len(id_list) > AUDIT_IDS_MAX:
             body["ids_truncated"] = True

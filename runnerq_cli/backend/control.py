@@ -125,8 +125,7 @@ class ControlOperations:
                  "$setOnInsert": {"all": False}}, upsert=True)
         state = self.paused()
         self.record_action("pause", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
-                           event_type=EventType.PAUSED.value, types=names or "all",
-                           paused=state.to_json())
+                           event_type=EventType.PAUSED.value, types=names or "all")
         return state
 
     def resume(self, types: Iterable[str] | None = None, *, reason: str | None = None,
@@ -145,7 +144,7 @@ class ControlOperations:
         state = self.paused()
         self.record_action("resume", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
                            event_type=EventType.RESUMED.value, types=names or "all",
-                           paused=state.to_json())
+                           still_paused=list(state.types) or None)
         return state
 
 

@@ -354,7 +354,7 @@ class OperatorOperations:
                     break
         if audit and sum(total.values()):
             self.record_action("purge", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
-                               purged=total, count_only=True)
+                               count=sum(total.values()), purged=total)
         return total
 
     # ---------------------------------------------------------------- helpers

@@ -1,4 +1,4 @@
-"""Pause and resume: stored in the database, obeyed by every worker process within a poll interval."""
+"""Pause and resume: stored in the database, obeyed by every worker within a poll interval."""
 
 from __future__ import annotations
 

@@ -168,13 +168,14 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any])
 
 def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
                params: dict[str, Any]) -> int:
+    if req.max_count is None and not req.dry_run:
+        matched = backend.select(action, flt, 1).matched  # counts; reads one document
+        raise InvalidArgument(f"{matched} activities match this filter: give --max N "
+                              f"to {action} at most N of them (--dry-run shows a sample)")
     selection = backend.select(action, flt, req.max_count)
     if req.dry_run:
         _print_selection(selection, req.output, dry_run=True)
         return int(ExitCode.OK)
-    if req.max_count is None:
-        raise InvalidArgument(f"{selection.matched} activities match this filter: give --max N "
-                              f"to {action} at most N of them (--dry-run shows a sample)")
     if not selection.ids:
         _print_report(None, selection, req.output)
         return int(ExitCode.OK)

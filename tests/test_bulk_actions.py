@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import types
 import uuid
 from datetime import timedelta
 
@@ -326,3 +328,26 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(run_cli, cq: RunnerQ, args
     assert "Traceback" not in res.stderr
     assert snapshot(cq) == before
     assert cq.audit() == []
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("answer, code", [("y\n", 0), ("n\n", ExitCode.FAILURE)])
+def test_cli_on_a_terminal_shows_the_set_and_asks(run_cli, cq: RunnerQ, monkeypatch,
+                                                  answer: str, code: int) -> None:
+    from runnerq_cli.cli.commands import actions
+
+    ids = cli_failed(cq, 2)
+    monkeypatch.setattr(actions, "sys", types.SimpleNamespace(stdin=_Terminal()))
+    res = run_cli("retry", "--type", "charge", "--max", "5", input=answer)
+    assert res.code == code, res.stderr
+    assert "2 activities match; retry 2 (--max 5)" in res.stdout
+    assert all(str(a) in res.stdout for a in ids)  # the sample, before the question
+    assert "Retry 2 activities?" in res.stdout
+    statuses = {cq.get_activity(a).status for a in ids}
+    assert statuses == ({"pending"} if code == 0 else {"failed"})
+    if code:
+        assert "nothing changed" in res.stderr

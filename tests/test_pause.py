@@ -150,3 +150,13 @@ def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: Runn
     for worker in workers:
         worker.proc.terminate()
         assert worker.wait(30) == 0, worker.log
+
+
+@pytest.mark.parametrize("args", [["pause", "--type", " "], ["pause", "--reason", "x" * 5000],
+                                  ["resume", "--actor", "a\x00b"]])
+def test_pause_bad_input(run_cli, backend: RunnerQ, args: list[str]) -> None:
+    res = run_cli(*args)
+    assert res.code == ExitCode.USAGE
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+    assert backend.collections.control.count_documents({}) == 0
+    assert backend.audit() == []

@@ -24,7 +24,7 @@ from typing import Any
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.filters import ActivityFilter
-from runnerq_cli.backend.models import display_status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.models import Priority, display_status, parse_activity_id, to_jsonable
 from runnerq_cli.backend.operator import (
     ACTION_STATUSES,
     SNAPSHOT_FIELDS,
@@ -158,6 +158,8 @@ class BulkOperations:
 
     def preview_ids(self, action: str, ids: Iterable[uuid.UUID | str]) -> list[dict[str, Any]]:
         """What `apply` would do to each id now (a dry run by ids): reads only."""
+        if action not in ACTION_STATUSES:
+            raise InvalidArgument(f"unknown action {action!r}")
         allowed = {s.value for s in ACTION_STATUSES[action]}
         aids = [parse_activity_id(i) for i in ids]
         found = {d["_id"]: d for d in self._ctx.activities.find({"_id": {"$in": aids}},
@@ -199,8 +201,11 @@ class BulkOperations:
             ids = [parse_activity_id(i) for i in target]
             snapshots = {}
             matched = len(ids)
+        # The action's own values are checked once, before anything is written.
         if action == "reschedule" and "at" in params:
             params["at"] = self._future_time(params["at"])  # type: ignore[attr-defined]
+        if action == "set-priority" and "priority" in params:
+            params["priority"] = Priority.parse(params["priority"])
         report = BulkReport(action, len(ids), matched)
         for aid in ids:
             try:

@@ -38,6 +38,7 @@ def export(
 ) -> None:
     """Write dead-lettered activities as NDJSON lines that `enqueue --from` reads. Changes
     nothing."""
+    import contextlib
     import os
 
     from runnerq_cli.durations import parse_time
@@ -57,10 +58,14 @@ def export(
                 handle.write(json.dumps(line, separators=(",", ":")) + "\n")
                 count += 1
         handle.flush()
-    finally:
-        if tmp is not None:
+    except BaseException:
+        if tmp is not None:  # an interrupted export leaves no half file behind
             handle.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
     if tmp is not None:
+        handle.close()
         os.replace(tmp, out_file)
     sys.stderr.write(f"exported {count} dead-lettered activities"
                      + (f" to {out_file}\n" if tmp is not None else "\n"))

@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority redrive purge config tail completion'
+            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit config tail dlq completion'
             flags='--version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -54,32 +54,48 @@ _runnerq_mongo_node() {
             valopts='--stale-after -o --output' ;;
         "cancel")
             cmds=''
-            flags='-h --help'
-            valopts='--reason -o --output' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
         "retry")
             cmds=''
-            flags='-h --help'
-            valopts='-o --output' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
         "run-now")
             cmds=''
-            flags='-h --help'
-            valopts='-o --output' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
         "reschedule")
             cmds=''
-            flags='-h --help'
-            valopts='--at --delay -o --output' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='--at --delay --status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
         "set-priority")
             cmds=''
-            flags='-h --help'
-            valopts='-o --output' ;;
+            flags='--dry-run -y --yes -h --help'
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+        "delete")
+            cmds=''
+            flags='--dry-run -y --yes -h --help'
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
         "redrive")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='-t --type -o --output' ;;
+            valopts='-t --type --reason --actor -o --output' ;;
         "purge")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='-o --output' ;;
+            valopts='--reason --actor -o --output' ;;
+        "pause")
+            cmds=''
+            flags='-h --help'
+            valopts='-t --type --reason --actor -o --output' ;;
+        "resume")
+            cmds=''
+            flags='-h --help'
+            valopts='-t --type --reason --actor -o --output' ;;
+        "audit")
+            cmds=''
+            flags='-h --help'
+            valopts='--since --actor --action --limit -o --output' ;;
         "config")
             cmds='show'
             flags='-h --help'
@@ -96,6 +112,18 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--follow --no-follow -h --help'
             valopts='--since --resume --cursor-file --mode --type --event --activity --worker -o --output' ;;
+        "dlq")
+            cmds='export import'
+            flags='-h --help'
+            valopts='' ;;
+        "dlq export")
+            cmds=''
+            flags='-h --help'
+            valopts='-t --type --since --max -o --output' ;;
+        "dlq import")
+            cmds=''
+            flags='--redrive --dry-run -h --help'
+            valopts='--reason --actor -o --output' ;;
         "completion")
             cmds='show install'
             flags='-h --help'
@@ -224,27 +252,181 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "workers|-o"|"workers|--output")
             kind=choice; choices='text json jsonl' ;;
+        "cancel|--status")
+            kind=none; choices='' ;;
+        "cancel|-t"|"cancel|--type")
+            kind=none; choices='' ;;
+        "cancel|--since")
+            kind=none; choices='' ;;
+        "cancel|--until")
+            kind=none; choices='' ;;
+        "cancel|-m"|"cancel|--metadata")
+            kind=none; choices='' ;;
+        "cancel|--error-contains")
+            kind=none; choices='' ;;
+        "cancel|--worker")
+            kind=none; choices='' ;;
+        "cancel|--max")
+            kind=none; choices='' ;;
         "cancel|--reason")
+            kind=none; choices='' ;;
+        "cancel|--actor")
             kind=none; choices='' ;;
         "cancel|-o"|"cancel|--output")
             kind=choice; choices='text json jsonl' ;;
+        "retry|--status")
+            kind=none; choices='' ;;
+        "retry|-t"|"retry|--type")
+            kind=none; choices='' ;;
+        "retry|--since")
+            kind=none; choices='' ;;
+        "retry|--until")
+            kind=none; choices='' ;;
+        "retry|-m"|"retry|--metadata")
+            kind=none; choices='' ;;
+        "retry|--error-contains")
+            kind=none; choices='' ;;
+        "retry|--worker")
+            kind=none; choices='' ;;
+        "retry|--max")
+            kind=none; choices='' ;;
+        "retry|--reason")
+            kind=none; choices='' ;;
+        "retry|--actor")
+            kind=none; choices='' ;;
         "retry|-o"|"retry|--output")
             kind=choice; choices='text json jsonl' ;;
+        "run-now|--status")
+            kind=none; choices='' ;;
+        "run-now|-t"|"run-now|--type")
+            kind=none; choices='' ;;
+        "run-now|--since")
+            kind=none; choices='' ;;
+        "run-now|--until")
+            kind=none; choices='' ;;
+        "run-now|-m"|"run-now|--metadata")
+            kind=none; choices='' ;;
+        "run-now|--error-contains")
+            kind=none; choices='' ;;
+        "run-now|--worker")
+            kind=none; choices='' ;;
+        "run-now|--max")
+            kind=none; choices='' ;;
+        "run-now|--reason")
+            kind=none; choices='' ;;
+        "run-now|--actor")
+            kind=none; choices='' ;;
         "run-now|-o"|"run-now|--output")
             kind=choice; choices='text json jsonl' ;;
         "reschedule|--at")
             kind=none; choices='' ;;
         "reschedule|--delay")
             kind=none; choices='' ;;
+        "reschedule|--status")
+            kind=none; choices='' ;;
+        "reschedule|-t"|"reschedule|--type")
+            kind=none; choices='' ;;
+        "reschedule|--since")
+            kind=none; choices='' ;;
+        "reschedule|--until")
+            kind=none; choices='' ;;
+        "reschedule|-m"|"reschedule|--metadata")
+            kind=none; choices='' ;;
+        "reschedule|--error-contains")
+            kind=none; choices='' ;;
+        "reschedule|--worker")
+            kind=none; choices='' ;;
+        "reschedule|--max")
+            kind=none; choices='' ;;
+        "reschedule|--reason")
+            kind=none; choices='' ;;
+        "reschedule|--actor")
+            kind=none; choices='' ;;
         "reschedule|-o"|"reschedule|--output")
             kind=choice; choices='text json jsonl' ;;
+        "set-priority|--status")
+            kind=none; choices='' ;;
+        "set-priority|-t"|"set-priority|--type")
+            kind=none; choices='' ;;
+        "set-priority|--since")
+            kind=none; choices='' ;;
+        "set-priority|--until")
+            kind=none; choices='' ;;
+        "set-priority|-m"|"set-priority|--metadata")
+            kind=none; choices='' ;;
+        "set-priority|--error-contains")
+            kind=none; choices='' ;;
+        "set-priority|--worker")
+            kind=none; choices='' ;;
+        "set-priority|--max")
+            kind=none; choices='' ;;
+        "set-priority|--reason")
+            kind=none; choices='' ;;
+        "set-priority|--actor")
+            kind=none; choices='' ;;
         "set-priority|-o"|"set-priority|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "delete|--status")
+            kind=none; choices='' ;;
+        "delete|-t"|"delete|--type")
+            kind=none; choices='' ;;
+        "delete|--since")
+            kind=none; choices='' ;;
+        "delete|--until")
+            kind=none; choices='' ;;
+        "delete|-m"|"delete|--metadata")
+            kind=none; choices='' ;;
+        "delete|--error-contains")
+            kind=none; choices='' ;;
+        "delete|--worker")
+            kind=none; choices='' ;;
+        "delete|--max")
+            kind=none; choices='' ;;
+        "delete|--reason")
+            kind=none; choices='' ;;
+        "delete|--actor")
+            kind=none; choices='' ;;
+        "delete|-o"|"delete|--output")
             kind=choice; choices='text json jsonl' ;;
         "redrive|-t"|"redrive|--type")
             kind=none; choices='' ;;
+        "redrive|--reason")
+            kind=none; choices='' ;;
+        "redrive|--actor")
+            kind=none; choices='' ;;
         "redrive|-o"|"redrive|--output")
             kind=choice; choices='text json jsonl' ;;
+        "purge|--reason")
+            kind=none; choices='' ;;
+        "purge|--actor")
+            kind=none; choices='' ;;
         "purge|-o"|"purge|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "pause|-t"|"pause|--type")
+            kind=none; choices='' ;;
+        "pause|--reason")
+            kind=none; choices='' ;;
+        "pause|--actor")
+            kind=none; choices='' ;;
+        "pause|-o"|"pause|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "resume|-t"|"resume|--type")
+            kind=none; choices='' ;;
+        "resume|--reason")
+            kind=none; choices='' ;;
+        "resume|--actor")
+            kind=none; choices='' ;;
+        "resume|-o"|"resume|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "audit|--since")
+            kind=none; choices='' ;;
+        "audit|--actor")
+            kind=none; choices='' ;;
+        "audit|--action")
+            kind=none; choices='' ;;
+        "audit|--limit")
+            kind=none; choices='' ;;
+        "audit|-o"|"audit|--output")
             kind=choice; choices='text json jsonl' ;;
         "config show|-o"|"config show|--output")
             kind=choice; choices='text json jsonl' ;;
@@ -266,6 +448,22 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "tail events|-o"|"tail events|--output")
             kind=choice; choices='text json jsonl' ;;
+        "dlq export|-t"|"dlq export|--type")
+            kind=none; choices='' ;;
+        "dlq export|--since")
+            kind=none; choices='' ;;
+        "dlq export|--max")
+            kind=none; choices='' ;;
+        "dlq export|-o"|"dlq export|--output")
+            kind=file; choices='' ;;
+        "dlq import|--reason")
+            kind=none; choices='' ;;
+        "dlq import|--actor")
+            kind=none; choices='' ;;
+        "dlq import|-o"|"dlq import|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "dlq import|0")
+            kind=file; choices='' ;;
         "completion show|0")
             kind=choice; choices='bash zsh fish' ;;
         "completion install|0")

@@ -46,7 +46,10 @@ def test_exact_counts_and_schema(mix, run_cli):
     snap = json.loads(res.stdout)
     assert snap["schema"] == SCHEMA
     assert set(snap) == {"schema", "queue", "generated_at", "total", "by_status", "by_priority",
-                         "by_type", "oldest_pending", "throughput", "latency", "workers"}
+                         "by_type", "oldest_pending", "throughput", "latency", "workers",
+                         "pause"}
+    assert snap["pause"] == {"paused": False, "all": False, "types": [], "reason": None,
+                             "actor": None, "at": None}
     assert snap["by_status"] == {"pending": 2, "scheduled": 1, "processing": 1, "completed": 2,
                                  "failed": 1, "dead_letter": 1, "cancelled": 0}
     assert snap["total"] == 8

@@ -8,8 +8,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli.backend.audit import AuditOperations
+from runnerq_cli.backend.bulk import BulkOperations
 from runnerq_cli.backend.connection import client_for, translate_errors
 from runnerq_cli.backend.context import QueueContext, utc_now
+from runnerq_cli.backend.control import ControlOperations
+from runnerq_cli.backend.dlq import DeadLetterOperations
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.inspection import InspectionOperations
 from runnerq_cli.backend.operator import OperatorOperations
@@ -48,7 +52,8 @@ _NOT_WRAPPED = frozenset({"buffered_outbox", "errors_translated", "event_stream"
 
 @_unavailable_as_error
 class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
-              OperatorOperations):
+              OperatorOperations, BulkOperations, ControlOperations, DeadLetterOperations,
+              AuditOperations):
     """RunnerQ's queue and inspection operations on one MongoDB queue.
 
     Thread-safe: share one instance between threads (it shares one pooled

@@ -32,6 +32,7 @@ class QueueContext:
     idempotency: Collection
     events: Collection
     workers: Collection
+    control: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     success_acks: Any = None  # GroupCommit of ack_success, made on first use

@@ -112,9 +112,18 @@ class EventType(StrEnum):
     RUN_NOW = "RunNow"
     RESCHEDULED = "Rescheduled"
     PRIORITY_CHANGED = "PriorityChanged"
+    # Queue-level records (activity_id null): the audit trail (audit.py), pause and resume.
+    OPERATOR_ACTION = "OperatorAction"
+    PAUSED = "Paused"
+    RESUMED = "Resumed"
 
 
 METADATA_KEY_MAX = 100
+# Fields of a `dlq export` line that say where it came from; `enqueue --from` ignores them
+# (they are not typos) and `dlq import` reads only `original_id` of them.
+EXPORT_INFO_FIELDS = ("original_id", "queue", "status", "error", "attempts", "retry_count",
+                      "created_at", "dead_lettered_at", "last_error_at",
+                      "original_idempotency_key")
 
 
 def check_metadata_key(key: str) -> str:
@@ -278,7 +287,8 @@ class Event:
                    ingested_at=doc.get("ingested_at"), activity_type=doc.get("activity_type"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": str(self.id), "activity_id": str(self.activity_id),
+        return {"id": str(self.id),
+                "activity_id": str(self.activity_id) if self.activity_id is not None else None,
                 "timestamp": to_jsonable(self.timestamp), "event_type": self.event_type,
                 "worker_id": self.worker_id, "detail": to_jsonable(self.detail)}
 

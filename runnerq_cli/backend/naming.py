@@ -64,6 +64,11 @@ class CollectionNames:
         """The worker registry (an addition of ours; other programs may ignore it)."""
         return f"runnerq_{self.queue}_workers"
 
+    @property
+    def control(self) -> str:
+        """Operator controls such as a pause (an addition of ours; other programs may ignore it)."""
+        return f"runnerq_{self.queue}_control"
+
     def all(self) -> dict[str, str]:
         return {
             "activities": self.activities,
@@ -72,4 +77,5 @@ class CollectionNames:
             "idempotency": self.idempotency,
             "events": self.events,
             "workers": self.workers,
+            "control": self.control,
         }

@@ -1,4 +1,5 @@
-"""Operator actions of design.md: cancel, retry, redrive, run now, reschedule, priority, purge.
+"""Operator actions of design.md: cancel, retry, redrive, run now, reschedule, priority, purge,
+and our `delete` (terminal activities only).
 
 Each action on one activity is one atomic, conditional `findOneAndUpdate` of
 the activity document: the filter names the statuses the action applies to,
@@ -47,6 +48,17 @@ WAITING = (Status.PENDING, Status.SCHEDULED)
 RESTART_UNSET = {"completed_at": "", "last_outcome": "", "last_lease_id": "",
                  "scheduled_at": "", "started_at": "", "outbox.dead_letter": ""}
 PURGE_BATCH = 1000
+TERMINAL = (Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
+# Which statuses each action applies to (an action by filter selects only these).
+ACTION_STATUSES: dict[str, tuple[Status, ...]] = {
+    "cancel": CANCELLABLE, "retry": RETRYABLE, "run-now": (Status.SCHEDULED,),
+    "reschedule": WAITING, "set-priority": WAITING, "delete": TERMINAL,
+}
+# What an action by filter expects to be unchanged since the operator saw it.
+EXPECT_FIELDS = ("status", "retry_count", "priority", "completed_at")
+SNAPSHOT_FIELDS = {"activity_type": 1, "status": 1, "completed_at": 1, "retry_count": 1,
+                   "priority": 1, "created_at": 1, "last_error": 1}
+Expect = dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -90,8 +102,12 @@ class OperatorOperations:
     _ctx: QueueContext
 
     # ------------------------------------------------------------- one activity
+    # Each takes `reason` and `actor` (recorded in its event's detail) and
+    # `expect`: field values the activity must still have (what an operator was
+    # shown); if it changed since, `Changed` is raised and nothing is written.
 
-    def cancel(self, activity_id: uuid.UUID | str, reason: str | None = None) -> ActionResult:
+    def cancel(self, activity_id: uuid.UUID | str, reason: str | None = None,
+               actor: str | None = None, *, expect: Expect = None) -> ActionResult:
         """pending or scheduled -> cancelled (terminal; retention counts from completed_at).
 
         A running activity is refused: its worker holds the lease.
@@ -100,9 +116,11 @@ class OperatorOperations:
             return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
                              "last_outcome": "cancelled"}}
         return self._act("cancel", activity_id, CANCELLABLE, EventType.CANCELLED, update,
-                         lambda doc: {"previous_status": doc["status"], "reason": reason})
+                         lambda doc: {"previous_status": doc["status"]},
+                         note=_note(reason, actor), expect=expect)
 
-    def retry(self, activity_id: uuid.UUID | str) -> ActionResult:
+    def retry(self, activity_id: uuid.UUID | str, reason: str | None = None,
+              actor: str | None = None, *, expect: Expect = None) -> ActionResult:
         """failed, dead_letter or cancelled -> pending, as a fresh start (retry_count 0).
 
         Clears completed_at and the previous outcome. For a dead-lettered
@@ -115,36 +133,47 @@ class OperatorOperations:
         result, before = self._act_with_before(
             "retry", activity_id, RETRYABLE, EventType.RETRIED, update,
             lambda doc: {"previous_status": doc["status"],
-                         "previous_retry_count": doc.get("retry_count", 0)})
+                         "previous_retry_count": doc.get("retry_count", 0)},
+            note=_note(reason, actor), expect=expect)
         if before["status"] == Status.DEAD_LETTER.value:
             self._drop_dead_letter_record(before)
         return result
 
-    def run_now(self, activity_id: uuid.UUID | str) -> ActionResult:
+    def run_now(self, activity_id: uuid.UUID | str, reason: str | None = None,
+                actor: str | None = None, *, expect: Expect = None) -> ActionResult:
         """scheduled -> pending now (skips a delay or a retry back-off)."""
         def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
             return {"$set": {"status": Status.PENDING.value}, "$unset": {"scheduled_at": ""}}
         return self._act("run-now", activity_id, (Status.SCHEDULED,), EventType.RUN_NOW, update,
-                         lambda doc: {"previous_scheduled_at": doc.get("scheduled_at")})
+                         lambda doc: {"previous_scheduled_at": doc.get("scheduled_at")},
+                         note=_note(reason, actor), expect=expect)
 
-    def reschedule(self, activity_id: uuid.UUID | str, at: datetime) -> ActionResult:
+    def reschedule(self, activity_id: uuid.UUID | str, at: datetime,
+                   reason: str | None = None, actor: str | None = None, *,
+                   expect: Expect = None) -> ActionResult:
         """pending or scheduled -> scheduled at `at` (timezone-aware, in the future)."""
-        if not isinstance(at, datetime) or at.tzinfo is None:
-            raise InvalidArgument("the time to run at must be timezone-aware")
-        at = at.replace(microsecond=at.microsecond // 1000 * 1000)
-        if at <= self._ctx.clock():
-            raise InvalidArgument(f"{to_jsonable(at)} is not in the future; use run-now to "
-                                  "run it now")
+        at = self._future_time(at)
 
         def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
             return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": at}}
         return self._act("reschedule", activity_id, WAITING, EventType.RESCHEDULED, update,
                          lambda doc: {"previous_status": doc["status"],
                                       "previous_scheduled_at": doc.get("scheduled_at"),
-                                      "scheduled_at": at})
+                                      "scheduled_at": at},
+                         note=_note(reason, actor), expect=expect)
 
-    def set_priority(self, activity_id: uuid.UUID | str,
-                     priority: Priority | int | str) -> ActionResult:
+    def _future_time(self, at: datetime) -> datetime:
+        if not isinstance(at, datetime) or at.tzinfo is None:
+            raise InvalidArgument("the time to run at must be timezone-aware")
+        at = at.replace(microsecond=at.microsecond // 1000 * 1000)
+        if at <= self._ctx.clock():
+            raise InvalidArgument(f"{to_jsonable(at)} is not in the future; use run-now to "
+                                  "run it now")
+        return at
+
+    def set_priority(self, activity_id: uuid.UUID | str, priority: Priority | int | str,
+                     reason: str | None = None, actor: str | None = None, *,
+                     expect: Expect = None) -> ActionResult:
         """pending or scheduled -> the new priority (the event has the old and the new)."""
         new = Priority.parse(priority)
 
@@ -152,13 +181,50 @@ class OperatorOperations:
             return {"$set": {"priority": int(new)}}
         return self._act("set-priority", activity_id, WAITING, EventType.PRIORITY_CHANGED,
                          update, lambda doc: {"old_priority": doc.get("priority"),
-                                              "new_priority": int(new)})
+                                              "new_priority": int(new)},
+                         note=_note(reason, actor), expect=expect)
+
+    def delete(self, activity_id: uuid.UUID | str, reason: str | None = None,
+               actor: str | None = None, *, expect: Expect = None) -> ActionResult:
+        """Remove a terminal activity with its result, events, dead-letter record and key.
+
+        No event can outlive the activity, so a delete is recorded only in the
+        audit (see `audit.py`; `apply` writes it). The activity document goes
+        first (the commit point, conditional on the status and `completed_at`
+        it was read with), the rest after it: a crash in between leaves orphan
+        results and events, which their TTL indexes remove. The dead-letter
+        record goes before the activity, conditional on its `failed_at`:
+        whatever changes a dead-lettered activity meanwhile (retry, redrive)
+        drops that record anyway.
+        """
+        aid = parse_activity_id(activity_id)
+        allowed = [s.value for s in TERMINAL]
+        for _ in range(5):
+            before = self._ctx.activities.find_one({"_id": aid}, SNAPSHOT_FIELDS)
+            if before is None:
+                raise NotFound(f"activity {aid} not found")
+            status = str(before.get("status"))
+            _check(before, "delete", aid, allowed, expect)
+            if status == Status.DEAD_LETTER.value:
+                self._drop_dead_letter_record(before)
+            gone = self._ctx.activities.delete_one(
+                {"_id": aid, "status": status, "completed_at": before.get("completed_at")})
+            if not gone.deleted_count:
+                continue  # changed meanwhile: look again
+            self._ctx.results.delete_one({"_id": aid})
+            self._ctx.events.delete_many({"activity_id": aid})
+            self._ctx.idempotency.delete_many({"activity_id": aid})
+            return ActionResult("delete", aid, str(before.get("activity_type")), status,
+                                "deleted", {k: v for k, v in _note(reason, actor).items()
+                                            if v is not None})
+        raise WrongState(f"delete {aid}: the activity keeps changing; try again")
 
     # ------------------------------------------------------------------- bulk
 
     def redrive(self, types: Iterable[str] | None = None, *, dry_run: bool = False,
                 ids: Iterable[uuid.UUID | str] | None = None,
-                limit: int | None = None) -> RedriveReport:
+                limit: int | None = None, reason: str | None = None,
+                actor: str | None = None) -> RedriveReport:
         """Every dead-lettered activity (of `types`, if given) back to pending.
 
         The activity documents are the truth (status dead_letter), not the
@@ -189,7 +255,7 @@ class OperatorOperations:
             if dry_run:
                 moved.append(summary)
                 continue
-            changed = self._redrive_one(doc["_id"])
+            changed = self._redrive_one(doc["_id"], reason=reason, actor=actor)
             if changed is not None:
                 self._drop_dead_letter_record(changed)
                 moved.append(summary)
@@ -198,16 +264,22 @@ class OperatorOperations:
             for record in stale:
                 self._ctx.dead_letter.delete_one(
                     {"_id": record["_id"], "failed_at": record.get("failed_at")})
+            if moved:
+                self.record_action(  # type: ignore[attr-defined]
+                    "redrive", [m["id"] for m in moved], reason=reason, actor=actor,
+                    types=type_list or None)
         return RedriveReport(dry_run, moved, len(stale))
 
-    def _redrive_one(self, aid: uuid.UUID) -> dict[str, Any] | None:
+    def _redrive_one(self, aid: uuid.UUID, *, reason: str | None = None,
+                     actor: str | None = None) -> dict[str, Any] | None:
         now = self._ctx.clock()
         before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
         if before is None or before.get("status") != Status.DEAD_LETTER.value:
             return None
         event = new_event(aid, before.get("activity_type"), EventType.REDRIVEN.value, now,
                           OPERATOR, previous_status=before["status"],
-                          previous_retry_count=before.get("retry_count", 0))
+                          previous_retry_count=before.get("retry_count", 0),
+                          **_note(reason, actor))
         state = {"$set": {"status": Status.PENDING.value, "retry_count": 0},
                  "$unset": dict(RESTART_UNSET)}
         update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
@@ -259,8 +331,9 @@ class OperatorOperations:
             counts[name] = self._ctx.activities.count_documents(query)
         return counts
 
-    def purge(self, *, limits: dict[str, int] | None = None,
-              batch: int = PURGE_BATCH) -> dict[str, int]:
+    def purge(self, *, limits: dict[str, int] | None = None, batch: int = PURGE_BATCH,
+              reason: str | None = None, actor: str | None = None,
+              audit: bool = False) -> dict[str, int]:
         """Apply retention now (queue.purge_expired) until nothing is left to purge.
 
         `limits` caps each kind ("completed", "failed") at what an operator was
@@ -279,24 +352,30 @@ class OperatorOperations:
                     remaining -= done
                 if done < size:
                     break
+        if audit and sum(total.values()):
+            self.record_action("purge", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
+                               count=sum(total.values()), purged=total)
         return total
 
     # ---------------------------------------------------------------- helpers
 
     def _act(self, action: str, activity_id: uuid.UUID | str, allowed: tuple[Status, ...],
-             event_type: EventType, state_update: Any, detail: Any) -> ActionResult:
+             event_type: EventType, state_update: Any, detail: Any, *,
+             note: dict[str, Any] | None = None, expect: Expect = None) -> ActionResult:
         return self._act_with_before(action, activity_id, allowed, event_type, state_update,
-                                     detail)[0]
+                                     detail, note=note, expect=expect)[0]
 
     def _act_with_before(self, action: str, activity_id: uuid.UUID | str,
                          allowed: tuple[Status, ...], event_type: EventType, state_update: Any,
-                         detail: Any) -> tuple[ActionResult, dict[str, Any]]:
+                         detail: Any, *, note: dict[str, Any] | None = None,
+                         expect: Expect = None) -> tuple[ActionResult, dict[str, Any]]:
         """One conditional update: the document changes only if its status is `allowed`.
 
         The update is computed from a snapshot (for the event's "previous"
         values) and fenced on that snapshot's status and priority, so a change
         in between makes it retry on a fresh snapshot instead of recording a
-        stale "previous" value.
+        stale "previous" value. With `expect`, a snapshot that no longer has the
+        expected values raises `Changed` instead (nothing written).
         """
         aid = parse_activity_id(activity_id)
         allowed_values = [s.value for s in allowed]
@@ -306,10 +385,8 @@ class OperatorOperations:
             if before is None:
                 raise NotFound(f"activity {aid} not found")
             status = before.get("status")
-            if status not in allowed_values:
-                raise WrongState(_wrong_state_message(action, aid, str(status), allowed_values),
-                                 status=status)
-            info = {k: v for k, v in detail(before).items() if v is not None}
+            _check(before, action, aid, allowed_values, expect)
+            info = {k: v for k, v in {**detail(before), **(note or {})}.items() if v is not None}
             event = new_event(aid, before.get("activity_type"), event_type.value, now, OPERATOR,
                               **info)
             state = state_update(before, now)
@@ -331,13 +408,48 @@ class OperatorOperations:
     def iter_actions(self, action: str, ids: Iterable[str],
                      **kwargs: Any) -> Iterator[ActionResult | Exception]:
         """Run `action` on each id; yields its result or the error (per-activity errors only)."""
-        method = {"cancel": self.cancel, "retry": self.retry, "run-now": self.run_now,
-                  "reschedule": self.reschedule, "set-priority": self.set_priority}[action]
+        method = self._action_method(action)
         for activity_id in ids:
             try:
                 yield method(activity_id, **kwargs)
             except (InvalidArgument, NotFound, WrongState) as exc:
                 yield exc
+
+    def _action_method(self, action: str) -> Any:
+        methods = {"cancel": self.cancel, "retry": self.retry, "run-now": self.run_now,
+                   "reschedule": self.reschedule, "set-priority": self.set_priority,
+                   "delete": self.delete}
+        if action not in methods:
+            raise InvalidArgument(f"unknown action {action!r}: use one of {', '.join(methods)}")
+        return methods[action]
+
+
+class Changed(WrongState):
+    """The activity is no longer what an operator was shown: skipped, nothing written."""
+
+
+def _note(reason: str | None, actor: str | None) -> dict[str, Any]:
+    """The operator's reason and name, for an event's detail."""
+    return {"reason": reason, "actor": actor}
+
+
+def snapshot_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """The fields an action by filter re-checks: a change to any of them skips the activity."""
+    return {name: doc.get(name) for name in EXPECT_FIELDS}
+
+
+def _check(before: dict[str, Any], action: str, aid: uuid.UUID, allowed: list[str],
+           expect: Expect) -> None:
+    """Raise WrongState (not an eligible status) or Changed (not what was shown)."""
+    status = str(before.get("status"))
+    if expect is not None:
+        moved = [f"{name} {expect.get(name)!s} -> {before.get(name)!s}" for name in expect
+                 if before.get(name) != expect.get(name)]
+        if moved:
+            raise Changed(f"{action} {aid}: skipped, it changed since it was shown "
+                          f"({'; '.join(moved)})", status=status)
+    if status not in allowed:
+        raise WrongState(_wrong_state_message(action, aid, status, allowed), status=status)
 
 
 def _kept_steps(before: dict[str, Any], state: dict[str, Any],

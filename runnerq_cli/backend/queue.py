@@ -283,11 +283,13 @@ class QueueOperations:
     # ------------------------------------------------------------------ claim
 
     def dequeue(self, worker_id: str, *, types: Iterable[str] | None = None, limit: int = 1,
-                lease_seconds: float | None = None) -> list[Claim]:
+                lease_seconds: float | None = None,
+                exclude_types: Iterable[str] | None = None) -> list[Claim]:
         """Claim up to `limit` pending activities in claim order.
 
         Each claim is one atomic findOneAndUpdate, so two claimers never get
-        the same activity. `types` limits the claim to those activity types.
+        the same activity. `types` limits the claim to those activity types;
+        `exclude_types` leaves those out (paused types, control.py).
         """
         if limit < 1:
             raise InvalidArgument("limit must be at least 1")
@@ -295,6 +297,8 @@ class QueueOperations:
         type_list = list(types or ())
         if type_list:
             query["activity_type"] = {"$in": type_list}
+        elif exclude_types:
+            query["activity_type"] = {"$nin": list(exclude_types)}
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
         for _ in range(limit):

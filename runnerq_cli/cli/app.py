@@ -27,6 +27,9 @@ COMMAND_MODULES = (
     "stats",
     "inspect",
     "actions",
+    "control",
+    "dlq",
+    "audit",
     "completion",
 )
 

@@ -20,6 +20,7 @@ STYLES = {
     "Retrying": "yellow", "Requeued": "yellow", "LeaseExtended": "dim",
     "Cancelled": "magenta", "Retried": "magenta", "Redriven": "magenta", "RunNow": "magenta",
     "Rescheduled": "magenta", "PriorityChanged": "magenta",
+    "Paused": "bold yellow", "Resumed": "bold green", "OperatorAction": "bold magenta",
 }
 
 
@@ -47,7 +48,8 @@ def event_line(event: Event) -> Any:
     line.append(stamp, style="dim")
     line.append("  ")
     line.append(f"{event.event_type:<15}", style=STYLES.get(event.event_type, "bold"))
-    line.append(f" {event.activity_id}")
+    # Queue-level records (pause, resume, the audit) belong to no activity.
+    line.append(f" {event.activity_id if event.activity_id is not None else '(queue)'}")
     if event.activity_type:
         line.append(f"  {event.activity_type}", style="bold")
     if event.worker_id:

@@ -153,6 +153,7 @@ class Worker:
                  fail_on_error: bool = False, max_activities: int | None = None,
                  worker_id: str | None = None, log: WorkerLog | None = None,
                  outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True) -> None:
+        from runnerq_cli.backend.control import PauseWatch
         from runnerq_cli.backend.queue import default_worker_id
 
         ws = backend.settings.worker
@@ -194,6 +195,7 @@ class Worker:
         self._background_stop = threading.Event()
         self._slots = _Slots(self.concurrency * 2, "runnerq-slot", on_free=self._wake.set)
         self._thread: threading.Thread | None = None
+        self._pause = PauseWatch(backend.paused, self.poll_interval)  # pause/resume
         self.exit_code: int | None = None
         self.running = threading.Event()
 
@@ -313,9 +315,16 @@ class Worker:
             if capacity == 0:
                 self._wake.wait(self.poll_interval)
                 continue
+            scope = self._claim_scope()
+            if scope is None:  # everything this worker claims is paused
+                if self.burst and not self.in_flight:
+                    return
+                self._wake.wait(self.poll_interval)
+                continue
             try:
-                claims = self.backend.dequeue(self.worker_id, types=claim_types, limit=capacity,
-                                              lease_seconds=self.lease)
+                claims = self.backend.dequeue(self.worker_id, types=scope[0] or claim_types,
+                                              limit=capacity, lease_seconds=self.lease,
+                                              exclude_types=scope[1] or None)
             except Exception as exc:  # server unavailable: back off, keep the process up
                 self.log.message("warning", "claim failed; retrying", error=_brief(exc),
                                  retry_in=f"{error_wait:.1f}s")
@@ -339,6 +348,21 @@ class Worker:
             swept = False
             self._wake.wait(idle)
             idle = min(idle * 2, self.poll_interval)
+
+    def _claim_scope(self) -> tuple[list[str] | None, list[str]] | None:
+        """(types, excluded types) to claim, or None when paused (read once per poll interval)."""
+        state, changed = self._pause.current()
+        if changed:
+            if state.covers(self.types):
+                self.log.message("info", "queue paused: claiming nothing"
+                                 + (" (burst: exiting)" if self.burst else ""),
+                                 paused=state.describe())
+            elif state.active:
+                self.log.message("info", "some types paused: not claiming them",
+                                 paused=state.describe())
+            else:
+                self.log.message("info", "resumed: claiming again")
+        return state.claim_scope(self.types)
 
     def _sweep(self) -> bool:
         """Burst mode: make due scheduled work and expired leases claimable; True once

@@ -1,17 +1,25 @@
-"""Operator actions: `cancel`, `retry`, `redrive`, `run-now`, `reschedule`, `set-priority`, `purge`.
+"""Operator actions: `cancel`, `retry`, `run-now`, `reschedule`, `set-priority`, `delete`
+(by ids or by filter), and the bulk `redrive` and `purge`.
 
-One verb per action (Temporal-CLI style). Commands taking ids act on each
-id, report each, and exit non-zero if any failed (the failures' exit code
-when they agree, 1 when they differ). Bulk commands (`redrive`, `purge`)
-show what they would change with `--dry-run` and need `--yes` to act
-without a prompt; without a terminal and without `--yes` they refuse (exit 2).
+By ids: act on each id, report each, and exit non-zero if any failed (the
+failures' exit code when they agree, 1 when they differ).
 
-The logic lives in backend/operator.py; this module parses, confirms and prints.
+By filter (`--status`, `--type`, `--since`, `--until`, `--metadata`,
+`--error-contains`, `--worker`): `--max N` is required (without it: exit 2,
+saying how many match); `--dry-run` shows the count and a sample and writes
+nothing; on a terminal the count and sample are shown for confirmation, off a
+terminal `--yes` is required (exit 2 otherwise), as for `redrive` and `purge`.
+Exactly the activities shown are acted on, each with one conditional update;
+ones that changed since are skipped with the reason (exit 9).
+
+The logic lives in the backend (operator.py, bulk.py, filters.py); this
+module parses, confirms and prints.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -21,37 +29,222 @@ from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.bulk import BulkReport, Selection
+    from runnerq_cli.backend.filters import ActivityFilter
     from runnerq_cli.backend.operator import ActionResult
 
-IDS_HELP = "Activity id(s) (UUID)."
+IDS_HELP = "Activity id(s) (UUID); or select by filter instead."
 YES_HELP = "Act without asking (needed when not on a terminal)."
 DRY_RUN_HELP = "Show what would change; change nothing."
+REASON_HELP = "Why: recorded with the actor in each activity's event and in the audit."
+ACTOR_HELP = "Who acts (recorded) [default: the operating-system user]."
+
+# Shared options: every action takes the same filter, limits and audit fields.
+STATUS_OPT = typer.Option(None, "--status", metavar="STATUS",
+                          help="Filter: in this status (repeatable) [default: every status "
+                               "the action applies to].")
+TYPE_OPT = typer.Option(None, "--type", "-t", metavar="TYPE",
+                        help="Filter: of this activity type (repeatable).")
+SINCE_OPT = typer.Option(None, "--since", metavar="TIME",
+                         help="Filter: created (terminal: finished) at or after TIME "
+                              "(ISO-8601, or a duration ago like 1h).")
+UNTIL_OPT = typer.Option(None, "--until", metavar="TIME",
+                         help="Filter: created (terminal: finished) at or before TIME.")
+METADATA_OPT = typer.Option(None, "--metadata", "-m", metavar="KEY=VALUE",
+                            help="Filter: with this metadata tag (repeatable).")
+ERROR_OPT = typer.Option(None, "--error-contains", metavar="TEXT",
+                         help="Filter: last error contains TEXT (a plain, case-sensitive "
+                              "substring; no pattern syntax).")
+WORKER_OPT = typer.Option(None, "--worker", metavar="WORKER_ID",
+                          help="Filter: held by, or had an attempt on, this worker.")
+MAX_OPT = typer.Option(None, "--max", metavar="N",
+                       help="With a filter: act on at most N activities (required).")
+DRY_RUN_OPT = typer.Option(False, "--dry-run", help=DRY_RUN_HELP)
+YES_OPT = typer.Option(False, "--yes", "-y", help=YES_HELP)
+REASON_OPT = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP)
+ACTOR_OPT = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP)
 
 
-def _report(ctx: typer.Context, action: str, ids: list[str], fmt: OutputFormat,
-            **kwargs: Any) -> int:
-    """Run `action` on every id, print one line (or JSON object) each; return the exit code."""
+@dataclass
+class Request:
+    """What the operator asked for, as typed (parsed by `_filter` and `_run`)."""
+
+    ids: list[str]
+    status: list[str] | None = None
+    types: list[str] | None = None
+    since: str | None = None
+    until: str | None = None
+    metadata: list[str] | None = None
+    error_contains: str | None = None
+    worker: str | None = None
+    max_count: int | None = None
+    dry_run: bool = False
+    yes: bool = False
+    reason: str | None = None
+    actor: str | None = None
+    output: OutputFormat = OutputFormat.TEXT
+
+
+# ----------------------------------------------------------------- parsing
+
+
+def _filter(req: Request) -> ActivityFilter:
+    """The ActivityFilter of the filter options (InvalidArgument on bad values)."""
+    from runnerq_cli.backend.filters import ActivityFilter
+    from runnerq_cli.backend.models import Status, parse_metadata_pairs
+    from runnerq_cli.durations import parse_time
+
+    return ActivityFilter(
+        statuses=tuple(Status.parse(s) for s in req.status or ()),
+        types=tuple(req.types or ()),
+        since=parse_time(req.since, what="--since") if req.since else None,
+        until=parse_time(req.until, what="--until") if req.until else None,
+        metadata=tuple(parse_metadata_pairs(req.metadata or []).items()),
+        error_contains=req.error_contains, worker=req.worker)
+
+
+def _check_request(req: Request, flt: ActivityFilter) -> None:
+    """Ids or a filter, not both and not neither; --max only with a filter."""
+    from runnerq_cli.backend.audit import check_text
+    from runnerq_cli.backend.bulk import MAX_BULK
+
+    check_text(req.reason, "--reason")
+    check_text(req.actor, "--actor")
+    if req.ids and not flt.is_empty:
+        raise InvalidArgument("give activity ids or a filter, not both")
+    if not req.ids and flt.is_empty:
+        raise InvalidArgument("give activity ids, or a filter (--status, --type, --since, "
+                              "--until, --metadata, --error-contains, --worker) with --max")
+    if req.max_count is not None:
+        if req.ids:
+            raise InvalidArgument("--max applies to a filter, not to ids")
+        if not 1 <= req.max_count <= MAX_BULK:
+            raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}, "
+                                  f"got {req.max_count}")
+
+
+# ----------------------------------------------------------------- running
+
+
+def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
+    """Parse, (preview, confirm,) act, print; returns the exit code."""
+    flt = _filter(req)
+    _check_request(req, flt)
     backend = state(ctx).backend()
-    rows: list[dict[str, Any]] = []
-    codes: set[int] = set()
     with backend.errors_translated():
-        for activity_id, outcome in zip(ids, backend.iter_actions(action, ids, **kwargs),
-                                        strict=True):
-            if isinstance(outcome, Exception):
-                code = int(getattr(outcome, "exit_code", ExitCode.FAILURE))
-                codes.add(code)
-                error_line(str(outcome))
-                rows.append({"action": action, "id": activity_id.strip(), "ok": False,
-                             "error": str(outcome), "exit_code": code})
-                continue
-            rows.append(outcome.to_json())
-            if fmt is OutputFormat.TEXT:
-                typer.echo(_describe(outcome))
-    if fmt is not OutputFormat.TEXT:
-        emit(fmt, rows)
-    if not codes:
-        return ExitCode.OK
-    return codes.pop() if len(codes) == 1 else ExitCode.FAILURE
+        if req.ids:
+            return _by_ids(backend, action, req, params)
+        return _by_filter(backend, action, req, flt, params)
+
+
+def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any]) -> int:
+    if req.dry_run:
+        rows = backend.preview_ids(action, req.ids)
+        if req.output is not OutputFormat.TEXT:
+            emit(req.output, rows if req.output is OutputFormat.JSONL
+                 else {"action": action, "dry_run": True, "activities": rows})
+        else:
+            for row in rows:
+                verdict = f"would {action}" if row["eligible"] else f"skip ({row['reason']})"
+                typer.echo(f"{verdict}: {row['id']}")
+        return int(ExitCode.OK)
+    report = backend.apply(action, req.ids, reason=req.reason, actor=req.actor, **params)
+    rows: list[dict[str, Any]] = []
+    for outcome in report.outcomes:
+        if isinstance(outcome, tuple):
+            skip, exc = outcome
+            error_line(str(exc))
+            rows.append({"action": action, "id": str(skip["id"]), "ok": False,
+                         "error": str(exc), "exit_code": skip["exit_code"]})
+            continue
+        rows.append(outcome.to_json())
+        if req.output is OutputFormat.TEXT:
+            typer.echo(_describe(outcome))
+    if req.output is not OutputFormat.TEXT:
+        emit(req.output, rows)
+    return report.exit_code()
+
+
+def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
+               params: dict[str, Any]) -> int:
+    if req.max_count is None and not req.dry_run:
+        matched = backend.select(action, flt, 1).matched  # counts; reads one document
+        raise InvalidArgument(f"{matched} activities match this filter: give --max N "
+                              f"to {action} at most N of them (--dry-run shows a sample)")
+    selection = backend.select(action, flt, req.max_count)
+    if req.dry_run:
+        _print_selection(selection, req.output, dry_run=True)
+        return int(ExitCode.OK)
+    if not selection.ids:
+        _print_report(None, selection, req.output)
+        return int(ExitCode.OK)
+    if not req.yes:
+        if sys.stdin.isatty() and req.output is OutputFormat.TEXT:
+            _print_selection(selection, req.output, dry_run=False)
+        _confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
+    report = backend.apply(action, selection, reason=req.reason, actor=req.actor, **params)
+    _print_report(report, selection, req.output)
+    return report.exit_code()
+
+
+# ----------------------------------------------------------------- printing
+
+
+def _title(action: str) -> str:
+    return action.replace("-", " ").capitalize()
+
+
+def _sample_line(row: dict[str, Any]) -> str:
+    from runnerq_cli.durations import format_duration
+
+    age = row.get("age_seconds")
+    error = " ".join(str(row.get("last_error") or "").split())
+    return (f"  {row['id']}  {row.get('activity_type')}  {row.get('status')}  "
+            f"{format_duration(age) + ' old' if age is not None else '-'}"
+            + (f"  {error[:80]}" if error else ""))
+
+
+def _print_selection(selection: Selection, output: OutputFormat, *, dry_run: bool) -> None:
+    """The count and the sample (a dry run, or what a confirmation asks about)."""
+    if output is not OutputFormat.TEXT:
+        emit(output, {**selection.to_json(), "dry_run": dry_run})
+        return
+    shown = len(selection.ids)
+    limit = f" (--max {selection.max_count})" if selection.max_count is not None else ""
+    verb = f"would {selection.action}" if dry_run else selection.action
+    typer.echo(f"{selection.matched} activities match; {verb} {shown}{limit}"
+               + ("" if selection.max_count is not None or not dry_run
+                  else f" (the first {shown}: give --max N to act)"))
+    if selection.sample:
+        typer.echo(f"sample ({len(selection.sample)} of {shown}):")
+        for row in selection.sample:
+            typer.echo(_sample_line(row))
+
+
+def _print_report(report: BulkReport | None, selection: Selection,
+                  output: OutputFormat) -> None:
+    """Matched, applied and skipped (each skip with its reason)."""
+    data = (report.to_json() if report is not None else
+            {"action": selection.action, "matched": selection.matched, "selected": 0,
+             "applied": 0, "skipped": 0, "results": [], "skips": []})
+    data["filter"] = selection.filter.to_json()
+    if output is OutputFormat.JSON:
+        emit(output, data)
+        return
+    if output is OutputFormat.JSONL:
+        rows = [r.to_json() for r in report.applied] if report else []
+        rows += [{"action": selection.action, "id": str(s["id"]), "ok": False,
+                  "skipped": s["reason"], "exit_code": s["exit_code"]}
+                 for s in (report.skipped if report else [])]
+        emit(output, rows)
+        return
+    for result in report.applied if report else []:
+        typer.echo(_describe(result))
+    for skip in report.skipped if report else []:
+        typer.echo(f"skipped: {skip['id']}: {skip['reason']}")
+    typer.echo(f"{selection.action}: matched {data['matched']}, shown {data['selected']}, "
+               f"applied {data['applied']}, skipped {data['skipped']}")
 
 
 def _describe(result: ActionResult) -> str:
@@ -81,121 +274,197 @@ def _confirm(question: str, yes: bool) -> None:
         raise typer.Exit(int(ExitCode.FAILURE))
 
 
+def _when(at: str | None, delay: str | None) -> Any:
+    """The time of --at TIME or --delay DURATION (exactly one)."""
+    from datetime import UTC, datetime, timedelta
+
+    from runnerq_cli.durations import parse_duration
+
+    if (at is None) == (delay is None):
+        raise InvalidArgument("give exactly one of --at TIME or --delay DURATION")
+    if delay is not None:
+        return datetime.now(UTC) + timedelta(seconds=parse_duration(delay, what="--delay"))
+    try:
+        when = datetime.fromisoformat(str(at).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"--at: expected an ISO-8601 time, got {at!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+# ----------------------------------------------------------------- commands
+
+
+def cancel(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Cancel pending or scheduled activities (running ones are refused: exit 9)."""
+    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output)
+    raise typer.Exit(_run(ctx, "cancel", req))
+
+
+def retry(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Run failed, dead-lettered or cancelled activities again, from attempt 1."""
+    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output)
+    raise typer.Exit(_run(ctx, "retry", req))
+
+
+def run_now(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Make scheduled activities (a delay or a retry back-off) pending now."""
+    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output)
+    raise typer.Exit(_run(ctx, "run-now", req))
+
+
+def reschedule(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+    at: str | None = typer.Option(None, "--at", metavar="TIME",
+                                  help="ISO-8601 time to run at (naive means UTC)."),
+    delay: str | None = typer.Option(None, "--delay", metavar="DURATION",
+                                     help="Run this long from now (30s, 5m, 2h)."),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Schedule pending or scheduled activities to run at a time."""
+    when = _when(at, delay)
+    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output)
+    raise typer.Exit(_run(ctx, "reschedule", req, at=when))
+
+
+def set_priority(
+    ctx: typer.Context,
+    args: list[str] = typer.Argument(..., metavar="[ID...] PRIORITY",
+                                     help="Activity id(s), then the priority: low, normal, "
+                                          "high, critical or 1-4 (with a filter: only it)."),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Change the priority of pending or scheduled activities."""
+    from runnerq_cli.backend.models import Priority
+
+    *ids, priority = args
+    Priority.parse(priority)  # a bad priority is refused before anything is read
+    req = Request(ids, status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output)
+    raise typer.Exit(_run(ctx, "set-priority", req, priority=priority))
+
+
+def delete(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Delete terminal activities with their results and events (recorded in the audit)."""
+    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output)
+    raise typer.Exit(_run(ctx, "delete", req))
+
+
+def redrive(
+    ctx: typer.Context,
+    types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
+                                           help="Only this activity type (repeatable)."),
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Move every dead-lettered activity back to pending (from attempt 1)."""
+    from runnerq_cli.backend.audit import check_text
+
+    check_text(reason, "--reason")
+    check_text(actor, "--actor")
+    backend = state(ctx).backend()
+    with backend.errors_translated():
+        report = backend.redrive(types, dry_run=True)
+        if not dry_run and (report.count or report.stale_records):
+            if report.count:
+                _confirm(f"Redrive {report.count} dead-lettered activities?", yes)
+            # Exactly the ones shown and confirmed, not any dead-lettered since.
+            report = backend.redrive(types, ids=[a["id"] for a in report.activities],
+                                     reason=reason, actor=actor)
+    if output is not OutputFormat.TEXT:
+        emit(output, report.to_json())
+        return
+    verb = "would redrive" if dry_run else "redrove"
+    for item in report.activities:
+        typer.echo(f"{verb}: {item['id']} ({item['activity_type']})")
+    typer.echo(f"{verb} {report.count} activities"
+               + (f"; {report.stale_records} stale dead-letter records "
+                  f"{'would be ' if dry_run else ''}removed" if report.stale_records else ""))
+
+
+def purge(
+    ctx: typer.Context,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+) -> None:
+    """Apply retention now: delete terminal activities past it, with results and events."""
+    from runnerq_cli.backend.audit import check_text
+
+    check_text(reason, "--reason")
+    check_text(actor, "--actor")
+    backend = state(ctx).backend()
+    with backend.errors_translated():
+        counts = backend.purge_preview()
+        if not dry_run and sum(counts.values()):
+            _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes)
+            counts = backend.purge(limits=counts, reason=reason, actor=actor,
+                                   audit=True)  # no more than was confirmed
+    data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
+    if output is not OutputFormat.TEXT:
+        emit(output, data)
+        return
+    verb = "would purge" if dry_run else "purged"
+    typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} completed, "
+               f"{counts.get('failed', 0)} failed, dead-lettered or cancelled)")
+
+
+COMMANDS = (("cancel", cancel), ("retry", retry), ("run-now", run_now),
+            ("reschedule", reschedule), ("set-priority", set_priority), ("delete", delete),
+            ("redrive", redrive), ("purge", purge))
+
+
 def register(app: typer.Typer) -> None:
     """Add the operator action commands to the root app."""
-
-    @app.command("cancel")
-    def cancel(
-        ctx: typer.Context,
-        ids: list[str] = typer.Argument(..., metavar="ID...", help=IDS_HELP),
-        reason: str | None = typer.Option(None, "--reason", help="Recorded in the event."),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Cancel pending or scheduled activities (running ones are refused: exit 9)."""
-        raise typer.Exit(_report(ctx, "cancel", ids, output, reason=reason))
-
-    @app.command("retry")
-    def retry(
-        ctx: typer.Context,
-        ids: list[str] = typer.Argument(..., metavar="ID...", help=IDS_HELP),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Run failed, dead-lettered or cancelled activities again, from attempt 1."""
-        raise typer.Exit(_report(ctx, "retry", ids, output))
-
-    @app.command("run-now")
-    def run_now(
-        ctx: typer.Context,
-        activity_id: str = typer.Argument(..., metavar="ID", help="Activity id (UUID)."),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Make a scheduled activity (a delay or a retry back-off) pending now."""
-        raise typer.Exit(_report(ctx, "run-now", [activity_id], output))
-
-    @app.command("reschedule")
-    def reschedule(
-        ctx: typer.Context,
-        activity_id: str = typer.Argument(..., metavar="ID", help="Activity id (UUID)."),
-        at: str | None = typer.Option(None, "--at", metavar="TIME",
-                                      help="ISO-8601 time to run at (naive means UTC)."),
-        delay: str | None = typer.Option(None, "--delay", metavar="DURATION",
-                                         help="Run this long from now (30s, 5m, 2h)."),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Schedule a pending or scheduled activity to run at a time."""
-        from datetime import UTC, datetime, timedelta
-
-        from runnerq_cli.durations import parse_duration
-
-        if (at is None) == (delay is None):
-            raise InvalidArgument("give exactly one of --at TIME or --delay DURATION")
-        if delay is not None:
-            when = datetime.now(UTC) + timedelta(seconds=parse_duration(delay, what="--delay"))
-        else:
-            try:
-                when = datetime.fromisoformat(str(at).strip().replace("Z", "+00:00"))
-            except ValueError:
-                raise InvalidArgument(f"--at: expected an ISO-8601 time, got {at!r}") from None
-            when = when if when.tzinfo else when.replace(tzinfo=UTC)
-        raise typer.Exit(_report(ctx, "reschedule", [activity_id], output, at=when))
-
-    @app.command("set-priority")
-    def set_priority(
-        ctx: typer.Context,
-        activity_id: str = typer.Argument(..., metavar="ID", help="Activity id (UUID)."),
-        priority: str = typer.Argument(..., metavar="PRIORITY",
-                                       help="low, normal, high, critical or 1-4."),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Change the priority of a pending or scheduled activity."""
-        raise typer.Exit(_report(ctx, "set-priority", [activity_id], output, priority=priority))
-
-    @app.command("redrive")
-    def redrive(
-        ctx: typer.Context,
-        types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
-                                               help="Only this activity type (repeatable)."),
-        dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
-        yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Move every dead-lettered activity back to pending (from attempt 1)."""
-        backend = state(ctx).backend()
-        with backend.errors_translated():
-            report = backend.redrive(types, dry_run=True)
-            if not dry_run and (report.count or report.stale_records):
-                if report.count:
-                    _confirm(f"Redrive {report.count} dead-lettered activities?", yes)
-                # Exactly the ones shown and confirmed, not any dead-lettered since.
-                report = backend.redrive(types, ids=[a["id"] for a in report.activities])
-        if output is not OutputFormat.TEXT:
-            emit(output, report.to_json())
-            return
-        verb = "would redrive" if dry_run else "redrove"
-        for item in report.activities:
-            typer.echo(f"{verb}: {item['id']} ({item['activity_type']})")
-        typer.echo(f"{verb} {report.count} activities"
-                   + (f"; {report.stale_records} stale dead-letter records "
-                      f"{'would be ' if dry_run else ''}removed" if report.stale_records else ""))
-
-    @app.command("purge")
-    def purge(
-        ctx: typer.Context,
-        dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
-        yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP),
-        output: OutputFormat = output_option(),
-    ) -> None:
-        """Apply retention now: delete terminal activities past it, with results and events."""
-        backend = state(ctx).backend()
-        with backend.errors_translated():
-            counts = backend.purge_preview()
-            if not dry_run and sum(counts.values()):
-                _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes)
-                counts = backend.purge(limits=counts)  # no more than was confirmed
-        data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
-        if output is not OutputFormat.TEXT:
-            emit(output, data)
-            return
-        verb = "would purge" if dry_run else "purged"
-        typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} completed, "
-                   f"{counts.get('failed', 0)} failed, dead-lettered or cancelled)")
+    for name, function in COMMANDS:
+        app.command(name)(function)

@@ -138,6 +138,7 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
 
 def line_spec(text: str, defaults: dict[str, Any]) -> ActivitySpec:
     """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
+    from runnerq_cli.backend.models import EXPORT_INFO_FIELDS
     from runnerq_cli.backend.queue import ActivitySpec
 
     try:
@@ -146,7 +147,8 @@ def line_spec(text: str, defaults: dict[str, Any]) -> ActivitySpec:
         raise InvalidArgument(f"malformed JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(data, dict):
         raise InvalidArgument("expected a JSON object per line")
-    unknown = sorted(set(data) - set(LINE_FIELDS))
+    # A `dlq export` line's provenance fields are ignored; any other unknown one is a typo.
+    unknown = sorted(set(data) - set(LINE_FIELDS) - set(EXPORT_INFO_FIELDS))
     if unknown:
         raise InvalidArgument(f"unknown field {unknown[0]!r} (known: {', '.join(LINE_FIELDS)})")
     if "type" in data and "activity_type" in data and data["type"] != data["activity_type"]:

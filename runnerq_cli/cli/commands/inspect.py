@@ -255,13 +255,17 @@ def workers_cmd(
     with backend.errors_translated():
         workers = backend.list_workers(parse_duration(stale_after, what="--stale-after"))
         now = backend.collections.clock()
+        pause = backend.paused()
     if output is not OutputFormat.TEXT:
-        records = [w.to_json() for w in workers]
-        emit(output, records if output is OutputFormat.JSONL else {"workers": records})
+        records = [{**w.to_json(), "paused": pause.covers(w.types)} for w in workers]
+        emit(output, records if output is OutputFormat.JSONL
+             else {"workers": records, "pause": pause.to_json()})
         return
     from rich.table import Table
 
     out = console()
+    if pause.active:
+        out.print(f"[bold yellow]queue {pause.describe()}[/]")
     if not workers:
         out.print("no workers registered")
         return
@@ -276,7 +280,8 @@ def workers_cmd(
                       str(c.get("succeeded", 0)), str(c.get("retried", 0)),
                       str(c.get("failed", 0)), str(c.get("dead_lettered", 0)),
                       str(c.get("claims_lost", 0)), _ago(w.last_heartbeat, now),
-                      "[red]stale[/red]" if w.stale else "[green]live[/green]")
+                      "[red]stale[/red]" if w.stale else "[yellow]paused[/yellow]"
+                      if pause.covers(w.types) else "[green]live[/green]")
     out.print(table)
 
 

@@ -93,6 +93,14 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
     before_workers = (previous or {}).get("workers", {}).get("live")
     info.add_row("workers", f"{workers['live']} live {_delta(workers['live'], before_workers)}"
                  f"  {workers['stale']} stale  {workers['in_flight']} in flight")
+    pause = snap.get("pause") or {}
+    if pause.get("paused"):
+        what = "whole queue" if pause.get("all") else "types " + ", ".join(pause["types"])
+        info.add_row("paused", f"[bold yellow]{what}[/] since {pause.get('at')}"
+                     f" by {pause.get('actor') or '?'}"
+                     + (f" ({pause['reason']})" if pause.get("reason") else ""))
+    else:
+        info.add_row("paused", "no")
     parts += [Text(""), info]
     return Group(*parts)
 
@@ -140,7 +148,9 @@ def stats_cmd(
 
     def take() -> dict[str, Any]:
         with backend.errors_translated():
-            return backend.stats_snapshot(**options)
+            snap = backend.stats_snapshot(**options)
+            snap["pause"] = backend.paused().to_json()  # pause/resume (control.py)
+            return snap
 
     if watch:
         _watch(take, pause, iterations)

@@ -1,0 +1,247 @@
+"""Operator actions on many activities: select what a filter matches, then act on exactly that.
+
+    selection = q.select("retry", ActivityFilter(statuses=("failed",), types=("charge",)),
+                         max_count=100)
+    # ... show selection.matched and selection.sample, ask the operator ...
+    report = q.apply("retry", selection, reason="gateway fixed", actor="ana")
+
+`select` reads only: how many activities match, the ids of the first
+`max_count` (oldest first) and a snapshot of each. `apply` then runs one
+conditional update per selected id, fenced on the snapshot (status, retry
+count, priority, completion time): an activity that changed in between is
+skipped with the reason, never acted on, and one that appeared in between is
+not touched. Running the same action again is harmless: what it already did
+no longer matches (or no longer has the snapshot).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.filters import ActivityFilter
+from runnerq_cli.backend.models import Priority, display_status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.operator import (
+    ACTION_STATUSES,
+    SNAPSHOT_FIELDS,
+    ActionResult,
+    snapshot_of,
+)
+from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+
+MAX_BULK = 10_000  # largest --max: one action, one audit record, one report
+SAMPLE_SIZE = 10
+SCAN_BATCH = 500
+# Events that name the worker an attempt ran on (for `--worker`).
+WORKER_EVENTS = ("Started", "Failed", "DeadLetter", "Completed", "Requeued", "Retrying",
+                 "Dequeued")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a filter matched when it was shown: the ids acted on are exactly `ids`."""
+
+    action: str
+    filter: ActivityFilter
+    matched: int  # how many activities matched (may exceed len(ids))
+    ids: list[uuid.UUID]
+    snapshots: dict[uuid.UUID, dict[str, Any]]
+    sample: list[dict[str, Any]]
+    max_count: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "filter": self.filter.to_json(), "matched": self.matched,
+                "selected": len(self.ids), "max": self.max_count,
+                "sample": to_jsonable(self.sample)}
+
+
+@dataclass
+class BulkReport:
+    """What `apply` did: applied results, and each skipped activity with its reason."""
+
+    action: str
+    selected: int
+    matched: int
+    applied: list[ActionResult] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    # Every outcome in the order of the ids: an ActionResult, or (the skip, its error).
+    outcomes: list[ActionResult | tuple[dict[str, Any], Exception]] = field(
+        default_factory=list)
+
+    def exit_code(self) -> int:
+        """0 if everything shown was acted on; else the skips' exit code (1 if they differ)."""
+        codes = {int(s["exit_code"]) for s in self.skipped}
+        if not codes:
+            return int(ExitCode.OK)
+        return codes.pop() if len(codes) == 1 else int(ExitCode.FAILURE)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "matched": self.matched, "selected": self.selected,
+                "applied": len(self.applied), "skipped": len(self.skipped),
+                "results": [r.to_json() for r in self.applied],
+                "skips": to_jsonable(self.skipped)}
+
+
+class BulkOperations:
+    """`select` then `apply`, for every operator action (mixed into `RunnerQ`)."""
+
+    _ctx: QueueContext
+
+    def select(self, action: str, flt: ActivityFilter, max_count: int | None = None,
+               *, sample_size: int = SAMPLE_SIZE) -> Selection:
+        """The activities `flt` matches for `action` (only its eligible statuses), oldest first.
+
+        Statuses the action does not apply to raise `WrongState`. Reads only.
+        """
+        allowed = ACTION_STATUSES.get(action)
+        if allowed is None:
+            raise InvalidArgument(f"unknown action {action!r}")
+        if max_count is not None and not 1 <= max_count <= MAX_BULK:
+            raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}")
+        wrong = [s for s in flt.statuses if s not in allowed]
+        if wrong:
+            names = " or ".join(s.value for s in allowed)
+            raise WrongState(f"{action} applies to {names} activities, not "
+                             f"{', '.join(s.value for s in wrong)}", status=wrong[0].value)
+        flt = flt.restricted_to(allowed)
+        limit = max_count if max_count is not None else MAX_BULK
+        query = flt.query()
+        order = [("created_at", 1), ("_id", 1)]
+        if flt.worker is None:
+            matched = self._ctx.activities.count_documents(query)
+            docs = list(self._ctx.activities.find(query, SNAPSHOT_FIELDS).sort(order)
+                        .limit(limit))
+        else:
+            matched, docs = self._select_by_worker(query, flt.worker, order, limit)
+        now = self._ctx.clock()
+        return Selection(action, flt, matched, [d["_id"] for d in docs],
+                         {d["_id"]: snapshot_of(d) for d in docs},
+                         [_summary(d, now) for d in docs[:sample_size]], max_count)
+
+    def _select_by_worker(self, query: dict[str, Any], worker: str,
+                          order: list[tuple[str, int]],
+                          limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """Activities matching `query` that `worker` holds or ran an attempt of.
+
+        The activity names its holder (`worker_id`) and the worker of its last
+        acknowledged attempt (`last_worker_id`); earlier attempts are in its events.
+
+        Scans the candidates in batches and asks the events of each batch
+        (indexed by activity id), so no unbounded list of ids is built.
+        """
+        matched, kept = 0, []
+        batch: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            nonlocal matched
+            ids = [d["_id"] for d in batch if worker not in _workers_of(d)]
+            ran = set()
+            if ids:
+                ran = set(self._ctx.events.distinct("activity_id", {
+                    "activity_id": {"$in": ids}, "worker_id": worker,
+                    "event_type": {"$in": list(WORKER_EVENTS)}}))
+            for doc in batch:
+                if worker in _workers_of(doc) or doc["_id"] in ran:
+                    matched += 1
+                    if len(kept) < limit:
+                        kept.append(doc)
+            batch.clear()
+
+        fields = {**SNAPSHOT_FIELDS, "worker_id": 1, "last_worker_id": 1}
+        for doc in self._ctx.activities.find(query, fields).sort(order):
+            batch.append(doc)
+            if len(batch) >= SCAN_BATCH:
+                flush()
+        flush()
+        return matched, kept
+
+    def preview_ids(self, action: str, ids: Iterable[uuid.UUID | str]) -> list[dict[str, Any]]:
+        """What `apply` would do to each id now (a dry run by ids): reads only."""
+        if action not in ACTION_STATUSES:
+            raise InvalidArgument(f"unknown action {action!r}")
+        allowed = {s.value for s in ACTION_STATUSES[action]}
+        aids = [parse_activity_id(i) for i in ids]
+        found = {d["_id"]: d for d in self._ctx.activities.find({"_id": {"$in": aids}},
+                                                                SNAPSHOT_FIELDS)}
+        now = self._ctx.clock()
+        rows = []
+        for aid in aids:
+            doc = found.get(aid)
+            if doc is None:
+                rows.append({"id": aid, "eligible": False, "reason": "not found"})
+                continue
+            eligible = doc.get("status") in allowed
+            rows.append({**_summary(doc, now), "eligible": eligible,
+                         "reason": None if eligible else
+                         f"{action} does not apply to {doc.get('status')} activities"})
+        return rows
+
+    def apply(self, action: str, target: Selection | Iterable[uuid.UUID | str], *,
+              reason: str | None = None, actor: str | None = None,
+              **params: Any) -> BulkReport:
+        """Run `action` once on each id of `target`, conditionally; write one audit record.
+
+        With a `Selection`, each activity must still be as it was selected
+        (else it is skipped as changed). `params` are the action's own
+        (`at` for reschedule, `priority` for set-priority).
+        """
+        from runnerq_cli.backend.audit import default_actor
+
+        actor = actor or default_actor()
+        method = self._action_method(action)  # type: ignore[attr-defined]
+        if isinstance(target, Selection):
+            if target.action != action:
+                raise InvalidArgument(f"this selection was made for {target.action}, "
+                                      f"not {action}")
+            ids: list[uuid.UUID] = list(target.ids)
+            snapshots = target.snapshots
+            matched = target.matched
+        else:
+            ids = [parse_activity_id(i) for i in target]
+            snapshots = {}
+            matched = len(ids)
+        # The action's own values are checked once, before anything is written.
+        if action == "reschedule" and "at" in params:
+            params["at"] = self._future_time(params["at"])  # type: ignore[attr-defined]
+        if action == "set-priority" and "priority" in params:
+            params["priority"] = Priority.parse(params["priority"])
+        report = BulkReport(action, len(ids), matched)
+        for aid in ids:
+            try:
+                result = method(aid, reason=reason, actor=actor, expect=snapshots.get(aid),
+                                **params)
+            except (NotFound, WrongState, InvalidArgument) as exc:
+                skip = {"id": aid, "reason": str(exc), "status": getattr(exc, "status", None),
+                        "exit_code": int(exc.exit_code)}
+                report.skipped.append(skip)
+                report.outcomes.append((skip, exc))
+                continue
+            report.applied.append(result)
+            report.outcomes.append(result)
+        if report.applied:
+            extra: dict[str, Any] = {"matched": matched, "skipped": len(report.skipped)}
+            if isinstance(target, Selection):
+                extra["filter"] = target.filter.to_json()
+            extra.update({k: to_jsonable(v) for k, v in params.items()})
+            self.record_action(action, [r.activity_id for r in report.applied],  # type: ignore[attr-defined]
+                               reason=reason, actor=actor, **extra)
+        return report
+
+
+def _summary(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A sample row: id, type, status, age, last error."""
+    created = doc.get("created_at")
+    status = str(doc.get("status"))
+    age = (now - created).total_seconds() if isinstance(created, datetime) else None
+    return {"id": doc["_id"], "activity_type": doc.get("activity_type"),
+            "status": display_status(status, int(doc.get("retry_count") or 0)),
+            "age_seconds": round(age, 3) if age is not None else None,
+            "last_error": doc.get("last_error")}
+
+
+def _workers_of(doc: dict[str, Any]) -> set[Any]:
+    return {doc.get("worker_id"), doc.get("last_worker_id")} - {None}

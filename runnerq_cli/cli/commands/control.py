@@ -1,0 +1,67 @@
+"""`runnerq-mongo pause` and `resume`: stop and restart claiming, for the whole queue or types.
+
+Stored in the database (backend/control.py): every worker on every host
+stops claiming within one poll interval, finishes what it holds, and the
+pause outlives restarts. `enqueue` keeps working.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from runnerq_cli.cli.output import OutputFormat, emit, output_option
+from runnerq_cli.cli.state import state
+
+TYPES_HELP = "Only this activity type (repeatable) [default: the whole queue]."
+
+
+def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str | None,
+            actor: str | None, output: OutputFormat) -> None:
+    from runnerq_cli.backend.audit import check_text
+
+    check_text(reason, "--reason")
+    check_text(actor, "--actor")
+    backend = state(ctx).backend()
+    with backend.errors_translated():
+        method = backend.pause if verb == "pause" else backend.resume
+        paused = method(types or None, reason=reason, actor=actor)
+    if output is not OutputFormat.TEXT:
+        emit(output, {"action": verb, "types": types or [], **paused.to_json()})
+        return
+    typer.echo(f"queue {backend.queue}: {paused.describe()}")
+
+
+def pause(
+    ctx: typer.Context,
+    types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
+                                           help=TYPES_HELP),
+    reason: str | None = typer.Option(None, "--reason", metavar="TEXT",
+                                      help="Why (recorded, shown by stats and audit)."),
+    actor: str | None = typer.Option(None, "--actor", metavar="NAME",
+                                     help="Who (recorded) [default: the operating-system "
+                                          "user]."),
+    output: OutputFormat = output_option(),
+) -> None:
+    """Stop workers claiming from the queue (or these types); running work finishes."""
+    _change(ctx, "pause", types, reason, actor, output)
+
+
+def resume(
+    ctx: typer.Context,
+    types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
+                                           help="Only this paused type (repeatable) "
+                                                "[default: everything]."),
+    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help="Why (recorded)."),
+    actor: str | None = typer.Option(None, "--actor", metavar="NAME",
+                                     help="Who (recorded) [default: the operating-system "
+                                          "user]."),
+    output: OutputFormat = output_option(),
+) -> None:
+    """Let workers claim again (everything, or these paused types)."""
+    _change(ctx, "resume", types, reason, actor, output)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `pause` and `resume` to the root app."""
+    app.command("pause")(pause)
+    app.command("resume")(resume)

@@ -1,0 +1,162 @@
+"""Pause and resume: stored in the database, obeyed by every worker within a poll interval."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.control import PauseState
+from runnerq_cli.backend.models import Status
+from runnerq_cli.errors import ExitCode, InvalidArgument
+from tests.test_worker_process import APP, ROOT, spawn, wait_for  # noqa: F401 (fixture)
+
+# ----------------------------------------------------------------- backend
+
+
+def test_pause_state_round_trip(queue: RunnerQ) -> None:
+    assert not queue.paused().active
+    state = queue.pause(["mail"], reason="smtp down", actor="ana")
+    assert (state.all, state.types, state.reason, state.actor) == (False, ("mail",),
+                                                                   "smtp down", "ana")
+    assert queue.pause(["sms", "mail"]).types == ("mail", "sms")
+    assert queue.resume(["mail"]).types == ("sms",)
+    assert not queue.resume(["sms"]).active
+    assert queue.collections.control.count_documents({}) == 0
+    whole = queue.pause(reason="deploy")
+    assert whole.all and whole.covers([]) and whole.covers(["x"])
+    with pytest.raises(InvalidArgument, match="whole queue is paused"):
+        queue.resume(["x"])
+    assert queue.paused().all
+    # Producers are not affected.
+    assert queue.enqueue("mail", {}).created
+    assert not queue.resume().active
+    kinds = [e.action for e in queue.audit()]
+    assert kinds == ["resume", "pause", "resume", "resume", "pause", "pause"]
+    events = list(queue.collections.events.find({"event_type": {"$in": ["Paused", "Resumed"]}}))
+    assert len(events) == 6 and all(e["activity_id"] is None for e in events)
+
+
+def test_claim_scope() -> None:
+    paused = PauseState(types=("mail",))
+    assert paused.claim_scope([]) == (None, ["mail"])  # any type but mail
+    assert paused.claim_scope(["mail", "sms"]) == (["sms"], [])
+    assert paused.claim_scope(["mail"]) is None
+    assert PauseState(all=True).claim_scope(["sms"]) is None
+    assert PauseState().claim_scope([]) == (None, [])
+
+
+def test_dequeue_leaves_out_excluded_types(queue: RunnerQ) -> None:
+    mail = queue.enqueue("mail", {}).activity_id
+    sms = queue.enqueue("sms", {}).activity_id
+    claims = queue.dequeue("w", exclude_types=["mail"], limit=5)
+    assert [c.activity_id for c in claims] == [sms]
+    assert queue.get_activity(mail).status == "pending"
+
+
+# --------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def backend(settings, cli_env) -> RunnerQ:
+    q = RunnerQ(settings)
+    q.init_indexes()
+    return q
+
+
+def test_cli_pause_resume_stats_workers_tail(run_cli, backend: RunnerQ) -> None:
+    res = run_cli("pause", "--type", "mail", "--reason", "smtp down", "--actor", "ana")
+    assert res.code == 0, res.stderr
+    assert "paused: types mail" in res.stdout and "smtp down" in res.stdout
+    stats = json.loads(run_cli("stats", "-o", "json").stdout)
+    assert stats["pause"]["types"] == ["mail"] and stats["pause"]["reason"] == "smtp down"
+    assert "paused" in run_cli("stats").stdout
+    backend.register_worker("w-mail", types=["mail"])
+    backend.register_worker("w-all")
+    workers = json.loads(run_cli("workers", "-o", "json").stdout)
+    assert {w["worker_id"]: w["paused"] for w in workers["workers"]} == {"w-mail": True,
+                                                                        "w-all": False}
+    text = run_cli("workers").stdout
+    assert "queue paused: types mail" in text
+    tail = run_cli("tail", "events", "--no-follow", "-o", "jsonl")
+    events = [json.loads(line) for line in tail.stdout.splitlines()]
+    assert [(e["event_type"], e["activity_id"]) for e in events] == [("Paused", None)]
+    assert events[0]["detail"]["reason"] == "smtp down"
+    assert "Paused" in run_cli("tail", "events", "--no-follow").stdout
+    assert run_cli("enqueue", "mail").code == 0  # producers go on
+    res = run_cli("resume", "-o", "json")
+    assert res.code == 0 and json.loads(res.stdout)["paused"] is False
+    assert run_cli("pause").code == 0
+    bad = run_cli("resume", "--type", "mail")
+    assert bad.code == ExitCode.USAGE and bad.stderr.startswith("error: the whole queue")
+    assert backend.paused().all
+
+
+def test_burst_worker_on_a_paused_queue_claims_nothing(backend: RunnerQ, run_cli_subprocess):
+    mail = backend.enqueue("echo", {}).activity_id
+    backend.pause(reason="maintenance")
+    res = run_cli_subprocess("worker", "--burst", *APP, "--log-format", "plain",
+                             env={"PYTHONPATH": str(ROOT)})
+    assert res.code == 0, res.stderr
+    assert "queue paused: claiming nothing" in res.stderr and "maintenance" in res.stderr
+    assert backend.get_activity(mail).status == "pending"
+    # Only some types paused: the others are worked off, the paused ones wait.
+    backend.resume()
+    backend.pause(["echo"])
+    other = backend.enqueue("payload_only", {"value": 1}).activity_id
+    res = run_cli_subprocess("worker", "--burst", *APP, "--log-format", "plain",
+                             env={"PYTHONPATH": str(ROOT)})
+    assert res.code == 0, res.stderr
+    assert backend.get_activity(other).status == "completed"
+    assert backend.get_activity(mail).status == "pending"
+
+
+@pytest.mark.slow
+def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: RunnerQ,
+                                                                    spawn) -> None:  # noqa: F811
+    poll = 0.5
+    workers = [spawn(*APP, "--poll-interval", f"{poll}s", "--concurrency", "2")
+               for _ in range(2)]
+    held = backend.enqueue("sleep", {"seconds": 1.5}).activity_id
+    wait_for(lambda: backend.get_activity(held).status == Status.PROCESSING, what="a claim")
+    wait_for(lambda: len(backend.list_workers()) == 2, what="two workers registered")
+
+    paused_at = time.monotonic()
+    backend.pause(reason="test")
+    wait_for(lambda: all("queue paused: claiming nothing" in w.log for w in workers),
+             timeout=20, what="both workers to see the pause")
+    # Each reads the pause at most once per poll interval (plus process and log latency).
+    assert time.monotonic() - paused_at < poll + 3.0
+    # What a worker already holds finishes.
+    wait_for(lambda: backend.get_activity(held).status == Status.COMPLETED, what="held work")
+
+    enqueued_at = backend.collections.clock()
+    waiting = [backend.enqueue("echo", {"n": n}).activity_id for n in range(4)]
+    # Both workers are alive and polling (a heartbeat after the enqueue, several poll
+    # intervals later) and have claimed none of it.
+    wait_for(lambda: all(w.last_heartbeat > enqueued_at for w in backend.list_workers()),
+             timeout=20, what="a heartbeat of each worker after the enqueue")
+    assert {backend.get_activity(a).status for a in waiting} == {"pending"}
+
+    resumed_at = backend.collections.clock()
+    backend.resume()
+    wait_for(lambda: all(backend.get_activity(a).status == Status.COMPLETED for a in waiting),
+             timeout=30, what="the work enqueued while paused")
+    assert all(backend.get_activity(a).started_at >= resumed_at for a in waiting)
+    wait_for(lambda: all("resumed: claiming again" in w.log for w in workers),
+             what="both workers to log the resume")
+    for worker in workers:
+        worker.proc.terminate()
+        assert worker.wait(30) == 0, worker.log
+
+
+@pytest.mark.parametrize("args", [["pause", "--type", " "], ["pause", "--reason", "x" * 5000],
+                                  ["resume", "--actor", "a\x00b"]])
+def test_pause_bad_input(run_cli, backend: RunnerQ, args: list[str]) -> None:
+    res = run_cli(*args)
+    assert res.code == ExitCode.USAGE
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+    assert backend.collections.control.count_documents({}) == 0
+    assert backend.audit() == []

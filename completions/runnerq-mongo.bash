@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority redrive purge config tail completion'
+            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority redrive purge doctor explain queues config tail metrics completion'
             flags='--version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -80,6 +80,18 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--dry-run -y --yes -h --help'
             valopts='-o --output' ;;
+        "doctor")
+            cmds=''
+            flags='--all-queues --strict -h --help'
+            valopts='-q --queue -o --output' ;;
+        "explain")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
+        "queues")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
         "config")
             cmds='show'
             flags='-h --help'
@@ -96,6 +108,14 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--follow --no-follow -h --help'
             valopts='--since --resume --cursor-file --mode --type --event --activity --worker -o --output' ;;
+        "metrics")
+            cmds='serve'
+            flags='-h --help'
+            valopts='' ;;
+        "metrics serve")
+            cmds=''
+            flags='--all-queues -h --help'
+            valopts='--port --host -q --queue --min-interval --window' ;;
         "completion")
             cmds='show install'
             flags='-h --help'
@@ -195,7 +215,7 @@ _runnerq_mongo_values() {
         "stats|--throughput-minutes")
             kind=none; choices='' ;;
         "stats|-o"|"stats|--output")
-            kind=choice; choices='text json jsonl' ;;
+            kind=choice; choices='text json jsonl openmetrics' ;;
         "list|--type")
             kind=none; choices='' ;;
         "list|--since")
@@ -246,6 +266,14 @@ _runnerq_mongo_values() {
             kind=choice; choices='text json jsonl' ;;
         "purge|-o"|"purge|--output")
             kind=choice; choices='text json jsonl' ;;
+        "doctor|-q"|"doctor|--queue")
+            kind=none; choices='' ;;
+        "doctor|-o"|"doctor|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "explain|-o"|"explain|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "queues|-o"|"queues|--output")
+            kind=choice; choices='text json jsonl' ;;
         "config show|-o"|"config show|--output")
             kind=choice; choices='text json jsonl' ;;
         "tail events|--since")
@@ -266,6 +294,16 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "tail events|-o"|"tail events|--output")
             kind=choice; choices='text json jsonl' ;;
+        "metrics serve|--port")
+            kind=none; choices='' ;;
+        "metrics serve|--host")
+            kind=none; choices='' ;;
+        "metrics serve|-q"|"metrics serve|--queue")
+            kind=none; choices='' ;;
+        "metrics serve|--min-interval")
+            kind=none; choices='' ;;
+        "metrics serve|--window")
+            kind=none; choices='' ;;
         "completion show|0")
             kind=choice; choices='bash zsh fish' ;;
         "completion install|0")

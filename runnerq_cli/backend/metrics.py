@@ -226,3 +226,60 @@ def check_values(snap: dict[str, Any]) -> dict[str, float]:
     values["stale_workers"] = float(snap["workers"]["stale"])
     values["in_flight"] = float(snap["workers"]["in_flight"])
     return values
+
+
+# ----------------------------------------------------------- Prometheus metrics
+# One bounded set of queries per scrape and queue (exposition.py renders it):
+# the covered $group on the type index, one oldest-pending seek, one range on
+# (status, completed_at) for the window's outcomes, the latency sample, and the
+# worker registry.
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    window_seconds: float = 300.0  # outcomes and latency percentiles over this window
+    sample_cap: int = 10_000
+    stale_after: float = 30.0
+
+
+def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:
+    """[{status, priority, type, count}]: one covered $group on the type index."""
+    pipeline = [{"$group": {"_id": {"status": "$status", "priority": "$priority",
+                                    "type": "$activity_type"}, "count": {"$sum": 1}}}]
+    rows = [{"status": str(row["_id"].get("status")),
+             "priority": _priority_name(row["_id"].get("priority")),
+             "type": str(row["_id"].get("type")), "count": int(row["count"])}
+            for row in _hinted(ctx.activities, pipeline, TYPE_INDEX)]
+    return sorted(rows, key=lambda r: (r["status"], r["type"], r["priority"]))
+
+
+def finished_in_window(ctx: QueueContext, now: datetime, seconds: float) -> dict[str, int]:
+    """Activities that reached completed/failed/dead_letter in the last `seconds`."""
+    pipeline = [
+        {"$match": {"status": {"$in": TERMINAL_DONE},
+                    "completed_at": {"$gte": now - timedelta(seconds=seconds)}}},
+        {"$group": {"_id": "$status", "count": {"$sum": 1}}},
+    ]
+    out = dict.fromkeys(TERMINAL_DONE, 0)
+    for row in ctx.activities.aggregate(pipeline):
+        out[str(row["_id"])] = int(row["count"])
+    return out
+
+
+def metrics_sample(ctx: QueueContext, workers: list[Any], paused: bool,
+                   options: MetricsOptions) -> dict[str, Any]:
+    """The numbers one scrape exposes for one queue (plain data, no exposition format)."""
+    now = ctx.clock()
+    oldest = oldest_pending(ctx, now)
+    live = [w for w in workers if not w.stale]
+    return {
+        "queue": ctx.settings.queue,
+        "activities": counts_by_status_priority_type(ctx),
+        "oldest_pending_age_seconds": oldest["age_seconds"] if oldest else 0.0,
+        "window_seconds": options.window_seconds,
+        "finished": finished_in_window(ctx, now, options.window_seconds),
+        "latency": latency(ctx, now, options.window_seconds, options.sample_cap),
+        "workers": {"live": len(live), "stale": len(workers) - len(live),
+                    "in_flight": sum(w.in_flight for w in live)},
+        "paused": paused,
+    }

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "stats",
     "inspect",
     "actions",
+    "diagnose",
     "completion",
 )
 

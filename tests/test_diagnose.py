@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.diagnose import (
+    check_clock,
     plan_problems,
     plan_stages,
     representative_queries,
@@ -172,6 +173,29 @@ def test_doctor_every_queue_and_unknown_queue(queue: RunnerQ, run_cli) -> None:
     assert bad.code == 2 and bad.stderr.startswith("error: ") and bad.stdout == ""
     bad = run_cli("doctor", "--queue", "no/slash")
     assert bad.code == 2 and bad.stderr.startswith("error: invalid queue name")
+
+
+def test_secondary_read_preference_warns(queue: RunnerQ, server, run_cli) -> None:
+    sep = "&" if "?" in server.uri else ("?" if server.uri.count("/") > 2 else "/?")
+    uri = f"{server.uri}{sep}readPreference=secondaryPreferred"
+    res = run_cli("doctor", "-o", "json", env={"RUNNERQ_MONGO_URI": uri})
+    assert res.code == 0, res.stderr
+    check = json.loads(res.stdout)["checks"][0]
+    assert check["name"] == "server" and check["status"] == "warn"
+    assert "read preference" in check["message"] and "readPreference" in check["fix"]
+    assert run_cli("doctor", "--strict", env={"RUNNERQ_MONGO_URI": uri}).code == 7
+
+
+@pytest.mark.parametrize(("skew", "status"), [(0.2, "ok"), (-3.0, "warn"), (20.0, "fail")])
+def test_clock_skew_thresholds(queue: RunnerQ, skew: float, status: str) -> None:
+    """The server's clock `skew` seconds ahead of this host's (a quarter lease fails)."""
+    here = datetime.now(UTC)
+    info = {"hello": {"localTime": (here + timedelta(seconds=skew)).replace(tzinfo=None)},
+            "midpoint": here.timestamp(), "rtt": 0.002}
+    check = check_clock(queue, info)
+    assert check.status.value == status
+    assert check.facts["skew_seconds"] == pytest.approx(skew, abs=0.01)
+    assert check.facts["fail_at_seconds"] == queue.settings.lease / 4
 
 
 def test_doctor_unreachable_server(run_cli) -> None:

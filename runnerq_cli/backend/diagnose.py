@@ -358,7 +358,8 @@ def check_server(rq: RunnerQ, info: dict[str, Any]) -> Check:
                      "lists' reads may be stale (claims and acknowledgements go to the primary)")
         fix = "remove readPreference from the workers' URI (they must read the primary)"
     label = "the mongoeco dev server" if dev else f"MongoDB {version}"
-    message = f"{label}, {topology}; tail uses {facts['tail'].split(' (')[0]}"
+    message = (f"{label}, {topology}; tail uses {facts['tail'].split(' (')[0]}; "
+               f"default write concern {facts['default_write_concern']}")
     if notes:
         message += "; " + "; ".join(notes)
     return Check("server", status, message, fix, facts)

@@ -352,6 +352,20 @@ def test_explain_not_found(queue: RunnerQ, run_cli) -> None:
     assert bad.code == ExitCode.USAGE and bad.stderr.startswith("error: invalid activity id")
 
 
+def test_explain_finds_the_activity_in_another_queue(queue: RunnerQ, run_cli) -> None:
+    queue.enqueue("job", {})
+    elsewhere = queue.for_queue("emails")
+    elsewhere.init_indexes()
+    aid = elsewhere.enqueue("send", {}).activity_id
+    with pytest.raises(NotFound):
+        queue.explain(aid)
+    assert queue.explain(aid, any_queue=True).queue == "emails"
+    doc = json.loads(run_cli("explain", str(aid), "-o", "json").stdout)
+    assert doc["queue"] == "emails" and doc["facts"]["activity_type"] == "send"
+    res = run_cli("explain", str(uuid.uuid4()))
+    assert res.code == 4 and "in any queue of database" in res.stderr
+
+
 def test_explain_cli_text_and_json(queue: RunnerQ, run_cli) -> None:
     aid = queue.enqueue("job", {}, delay_seconds=600).activity_id
     res = run_cli("explain", str(aid))

@@ -90,11 +90,14 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
 
         return [*(server_checks(self) if server else []), *queue_checks(self)]
 
-    def explain(self, activity_id: Any) -> Any:
-        """Why the activity is where it is (diagnose.Explanation); NotFound if absent."""
+    def explain(self, activity_id: Any, *, any_queue: bool = False) -> Any:
+        """Why the activity is where it is (diagnose.Explanation); NotFound if absent.
+
+        With `any_queue`, an id not in this queue is looked for in the database's others.
+        """
         from runnerq_cli.backend.diagnose import explain_activity
 
-        return explain_activity(self, activity_id)
+        return explain_activity(self, activity_id, any_queue=any_queue)
 
     def queue_summary(self) -> dict[str, Any]:
         """Counts by status, oldest pending age, workers and pause of this queue."""

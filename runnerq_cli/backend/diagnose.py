@@ -676,9 +676,29 @@ def _ahead(rq: RunnerQ, priority: int, created_at: datetime) -> dict[str, int]:
     return out
 
 
-def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str) -> Explanation:
-    """Why the activity is not running (or how it ended); NotFound if there is none."""
+def locate_activity(rq: RunnerQ, activity_id: uuid.UUID) -> RunnerQ:
+    """The backend of the queue holding the activity: this one, else the first other
+    queue of the database that has it (one `_id` look-up per queue); NotFound otherwise."""
+    if rq.collections.activities.count_documents({"_id": activity_id}, limit=1):
+        return rq
+    for name in discover_queues(rq.db):
+        if name != rq.queue:
+            other = rq.for_queue(name)
+            if other.collections.activities.count_documents({"_id": activity_id}, limit=1):
+                return other
+    raise NotFound(f"activity {activity_id} not found (in any queue of database "
+                   f"{rq.settings.database!r})")
+
+
+def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str, *,
+                     any_queue: bool = False) -> Explanation:
+    """Why the activity is not running (or how it ended); NotFound if there is none.
+
+    With `any_queue`, an activity not in this queue is looked for in the others.
+    """
     aid = parse_activity_id(activity_id)
+    if any_queue:
+        rq = locate_activity(rq, aid)
     act = rq.get_activity(aid)
     now = _now(rq)
     workers = rq.list_workers(STALE_AFTER)

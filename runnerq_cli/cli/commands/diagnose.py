@@ -96,6 +96,9 @@ def explain_cmd(
 ) -> None:
     """Why isn't this activity running? A sentence, then the facts behind it.
 
+    An id not in the configured queue is looked for in the database's other
+    queues (the output names the queue).
+
     Exit codes: 0 explained, 4 no such activity, 2 a malformed id.
     """
     from runnerq_cli.backend.models import parse_activity_id, to_jsonable
@@ -105,7 +108,7 @@ def explain_cmd(
     aid = parse_activity_id(activity_id)  # a malformed id fails before connecting
     backend = state(ctx).backend()
     with backend.errors_translated():
-        found = backend.explain(aid)
+        found = backend.explain(aid, any_queue=True)
     if output is not OutputFormat.TEXT:
         emit(output, found.to_json())
         return

@@ -89,14 +89,11 @@ def _at_least(n: int) -> str:
 def queue_pause(rq: RunnerQ) -> dict[str, Any] | None:
     """The queue's pause, or None when it runs (the ONE place that reads pausing).
 
-    Pausing belongs to the operator actions (issue 10). Until the backend has
-    its own method, a pause is read as a document `{_id: "pause", paused: true,
-    ...}` in `runnerq_{queue}_control`; no such document means not paused.
+    Pausing belongs to the operator actions (issue 10): once the backend has
+    its own reader, call it here. Until then a pause is read as a document
+    `{_id: "pause", paused: true, ...}` in `runnerq_{queue}_control`; no such
+    document means not paused.
     """
-    method = getattr(rq, "pause_status", None)
-    if callable(method):  # the operator side's own reader, once it exists
-        found = method()
-        return found if isinstance(found, dict) and found.get("paused") else None
     doc = rq.db[f"runnerq_{rq.queue}_control"].find_one({"_id": "pause"})
     if not doc or not doc.get("paused"):
         return None

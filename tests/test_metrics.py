@@ -167,8 +167,9 @@ class Served:
         self.first_line = line[0].strip()
         self.url = self.first_line.rsplit(" ", 1)[-1]
 
-    def get(self, url: str | None = None) -> tuple[int, str, str]:
-        with urllib.request.urlopen(url or self.url, timeout=30) as answer:
+    def get(self, accept: str | None = None) -> tuple[int, str, str]:
+        request = urllib.request.Request(self.url, headers={"Accept": accept} if accept else {})
+        with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.status, answer.headers.get("Content-Type"), answer.read().decode()
 
     def stop(self) -> int:
@@ -193,6 +194,17 @@ def test_metrics_serve_scraped_over_http(mix, cli_env) -> None:
         mix.enqueue("a", {}, priority="high")
         assert parse(served.get()[2])["runnerq_activities"].samples == \
             families["runnerq_activities"].samples
+        # Prometheus asks for OpenMetrics first: the same metrics, in that format.
+        from prometheus_client.openmetrics.parser import (
+            text_string_to_metric_families as parse_openmetrics,
+        )
+
+        _, content_type, body = served.get("application/openmetrics-text; version=1.0.0")
+        assert content_type.startswith("application/openmetrics-text")
+        assert body.endswith("# EOF\n")
+        om = {f.name: f for f in parse_openmetrics(body)}
+        assert {n: om[n].type for n in FAMILIES} == FAMILIES
+        assert value(om["runnerq_activities"], status="pending", type="a") == 1
     finally:
         code = served.stop()
     assert code == 0

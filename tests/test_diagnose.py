@@ -146,6 +146,32 @@ def test_old_outbox_fails(queue: RunnerQ, clock, run_cli) -> None:
     assert check["facts"]["older_than_a_minute"] == 1
 
 
+def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server) -> None:
+    """The same number of server operations on 3 activities as on 153: no per-activity work,
+    no cursor paged through (getmore). The plans themselves: the `query plans` check."""
+    from runnerq_cli.backend.queue import ActivitySpec
+
+    def operations(run) -> dict[str, int]:
+        status = queue.db.client.admin.command
+        before = status("serverStatus")["opcounters"]
+        run()
+        after = status("serverStatus")["opcounters"]
+        # A real server also counts the driver's monitoring (commands) and TTL deletes.
+        noise = ("command", "delete") if server.real_mongodb else ()
+        return {k: after[k] - before[k] for k in after if k not in noise}
+
+    live_worker(queue)
+    for _ in range(3):
+        queue.enqueue("job", {})
+    small = (operations(queue.doctor), operations(queue.metrics_sample),
+             operations(queue.queue_summary))
+    queue.enqueue_many([ActivitySpec("job", {}) for _ in range(150)])
+    large = (operations(queue.doctor), operations(queue.metrics_sample),
+             operations(queue.queue_summary))
+    assert large == small
+    assert all(ops["getmore"] == 0 for ops in large)
+
+
 def test_warnings_pass_unless_strict(queue: RunnerQ, run_cli) -> None:
     make(queue, "dead_letter")
     code, statuses, _ = doctor(run_cli)

@@ -339,7 +339,7 @@ def test_explain_pending_place_and_workers(queue: RunnerQ, clock) -> None:
     live_worker(queue, "w-job", types=("job",))
     found = queue.explain(aid)
     assert found.facts["handled_by"] == ["w-job"]
-    assert found.sentence.endswith("1 live worker(s) handle job (w-job).")
+    assert found.sentence.endswith("1 live worker handles job (w-job).")
 
 
 @pytest.mark.parametrize(("state", "start"), [

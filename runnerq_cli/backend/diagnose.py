@@ -83,6 +83,10 @@ def _at_least(n: int) -> str:
     return f"at least {n}" if n >= COUNT_LIMIT else str(n)
 
 
+def _activities(n: int) -> str:
+    return f"{_at_least(n)} {'activity' if n == 1 else 'activities'}"
+
+
 # ------------------------------------------------------------------ pausing
 
 
@@ -494,7 +498,8 @@ def check_workers(rq: RunnerQ, workers: list[WorkerInfo], pending: int) -> Check
     if stale:
         first = stale[0]
         return Check("workers", CheckStatus.FAIL,
-                     f"{len(stale)} stale worker(s) (no heartbeat for {STALE_AFTER:g}s), e.g. "
+                     f"{len(stale)} stale worker{'s' if len(stale) > 1 else ''} "
+                     f"(no heartbeat for {STALE_AFTER:g}s), e.g. "
                      f"{first.worker_id} on {first.host} pid {first.pid}; {len(live)} live",
                      "check those processes; a dead worker's entry expires after 10 minutes "
                      "and its activities return when their leases expire", facts)
@@ -537,7 +542,7 @@ def check_leases(rq: RunnerQ, now: datetime, live_workers: int) -> Check:
         why = ("no worker is alive to reap them" if not live_workers
                else "live workers run the reaper: check their logs")
         return Check("leases", CheckStatus.FAIL,
-                     f"{_at_least(expired)} activities processing more than {LEASE_GRACE:g}s "
+                     f"{_activities(expired)} processing more than {LEASE_GRACE:g}s "
                      f"past their lease: {why}",
                      "start a worker (its reaper requeues them)" if not live_workers
                      else "check the workers' logs for reaper errors", facts)
@@ -551,7 +556,7 @@ def check_outboxes(rq: RunnerQ, now: datetime, live_workers: int) -> Check:
     facts = {"older_than_a_minute": old, "live_workers": live_workers}
     if old:
         return Check("outbox", CheckStatus.FAIL,
-                     f"{_at_least(old)} activities carry an outbox older than "
+                     f"{_activities(old)} with an outbox older than "
                      f"{OUTBOX_MAX_AGE:g}s (their events/results are not copied out yet)",
                      "start a worker: it repairs outboxes every 30 s" if not live_workers
                      else "check the workers' logs for repair errors", facts)
@@ -759,7 +764,8 @@ def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str, *,
         place = (f"{_at_least(total)} ahead of it in claim order ("
                  + ", ".join(f"{n} {p}" for p, n in ahead.items()) + ")") if total \
             else "first in claim order"
-        who = (f"{len(handlers)} live worker(s) handle {act.activity_type} "
+        verb = "live worker handles" if len(handlers) == 1 else "live workers handle"
+        who = (f"{len(handlers)} {verb} {act.activity_type} "
                f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"
                if handlers else f"no live worker handles {act.activity_type}")
         sentence = f"Pending ({_priority_name(act.priority)} priority): {place}; {who}."

@@ -225,11 +225,17 @@ def test_clock_skew_thresholds(queue: RunnerQ, skew: float, status: str) -> None
 
 
 def test_doctor_unreachable_server(run_cli) -> None:
-    res = run_cli("doctor", env={"RUNNERQ_MONGO_URI": "mongodb://u:secret@127.0.0.1:1",
-                                 "RUNNERQ_SERVER_SELECTION_TIMEOUT": "300ms"})
+    env = {"RUNNERQ_MONGO_URI": "mongodb://u:secret@127.0.0.1:1",
+           "RUNNERQ_SERVER_SELECTION_TIMEOUT": "300ms"}
+    res = run_cli("doctor", env=env)
     assert res.code == ExitCode.UNAVAILABLE
     assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
-    assert "secret" not in res.stderr
+    assert res.stdout.startswith("FAIL  server: MongoDB at mongodb://u:****@127.0.0.1:1")
+    assert "fix: check the URI" in res.stdout
+    assert "secret" not in res.stderr + res.stdout
+    doc = json.loads(run_cli("doctor", "-o", "json", env=env).stdout)
+    assert doc["ok"] is False
+    assert [(c["name"], c["status"]) for c in doc["checks"]] == [("server", "fail")]
 
 
 # ----------------------------------------------------- query plans (explain format)

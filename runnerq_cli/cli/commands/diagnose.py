@@ -56,20 +56,30 @@ def doctor_cmd(
     from runnerq_cli.backend.diagnose import Check, CheckStatus, failed, server_checks
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
-    from runnerq_cli.errors import ExitCode
+    from runnerq_cli.errors import ExitCode, InvalidArgument, Unavailable
 
+    if queue and all_queues:
+        raise InvalidArgument("give --queue or --all-queues, not both")
     cli = state(ctx)
     backend = cli.backend()
-    with backend.errors_translated():
-        names = _queues(cli, backend, queue, all_queues, must_exist=False)
-        checks: list[Check] = []
-        for index, name in enumerate(names):
-            checks += backend.for_queue(name).doctor(server=index == 0)
-        if not names:
-            checks = [*server_checks(backend),
-                      Check("queues", CheckStatus.WARN,
-                            f"no RunnerQ queue in database {cli.settings().database}",
-                            "runnerq-mongo --queue NAME init-indexes")]
+    names: list[str] = []
+    checks: list[Check] = []
+    unreachable: Unavailable | None = None
+    try:
+        with backend.errors_translated():
+            names = _queues(cli, backend, queue, all_queues, must_exist=False)
+            for index, name in enumerate(names):
+                checks += backend.for_queue(name).doctor(server=index == 0)
+            if not names:
+                checks = [*server_checks(backend),
+                          Check("queues", CheckStatus.WARN,
+                                f"no RunnerQ queue in database {cli.settings().database}",
+                                "runnerq-mongo --queue NAME init-indexes")]
+    except Unavailable as exc:  # the first check failed; the others cannot run
+        unreachable = exc
+        checks = [Check("server", CheckStatus.FAIL, str(exc),
+                        "check the URI, the network and the credentials "
+                        "(runnerq-mongo config show)")]
     bad = failed(checks, strict=strict)
     summary = {s.value: sum(1 for c in checks if c.status is s) for s in CheckStatus}
     if output is OutputFormat.JSON:
@@ -85,6 +95,11 @@ def doctor_cmd(
                 typer.echo(f"      fix: {check.fix}")
         counts = ", ".join(f"{n} {_LABEL[s]}" for s, n in summary.items() if n)
         typer.echo(f"doctor: {counts}" + (" (strict)" if strict else ""))
+    if unreachable is not None:
+        from runnerq_cli.cli.output import error_line
+
+        error_line(str(unreachable))
+        raise typer.Exit(int(ExitCode.UNAVAILABLE))
     if bad:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
 

@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit config tail dlq completion'
+            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit doctor explain queues config tail dlq metrics completion'
             flags='--version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -96,6 +96,18 @@ _runnerq_mongo_node() {
             cmds=''
             flags='-h --help'
             valopts='--since --actor --action --limit -o --output' ;;
+        "doctor")
+            cmds=''
+            flags='--all-queues --strict -h --help'
+            valopts='-q --queue -o --output' ;;
+        "explain")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
+        "queues")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
         "config")
             cmds='show'
             flags='-h --help'
@@ -124,6 +136,14 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--redrive --dry-run -h --help'
             valopts='--reason --actor -o --output' ;;
+        "metrics")
+            cmds='serve'
+            flags='-h --help'
+            valopts='' ;;
+        "metrics serve")
+            cmds=''
+            flags='--all-queues -h --help'
+            valopts='--port --host -q --queue --min-interval --window' ;;
         "completion")
             cmds='show install'
             flags='-h --help'
@@ -223,7 +243,7 @@ _runnerq_mongo_values() {
         "stats|--throughput-minutes")
             kind=none; choices='' ;;
         "stats|-o"|"stats|--output")
-            kind=choice; choices='text json jsonl' ;;
+            kind=choice; choices='text json jsonl openmetrics' ;;
         "list|--type")
             kind=none; choices='' ;;
         "list|--since")
@@ -428,6 +448,14 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "audit|-o"|"audit|--output")
             kind=choice; choices='text json jsonl' ;;
+        "doctor|-q"|"doctor|--queue")
+            kind=none; choices='' ;;
+        "doctor|-o"|"doctor|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "explain|-o"|"explain|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "queues|-o"|"queues|--output")
+            kind=choice; choices='text json jsonl' ;;
         "config show|-o"|"config show|--output")
             kind=choice; choices='text json jsonl' ;;
         "tail events|--since")
@@ -462,6 +490,16 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "dlq import|-o"|"dlq import|--output")
             kind=choice; choices='text json jsonl' ;;
+        "metrics serve|--port")
+            kind=none; choices='' ;;
+        "metrics serve|--host")
+            kind=none; choices='' ;;
+        "metrics serve|-q"|"metrics serve|--queue")
+            kind=none; choices='' ;;
+        "metrics serve|--min-interval")
+            kind=none; choices='' ;;
+        "metrics serve|--window")
+            kind=none; choices='' ;;
         "dlq import|0")
             kind=file; choices='' ;;
         "completion show|0")

@@ -27,6 +27,7 @@ class ExitCode(IntEnum):
     ACTIVITY_CANCELLED = 12  # wait/result: an operator cancelled the activity
     WAIT_TIMEOUT = 13  # wait: the activity was not terminal in time
     NO_RESULT = 14  # result: the activity has no result (yet)
+    ADDRESS_IN_USE = 15  # metrics serve: the host/port to listen on is taken
     WORKER_ERRORS = 20  # worker --burst --fail-on-error: some activity failed
     WORKER_SHUTDOWN_TIMEOUT = 21  # worker: running work was released at shutdown
     INTERRUPTED = 130  # a second signal stopped the process at once
@@ -103,3 +104,9 @@ class Unavailable(RunnerQError):
     """The MongoDB server could not be reached or did not answer in time."""
 
     exit_code = ExitCode.UNAVAILABLE
+
+
+class AddressInUse(RunnerQError):
+    """`metrics serve`: another process listens on the address already."""
+
+    exit_code = ExitCode.ADDRESS_IN_USE

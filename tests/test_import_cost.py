@@ -13,15 +13,17 @@ import sys
 
 import pytest
 
-HEAVY = ("pymongo", "bson", "rich", "yaml", "runnerq_cli.backend")
+HEAVY = ("pymongo", "bson", "rich", "yaml", "prometheus_client", "runnerq_cli.backend")
 
 PROBE = """
 import contextlib, io, json, sys
 from runnerq_cli.cli.app import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("pymongo", "bson", "rich", "yaml")
-               or m == "runnerq_cli.backend" or m.startswith("runnerq_cli.backend."))
+heavy = sorted(m for m in sys.modules
+               if m.split(".")[0] in ("pymongo", "bson", "rich", "yaml", "prometheus_client")
+               or m == "runnerq_cli.backend" or m.startswith("runnerq_cli.backend.")
+               or m == "runnerq_cli.exposition")
 print(json.dumps({"code": code, "heavy": heavy}))
 """
 
@@ -34,6 +36,12 @@ print(json.dumps({"code": code, "heavy": heavy}))
     ["completion", "--help"],
     ["cancel", "--help"],
     ["redrive", "--help"],
+    ["doctor", "--help"],
+    ["explain", "--help"],
+    ["queues", "--help"],
+    ["metrics", "--help"],
+    ["metrics", "serve", "--help"],
+    ["stats", "--help"],
 ])
 def test_help_and_completion_import_nothing_heavy(args: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
@@ -47,7 +55,7 @@ def test_help_and_completion_import_nothing_heavy(args: list[str]) -> None:
 def test_generator_imports_nothing_heavy() -> None:
     code = ("import sys; from runnerq_cli.cli.completion_scripts import generate; "
             "generate('fish'); print(sorted(m for m in sys.modules "
-            f"if m.split('.')[0] in {HEAVY[:4]!r} or m.startswith('runnerq_cli.backend')))")
+            f"if m.split('.')[0] in {HEAVY[:5]!r} or m.startswith('runnerq_cli.backend')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -153,8 +153,9 @@ def test_init_indexes_is_idempotent_and_reports_conflicts(queue: RunnerQ) -> Non
     prefix = "runnerq_tests_"
     for expected in [
         ("activities", "priority_-1_created_at_1__id_1_status_1_pending"),
-        ("activities", "scheduled_at_1__id_1_status_1_priority_1_scheduled"),
-        ("activities", "lease_deadline_1__id_1_status_1_priority_1_processing"),
+        ("activities", "scheduled_at_1__id_1_status_1_priority_1_activity_type_1_scheduled"),
+        ("activities",
+         "lease_deadline_1__id_1_status_1_priority_1_activity_type_1_processing"),
         ("activities", "idempotency_key_1"),
         ("results", "created_at_1"),
         ("idempotency", "created_at_1"),

@@ -98,6 +98,55 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         existing = set(self._ctx.db.list_collection_names())
         return [name for name in self._ctx.names.all().values() if name not in existing]
 
+    # ------------------------------------------------ diagnosis (diagnose.py, metrics.py)
+
+    def doctor(self, *, server: bool = True) -> list[Any]:
+        """The doctor's checks: of the server (when `server`), then of this queue."""
+        from runnerq_cli.backend.diagnose import queue_checks, server_checks
+
+        return [*(server_checks(self) if server else []), *queue_checks(self)]
+
+    def explain(self, activity_id: Any, *, any_queue: bool = False) -> Any:
+        """Why the activity is where it is (diagnose.Explanation); NotFound if absent.
+
+        With `any_queue`, an id not in this queue is looked for in the database's others.
+        """
+        from runnerq_cli.backend.diagnose import explain_activity
+
+        return explain_activity(self, activity_id, any_queue=any_queue)
+
+    def queue_summary(self) -> dict[str, Any]:
+        """Counts by status, oldest pending age, workers and pause of this queue."""
+        from runnerq_cli.backend.diagnose import queue_summary
+
+        return queue_summary(self)
+
+    def discover_queues(self) -> list[str]:
+        """Every RunnerQ queue in this database (from its collection names)."""
+        from runnerq_cli.backend.diagnose import discover_queues
+
+        return discover_queues(self._ctx.db)
+
+    def for_queue(self, queue: str) -> RunnerQ:
+        """A RunnerQ on another queue of the same database (same client, same clock)."""
+        from dataclasses import replace
+
+        from runnerq_cli.backend.naming import validate_queue_name
+
+        if queue == self.queue:
+            return self
+        return RunnerQ(replace(self.settings, queue=validate_queue_name(queue)),
+                       clock=self._ctx.clock)
+
+    def metrics_sample(self, *, window_seconds: float = 300.0) -> dict[str, Any]:
+        """What one Prometheus scrape exposes for this queue (metrics.metrics_sample)."""
+        from runnerq_cli.backend.diagnose import queue_pause
+        from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
+
+        options = MetricsOptions(window_seconds=window_seconds)
+        workers = self.list_workers(options.stale_after)
+        return metrics_sample(self._ctx, workers, queue_pause(self) is not None, options)
+
     @contextmanager
     def buffered_outbox(self, size: int = 64) -> Iterator[None]:
         """Batch outbox copies (events, results) for throughput; drained on exit."""

@@ -79,8 +79,11 @@ def index_plan(settings: Settings) -> list[IndexSpec]:
     Activity indexes are partial: each holds only the documents in one state,
     so a document's entry changes only when it enters or leaves that state,
     and an index stays as small as its state however much history the queue
-    keeps. `status` trails the keys of the single-state indexes: it never
-    changes within one, and lets a count by status read index keys only.
+    keeps. `status` trails the keys of the single-state indexes (it never
+    changes within one), and `priority` and `activity_type` trail where they
+    do not already lead: counts by status, priority and type then read index
+    keys only, and an entry changes only when a rare operator action changes
+    one of them.
     """
     def ttl(seconds: float) -> dict[str, Any]:
         return {"expireAfterSeconds": int(seconds)}
@@ -92,14 +95,15 @@ def index_plan(settings: Settings) -> list[IndexSpec]:
         IndexSpec("activities", (("activity_type", 1), ("priority", -1), ("created_at", 1),
                                  ("status", 1)), _partial(PENDING), label="pending",
                   why="claims limited to activity types; pending counts by type"),
-        IndexSpec("activities", (("scheduled_at", 1), ("_id", 1), ("status", 1), ("priority", 1)),
-                  _partial(SCHEDULED), label="scheduled",
+        IndexSpec("activities", (("scheduled_at", 1), ("_id", 1), ("status", 1), ("priority", 1),
+                                 ("activity_type", 1)), _partial(SCHEDULED), label="scheduled",
                   why="due scheduled work (scheduler); list scheduled pages; counts"),
         IndexSpec("activities", (("lease_deadline", 1), ("_id", 1), ("status", 1),
-                                 ("priority", 1)), _partial(PROCESSING), label="processing",
+                                 ("priority", 1), ("activity_type", 1)), _partial(PROCESSING),
+                  label="processing",
                   why="expired leases (reaper); list running pages; counts"),
-        IndexSpec("activities", (("status", 1), ("completed_at", 1), ("_id", 1), ("priority", 1)),
-                  _partial(FINISHED), label="finished",
+        IndexSpec("activities", (("status", 1), ("completed_at", 1), ("_id", 1), ("priority", 1),
+                                 ("activity_type", 1)), _partial(FINISHED), label="finished",
                   why="list finished pages; retention; throughput; derived Completed events"),
         IndexSpec("activities", (("created_at", 1),),
                   why="derived Enqueued/Scheduled events for tails"),

@@ -6,8 +6,7 @@ cost table, which mirrors `QUERY_COSTS` below):
 
 - counts by status and priority: one `$group` per state on its partial index
   (hinted, covered: index keys only, no document reads);
-- counts by type: pending on the by-type claim index (covered); the other
-  states on their partial index, reading their documents;
+- counts by type: the same (the partial indexes hold the type too);
 - oldest pending: one indexed seek (`priority $in [1..4]` merges the four
   claim-order index ranges, sorted by `created_at`, limit 1);
 - throughput: terminal activities with `completed_at` in the last N minutes,
@@ -25,6 +24,7 @@ from typing import Any
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.indexes import EVER, index_name
 from runnerq_cli.backend.models import TERMINAL_STATUSES, Priority, Status, to_jsonable
+from runnerq_cli.config import Settings
 
 SCHEMA = "runnerq.stats/1"
 TERMINAL_DONE = [Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value]
@@ -35,8 +35,7 @@ PERCENTILES = (50, 95, 99)
 QUERY_COSTS = {
     "by_status / by_priority": "one $group per state over its partial index, covered (reads "
                                "every index key once, no documents): O(activities) key reads",
-    "by_type (--by type)": "the same per state; pending covered, the others read documents: "
-                           "O(activities) document reads",
+    "by_type (--by type)": "the same per state, also covered: O(activities) key reads",
     "oldest_pending": "one index seek on the claim-order index (4 ranges merged): O(1)",
     "throughput": "range on the finished index (status, completed_at) for the last N minutes: "
                   "O(finished in window)",
@@ -74,9 +73,8 @@ def _hinted(collection: Any, pipeline: list[dict[str, Any]], index: str) -> list
     return aggregate_hinted(collection, pipeline, index)
 
 
-def _count_queries(ctx: QueueContext) -> list[tuple[dict[str, Any], str]]:
+def count_queries(settings: Settings) -> list[tuple[dict[str, Any], str]]:
     """(match, index) pairs that together count every activity, each from index keys."""
-    settings = ctx.settings
     return [
         ({"status": Status.PENDING.value}, index_name(settings, "claim order")),
         ({"status": Status.SCHEDULED.value}, index_name(settings, "due scheduled")),
@@ -90,7 +88,7 @@ def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]]
     """Counts by status and priority: one covered $group per state's partial index."""
     by_status = dict.fromkeys(REPORTED_STATUSES, 0)
     by_priority: dict[str, dict[str, int]] = {}
-    for match, index in _count_queries(ctx):
+    for match, index in count_queries(ctx.settings):
         pipeline = [{"$match": match},
                     {"$group": {"_id": {"status": "$status", "priority": "$priority"},
                                 "count": {"$sum": 1}}}]
@@ -103,9 +101,9 @@ def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]]
 
 
 def counts_by_type(ctx: QueueContext) -> dict[str, dict[str, int]]:
-    """Counts by type and status (pending from index keys; the other states read documents)."""
+    """Counts by type and status: one covered $group per state's partial index."""
     out: dict[str, dict[str, int]] = {}
-    queries = _count_queries(ctx)
+    queries = count_queries(ctx.settings)
     queries[0] = (queries[0][0], index_name(ctx.settings, "claims limited"))
     for match, index in queries:
         pipeline = [{"$match": match},
@@ -249,3 +247,65 @@ def check_values(snap: dict[str, Any]) -> dict[str, float]:
     values["stale_workers"] = float(snap["workers"]["stale"])
     values["in_flight"] = float(snap["workers"]["in_flight"])
     return values
+
+
+# ----------------------------------------------------------- Prometheus metrics
+# One bounded set of queries per scrape and queue (exposition.py renders it):
+# covered $groups on the partial indexes, one oldest-pending seek, one range on
+# (status, completed_at) for the window's outcomes, the latency sample, and the
+# worker registry.
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    window_seconds: float = 300.0  # outcomes and latency percentiles over this window
+    sample_cap: int = 10_000
+    stale_after: float = 30.0
+
+
+def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:
+    """[{status, priority, type, count}]: one covered $group per state's partial index."""
+    rows = []
+    queries = count_queries(ctx.settings)
+    queries[0] = (queries[0][0], index_name(ctx.settings, "claims limited"))
+    for match, index in queries:
+        pipeline = [{"$match": match},
+                    {"$group": {"_id": {"status": "$status", "priority": "$priority",
+                                        "type": "$activity_type"}, "count": {"$sum": 1}}}]
+        rows += [{"status": str(row["_id"].get("status")),
+                  "priority": _priority_name(row["_id"].get("priority")),
+                  "type": str(row["_id"].get("type")), "count": int(row["count"])}
+                 for row in _hinted(ctx.activities, pipeline, index)]
+    return sorted(rows, key=lambda r: (r["status"], r["type"], r["priority"]))
+
+
+def finished_in_window(ctx: QueueContext, now: datetime, seconds: float) -> dict[str, int]:
+    """Activities that reached completed/failed/dead_letter in the last `seconds`."""
+    pipeline = [
+        {"$match": {"status": {"$in": TERMINAL_DONE},
+                    "completed_at": {"$gte": now - timedelta(seconds=seconds)}}},
+        {"$group": {"_id": "$status", "count": {"$sum": 1}}},
+    ]
+    out = dict.fromkeys(TERMINAL_DONE, 0)
+    for row in ctx.activities.aggregate(pipeline):
+        out[str(row["_id"])] = int(row["count"])
+    return out
+
+
+def metrics_sample(ctx: QueueContext, workers: list[Any], paused: bool,
+                   options: MetricsOptions) -> dict[str, Any]:
+    """The numbers one scrape exposes for one queue (plain data, no exposition format)."""
+    now = ctx.clock()
+    oldest = oldest_pending(ctx, now)
+    live = [w for w in workers if not w.stale]
+    return {
+        "queue": ctx.settings.queue,
+        "activities": counts_by_status_priority_type(ctx),
+        "oldest_pending_age_seconds": oldest["age_seconds"] if oldest else 0.0,
+        "window_seconds": options.window_seconds,
+        "finished": finished_in_window(ctx, now, options.window_seconds),
+        "latency": latency(ctx, now, options.window_seconds, options.sample_cap),
+        "workers": {"live": len(live), "stale": len(workers) - len(live),
+                    "in_flight": sum(w.in_flight for w in live)},
+        "paused": paused,
+    }

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "control",
     "dlq",
     "audit",
+    "diagnose",
     "completion",
 )
 

@@ -6,11 +6,21 @@ query costs); this module only formats them.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import typer
 
-from runnerq_cli.cli.output import OutputFormat, output_option
+from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
+
+
+class StatsOutput(StrEnum):
+    """`stats -o`: the common formats plus the Prometheus text format."""
+
+    TEXT = "text"
+    JSON = "json"
+    JSONL = "jsonl"
+    OPENMETRICS = "openmetrics"
 
 STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                 "cancelled")
@@ -120,7 +130,10 @@ def stats_cmd(
                                help="Latency percentiles over activities finished this recently."),
     throughput_minutes: int = typer.Option(5, "--throughput-minutes", min=1, max=1440,
                                            help="Throughput over the last N minutes."),
-    output: OutputFormat = output_option(),
+    output: StatsOutput = typer.Option(
+        StatsOutput.TEXT, "--output", "-o", case_sensitive=False,
+        help=OUTPUT_OPTION_HELP[:-1] + "; openmetrics: the Prometheus text format "
+             "(node_exporter's textfile collector)."),
     iterations: int = typer.Option(0, "--iterations", hidden=True,
                                    help="--watch: stop after N refreshes (tests)."),
 ) -> None:
@@ -137,7 +150,7 @@ def stats_cmd(
     if by not in (None, "type"):
         raise InvalidArgument(f"--by {by!r}: only 'type' is supported")
     checks = [parse_check(text, CHECK_NAMES) for text in check or []]
-    if watch and (checks or output is not OutputFormat.TEXT):
+    if watch and (checks or output is not StatsOutput.TEXT):
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
     pause = parse_duration(interval, what="--interval")
     if watch and pause < 0.1:
@@ -155,11 +168,23 @@ def stats_cmd(
     if watch:
         _watch(take, pause, iterations)
         return
-    snap = take()
-    if output is OutputFormat.TEXT:
-        console().print(render(snap))
+    if output is StatsOutput.OPENMETRICS:
+        from runnerq_cli.exposition import render as render_metrics
+
+        with backend.errors_translated():
+            sample = backend.metrics_sample(window_seconds=options["latency_window_seconds"])
+        sys.stdout.write(render_metrics([sample]))
+        if not checks:
+            return
+        snap = take()
     else:
-        emit(output, snap)
+        snap = take()
+        if output is StatsOutput.TEXT:
+            console().print(render(snap))
+        else:
+            from runnerq_cli.cli.output import OutputFormat
+
+            emit(OutputFormat(output.value), snap)
     failures = evaluate(checks, check_values(snap))
     for line in failures:
         error_line(line)

@@ -1,0 +1,173 @@
+"""Prometheus exposition of queue metrics: a collector, the text format, an HTTP endpoint.
+
+Built on the official `prometheus_client` (its exposition format, parser and
+WSGI server): nothing here writes the format by hand. Imported only by
+`stats -o openmetrics` and `metrics serve`, so `--help` and TAB completion
+never load it.
+
+The numbers come from `RunnerQ.metrics_sample` (backend/metrics.py): one
+bounded set of indexed queries per queue. A scrape younger than
+`min_interval` is answered from the previous one, so many scrapers (or a
+scraper with a short interval) do not multiply the load on the server.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+
+QUANTILES = (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"))
+
+
+def families(samples: list[dict[str, Any]]) -> list[Metric]:
+    """Metric families (HELP and TYPE each) for the samples of one or more queues."""
+    window = str(int(samples[0]["window_seconds"])) if samples else "300"
+    activities = GaugeMetricFamily(
+        "runnerq_activities", "Activities by queue, status, priority and activity type.",
+        labels=["queue", "status", "priority", "type"])
+    oldest = GaugeMetricFamily(
+        "runnerq_oldest_pending_age_seconds",
+        "Age of the oldest pending activity (0 when nothing is pending).", labels=["queue"])
+    finished = GaugeMetricFamily(
+        "runnerq_finished_activities",
+        "Activities that reached a terminal status (completed, failed, dead_letter) within "
+        "the last window_seconds: a sliding-window gauge, not a counter.",
+        labels=["queue", "status", "window_seconds"])
+    waits = Metric("runnerq_queue_wait_seconds",
+                   "Time from due to started, of activities finished within the window "
+                   "(nearest-rank quantiles over at most the newest 10000).", "summary")
+    runs = Metric("runnerq_run_seconds",
+                  "Time from started to finished, of activities finished within the window "
+                  "(nearest-rank quantiles over at most the newest 10000).", "summary")
+    workers = GaugeMetricFamily(
+        "runnerq_workers", "Registered worker processes: live (heartbeat within 30 s) or stale.",
+        labels=["queue", "state"])
+    in_flight = GaugeMetricFamily(
+        "runnerq_in_flight", "Activities running now on live workers.", labels=["queue"])
+    paused = GaugeMetricFamily("runnerq_queue_paused", "1 when the queue is paused, else 0.",
+                               labels=["queue"])
+    for sample in samples:
+        queue = sample["queue"]
+        for row in sample["activities"]:
+            activities.add_metric([queue, row["status"], row["priority"], row["type"]],
+                                  row["count"])
+        oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
+        for status, count in sample["finished"].items():
+            finished.add_metric([queue, status, window], count)
+        for metric, key in ((waits, "queue_wait_seconds"), (runs, "run_seconds")):
+            summary = sample["latency"][key]
+            labels = {"queue": queue, "window_seconds": window}
+            for quantile, name in QUANTILES:
+                if summary[name] is not None:
+                    metric.add_sample(metric.name, {**labels, "quantile": quantile},
+                                      float(summary[name]))
+            metric.add_sample(metric.name + "_count", labels, float(summary["count"]))
+        workers.add_metric([queue, "live"], sample["workers"]["live"])
+        workers.add_metric([queue, "stale"], sample["workers"]["stale"])
+        in_flight.add_metric([queue], sample["workers"]["in_flight"])
+        paused.add_metric([queue], 1.0 if sample["paused"] else 0.0)
+    return [activities, oldest, finished, waits, runs, workers, in_flight, paused]
+
+
+class QueueCollector(Collector):
+    """Collects the queues' samples at most once per `min_interval`; errors become a gauge.
+
+    `queues()` names the queues of each scrape (re-read every time, so
+    `--all-queues` sees queues created later); `backend_for(queue)` gives
+    their backends.
+    """
+
+    def __init__(self, queues: Callable[[], list[str]], backend_for: Callable[[str], RunnerQ],
+                 *, min_interval: float = 5.0, window_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self._queues = queues
+        self._backend_for = backend_for
+        self.min_interval = min_interval
+        self.window_seconds = window_seconds
+        self._clock = clock
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._taken_at: float | None = None
+        self._cached: list[Metric] = []
+        self.collections = 0  # how many times the server was queried (tests, logs)
+
+    def _take(self) -> list[Metric]:
+        started = time.perf_counter()
+        ok = 1.0
+        metrics: list[Metric] = []
+        try:
+            samples = [self._backend_for(q).metrics_sample(window_seconds=self.window_seconds)
+                       for q in self._queues()]
+            metrics = families(samples)
+        except Exception as exc:
+            ok = 0.0
+            if self._on_error is not None:
+                from runnerq_cli.redaction import redact_uri
+
+                self._on_error(redact_uri(f"{type(exc).__name__}: {exc}")[:300])
+        self.collections += 1
+        up = GaugeMetricFamily("runnerq_scrape_success",
+                               "1 when the last query of the queues succeeded, else 0.")
+        up.add_metric([], ok)
+        took = GaugeMetricFamily("runnerq_scrape_duration_seconds",
+                                 "Time the last query of the queues took.")
+        took.add_metric([], time.perf_counter() - started)
+        return [*metrics, up, took]
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:  # concurrent scrapes wait for one query, then share it
+            now = self._clock()
+            if self._taken_at is None or now - self._taken_at >= self.min_interval:
+                self._cached = self._take()
+                self._taken_at = self._clock()
+            cached = list(self._cached)
+        yield from cached
+
+
+def registry_for(collector: Collector) -> CollectorRegistry:
+    """A registry holding only `collector` (not the process/platform defaults)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def render(samples: Iterable[dict[str, Any]]) -> str:
+    """The Prometheus text exposition format (0.0.4) of the samples."""
+    from prometheus_client.exposition import generate_latest
+
+    metric_list = families(list(samples))
+
+    class _Fixed(Collector):
+        def collect(self) -> Iterator[Metric]:
+            yield from metric_list
+
+    return generate_latest(registry_for(_Fixed())).decode()
+
+
+def serve(collector: Collector, host: str, port: int) -> tuple[Any, str]:
+    """Serve `collector` on http://host:port/metrics in a daemon thread; (server, url).
+
+    Raises OSError when the address cannot be bound (in use, no such host).
+    """
+    from prometheus_client.exposition import start_http_server
+
+    server, _thread = start_http_server(port, addr=host, registry=registry_for(collector))
+    bound_host, bound_port = server.server_address[:2]
+    shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+    return server, f"http://{shown}:{bound_port}/metrics"
+
+
+def log_error(message: str) -> None:
+    """A failed scrape, on stderr (the endpoint answers runnerq_scrape_success 0)."""
+    sys.stderr.write(f"warning: metrics query failed: {message}\n")
+    sys.stderr.flush()

@@ -54,12 +54,14 @@ MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
 OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
 OUTBOX_DRAIN_EVERY = 0.5
 HEARTBEAT_EVERY = 5.0
-REPAIR_EVERY = 30.0
+REPAIR_EVERY = 15.0
 # Chores any one worker can do for all (see _maintenance_loop), and the largest
 # fleet they are spread over: past it, each worker still runs them every 64 intervals.
 SHARED_CHORES = frozenset({"scheduler", "reaper", "repair", "purge"})
 MAX_FLEET_SHARE = 64
-REPAIR_GRACE = 60.0
+REPAIR_GRACE = 30.0  # an outbox this old has no live writer left to copy it
+# A worker silent this long no longer counts in the fleet that shares the chores.
+FLEET_STALE_AFTER = 3 * HEARTBEAT_EVERY
 PURGE_EVERY = 600.0
 ACK_RETRY_FOR = 30.0  # keep retrying an acknowledgement through a server hiccup this long
 RESULT_MAX_BYTES = 8 * 1024 * 1024  # the activity document (16 MiB max) carries it, payload too
@@ -645,24 +647,32 @@ class Worker:
         ]
         now = time.monotonic()
         # First runs spread over one interval, so workers started together don't align.
-        due = {name: now + (0.0 if name in ("scheduler", "reaper") else 1.0) * every
-               * random.random() for name, every, _ in tasks}
+        last = {name: now - (1.0 if name in ("scheduler", "reaper") else random.random()) * every
+                for name, every, _ in tasks}
+        spacing = {name: every for name, every, _ in tasks}
+
+        def due(name: str) -> float:
+            # Shared chores run fleet-wide about once per interval: with N live workers
+            # each runs them every N intervals, so a large fleet does not multiply the
+            # load on the server. Computed afresh each time: when workers die, the
+            # survivors' chores come due sooner at once (a crashed worker's outboxes
+            # are repaired within REPAIR_GRACE + REPAIR_EVERY of its death).
+            share = self._fleet if name in SHARED_CHORES else 1
+            return last[name] + spacing[name] * share
+
         while not self._background_stop.is_set():
-            now = time.monotonic()
             for name, every, task in tasks:
-                if now >= due[name]:
+                if time.monotonic() >= due(name):
                     try:
                         task()
                     except Exception as exc:
                         self.log.message("warning", f"{name} failed; will retry",
                                          error=_brief(exc))
-                    jitter = 1.0 if name == "outbox" else random.uniform(0.75, 1.25)
-                    # Shared chores run fleet-wide about once per interval: with N
-                    # live workers each runs them every N intervals, so a large
-                    # fleet does not multiply the load on the server.
-                    share = self._fleet if name in SHARED_CHORES else 1
-                    due[name] = time.monotonic() + every * jitter * share
-            self._background_stop.wait(max(0.01, min(due.values()) - time.monotonic()))
+                    last[name] = time.monotonic()
+                    spacing[name] = every * (1.0 if name == "outbox"
+                                             else random.uniform(0.75, 1.25))
+            next_due = min(due(name) for name, _, _ in tasks)
+            self._background_stop.wait(max(0.01, min(next_due - time.monotonic(), 1.0)))
 
     def _drain_outbox(self) -> None:
         self.backend.flush_outbox()  # errors come as Unavailable, the URI redacted
@@ -672,7 +682,8 @@ class Worker:
             counters = dict(self.counters)
             running = len(self._inflight)
         self.backend.heartbeat_worker(self.worker_id, in_flight=running, counters=counters)
-        self._fleet = max(1, min(self.backend.count_live_workers(), MAX_FLEET_SHARE))
+        live = self.backend.count_live_workers(FLEET_STALE_AFTER)
+        self._fleet = max(1, min(live, MAX_FLEET_SHARE))
 
     def _scheduler(self) -> None:
         if self.backend.process_scheduled():

@@ -101,6 +101,7 @@ def attempt_events(activity_id: Any, activity_type: str | None, started_at: date
     dequeued = _event(doc, EventType.DEQUEUED.value, started_at, worker_id, attempt=attempt)
     for event in (dequeued, started):
         event.pop("derived")
+        event["materialized"] = True  # a derived step stored after the fact
     return [dequeued, started]
 
 
@@ -169,12 +170,18 @@ def event_order(event: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def unique(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each event once (one may be read from several sources), stored before derived."""
+    """Each event once: one may be read from several sources, and a step an earlier
+    version stored (no attempt number) wins over its derived or materialized twin."""
+    legacy = {twin_key(e)[:3] for e in events
+              if not e.get("derived") and not e.get("materialized") and twin_key(e)[3] is None}
     seen: set[str] = set()
     out = []
     for event in sorted(events, key=lambda e: bool(e.get("derived"))):
         key = str(event.get("_id"))
-        if key not in seen:
-            seen.add(key)
-            out.append(event)
+        if key in seen:
+            continue
+        if (event.get("derived") or event.get("materialized")) and twin_key(event)[:3] in legacy:
+            continue
+        seen.add(key)
+        out.append(event)
     return out

@@ -79,19 +79,14 @@ def _one_line(text: str | None, limit: int = 90) -> str:
 
 
 def _value_kind(param: Any) -> tuple[str, list[str]]:
-    desc = getattr(param, "type_descriptor", None)
-    if desc is not None:
-        choices = desc.choices
-        if choices is not None:
-            from typer._param_types import choice_as_str
+    from runnerq_cli.cli.typer_compat import param_choices, param_is_path
 
-            return "choice", [choice_as_str(c) for c in choices]
-        if desc.is_file:
-            return "file", []
-        if desc.is_path:
-            info = desc.parameter_info
-            return ("dir" if getattr(info, "dir_okay", True) and not getattr(
-                info, "file_okay", True) else "file"), []
+    choices = param_choices(param)
+    if choices is not None:
+        return "choice", choices
+    is_path, dir_only = param_is_path(param)
+    if is_path:
+        return ("dir" if dir_only else "file"), []
     metavar = (getattr(param, "metavar", None) or "").upper()
     if metavar in ("PATH", "FILE"):
         return "file", []
@@ -121,8 +116,9 @@ def _node(command: Any, ctx: Any, path: tuple[str, ...]) -> Node:
     children: list[Node] = []
     list_commands = getattr(command, "list_commands", None)
     if list_commands is not None:
-        from typer._click.core import Context
+        from runnerq_cli.cli.typer_compat import context_class
 
+        Context = context_class()
         for name in list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is None or getattr(sub, "hidden", False):
@@ -137,8 +133,10 @@ def _node(command: Any, ctx: Any, path: tuple[str, ...]) -> Node:
 def command_tree(app: Any = None) -> Node:
     """The live tree of `runnerq-mongo` (or of a typer app) as `Node`s."""
     import typer
-    from typer._click.core import Context
 
+    from runnerq_cli.cli.typer_compat import context_class
+
+    Context = context_class()
     if app is None:
         from runnerq_cli.cli.app import app
     command = typer.main.get_command(app)

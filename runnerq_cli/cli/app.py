@@ -158,13 +158,16 @@ def _root_command() -> Any:
         names.append(name)
         summaries[name] = (text, bool(info.hidden))
         builders[name] = lambda info=info: get_command_from_info(info, **options)
+    # `suggest_commands` ("Did you mean ...?") exists from typer 0.20 on.
+    group_options = ({"suggest_commands": app.suggest_commands}
+                     if hasattr(app, "suggest_commands") else {})
     for info in app.registered_groups:
         solved = solve_typer_info_defaults(info)
         name = solved.name
         names.append(name)
         summaries[name] = (solved.help or "", bool(solved.hidden))
         builders[name] = lambda info=info: get_group_from_info(
-            info, suggest_commands=app.suggest_commands, **options)
+            info, **options, **group_options)
     group.defer(names, builders, summaries)
     return group
 

@@ -54,7 +54,7 @@ def worker(
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.worker.engine import Worker
     from runnerq_cli.worker.handlers import build_registry, parse_assignment
-    from runnerq_cli.worker.logs import WorkerLog
+    from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
@@ -74,11 +74,16 @@ def worker(
     from runnerq_cli.backend.api import RunnerQ
 
     backend = RunnerQ(settings)
-    log = WorkerLog(ws.log_format, ws.log_level)
-    with backend.errors_translated():
-        backend.ping()
-        code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                      max_activities=max_activities, worker_id=worker_id, log=log).run()
+    # The `runnerq` loggers to standard error in the chosen format (the library adds none).
+    handler = configure_logging(ws.log_format, ws.log_level)
+    try:
+        log = WorkerLog(ws.log_format, ws.log_level)
+        with backend.errors_translated():
+            backend.ping()
+            code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
+                          max_activities=max_activities, worker_id=worker_id, log=log).run()
+    finally:
+        unconfigure_logging(handler)
     raise typer.Exit(code)
 
 

@@ -129,7 +129,7 @@ _runnerq_mongo_values() {
         "enqueue|-p"|"enqueue|--payload")
             kind=none; choices='' ;;
         "enqueue|--priority")
-            kind=none; choices='' ;;
+            kind=choice; choices='low normal high critical' ;;
         "enqueue|--delay")
             kind=none; choices='' ;;
         "enqueue|--at")
@@ -145,7 +145,7 @@ _runnerq_mongo_values() {
         "enqueue|--idempotency-key")
             kind=none; choices='' ;;
         "enqueue|--on-duplicate")
-            kind=none; choices='' ;;
+            kind=choice; choices='return-existing allow-reuse allow-reuse-on-failure no-reuse' ;;
         "enqueue|--from")
             kind=file; choices='' ;;
         "enqueue|--batch-size")
@@ -181,11 +181,11 @@ _runnerq_mongo_values() {
         "worker|--worker-id")
             kind=none; choices='' ;;
         "worker|--log-format")
-            kind=none; choices='' ;;
+            kind=choice; choices='auto rich plain json' ;;
         "worker|--log-level")
-            kind=none; choices='' ;;
+            kind=choice; choices='debug info warning error' ;;
         "stats|--by")
-            kind=none; choices='' ;;
+            kind=choice; choices='type' ;;
         "stats|--check")
             kind=none; choices='' ;;
         "stats|--interval")
@@ -255,7 +255,7 @@ _runnerq_mongo_values() {
         "tail events|--cursor-file")
             kind=file; choices='' ;;
         "tail events|--mode")
-            kind=none; choices='' ;;
+            kind=choice; choices='auto change-stream poll' ;;
         "tail events|--type")
             kind=none; choices='' ;;
         "tail events|--event")
@@ -266,6 +266,10 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "tail events|-o"|"tail events|--output")
             kind=choice; choices='text json jsonl' ;;
+        "list|0")
+            kind=choice; choices='pending scheduled processing running completed failed dead-letter cancelled' ;;
+        "set-priority|1")
+            kind=choice; choices='low normal high critical' ;;
         "completion show|0")
             kind=choice; choices='bash zsh fish' ;;
         "completion install|0")

@@ -78,10 +78,10 @@ def _one_line(text: str | None, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
 
 
-def _value_kind(param: Any) -> tuple[str, list[str]]:
+def _value_kind(param: Any, ctx: Any = None) -> tuple[str, list[str]]:
     from runnerq_cli.cli.typer_compat import param_choices, param_is_path
 
-    choices = param_choices(param)
+    choices = param_choices(param, ctx)
     if choices is not None:
         return "choice", choices
     is_path, dir_only = param_is_path(param)
@@ -103,14 +103,14 @@ def _node(command: Any, ctx: Any, path: tuple[str, ...]) -> Node:
             continue
         if param.param_type_name == "option":
             takes = not param.is_flag and not getattr(param, "count", False)
-            kind, choices = _value_kind(param) if takes else ("none", [])
+            kind, choices = _value_kind(param, ctx) if takes else ("none", [])
             # Short names first, then long ones: the scripts must not depend on the
             # order click happens to keep (it differs between click builds).
             names = sorted([*param.opts, *param.secondary_opts],
                            key=lambda name: (name.startswith("--"), name))
             options.append(Param(names, _one_line(param.help), takes, kind, choices))
         elif param.param_type_name == "argument":
-            kind, choices = _value_kind(param)
+            kind, choices = _value_kind(param, ctx)
             arguments.append(Param([], _one_line(getattr(param, "help", "")), True, kind,
                                    choices))
     children: list[Node] = []

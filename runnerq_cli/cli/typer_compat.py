@@ -52,13 +52,22 @@ def choice_as_str(choice: Any) -> str:
     return str(choice.value) if isinstance(choice, Enum) else str(choice)
 
 
-def param_choices(param: Any) -> list[str] | None:
-    """The choices of an Enum/Literal/click.Choice parameter, or None."""
+def param_choices(param: Any, ctx: Any = None) -> list[str] | None:
+    """The values TAB offers: an Enum/Literal/click.Choice's choices, else what the
+    parameter's own completion callback (`autocompletion=`) offers for "", or None."""
     desc = getattr(param, "type_descriptor", None)  # typer >= 0.29
     if desc is not None and desc.choices is not None:
         return [choice_as_str(c) for c in desc.choices]
     choices = getattr(getattr(param, "type", None), "choices", None)  # older: click.Choice
-    return [choice_as_str(c) for c in choices] if choices else None
+    if choices:
+        return [choice_as_str(c) for c in choices]
+    if ctx is not None:
+        # click's public completion API; only plain values (not file/dir directives).
+        items = [item for item in param.shell_complete(ctx, "")
+                 if getattr(item, "type", "plain") == "plain"]
+        if items:
+            return [str(item.value) for item in items]
+    return None
 
 
 def param_is_path(param: Any) -> tuple[bool, bool]:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.choices import PRIORITIES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, error_line, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
@@ -84,7 +86,7 @@ def _confirm(question: str, yes: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add the operator action commands to the root app."""
 
-    @app.command("cancel")
+    @app.command("cancel", epilog=examples("cancel"))
     def cancel(
         ctx: typer.Context,
         ids: list[str] = typer.Argument(..., metavar="ID...", help=IDS_HELP),
@@ -94,7 +96,7 @@ def register(app: typer.Typer) -> None:
         """Cancel pending or scheduled activities (running ones are refused: exit 9)."""
         raise typer.Exit(_report(ctx, "cancel", ids, output, reason=reason))
 
-    @app.command("retry")
+    @app.command("retry", epilog=examples("retry"))
     def retry(
         ctx: typer.Context,
         ids: list[str] = typer.Argument(..., metavar="ID...", help=IDS_HELP),
@@ -103,7 +105,7 @@ def register(app: typer.Typer) -> None:
         """Run failed, dead-lettered or cancelled activities again, from attempt 1."""
         raise typer.Exit(_report(ctx, "retry", ids, output))
 
-    @app.command("run-now")
+    @app.command("run-now", epilog=examples("run-now"))
     def run_now(
         ctx: typer.Context,
         activity_id: str = typer.Argument(..., metavar="ID", help="Activity id (UUID)."),
@@ -112,7 +114,7 @@ def register(app: typer.Typer) -> None:
         """Make a scheduled activity (a delay or a retry back-off) pending now."""
         raise typer.Exit(_report(ctx, "run-now", [activity_id], output))
 
-    @app.command("reschedule")
+    @app.command("reschedule", epilog=examples("reschedule"))
     def reschedule(
         ctx: typer.Context,
         activity_id: str = typer.Argument(..., metavar="ID", help="Activity id (UUID)."),
@@ -139,18 +141,19 @@ def register(app: typer.Typer) -> None:
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
         raise typer.Exit(_report(ctx, "reschedule", [activity_id], output, at=when))
 
-    @app.command("set-priority")
+    @app.command("set-priority", epilog=examples("set-priority"))
     def set_priority(
         ctx: typer.Context,
         activity_id: str = typer.Argument(..., metavar="ID", help="Activity id (UUID)."),
         priority: str = typer.Argument(..., metavar="PRIORITY",
+                                       autocompletion=completer(PRIORITIES),
                                        help="low, normal, high, critical or 1-4."),
         output: OutputFormat = output_option(),
     ) -> None:
         """Change the priority of a pending or scheduled activity."""
         raise typer.Exit(_report(ctx, "set-priority", [activity_id], output, priority=priority))
 
-    @app.command("redrive")
+    @app.command("redrive", epilog=examples("redrive"))
     def redrive(
         ctx: typer.Context,
         types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
@@ -178,7 +181,7 @@ def register(app: typer.Typer) -> None:
                    + (f"; {report.stale_records} stale dead-letter records "
                       f"{'would be ' if dry_run else ''}removed" if report.stale_records else ""))
 
-    @app.command("purge")
+    @app.command("purge", epilog=examples("purge"))
     def purge(
         ctx: typer.Context,
         dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),

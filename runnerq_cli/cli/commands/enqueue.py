@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.choices import ON_DUPLICATE, PRIORITIES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
@@ -378,6 +380,7 @@ def enqueue(
         help="Payload: a JSON object, or @file (@- for stdin). Default: stdin when it is not "
              "a terminal, else {}."),
     priority: str | None = typer.Option(None, "--priority", metavar="PRIORITY",
+                                        autocompletion=completer(PRIORITIES),
                                         help="low, normal, high, critical or 1-4 "
                                              "[default: normal]."),
     delay: str | None = typer.Option(None, "--delay", metavar="DURATION",
@@ -396,7 +399,7 @@ def enqueue(
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", metavar="KEY",
                                                help="Enqueue at most once per key and type."),
     on_duplicate: str | None = typer.Option(
-        None, "--on-duplicate", metavar="BEHAVIOUR",
+        None, "--on-duplicate", metavar="BEHAVIOUR", autocompletion=completer(ON_DUPLICATE),
         help="When the key is held: allow-reuse, return-existing (default), "
              "allow-reuse-on-failure, no-reuse."),
     from_file: str | None = typer.Option(None, "--from", metavar="FILE",
@@ -484,4 +487,4 @@ def enqueue(
 
 def register(app: typer.Typer) -> None:
     """Add `enqueue` to the root app."""
-    app.command("enqueue")(enqueue)
+    app.command("enqueue", epilog=examples("enqueue"))(enqueue)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.choices import STATUSES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 
@@ -25,7 +27,7 @@ def _short_time(value: object) -> str:
 
 def list_cmd(
     ctx: typer.Context,
-    status: str = typer.Argument(..., metavar="STATUS",
+    status: str = typer.Argument(..., metavar="STATUS", autocompletion=completer(STATUSES),
                                  help="pending, scheduled, processing (running), completed, "
                                       "failed, dead-letter or cancelled."),
     activity_type: str | None = typer.Option(None, "--type", metavar="TYPE",
@@ -282,9 +284,9 @@ def workers_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add list, show, events, result, wait and workers to the root app."""
-    app.command("list")(list_cmd)
-    app.command("show")(show_cmd)
-    app.command("events")(events_cmd)
-    app.command("result")(result_cmd)
-    app.command("wait")(wait_cmd)
-    app.command("workers")(workers_cmd)
+    app.command("list", epilog=examples("list"))(list_cmd)
+    app.command("show", epilog=examples("show"))(show_cmd)
+    app.command("events", epilog=examples("events"))(events_cmd)
+    app.command("result", epilog=examples("result"))(result_cmd)
+    app.command("wait", epilog=examples("wait"))(wait_cmd)
+    app.command("workers", epilog=examples("workers"))(workers_cmd)

@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from runnerq_cli.cli.choices import STATS_BY, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
@@ -99,7 +101,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
 
 def stats_cmd(
     ctx: typer.Context,
-    by: str | None = typer.Option(None, "--by", metavar="type",
+    by: str | None = typer.Option(None, "--by", metavar="type", autocompletion=completer(STATS_BY),
                                   help="Also count per activity type (--by type)."),
     check: list[str] | None = typer.Option(None, "--check", metavar="EXPR",
                                            help="Exit 7 unless EXPR holds, e.g. "
@@ -212,4 +214,4 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `stats` to the root app."""
-    app.command("stats")(stats_cmd)
+    app.command("stats", epilog=examples("stats"))(stats_cmd)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.choices import TAIL_MODES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
@@ -32,7 +34,7 @@ def _write_cursor_file(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-@tail_app.command("events")
+@tail_app.command("events", epilog=examples("tail events"))
 def tail_events(
     ctx: typer.Context,
     since: str | None = typer.Option(None, "--since", metavar="TIME",
@@ -44,6 +46,7 @@ def tail_events(
                                            help="Resume from this file if it exists, and keep "
                                                 "the cursor in it."),
     mode: str = typer.Option("auto", "--mode", metavar="auto|change-stream|poll",
+                             autocompletion=completer(TAIL_MODES),
                              help="auto: change streams when the server offers them."),
     activity_type: list[str] | None = typer.Option(None, "--type", metavar="TYPE",
                                                    help="Only these activity types "

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.choices import LOG_FORMATS, LOG_LEVELS, completer
+from runnerq_cli.cli.examples import examples
+
 HELP = (
     "Run handlers for the queue's activities under leases, until stopped.\n\n"
     "Handlers: --handler TYPE=package.module:function, --app package.module (a module "
@@ -46,8 +49,10 @@ def worker(
                                               help="Exit after claiming this many."),
     worker_id: str | None = typer.Option(None, "--worker-id", help="Default: HOST-random."),
     log_format: str | None = typer.Option(None, "--log-format",
+                                          autocompletion=completer(LOG_FORMATS),
                                           help="auto, rich, plain or json."),
     log_level: str | None = typer.Option(None, "--log-level",
+                                         autocompletion=completer(LOG_LEVELS),
                                          help="debug, info, warning or error."),
 ) -> None:
     from runnerq_cli.cli.state import state
@@ -89,4 +94,5 @@ def worker(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    app.command("worker", help=HELP, no_args_is_help=False)(worker)
+    app.command("worker", help=HELP, no_args_is_help=False,
+                epilog=examples("worker"))(worker)

@@ -47,12 +47,13 @@ def parse_json_object(text: str, source: str) -> dict[str, Any]:
 
 
 def read_payload(payload: str | None) -> dict[str, Any]:
-    """--payload JSON, --payload @file (@- is stdin), else stdin when it is not a terminal."""
+    """--payload JSON, --payload @file, --payload @- (stdin); without it, `{}`.
+
+    Standard input is read only when asked for (`-p @-`): inside a shell
+    `while read` loop, an implicit read would swallow the loop's own input.
+    """
     if payload is None:
-        if sys.stdin is None or sys.stdin.isatty():
-            return {}
-        text = sys.stdin.read()
-        return parse_json_object(text, "payload from stdin") if text.strip() else {}
+        return {}
     if payload.startswith("@"):
         name = payload[1:]
         if name == "-":
@@ -361,6 +362,10 @@ def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> Non
     if quiet:
         for activity in summary.activities:
             typer.echo(activity["id"])
+        # Only the ids on stdout, but which lines were rejected still goes to stderr.
+        for rejected in summary.rejected:
+            typer.echo(f"line {rejected['line']}: {rejected['kind']}: {rejected['reason']}",
+                       err=True)
     elif output is not OutputFormat.TEXT:
         emit(output, summary.to_json())
     else:
@@ -377,8 +382,8 @@ def enqueue(
                                                help="Activity type (omit with --from)."),
     payload: str | None = typer.Option(
         None, "--payload", "-p", metavar="JSON|@FILE",
-        help="Payload: a JSON object, or @file (@- for stdin). Default: stdin when it is not "
-             "a terminal, else {}."),
+        help="Payload: a JSON object, @FILE, or @- to read standard input (never read "
+             "otherwise). Default: {}."),
     priority: str | None = typer.Option(None, "--priority", metavar="PRIORITY",
                                         autocompletion=completer(PRIORITIES),
                                         help="low, normal, high, critical or 1-4 "

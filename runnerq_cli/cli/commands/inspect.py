@@ -157,11 +157,12 @@ def show_cmd(
 def events_cmd(
     ctx: typer.Context,
     activity_id: str = typer.Argument(..., metavar="ID"),
-    limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="At most this many "
-                                                                       "(the newest)."),
+    limit: int = typer.Option(100, "--limit", min=1, max=10_000,
+                              help="Keep the newest N (still printed oldest first), like "
+                                   "`tail -n`."),
     output: OutputFormat = output_option(),
 ) -> None:
-    """The event timeline of one activity, oldest first."""
+    """The event timeline of one activity, printed oldest first (--limit keeps the newest)."""
     from runnerq_cli.cli.eventfmt import event_line, event_record
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state

@@ -71,16 +71,48 @@ def _describe(result: ActionResult) -> str:
     return text
 
 
-def _confirm(question: str, yes: bool) -> None:
-    """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise."""
+SAMPLE_SIZE = 10  # activities listed before a bulk confirmation
+
+
+def _confirm(question: str, yes: bool, preview: list[str] | None = None) -> None:
+    """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise.
+
+    On a terminal, `preview` (what will be acted on) is shown before the question.
+    """
     if yes:
         return
     if not sys.stdin.isatty():
         raise InvalidArgument(f"{question.rstrip('?')}: refusing without --yes when not on a "
                               "terminal (use --dry-run to see what would change)")
+    for line in preview or []:
+        typer.echo(line, err=True)
     if not typer.confirm(question, default=False):
         error_line("nothing changed")
         raise typer.Exit(int(ExitCode.FAILURE))
+
+
+def _redrive_preview(activities: list[dict[str, Any]]) -> list[str]:
+    """A sample of the dead-lettered activities a redrive would move."""
+    lines = [f"dead-lettered activities to redrive ({len(activities)}):"]
+    for item in activities[:SAMPLE_SIZE]:
+        error = " ".join(str(item.get("last_error") or "").split())[:60]
+        lines.append(f"  {item['id']}  {item['activity_type']}"
+                     + (f"  last error: {error}" if error else ""))
+    if len(activities) > SAMPLE_SIZE:
+        lines.append(f"  ... and {len(activities) - SAMPLE_SIZE} more "
+                     "(all of them: redrive --dry-run)")
+    return lines
+
+
+def _purge_preview(counts: dict[str, int], settings: Any) -> list[str]:
+    """Which activities a purge would delete: kind, count and the retention behind it."""
+    from runnerq_cli.durations import format_duration
+
+    return ["past their retention (deleted with their results and events):",
+            f"  {counts.get('completed', 0)} completed, finished over "
+            f"{format_duration(settings.retention_completed)} ago (retention.completed)",
+            f"  {counts.get('failed', 0)} failed, dead-lettered or cancelled, finished over "
+            f"{format_duration(settings.retention_failed)} ago (retention.failed)"]
 
 
 def register(app: typer.Typer) -> None:
@@ -168,7 +200,8 @@ def register(app: typer.Typer) -> None:
             report = backend.redrive(types, dry_run=True)
             if not dry_run and (report.count or report.stale_records):
                 if report.count:
-                    _confirm(f"Redrive {report.count} dead-lettered activities?", yes)
+                    _confirm(f"Redrive {report.count} dead-lettered activities?", yes,
+                             _redrive_preview(report.activities))
                 # Exactly the ones shown and confirmed, not any dead-lettered since.
                 report = backend.redrive(types, ids=[a["id"] for a in report.activities])
         if output is not OutputFormat.TEXT:
@@ -193,7 +226,8 @@ def register(app: typer.Typer) -> None:
         with backend.errors_translated():
             counts = backend.purge_preview()
             if not dry_run and sum(counts.values()):
-                _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes)
+                _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
+                         _purge_preview(counts, state(ctx).settings()))
                 counts = backend.purge(limits=counts)  # no more than was confirmed
         data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
         if output is not OutputFormat.TEXT:

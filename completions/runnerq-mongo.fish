@@ -154,7 +154,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'stats' -d 'Counts by
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'list' -d 'List activities in one status, one page at a time (stable under concurrent inserts).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'show' -d 'Every field of an activity, its payload, last error, result and event timeline.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'events' -d 'The event timeline of one activity, printed oldest first (--limit keeps the newest).'
-complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'result' -d 'Print an activity\'s result; the exit code says its state (README: exit codes).'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'result' -d 'Print an activity\'s result; the exit code says its state (docs/reference.md).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'wait' -d 'Block until the activity is terminal, print its result, exit by its outcome.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'workers' -d 'Workers in the registry: id, host, pid, types, in flight, counters, last seen.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'cancel' -d 'Cancel pending or scheduled activities (running ones are refused: exit 9).'

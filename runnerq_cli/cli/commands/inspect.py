@@ -187,7 +187,7 @@ def result_cmd(
     activity_id: str = typer.Argument(..., metavar="ID"),
     output: OutputFormat = output_option(),
 ) -> None:
-    """Print an activity's result; the exit code says its state (README: exit codes)."""
+    """Print an activity's result; the exit code says its state (docs/reference.md)."""
     import json
     import sys
 

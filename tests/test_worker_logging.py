@@ -72,3 +72,4 @@ def test_cli_configuration_writes_json_lines_and_redacts(settings):
     assert "s3cret" not in stream.getvalue() and "app:****@db.example" in lines[0]["error"]
     assert lines[1]["logger"] == "runnerq.backend"
     assert handler not in logging.getLogger("runnerq").handlers
+    assert logging.getLogger("runnerq").level == logging.NOTSET  # as it was

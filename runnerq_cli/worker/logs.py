@@ -193,13 +193,17 @@ def configure_logging(fmt: str = "auto", level: str = "info",
     """
     handler = make_handler(fmt, stream)
     logger = logging.getLogger(ROOT_LOGGER)
+    handler.previous_level = logger.level  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(LEVELS.get(level, logging.INFO))
     return handler
 
 
 def unconfigure_logging(handler: logging.Handler) -> None:
-    logging.getLogger(ROOT_LOGGER).removeHandler(handler)
+    """Undo `configure_logging`: the handler removed, the logger's level as it was."""
+    logger = logging.getLogger(ROOT_LOGGER)
+    logger.removeHandler(handler)
+    logger.setLevel(getattr(handler, "previous_level", logging.NOTSET))
     handler.close()
 
 

@@ -6,7 +6,8 @@
 3. Otherwise: the local mongoeco wire-protocol server, in this process
    (mongoeco needs Python 3.13 or newer).
 4. None of these (say Python 3.11 with no URI and no Docker): every test that
-   needs a server is skipped, all with the one reason NO_SERVER below.
+   needs a server is skipped, all with the one reason NO_SERVER below (one line
+   in the summary).
 
 Every tier is the real pymongo driver over a real TCP connection. Each test
 gets its own database, dropped afterwards.
@@ -138,25 +139,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             stop()
 
 
-_NOT_RUN: list[str] = []
+_NO_SERVER_TESTS: set[str] = set()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """No server at all: leave out the tests that need one, and say why once (at the end)."""
+    """No server at all: skip the tests that need one, all with the one reason NO_SERVER."""
     if chosen_server().kind != "none":
         return
-    needs = [item for item in items if "server" in getattr(item, "fixturenames", ())]
-    if needs:
-        _NOT_RUN.extend(item.nodeid for item in needs)
-        config.hook.pytest_deselected(items=needs)
-        items[:] = [item for item in items if item not in set(needs)]
+    for item in items:
+        if "server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason=NO_SERVER))
+            _NO_SERVER_TESTS.add(item.nodeid)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _NOT_RUN:
-        terminalreporter.write_line(
-            f"runnerq: {len(_NOT_RUN)} tests that need a MongoDB-compatible server were not "
-            f"run ({NO_SERVER})", yellow=True)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Report those skips at one place, so `-ra` folds them into one line, said once."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.nodeid in _NO_SERVER_TESTS:
+        report.longrepr = (__file__, None, f"Skipped: {NO_SERVER}")
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,21 @@
-"""Startup cost of `runnerq-mongo --help` and of one completion TAB, next to `rq --help`.
+"""Startup cost of `runnerq-mongo --help` and of one TAB, and CPU of one command run.
+
+Part 1 (wall time): `--help` and one completion TAB, next to `rq --help`.
 
 Issue 4: completion and --help must be at least twice as fast as `rq --help`
 (rq is the `bench` extra: `pip install -e '.[bench]'`). All commands run as
 real processes, interleaved round by round (so drift in machine load hits
 every command alike); the median of each is reported with its ratio to rq.
 
-    python benchmarks/bench_cli_startup.py [--rounds 21]
+    python benchmarks/bench_cli_startup.py [--rounds 21] [--cpu-rounds 15]
+
+Part 2 (issue 11, per-command CPU, for CI scripts that call the tool in loops):
+user+sys CPU of one `runnerq-mongo enqueue` process against a bare Python
+script that inserts the same kind of document with pymongo, both against one
+server started once (RUNNERQ_BENCH_MONGO_URI, else a mongoeco dev server in a
+separate process, so the server's CPU is not counted). CPU comes from
+resource.getrusage(RUSAGE_CHILDREN) around each run; target: the command costs
+at most 1.5x the bare script.
 
 What "one TAB" costs: the shipped scripts are static (the command tree is
 baked in), so a TAB runs a shell function and never starts Python. It is
@@ -19,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -63,9 +74,85 @@ def run_once(argv: list[str]) -> float:
     return elapsed
 
 
+BARE = """
+import os, sys, uuid
+from datetime import UTC, datetime
+from pymongo import MongoClient
+client = MongoClient(os.environ["RUNNERQ_MONGO_URI"])
+now = datetime.now(UTC)
+client[os.environ.get("RUNNERQ_DATABASE", "runnerq")]["bench_bare"].insert_one(
+    {"_id": str(uuid.uuid4()), "activity_type": "bench", "payload": {"n": 1}, "priority": 2,
+     "status": "pending", "created_at": now, "retry_count": 0, "max_retries": 3})
+print(1)
+"""
+
+
+def start_server() -> tuple[str, subprocess.Popen[str] | None]:
+    """A server for part 2: RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process."""
+    uri = os.environ.get("RUNNERQ_BENCH_MONGO_URI")
+    if uri:
+        return uri, None
+    code = ("import time\nfrom runnerq_cli.devserver import start_in_thread\n"
+            "s = start_in_thread()\nprint(s.uri, flush=True)\ntime.sleep(10**9)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc.stdout.readline().strip(), proc
+
+
+def child_cpu(argv: list[str], env: dict[str, str]) -> float:
+    """User+sys CPU seconds of one child process (rusage of reaped children, before/after)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr[:300]!r}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def bench_command_cpu(rounds: int) -> bool:
+    """Part 2: CPU of `runnerq-mongo enqueue` against the bare pymongo script."""
+    uri, server = start_server()
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(RUNNERQ_MONGO_URI=uri, RUNNERQ_DATABASE="runnerq_bench_cli", NO_COLOR="1")
+        ours = str(BIN / "runnerq-mongo") if (BIN / "runnerq-mongo").exists() else None
+        prog = [ours] if ours else [sys.executable, "-m", "runnerq_cli"]
+        runs = {
+            "runnerq-mongo enqueue bench -p '{\"n\": 1}' -q": [*prog, "enqueue", "bench", "-p",
+                                                               '{"n": 1}', "-q"],
+            "python bare_pymongo_insert.py": [sys.executable, "-c", BARE],
+        }
+        for argv in runs.values():  # warm caches and .pyc files
+            child_cpu(argv, env)
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(rounds):
+            for name, argv in runs.items():
+                cpu[name].append(child_cpu(argv, env))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+    where = "RUNNERQ_BENCH_MONGO_URI" if server is None else "mongoeco dev server"
+    print(f"\nper-command CPU (user+sys of the child), {rounds} interleaved rounds, "
+          f"server: {where}")
+    medians = {name: statistics.median(values) for name, values in cpu.items()}
+    for name, median in medians.items():
+        print(f"  {name:44s} {median * 1000:7.1f} ms CPU "
+              f"(mean {statistics.mean(cpu[name]) * 1000:.1f})")
+    ours_cpu, bare_cpu = medians.values()
+    ratio = ours_cpu / bare_cpu
+    met = ratio <= 1.5
+    print(f"target (a command costs at most 1.5x the bare script): "
+          f"{'met' if met else 'NOT met'} ({ratio:.2f}x)")
+    return met
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--cpu-rounds", type=int, default=15,
+                        help="Rounds of part 2 (0 skips it).")
     args = parser.parse_args()
     cmds = commands()
     if "rq --help" not in cmds:
@@ -92,6 +179,8 @@ def main() -> int:
         print(f"target (--help and one TAB at least 2x faster than rq --help): {verdict} "
               f"(slowest of them is {base / worst:.2f}x); `completion show` is a one-off "
               "install step, shown for information")
+    if args.cpu_rounds > 0:
+        bench_command_cpu(args.cpu_rounds)
     return 0
 
 

@@ -177,7 +177,7 @@ _runnerq_mongo_values() {
         "enqueue|-p"|"enqueue|--payload")
             kind=none; choices='' ;;
         "enqueue|--priority")
-            kind=none; choices='' ;;
+            kind=choice; choices='low normal high critical' ;;
         "enqueue|--delay")
             kind=none; choices='' ;;
         "enqueue|--at")
@@ -193,7 +193,7 @@ _runnerq_mongo_values() {
         "enqueue|--idempotency-key")
             kind=none; choices='' ;;
         "enqueue|--on-duplicate")
-            kind=none; choices='' ;;
+            kind=choice; choices='return-existing allow-reuse allow-reuse-on-failure no-reuse' ;;
         "enqueue|--from")
             kind=file; choices='' ;;
         "enqueue|--batch-size")
@@ -229,11 +229,11 @@ _runnerq_mongo_values() {
         "worker|--worker-id")
             kind=none; choices='' ;;
         "worker|--log-format")
-            kind=none; choices='' ;;
+            kind=choice; choices='auto rich plain json' ;;
         "worker|--log-level")
-            kind=none; choices='' ;;
+            kind=choice; choices='debug info warning error' ;;
         "stats|--by")
-            kind=none; choices='' ;;
+            kind=choice; choices='type' ;;
         "stats|--check")
             kind=none; choices='' ;;
         "stats|--interval")
@@ -465,7 +465,7 @@ _runnerq_mongo_values() {
         "tail events|--cursor-file")
             kind=file; choices='' ;;
         "tail events|--mode")
-            kind=none; choices='' ;;
+            kind=choice; choices='auto change-stream poll' ;;
         "tail events|--type")
             kind=none; choices='' ;;
         "tail events|--event")
@@ -500,6 +500,24 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "metrics serve|--window")
             kind=none; choices='' ;;
+        "list|0")
+            kind=choice; choices='pending scheduled processing running completed failed dead-letter cancelled' ;;
+        "set-priority|0")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|1")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|2")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|3")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|4")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|5")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|6")
+            kind=choice; choices='low normal high critical' ;;
+        "set-priority|7")
+            kind=choice; choices='low normal high critical' ;;
         "dlq import|0")
             kind=file; choices='' ;;
         "completion show|0")

@@ -10,7 +10,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Documented exit codes of `runnerq-mongo` (README: "Exit codes")."""
+    """Documented exit codes of `runnerq-mongo` (docs/reference.md: "Exit codes")."""
 
     OK = 0
     FAILURE = 1  # an unexpected error; a bug report is welcome

@@ -3,7 +3,11 @@
 1. RUNNERQ_TEST_MONGO_URI: that server (a real MongoDB, a replica set, Atlas).
 2. Docker answers: a real MongoDB 8 in a container (a one-node replica set,
    so change streams are exercised too).
-3. Otherwise: the local mongoeco wire-protocol server, in this process.
+3. Otherwise: the local mongoeco wire-protocol server, in this process
+   (mongoeco needs Python 3.13 or newer).
+4. None of these (say Python 3.11 with no URI and no Docker): every test that
+   needs a server is skipped, all with the one reason NO_SERVER below (one line
+   in the summary).
 
 Every tier is the real pymongo driver over a real TCP connection. Each test
 gets its own database, dropped afterwards.
@@ -75,6 +79,24 @@ def _start_docker_mongo() -> TestServer:
     return TestServer(uri, "docker")
 
 
+NO_SERVER = (
+    "no test server: set RUNNERQ_TEST_MONGO_URI to a MongoDB "
+    "(e.g. `docker run -d -p 27017:27017 mongo:8` then "
+    "RUNNERQ_TEST_MONGO_URI='mongodb://127.0.0.1:27017/?directConnection=true'), "
+    "or start a dev server from a Python 3.13 environment (`runnerq-mongo dev-server "
+    "--port 27018`) and point RUNNERQ_TEST_MONGO_URI at the URI it prints; "
+    "see CONTRIBUTING.md, 'Test servers'")
+
+
+def _mongoeco_available() -> bool:
+    """mongoeco installs only on Python 3.13+; RUNNERQ_TEST_NO_MONGOECO=1 acts as if absent."""
+    import importlib.util
+
+    if os.environ.get("RUNNERQ_TEST_NO_MONGOECO") == "1":
+        return False
+    return importlib.util.find_spec("mongoeco") is not None
+
+
 def _start_mongoeco() -> TestServer:
     from runnerq_cli.devserver import start_in_thread
 
@@ -84,19 +106,24 @@ def _start_mongoeco() -> TestServer:
 
 
 def chosen_server() -> TestServer:
+    """The server of the first available tier (kind "none" when there is none)."""
     global _SERVER
     if _SERVER is None:
         if os.environ.get("RUNNERQ_TEST_MONGO_URI"):
             _SERVER = TestServer(os.environ["RUNNERQ_TEST_MONGO_URI"], "uri")
         elif os.environ.get("RUNNERQ_TEST_NO_DOCKER") != "1" and _docker_available():
             _SERVER = _start_docker_mongo()
-        else:
+        elif _mongoeco_available():
             _SERVER = _start_mongoeco()
+        else:
+            _SERVER = TestServer("", "none")
     return _SERVER
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     server = chosen_server()
+    if server.kind == "none":
+        return f"runnerq test server: none; tests that need one are skipped ({NO_SERVER})"
     names = {"uri": "the server of RUNNERQ_TEST_MONGO_URI",
              "docker": "a real MongoDB 8 in Docker (testcontainers)",
              "mongoeco": "the local mongoeco wire-protocol server"}
@@ -112,13 +139,38 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             stop()
 
 
+_NO_SERVER_TESTS: set[str] = set()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """No server at all: skip the tests that need one, all with the one reason NO_SERVER."""
+    if chosen_server().kind != "none":
+        return
+    for item in items:
+        if "server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason=NO_SERVER))
+            _NO_SERVER_TESTS.add(item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Report those skips at one place, so `-ra` folds them into one line, said once."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.nodeid in _NO_SERVER_TESTS:
+        report.longrepr = (__file__, None, f"Skipped: {NO_SERVER}")
+
+
 @pytest.fixture(scope="session")
 def server() -> TestServer:
-    return chosen_server()
+    found = chosen_server()
+    if found.kind == "none":
+        pytest.skip(NO_SERVER)
+    return found
 
 
 @pytest.fixture
-def db_name() -> Iterator[str]:
+def db_name(server: TestServer) -> Iterator[str]:
     name = f"rq_test_{uuid.uuid4().hex[:10]}"
     yield name
     with MongoClient(chosen_server().uri) as client:

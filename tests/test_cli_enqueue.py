@@ -88,9 +88,11 @@ def test_json_output_is_the_whole_activity(run_cli, docs) -> None:
     assert docs.find_one({"_id": uuid.UUID(data["id"])})["payload"] == {"x": [1, 2]}
 
 
-def test_payload_from_stdin_file_and_at_dash(run_cli, docs, tmp_path: Path) -> None:
+def test_payload_from_file_and_at_dash_never_implicitly_from_stdin(run_cli, docs,
+                                                                    tmp_path: Path) -> None:
+    # Piped input without `-p @-` is not read: the payload is {} (issue 11).
     stdin_id = _id(run_cli("enqueue", "t", input='{"source": "stdin"}\n'))
-    assert docs.find_one({"_id": stdin_id})["payload"] == {"source": "stdin"}
+    assert docs.find_one({"_id": stdin_id})["payload"] == {}
     payload_file = tmp_path / "payload.json"
     payload_file.write_text('{"source": "file", "nested": {"a": true}}')
     file_id = _id(run_cli("enqueue", "t", "--payload", f"@{payload_file}"))
@@ -98,8 +100,22 @@ def test_payload_from_stdin_file_and_at_dash(run_cli, docs, tmp_path: Path) -> N
                                                          "nested": {"a": True}}
     dash_id = _id(run_cli("enqueue", "t", "-p", "@-", input='{"source": "dash"}'))
     assert docs.find_one({"_id": dash_id})["payload"] == {"source": "dash"}
-    empty_id = _id(run_cli("enqueue", "t", input=""))  # nothing piped in: {}
-    assert docs.find_one({"_id": empty_id})["payload"] == {}
+    empty = run_cli("enqueue", "t", "-p", "@-", input="  \n")
+    assert empty.code == ExitCode.USAGE  # `-p @-` with nothing piped in is no JSON object
+    assert empty.stderr.startswith("error: payload from stdin: ")
+
+
+def test_enqueue_in_a_while_read_loop_keeps_the_loops_input(cli_env, docs) -> None:
+    """`while read t; do runnerq-mongo enqueue "$t"; done` enqueues every line."""
+    import subprocess
+    import sys
+
+    script = ('printf "a\\nb\\nc\\n" | while read -r t; do '
+              f'"{sys.executable}" -m runnerq_cli enqueue "$t" -q || exit 9; done')
+    proc = subprocess.run(["bash", "-c", script], env=cli_env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(d["activity_type"] for d in docs.find()) == ["a", "b", "c"]
 
 
 def test_idempotency_return_existing_is_the_default(run_cli, docs) -> None:
@@ -234,6 +250,17 @@ def test_bulk_quiet_prints_ids(run_cli, docs) -> None:
     assert {uuid.UUID(x) for x in result.stdout.split()} == {d["_id"] for d in docs.find()}
 
 
+def test_bulk_quiet_still_names_the_rejected_lines_on_stderr(run_cli, docs) -> None:
+    lines = '{"type": "t"}\n{"type": "t", "payload": ["oops"]}\nnot json\n'
+    result = run_cli("enqueue", "--from", "-", "-q", input=lines)
+    assert result.code == ExitCode.USAGE
+    assert [uuid.UUID(x) for x in result.stdout.split()] == [d["_id"] for d in docs.find()]
+    err = result.stderr.splitlines()
+    assert err[0].startswith("line 2: invalid: ") and "payload" in err[0]
+    assert err[1].startswith("line 3: invalid: ")
+    assert err[-1] == "error: 2 of 3 lines rejected"
+
+
 @pytest.mark.parametrize("args", [
     ("t", "--from", "-"),
     ("--from", "-", "--payload", "{}"),
@@ -249,7 +276,7 @@ def test_bulk_flag_misuse(run_cli, docs, args: tuple[str, ...]) -> None:
 
 
 def test_console_script_end_to_end(run_cli_subprocess, docs) -> None:
-    result = run_cli_subprocess("enqueue", "t", "--priority", "high", "-q",
+    result = run_cli_subprocess("enqueue", "t", "--priority", "high", "-q", "-p", "@-",
                                 input='{"via": "pipe"}')
     assert result.code == 0, result.stderr
     doc = docs.find_one({"_id": uuid.UUID(result.stdout.strip())})

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer._click.core import Context
 
 from runnerq_cli.cli.app import app, main
 from runnerq_cli.cli.commands.completion import Shell, install_path
 from runnerq_cli.cli.completion_scripts import FILE_NAMES, REPO_COMPLETIONS, SHELLS, generate
+from runnerq_cli.cli.typer_compat import context_class
 from runnerq_cli.errors import ExitCode
 
+Context = context_class()
 REGENERATE = "python -m runnerq_cli.cli.completion_scripts --write"
 
 
@@ -102,6 +103,42 @@ def test_bash_completes_commands_options_and_choices() -> None:
     assert {"--dry-run", "--yes", "--type"} <= set(bash_tab("runnerq-mongo redrive --"))
     assert bash_tab("runnerq-mongo cancel -o j") == ["json", "jsonl"]
     assert bash_tab("runnerq-mongo cancel --output = ") == ["text", "json", "jsonl"]
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="bash not installed")
+def test_bash_completes_the_values_of_string_options() -> None:
+    """Options that parse text themselves still offer their values (issue 11)."""
+    assert bash_tab("runnerq-mongo list ") == ["pending", "scheduled", "processing", "running",
+                                              "completed", "failed", "dead-letter", "cancelled"]
+    assert bash_tab("runnerq-mongo list d") == ["dead-letter"]
+    assert bash_tab("runnerq-mongo enqueue t --priority ") == ["low", "normal", "high",
+                                                               "critical"]
+    assert bash_tab("runnerq-mongo enqueue t --on-duplicate no") == ["no-reuse"]
+    assert bash_tab("runnerq-mongo worker --log-format ") == ["auto", "rich", "plain", "json"]
+    assert bash_tab("runnerq-mongo worker --log-level w") == ["warning"]
+    assert bash_tab("runnerq-mongo tail events --mode ") == ["auto", "change-stream", "poll"]
+    assert bash_tab("runnerq-mongo stats --by ") == ["type"]
+    assert bash_tab("runnerq-mongo set-priority some-id ") == ["low", "normal", "high",
+                                                              "critical"]
+
+
+def test_completed_values_are_the_backends() -> None:
+    """The light completion lists (cli/choices.py) agree with what the backend accepts."""
+    from runnerq_cli.backend.events import MODES
+    from runnerq_cli.backend.models import OnDuplicate, Priority, Status
+    from runnerq_cli.cli import choices
+    from runnerq_cli.config import load_settings
+
+    assert {Status.parse(s) for s in choices.STATUSES} == set(Status)
+    assert [Priority.parse(p) for p in choices.PRIORITIES] == sorted(Priority)
+    assert {OnDuplicate.parse(v) for v in choices.ON_DUPLICATE} == set(OnDuplicate)
+    assert choices.TAIL_MODES == MODES
+    for fmt in choices.LOG_FORMATS:
+        for level in choices.LOG_LEVELS:
+            settings = load_settings(None, overrides={"worker.log_format": fmt,
+                                                      "worker.log_level": level},
+                                     environ={"RUNNERQ_CONFIG": ""})
+            assert (settings.worker.log_format, settings.worker.log_level) == (fmt, level)
 
 
 @pytest.mark.skipif(not shutil.which("fish"), reason="fish not installed")

@@ -60,3 +60,22 @@ def test_generator_imports_nothing_heavy() -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_command_run_does_not_import_pydantic(tmp_path) -> None:
+    """typer 0.29 coerces every parameter through pydantic (~0.1 s of CPU per run); our
+    plain parameters skip it (cli/typer_compat.py, benchmarks/README.md: per-command CPU)."""
+    code = ("import contextlib, io, sys\n"
+            "from runnerq_cli.cli.app import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    code = main(['--queue', 'q1', 'config', 'show', '-o', 'json'])\n"
+            "bad = main(['enqueue', 't', '--batch-size', '0'])\n"
+            "print(code, bad, sorted(m for m in sys.modules if m.startswith('pydantic')))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RUNNERQ_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[:2] == ["0", "2"]  # ran; a value out of range is still refused
+    assert proc.stderr.startswith("error: Invalid value for '--batch-size'")
+    assert proc.stdout.strip().endswith("[]"), proc.stdout

@@ -126,6 +126,12 @@ def test_show_and_events(every_status, run_cli):
     assert [e["event_type"] for e in jsonl(events.stdout)] == ["Enqueued", "Dequeued",
                                                                "Started", "Failed"]
     assert "Failed" in run_cli("events", str(aid)).stdout
+    # --limit N keeps the newest N, still oldest first (as its help and the docs say).
+    every = jsonl(events.stdout)
+    newest_two = jsonl(run_cli("events", str(aid), "--limit", "2", "-o", "jsonl").stdout)
+    assert newest_two == every[-2:]
+    help_text = " ".join(run_cli("events", "--help").stdout.split())
+    assert "printed oldest first (--limit keeps the newest)" in help_text
     missing = str(uuid.uuid4())
     assert run_cli("show", missing).code == ExitCode.NOT_FOUND
     assert run_cli("events", missing).code == ExitCode.NOT_FOUND

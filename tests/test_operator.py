@@ -364,3 +364,62 @@ def test_purge_deletes_no_more_than_the_operator_confirmed(queue, clock):
     assert queue.purge(limits=shown, batch=2) == {"completed": 3, "failed": 0}
     assert queue.purge_preview() == {"completed": 1, "failed": 0}
     assert queue.purge() == {"completed": 1, "failed": 0}
+
+
+def _answer_on_a_terminal(args: list[str], env: dict[str, str], answer: bytes) -> str:
+    """Run the CLI on a pseudo-terminal, answer its confirmation, return all it printed."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *args], env=env,
+                            stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    output, answered = b"", False
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            if not answered and b"[y/N]" in output:
+                os.write(master, answer)
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return output.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_bulk_confirmations_show_what_will_be_acted_on(cli_env, cq: RunnerQ) -> None:
+    """Issue 11: redrive and purge confirmations show a sample, not only a count."""
+    ids = [dead_letter(cq, "job") for _ in range(12)]
+    shown = _answer_on_a_terminal(["redrive"], cli_env, b"n\n")
+    assert "dead-lettered activities to redrive (12):" in shown
+    listed = [i for i in ids if str(i) in shown]
+    assert len(listed) == 10 and "... and 2 more" in shown
+    assert "  job  last error: boom\n" in shown
+    assert "Redrive 12 dead-lettered activities? [y/N]" in shown
+    assert "nothing changed" in shown
+    assert all(cq.get_activity(i).status == "dead_letter" for i in ids)
+
+    env = {**cli_env, "RUNNERQ_RETENTION_FAILED": "1ms"}
+    shown = _answer_on_a_terminal(["purge"], env, b"n\n")
+    assert "past their retention (deleted with their results and events):" in shown
+    assert "12 failed, dead-lettered or cancelled, finished over" in shown
+    assert "(retention.failed)" in shown and "0 completed" in shown
+    assert cq.collections.activities.count_documents({}) == 12

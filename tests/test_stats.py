@@ -83,6 +83,40 @@ def test_text_view(mix, run_cli):
         assert word in res.stdout
 
 
+def test_title_keeps_its_timestamp_on_one_line_on_a_terminal(queue, cli_env):
+    """On a 200-column terminal the title wrapped at the narrow table's width (issue 11)."""
+    import os
+    import pty
+    import re
+    import subprocess
+    import sys
+
+    queue.enqueue("a", {})  # one priority column: a table narrower than its title
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats"],
+                            env={**cli_env, "COLUMNS": "200"}, stdout=slave, stderr=slave,
+                            stdin=slave, close_fds=True)
+    os.close(slave)
+    output = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = re.sub(rb"\x1b\[[0-9;]*m", b"", output).decode()
+    first = text.splitlines()[0].rstrip()
+    assert re.fullmatch(r"queue tests  \(\d{4}-\d\d-\d\dT[\d:.]+Z\)", first), text[:300]
+
+
 def test_check_exit_codes(mix, run_cli):
     ok = run_cli("stats", "-o", "json", "--check", "pending == 2", "--check", "workers >= 1",
                  "--check", "oldest_pending < 1h")

@@ -45,6 +45,22 @@ def test_no_follow_jsonl_fields_and_order(queue, clock, run_cli):
     assert cursor_of(res.stderr)
 
 
+def test_json_is_one_array_and_jsonl_one_line_per_event(queue, clock, run_cli, tmp_path):
+    """-o json: one JSON array when the tail stops; -o jsonl: a line per event (issue 11)."""
+    run_one(queue, clock)
+    lines = run_cli("tail", "events", "--no-follow", "-o", "jsonl").stdout
+    cursor_file = tmp_path / "cursor"
+    res = run_cli("tail", "events", "--no-follow", "-o", "json",
+                  "--cursor-file", str(cursor_file))
+    assert res.code == 0, res.stderr
+    assert len(res.stdout.strip().splitlines()) == 1  # one document, not one per event
+    assert json.loads(res.stdout) == jsonl(lines)
+    assert cursor_file.read_text().strip() == cursor_of(res.stderr)
+    empty = run_cli("tail", "events", "--no-follow", "-o", "json", "--resume",
+                    cursor_of(res.stderr))
+    assert json.loads(empty.stdout) == []
+
+
 def test_text_output_honours_no_color(queue, clock, run_cli):
     run_one(queue, clock)
     res = run_cli("tail", "events", "--no-follow")

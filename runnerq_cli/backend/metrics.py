@@ -1,8 +1,8 @@
 """The `stats` snapshot: counts, oldest pending, throughput, latency percentiles, workers.
 
 Everything is computed on the server; the client receives a few numbers per
-query, never activities. Each query is bounded by an index (see the README's
-cost table, which mirrors `QUERY_COSTS` below):
+query, never activities. Each query is bounded by an index (see the cost table
+in docs/cli.md, "What each stats query costs", which mirrors `QUERY_COSTS` below):
 
 - counts by status and priority: one `$group` per state on its partial index
   (hinted, covered: index keys only, no document reads);
@@ -202,7 +202,7 @@ def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> dict[s
 
 
 def snapshot(ctx: QueueContext, workers: list[Any], options: StatsOptions) -> dict[str, Any]:
-    """One stats snapshot with the stable schema `SCHEMA` (README: "stats JSON")."""
+    """One stats snapshot with the stable schema `SCHEMA` (docs/reference.md: "Stats JSON")."""
     now = ctx.clock()
     by_status, by_priority = counts(ctx)
     live = [w for w in workers if not w.stale]

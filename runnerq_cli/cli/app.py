@@ -78,7 +78,7 @@ class _LazyRootGroup(TyperGroup):
         if not getattr(self, "_pending", None):
             super().format_commands(ctx, formatter)
             return
-        from typer._click.utils import make_default_short_help
+        from runnerq_cli.cli.typer_compat import make_default_short_help
 
         rows = [(name, help_text) for name in self.list_commands(ctx)
                 for help_text, hidden in [self._summaries[name]] if not hidden]
@@ -162,13 +162,16 @@ def _root_command() -> Any:
         names.append(name)
         summaries[name] = (text, bool(info.hidden))
         builders[name] = lambda info=info: get_command_from_info(info, **options)
+    # `suggest_commands` ("Did you mean ...?") exists from typer 0.20 on.
+    group_options = ({"suggest_commands": app.suggest_commands}
+                     if hasattr(app, "suggest_commands") else {})
     for info in app.registered_groups:
         solved = solve_typer_info_defaults(info)
         name = solved.name
         names.append(name)
         summaries[name] = (solved.help or "", bool(solved.hidden))
         builders[name] = lambda info=info: get_group_from_info(
-            info, suggest_commands=app.suggest_commands, **options)
+            info, **options, **group_options)
     group.defer(names, builders, summaries)
     return group
 
@@ -203,15 +206,17 @@ def _silence_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code (see errors.ExitCode)."""
-    from typer._click import exceptions as click_exceptions
+    from runnerq_cli.cli import typer_compat
 
+    click_exceptions = typer_compat.click_exceptions()
+    typer_compat.install_fast_coercion()
     command = _root_command()
     try:
         result = command.main(args=argv, prog_name="runnerq-mongo", standalone_mode=False)
         code = int(result) if isinstance(result, int) else 0
     except typer.Exit as exc:
         code = exc.exit_code
-    except click_exceptions.NoArgsIsHelpError as exc:
+    except typer_compat.no_args_is_help_error() as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         code = ExitCode.USAGE
     except click_exceptions.UsageError as exc:

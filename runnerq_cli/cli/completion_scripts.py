@@ -40,6 +40,7 @@ class Param:
     takes_value: bool
     kind: str  # "choice" | "file" | "dir" | "none"
     choices: list[str] = field(default_factory=list)
+    variadic: bool = False  # an argument that takes any number of values (nargs=-1)
 
 
 @dataclass
@@ -78,20 +79,15 @@ def _one_line(text: str | None, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
 
 
-def _value_kind(param: Any) -> tuple[str, list[str]]:
-    desc = getattr(param, "type_descriptor", None)
-    if desc is not None:
-        choices = desc.choices
-        if choices is not None:
-            from typer._param_types import choice_as_str
+def _value_kind(param: Any, ctx: Any = None) -> tuple[str, list[str]]:
+    from runnerq_cli.cli.typer_compat import param_choices, param_is_path
 
-            return "choice", [choice_as_str(c) for c in choices]
-        if desc.is_file:
-            return "file", []
-        if desc.is_path:
-            info = desc.parameter_info
-            return ("dir" if getattr(info, "dir_okay", True) and not getattr(
-                info, "file_okay", True) else "file"), []
+    choices = param_choices(param, ctx)
+    if choices is not None:
+        return "choice", choices
+    is_path, dir_only = param_is_path(param)
+    if is_path:
+        return ("dir" if dir_only else "file"), []
     metavar = (getattr(param, "metavar", None) or "").upper()
     if metavar in ("PATH", "FILE"):
         return "file", []
@@ -108,21 +104,22 @@ def _node(command: Any, ctx: Any, path: tuple[str, ...]) -> Node:
             continue
         if param.param_type_name == "option":
             takes = not param.is_flag and not getattr(param, "count", False)
-            kind, choices = _value_kind(param) if takes else ("none", [])
+            kind, choices = _value_kind(param, ctx) if takes else ("none", [])
             # Short names first, then long ones: the scripts must not depend on the
             # order click happens to keep (it differs between click builds).
             names = sorted([*param.opts, *param.secondary_opts],
                            key=lambda name: (name.startswith("--"), name))
             options.append(Param(names, _one_line(param.help), takes, kind, choices))
         elif param.param_type_name == "argument":
-            kind, choices = _value_kind(param)
+            kind, choices = _value_kind(param, ctx)
             arguments.append(Param([], _one_line(getattr(param, "help", "")), True, kind,
-                                   choices))
+                                   choices, variadic=getattr(param, "nargs", 1) == -1))
     children: list[Node] = []
     list_commands = getattr(command, "list_commands", None)
     if list_commands is not None:
-        from typer._click.core import Context
+        from runnerq_cli.cli.typer_compat import context_class
 
+        Context = context_class()
         for name in list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is None or getattr(sub, "hidden", False):
@@ -137,8 +134,10 @@ def _node(command: Any, ctx: Any, path: tuple[str, ...]) -> Node:
 def command_tree(app: Any = None) -> Node:
     """The live tree of `runnerq-mongo` (or of a typer app) as `Node`s."""
     import typer
-    from typer._click.core import Context
 
+    from runnerq_cli.cli.typer_compat import context_class
+
+    Context = context_class()
     if app is None:
         from runnerq_cli.cli.app import app
     command = typer.main.get_command(app)
@@ -167,12 +166,18 @@ def _value_cases(tree: Node) -> list[tuple[str, Param]]:
     return out
 
 
+VARIADIC_POSITIONS = 8
+
+
 def _argument_cases(tree: Node) -> list[tuple[str, Param]]:
     out = []
     for node in tree.walk():
         for index, arg in enumerate(node.arguments):
             if arg.kind != "none":
-                out.append((f"{node.key}|{index}", arg))
+                # A variadic argument's values may stand at any later position too
+                # (set-priority ID... PRIORITY): the first few positions are enough.
+                for position in range(index, index + (VARIADIC_POSITIONS if arg.variadic else 1)):
+                    out.append((f"{node.key}|{position}", arg))
     return out
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from runnerq_cli.backend.models import Event
 
-# README "Event JSON fields": keep these names stable.
+# docs/reference.md "Event JSON fields": keep these names stable.
 EVENT_FIELDS = ("id", "activity_id", "activity_type", "event_type", "timestamp", "ingested_at",
                 "worker_id", "detail")
 

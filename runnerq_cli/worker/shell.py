@@ -1,6 +1,6 @@
 """Shell handlers: `--exec TYPE='command args'`, the way CI jobs plug in.
 
-Contract (README: "Shell handlers"):
+Contract (docs/workers.md: "Shell handlers"):
 - The payload is written to the command's standard input as JSON; it never
   goes into the command line. RUNNERQ_ACTIVITY_ID, RUNNERQ_ACTIVITY_TYPE,
   RUNNERQ_ATTEMPT and RUNNERQ_WORKER_ID are set in its environment.

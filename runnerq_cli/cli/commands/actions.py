@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.choices import PRIORITIES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, error_line, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
@@ -262,16 +264,48 @@ def _describe(result: ActionResult) -> str:
     return text
 
 
-def _confirm(question: str, yes: bool) -> None:
-    """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise."""
+SAMPLE_SIZE = 10  # activities listed before a bulk confirmation
+
+
+def _confirm(question: str, yes: bool, preview: list[str] | None = None) -> None:
+    """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise.
+
+    On a terminal, `preview` (what will be acted on) is shown before the question.
+    """
     if yes:
         return
     if not sys.stdin.isatty():
         raise InvalidArgument(f"{question.rstrip('?')}: refusing without --yes when not on a "
                               "terminal (use --dry-run to see what would change)")
+    for line in preview or []:
+        typer.echo(line, err=True)
     if not typer.confirm(question, default=False):
         error_line("nothing changed")
         raise typer.Exit(int(ExitCode.FAILURE))
+
+
+def _redrive_preview(activities: list[dict[str, Any]]) -> list[str]:
+    """A sample of the dead-lettered activities a redrive would move."""
+    lines = [f"dead-lettered activities to redrive ({len(activities)}):"]
+    for item in activities[:SAMPLE_SIZE]:
+        error = " ".join(str(item.get("last_error") or "").split())[:60]
+        lines.append(f"  {item['id']}  {item['activity_type']}"
+                     + (f"  last error: {error}" if error else ""))
+    if len(activities) > SAMPLE_SIZE:
+        lines.append(f"  ... and {len(activities) - SAMPLE_SIZE} more "
+                     "(all of them: redrive --dry-run)")
+    return lines
+
+
+def _purge_preview(counts: dict[str, int], settings: Any) -> list[str]:
+    """Which activities a purge would delete: kind, count and the retention behind it."""
+    from runnerq_cli.durations import format_duration
+
+    return ["past their retention (deleted with their results and events):",
+            f"  {counts.get('completed', 0)} completed, finished over "
+            f"{format_duration(settings.retention_completed)} ago (retention.completed)",
+            f"  {counts.get('failed', 0)} failed, dead-lettered or cancelled, finished over "
+            f"{format_duration(settings.retention_failed)} ago (retention.failed)"]
 
 
 def _when(at: str | None, delay: str | None) -> Any:
@@ -367,7 +401,8 @@ def set_priority(
     ctx: typer.Context,
     args: list[str] = typer.Argument(..., metavar="[ID...] PRIORITY",
                                      help="Activity id(s), then the priority: low, normal, "
-                                          "high, critical or 1-4 (with a filter: only it)."),
+                                          "high, critical or 1-4 (with a filter: only it).",
+                                     autocompletion=completer(PRIORITIES)),
     status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
     since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
     metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
@@ -418,7 +453,8 @@ def redrive(
         report = backend.redrive(types, dry_run=True)
         if not dry_run and (report.count or report.stale_records):
             if report.count:
-                _confirm(f"Redrive {report.count} dead-lettered activities?", yes)
+                _confirm(f"Redrive {report.count} dead-lettered activities?", yes,
+                         _redrive_preview(report.activities))
             # Exactly the ones shown and confirmed, not any dead-lettered since.
             report = backend.redrive(types, ids=[a["id"] for a in report.activities],
                                      reason=reason, actor=actor)
@@ -447,7 +483,8 @@ def purge(
     with backend.errors_translated():
         counts = backend.purge_preview()
         if not dry_run and sum(counts.values()):
-            _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes)
+            _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
+                     _purge_preview(counts, state(ctx).settings()))
             counts = backend.purge(limits=counts, reason=reason, actor=actor,
                                    audit=True)  # no more than was confirmed
     data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
@@ -467,4 +504,4 @@ COMMANDS = (("cancel", cancel), ("retry", retry), ("run-now", run_now),
 def register(app: typer.Typer) -> None:
     """Add the operator action commands to the root app."""
     for name, function in COMMANDS:
-        app.command(name)(function)
+        app.command(name, epilog=examples(name))(function)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 
@@ -57,4 +58,4 @@ def audit(
 
 def register(app: typer.Typer) -> None:
     """Add `audit` to the root app."""
-    app.command("audit")(audit)
+    app.command("audit", epilog=examples("audit"))(audit)

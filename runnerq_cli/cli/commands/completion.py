@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.errors import InvalidArgument
 
 
@@ -80,14 +81,14 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Shell completion scripts (bash, zsh, fish).",
                         no_args_is_help=True)
 
-    @group.command("show")
+    @group.command("show", epilog=examples("completion show"))
     def show(shell: Shell = typer.Argument(..., help="bash, zsh or fish.")) -> None:
         """Print the completion script (e.g. `source <(runnerq-mongo completion show bash)`)."""
         from runnerq_cli.cli.completion_scripts import generate
 
         typer.echo(generate(shell.value), nl=False)
 
-    @group.command("install")
+    @group.command("install", epilog=examples("completion install"))
     def install_cmd(
         shell: Shell | None = typer.Argument(None, help="bash, zsh or fish (default: $SHELL)."),
     ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, is_terminal, output_option
 from runnerq_cli.cli.state import state
 
@@ -43,7 +44,7 @@ def _display(value: Any, key_path: str) -> str:
     return str(value)
 
 
-@config_app.command("show")
+@config_app.command("show", epilog=examples("config show"))
 def show(ctx: typer.Context, output: OutputFormat = output_option()) -> None:
     """Print every setting, its value and its source (flag / env VAR / file PATH / default).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 
@@ -63,5 +64,5 @@ def resume(
 
 def register(app: typer.Typer) -> None:
     """Add `pause` and `resume` to the root app."""
-    app.command("pause")(pause)
-    app.command("resume")(resume)
+    app.command("pause", epilog=examples("pause"))(pause)
+    app.command("resume", epilog=examples("resume"))(resume)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.errors import ExitCode
 
 
@@ -99,4 +100,4 @@ def dev_server(
 
 def register(app: typer.Typer) -> None:
     """Add `dev-server` to the root app."""
-    app.command("dev-server")(dev_server)
+    app.command("dev-server", epilog=examples("dev-server"))(dev_server)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",
                           no_args_is_help=True, rich_markup_mode=None)
 
 
-@metrics_app.command("serve")
+@metrics_app.command("serve", epilog=examples("metrics serve"))
 def metrics_serve(
     ctx: typer.Context,
     port: int = typer.Option(9464, "--port", min=0, max=65535,
@@ -260,7 +261,7 @@ def metrics_serve(
 
 def register(app: typer.Typer) -> None:
     """Add `doctor`, `explain`, `queues` and `metrics serve` to the root app."""
-    app.command("doctor")(doctor_cmd)
-    app.command("explain")(explain_cmd)
-    app.command("queues")(queues_cmd)
+    app.command("doctor", epilog=examples("doctor"))(doctor_cmd)
+    app.command("explain", epilog=examples("explain"))(explain_cmd)
+    app.command("queues", epilog=examples("queues"))(queues_cmd)
     app.add_typer(metrics_app)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, error_line, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 dlq_app = typer.Typer(help="Export and import dead-lettered activities.", no_args_is_help=True)
 
 
-@dlq_app.command("export")
+@dlq_app.command("export", epilog=examples("dlq export"))
 def export(
     ctx: typer.Context,
     types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
@@ -115,7 +116,7 @@ def _exit_code(outcomes: list[ImportOutcome]) -> int:
     return int(ExitCode.OK)
 
 
-@dlq_app.command("import")
+@dlq_app.command("import", epilog=examples("dlq import"))
 def import_(
     ctx: typer.Context,
     path: str = typer.Argument(..., metavar="FILE", help="An export (NDJSON; - for stdin)."),

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.choices import ON_DUPLICATE, PRIORITIES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
@@ -45,12 +47,13 @@ def parse_json_object(text: str, source: str) -> dict[str, Any]:
 
 
 def read_payload(payload: str | None) -> dict[str, Any]:
-    """--payload JSON, --payload @file (@- is stdin), else stdin when it is not a terminal."""
+    """--payload JSON, --payload @file, --payload @- (stdin); without it, `{}`.
+
+    Standard input is read only when asked for (`-p @-`): inside a shell
+    `while read` loop, an implicit read would swallow the loop's own input.
+    """
     if payload is None:
-        if sys.stdin is None or sys.stdin.isatty():
-            return {}
-        text = sys.stdin.read()
-        return parse_json_object(text, "payload from stdin") if text.strip() else {}
+        return {}
     if payload.startswith("@"):
         name = payload[1:]
         if name == "-":
@@ -361,6 +364,10 @@ def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> Non
     if quiet:
         for activity in summary.activities:
             typer.echo(activity["id"])
+        # Only the ids on stdout, but which lines were rejected still goes to stderr.
+        for rejected in summary.rejected:
+            typer.echo(f"line {rejected['line']}: {rejected['kind']}: {rejected['reason']}",
+                       err=True)
     elif output is not OutputFormat.TEXT:
         emit(output, summary.to_json())
     else:
@@ -377,9 +384,10 @@ def enqueue(
                                                help="Activity type (omit with --from)."),
     payload: str | None = typer.Option(
         None, "--payload", "-p", metavar="JSON|@FILE",
-        help="Payload: a JSON object, or @file (@- for stdin). Default: stdin when it is not "
-             "a terminal, else {}."),
+        help="Payload: a JSON object, @FILE, or @- to read standard input (never read "
+             "otherwise). Default: {}."),
     priority: str | None = typer.Option(None, "--priority", metavar="PRIORITY",
+                                        autocompletion=completer(PRIORITIES),
                                         help="low, normal, high, critical or 1-4 "
                                              "[default: normal]."),
     delay: str | None = typer.Option(None, "--delay", metavar="DURATION",
@@ -398,7 +406,7 @@ def enqueue(
     idempotency_key: str | None = typer.Option(None, "--idempotency-key", metavar="KEY",
                                                help="Enqueue at most once per key and type."),
     on_duplicate: str | None = typer.Option(
-        None, "--on-duplicate", metavar="BEHAVIOUR",
+        None, "--on-duplicate", metavar="BEHAVIOUR", autocompletion=completer(ON_DUPLICATE),
         help="When the key is held: allow-reuse, return-existing (default), "
              "allow-reuse-on-failure, no-reuse."),
     from_file: str | None = typer.Option(None, "--from", metavar="FILE",
@@ -486,4 +494,4 @@ def enqueue(
 
 def register(app: typer.Typer) -> None:
     """Add `enqueue` to the root app."""
-    app.command("enqueue")(enqueue)
+    app.command("enqueue", epilog=examples("enqueue"))(enqueue)

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import (
     OutputFormat,
     confirm,
@@ -132,4 +133,4 @@ def init_indexes(
 
 def register(app: typer.Typer) -> None:
     """Add `init-indexes` to the root app."""
-    app.command("init-indexes")(init_indexes)
+    app.command("init-indexes", epilog=examples("init-indexes"))(init_indexes)

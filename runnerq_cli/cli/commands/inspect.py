@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.choices import STATUSES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 
@@ -25,7 +27,7 @@ def _short_time(value: object) -> str:
 
 def list_cmd(
     ctx: typer.Context,
-    status: str = typer.Argument(..., metavar="STATUS",
+    status: str = typer.Argument(..., metavar="STATUS", autocompletion=completer(STATUSES),
                                  help="pending, scheduled, processing (running), completed, "
                                       "failed, dead-letter or cancelled."),
     activity_type: str | None = typer.Option(None, "--type", metavar="TYPE",
@@ -155,11 +157,12 @@ def show_cmd(
 def events_cmd(
     ctx: typer.Context,
     activity_id: str = typer.Argument(..., metavar="ID"),
-    limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="At most this many "
-                                                                       "(the newest)."),
+    limit: int = typer.Option(100, "--limit", min=1, max=10_000,
+                              help="Keep the newest N (still printed oldest first), like "
+                                   "`tail -n`."),
     output: OutputFormat = output_option(),
 ) -> None:
-    """The event timeline of one activity, oldest first."""
+    """The event timeline of one activity, printed oldest first (--limit keeps the newest)."""
     from runnerq_cli.cli.eventfmt import event_line, event_record
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
@@ -184,7 +187,7 @@ def result_cmd(
     activity_id: str = typer.Argument(..., metavar="ID"),
     output: OutputFormat = output_option(),
 ) -> None:
-    """Print an activity's result; the exit code says its state (README: exit codes)."""
+    """Print an activity's result; the exit code says its state (docs/reference.md)."""
     import json
     import sys
 
@@ -287,9 +290,9 @@ def workers_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add list, show, events, result, wait and workers to the root app."""
-    app.command("list")(list_cmd)
-    app.command("show")(show_cmd)
-    app.command("events")(events_cmd)
-    app.command("result")(result_cmd)
-    app.command("wait")(wait_cmd)
-    app.command("workers")(workers_cmd)
+    app.command("list", epilog=examples("list"))(list_cmd)
+    app.command("show", epilog=examples("show"))(show_cmd)
+    app.command("events", epilog=examples("events"))(events_cmd)
+    app.command("result", epilog=examples("result"))(result_cmd)
+    app.command("wait", epilog=examples("wait"))(wait_cmd)
+    app.command("workers", epilog=examples("workers"))(workers_cmd)

@@ -11,6 +11,8 @@ from typing import Any
 
 import typer
 
+from runnerq_cli.cli.choices import STATS_BY, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
 
 
@@ -52,8 +54,10 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
     before = (previous or {}).get("by_status", {})
     statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
         s for s in snap["by_status"] if s not in STATUS_ORDER)
-    counts = Table(title=f"queue {snap['queue']}  ({snap['generated_at']})", box=None,
-                   header_style="bold", title_justify="left", pad_edge=False)
+    # The title is its own line: as a table title it would wrap to the narrow table's width.
+    title = Text(f"queue {snap['queue']}  ({snap['generated_at']})", style="bold",
+                 no_wrap=True, overflow="ellipsis")
+    counts = Table(box=None, header_style="bold", pad_edge=False)
     counts.add_column("status")
     counts.add_column("count", justify="right")
     if previous is not None:
@@ -72,7 +76,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
     if previous is not None:
         total_row.append(_delta(snap["total"], previous.get("total")))
     counts.add_row(*total_row, *[""] * len(priorities))
-    parts: list[Any] = [counts]
+    parts: list[Any] = [title, counts]
 
     if snap.get("by_type"):
         types = Table(title="by type", box=None, header_style="bold", title_justify="left",
@@ -117,7 +121,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
 
 def stats_cmd(
     ctx: typer.Context,
-    by: str | None = typer.Option(None, "--by", metavar="type",
+    by: str | None = typer.Option(None, "--by", metavar="type", autocompletion=completer(STATS_BY),
                                   help="Also count per activity type (--by type)."),
     check: list[str] | None = typer.Option(None, "--check", metavar="EXPR",
                                            help="Exit 7 unless EXPR holds, e.g. "
@@ -247,4 +251,4 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `stats` to the root app."""
-    app.command("stats")(stats_cmd)
+    app.command("stats", epilog=examples("stats"))(stats_cmd)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.choices import TAIL_MODES, completer
+from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
@@ -32,7 +34,7 @@ def _write_cursor_file(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-@tail_app.command("events")
+@tail_app.command("events", epilog=examples("tail events"))
 def tail_events(
     ctx: typer.Context,
     since: str | None = typer.Option(None, "--since", metavar="TIME",
@@ -44,6 +46,7 @@ def tail_events(
                                            help="Resume from this file if it exists, and keep "
                                                 "the cursor in it."),
     mode: str = typer.Option("auto", "--mode", metavar="auto|change-stream|poll",
+                             autocompletion=completer(TAIL_MODES),
                              help="auto: change streams when the server offers them."),
     activity_type: list[str] | None = typer.Option(None, "--type", metavar="TYPE",
                                                    help="Only these activity types "
@@ -64,7 +67,12 @@ def tail_events(
     max_events: int = typer.Option(0, "--max-events", hidden=True,
                                    help="Stop after this many events (tests, scripts)."),
 ) -> None:
-    """Print lifecycle events as they happen; Ctrl-C stops and prints the resume cursor."""
+    """Print lifecycle events as they happen; Ctrl-C stops and prints the resume cursor.
+
+    -o jsonl: one JSON object per event, as it happens. -o json: one JSON array of
+    all events, printed when the tail stops (at the end with --no-follow, else on
+    Ctrl-C/SIGTERM), as Temporal's CLI does; --cursor-file is then written once, after it.
+    """
     import contextlib
     import os
     import signal
@@ -75,7 +83,7 @@ def tail_events(
     from runnerq_cli.backend.events import EventCursor, EventFilter
     from runnerq_cli.backend.models import EventType, parse_activity_id
     from runnerq_cli.cli.eventfmt import event_line, event_record
-    from runnerq_cli.cli.output import console, error_line, print_jsonl
+    from runnerq_cli.cli.output import console, error_line, print_json, print_jsonl
     from runnerq_cli.cli.state import state
     from runnerq_cli.durations import parse_time
     from runnerq_cli.errors import InvalidArgument
@@ -115,6 +123,8 @@ def tail_events(
     stream.on_reconnect = reconnecting
     out = console()
     text = output is OutputFormat.TEXT
+    # -o json: the events gathered into one array, printed when the tail stops.
+    gathered: list[dict[str, object]] | None = [] if output is OutputFormat.JSON else None
 
     previous: dict[int, object] = {}
     if threading.current_thread() is threading.main_thread():
@@ -126,10 +136,13 @@ def tail_events(
             for event in stream:
                 if text:
                     out.print(event_line(event))
+                elif gathered is not None:
+                    gathered.append(event_record(event))
                 else:
                     print_jsonl(event_record(event))
                 count += 1
-                if cursor_file and time.monotonic() - last_saved >= CURSOR_FILE_EVERY:
+                if (cursor_file and gathered is None
+                        and time.monotonic() - last_saved >= CURSOR_FILE_EVERY):
                     sys.stdout.flush()  # the output first: a saved cursor never runs ahead
                     _write_cursor_file(cursor_file, stream.cursor.encode())
                     last_saved = time.monotonic()
@@ -139,6 +152,9 @@ def tail_events(
         for signum, handler in previous.items():
             with contextlib.suppress(Exception):
                 signal.signal(signum, handler)  # type: ignore[arg-type]
+        if gathered is not None:
+            with contextlib.suppress(BrokenPipeError, ValueError):
+                print_json(gathered)
         with contextlib.suppress(BrokenPipeError, ValueError):
             sys.stdout.flush()
         encoded = stream.cursor.encode()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from runnerq_cli.cli.choices import LOG_FORMATS, LOG_LEVELS, completer
+from runnerq_cli.cli.examples import examples
+
 HELP = (
     "Run handlers for the queue's activities under leases, until stopped.\n\n"
     "Handlers: --handler TYPE=package.module:function, --app package.module (a module "
@@ -46,15 +49,17 @@ def worker(
                                               help="Exit after claiming this many."),
     worker_id: str | None = typer.Option(None, "--worker-id", help="Default: HOST-random."),
     log_format: str | None = typer.Option(None, "--log-format",
+                                          autocompletion=completer(LOG_FORMATS),
                                           help="auto, rich, plain or json."),
     log_level: str | None = typer.Option(None, "--log-level",
+                                         autocompletion=completer(LOG_LEVELS),
                                          help="debug, info, warning or error."),
 ) -> None:
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.worker.engine import Worker
     from runnerq_cli.worker.handlers import build_registry, parse_assignment
-    from runnerq_cli.worker.logs import WorkerLog
+    from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
@@ -74,14 +79,20 @@ def worker(
     from runnerq_cli.backend.api import RunnerQ
 
     backend = RunnerQ(settings)
-    log = WorkerLog(ws.log_format, ws.log_level)
-    with backend.errors_translated():
-        backend.ping()
-        code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                      max_activities=max_activities, worker_id=worker_id, log=log).run()
+    # The `runnerq` loggers to standard error in the chosen format (the library adds none).
+    handler = configure_logging(ws.log_format, ws.log_level)
+    try:
+        log = WorkerLog(ws.log_format, ws.log_level)
+        with backend.errors_translated():
+            backend.ping()
+            code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
+                          max_activities=max_activities, worker_id=worker_id, log=log).run()
+    finally:
+        unconfigure_logging(handler)
     raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    app.command("worker", help=HELP, no_args_is_help=False)(worker)
+    app.command("worker", help=HELP, no_args_is_help=False,
+                epilog=examples("worker"))(worker)

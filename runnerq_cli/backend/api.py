@@ -8,53 +8,84 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.audit import AuditOperations
-from runnerq_cli.backend.bulk import BulkOperations
+from runnerq_cli.backend.audit import AuditLog
+from runnerq_cli.backend.bulk import BulkActions
 from runnerq_cli.backend.connection import client_for, translate_errors
 from runnerq_cli.backend.context import QueueContext, utc_now
-from runnerq_cli.backend.control import ControlOperations
-from runnerq_cli.backend.dlq import DeadLetterOperations
+from runnerq_cli.backend.control import Control
+from runnerq_cli.backend.dlq import DeadLetters
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
-from runnerq_cli.backend.inspection import InspectionOperations
-from runnerq_cli.backend.operator import OperatorOperations
-from runnerq_cli.backend.queue import QueueOperations
-from runnerq_cli.backend.workers import WorkerRegistryOperations
+from runnerq_cli.backend.inspection import Inspector
+from runnerq_cli.backend.maintenance import Maintenance
+from runnerq_cli.backend.operator import Operator
+from runnerq_cli.backend.queue import ActivityQueue
+from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.config import Settings, load_settings
 
+# The facade's operations, by the part that owns them (each part is given, when it
+# is made, the context and the other parts it uses: see RunnerQ.__init__).
+PARTS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "activities": (ActivityQueue, (
+        "enqueue", "enqueue_many", "check_idempotency", "dequeue", "ack_success",
+        "ack_success_many", "ack_failure", "extend_lease", "release", "store_result",
+        "get_result")),
+    "maintenance": (Maintenance, (
+        "process_scheduled", "requeue_expired", "repair_outboxes", "retention_queries",
+        "purge_expired")),
+    "inspector": (Inspector, (
+        "stats", "stats_snapshot", "list_pending", "list_processing", "list_scheduled",
+        "list_completed", "list_failed", "list_dead_letter", "list_page", "get_activity",
+        "get_activity_events", "event_stream", "event_cursor_at_end")),
+    "registry": (WorkerRegistry, (
+        "register_worker", "heartbeat_worker", "unregister_worker", "count_live_workers",
+        "list_workers")),
+    "operator": (Operator, (
+        "cancel", "retry", "run_now", "reschedule", "set_priority", "delete", "redrive",
+        "purge_preview", "purge", "iter_actions")),
+    "bulk": (BulkActions, ("select", "preview_ids", "apply")),
+    "control": (Control, ("paused", "pause", "resume")),
+    "dead_letters": (DeadLetters, ("dlq_export", "dlq_import")),
+    "audit_log": (AuditLog, ("record_action", "audit")),
+}
+# Stream factories: their errors surface later, in the caller's loop.
+_NOT_WRAPPED = frozenset({"event_stream", "dlq_export"})
 
-def _unavailable_as_error(cls: type) -> type:
-    """Wrap every public operation so driver connection errors raise `Unavailable`.
+
+def _forward(part: str, name: str, cls: type) -> Callable[..., Any]:
+    """RunnerQ.`name`: the part's method, with driver connection errors as `Unavailable`.
 
     Callers get one exception type per error kind (see errors.py), with the
     URI's password redacted, instead of pymongo's own exception zoo.
     """
+    target = getattr(cls, name)
+    if name in _NOT_WRAPPED:
+        @functools.wraps(target)
+        def plain(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
+            return getattr(getattr(self, part), name)(*args, **kwargs)
+        return plain
 
-    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(method)
-        def wrapper(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
-            with translate_errors(self.settings.uri):
-                return method(self, *args, **kwargs)
-
-        return wrapper
-
-    for name in dir(cls):
-        attr = getattr(cls, name)
-        if name.startswith("_") or name in _NOT_WRAPPED or not callable(attr) \
-                or isinstance(attr, type):
-            continue
-        setattr(cls, name, wrap(attr))
-    return cls
+    @functools.wraps(target)
+    def method(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
+        with translate_errors(self.settings.uri):
+            return getattr(getattr(self, part), name)(*args, **kwargs)
+    return method
 
 
-# Context managers and stream factories: their errors surface later, in the caller's block.
-_NOT_WRAPPED = frozenset({"buffered_outbox", "errors_translated", "event_stream"})
+def _translated(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A RunnerQ method of its own, with driver connection errors as `Unavailable`."""
+    @functools.wraps(method)
+    def wrapper(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
+        with translate_errors(self.settings.uri):
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
-@_unavailable_as_error
-class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
-              OperatorOperations, BulkOperations, ControlOperations, DeadLetterOperations,
-              AuditOperations):
-    """RunnerQ's queue and inspection operations on one MongoDB queue.
+class RunnerQ:
+    """RunnerQ's queue, inspection and operator operations on one MongoDB queue.
+
+    A facade: each operation belongs to one part (`PARTS`), an object that
+    owns its queries and is given what it uses; `rq.enqueue(...)` is
+    `rq.activities.enqueue(...)` with driver errors translated.
 
     Thread-safe: share one instance between threads (it shares one pooled
     MongoClient per process).
@@ -63,7 +94,16 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
     def __init__(self, settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> None:
         self.settings = settings
         client = client_for(settings)
-        self._ctx = QueueContext.create(settings, client[settings.database], clock=clock)
+        ctx = self._ctx = QueueContext.create(settings, client[settings.database], clock=clock)
+        self.audit_log = AuditLog(ctx)
+        self.activities = ActivityQueue(ctx)
+        self.maintenance = Maintenance(ctx)
+        self.registry = WorkerRegistry(ctx)
+        self.inspector = Inspector(ctx, self.registry)
+        self.operator = Operator(ctx, self.maintenance, self.audit_log)
+        self.bulk = BulkActions(ctx, self.operator, self.audit_log)
+        self.control = Control(ctx, self.audit_log)
+        self.dead_letters = DeadLetters(ctx, self.activities, self.operator, self.audit_log)
 
     @property
     def queue(self) -> str:
@@ -75,7 +115,13 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         return self._ctx.db
 
     @property
+    def context(self) -> QueueContext:
+        """The queue's collections, settings, clock and outbox writer (tests and tools)."""
+        return self._ctx
+
+    @property
     def collections(self) -> QueueContext:
+        """`context`, by the name earlier versions used."""
         return self._ctx
 
     def ping(self) -> None:
@@ -83,6 +129,7 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         with translate_errors(self.settings.uri):
             self._ctx.db.command("ping")
 
+    @_translated
     def init_indexes(self, *, write: bool = True,
                      drop_obsolete: bool = False) -> list[IndexReport]:
         """Create the collections and indexes (idempotent); report each index.
@@ -93,6 +140,7 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         return ensure_indexes(self._ctx.db, self.settings, write=write,
                               drop_obsolete=drop_obsolete)
 
+    @_translated
     def missing_collections(self) -> list[str]:
         """The queue's collections that do not exist yet."""
         existing = set(self._ctx.db.list_collection_names())
@@ -100,12 +148,14 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
 
     # ------------------------------------------------ diagnosis (diagnose.py, metrics.py)
 
+    @_translated
     def doctor(self, *, server: bool = True) -> list[Any]:
         """The doctor's checks: of the server (when `server`), then of this queue."""
         from runnerq_cli.backend.diagnose import queue_checks, server_checks
 
         return [*(server_checks(self) if server else []), *queue_checks(self)]
 
+    @_translated
     def explain(self, activity_id: Any, *, any_queue: bool = False) -> Any:
         """Why the activity is where it is (diagnose.Explanation); NotFound if absent.
 
@@ -115,12 +165,14 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
 
         return explain_activity(self, activity_id, any_queue=any_queue)
 
+    @_translated
     def queue_summary(self) -> dict[str, Any]:
         """Counts by status, oldest pending age, workers and pause of this queue."""
         from runnerq_cli.backend.diagnose import queue_summary
 
         return queue_summary(self)
 
+    @_translated
     def discover_queues(self) -> list[str]:
         """Every RunnerQ queue in this database (from its collection names)."""
         from runnerq_cli.backend.diagnose import discover_queues
@@ -138,13 +190,14 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         return RunnerQ(replace(self.settings, queue=validate_queue_name(queue)),
                        clock=self._ctx.clock)
 
+    @_translated
     def metrics_sample(self, *, window_seconds: float = 300.0) -> dict[str, Any]:
         """What one Prometheus scrape exposes for this queue (metrics.metrics_sample)."""
         from runnerq_cli.backend.diagnose import queue_pause
         from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
 
         options = MetricsOptions(window_seconds=window_seconds)
-        workers = self.list_workers(options.stale_after)
+        workers = self.registry.list_workers(options.stale_after)
         return metrics_sample(self._ctx, workers, queue_pause(self) is not None, options)
 
     @contextmanager
@@ -158,6 +211,7 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
             self._ctx.outbox.buffer_size = previous
             self._ctx.outbox.drain()
 
+    @_translated
     def flush_outbox(self) -> int:
         return self._ctx.outbox.drain()
 
@@ -166,6 +220,11 @@ class RunnerQ(QueueOperations, InspectionOperations, WorkerRegistryOperations,
         """Raise `Unavailable` (URI redacted) for connection errors inside the block."""
         with translate_errors(self.settings.uri):
             yield
+
+
+for _part, (_cls, _names) in PARTS.items():
+    for _name in _names:
+        setattr(RunnerQ, _name, _forward(_part, _name, _cls))
 
 
 def connect(uri: str | None = None, *, database: str | None = None, queue: str | None = None,

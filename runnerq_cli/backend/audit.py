@@ -81,10 +81,11 @@ class AuditEntry:
                 "ids": self.ids, "detail": to_jsonable(self.detail)}
 
 
-class AuditOperations:
+class AuditLog:
     """Write and read the audit trail of one queue."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext) -> None:
+        self._ctx = ctx
 
     def record_action(self, action: str, ids: Iterable[uuid.UUID | str] = (), *,
                       reason: str | None = None, actor: str | None = None,

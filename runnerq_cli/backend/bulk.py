@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.backend.models import Priority, display_status, parse_activity_id, to_jsonable
@@ -29,6 +30,7 @@ from runnerq_cli.backend.operator import (
     ACTION_STATUSES,
     SNAPSHOT_FIELDS,
     ActionResult,
+    Operator,
     snapshot_of,
 )
 from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
@@ -86,10 +88,13 @@ class BulkReport:
                 "skips": to_jsonable(self.skipped)}
 
 
-class BulkOperations:
+class BulkActions:
     """`select` then `apply`, for every operator action (mixed into `RunnerQ`)."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext, operator: Operator, audit: AuditLog) -> None:
+        self._ctx = ctx
+        self._operator = operator
+        self._audit = audit
 
     def select(self, action: str, flt: ActivityFilter, max_count: int | None = None,
                *, sample_size: int = SAMPLE_SIZE) -> Selection:
@@ -192,7 +197,7 @@ class BulkOperations:
         from runnerq_cli.backend.audit import default_actor
 
         actor = actor or default_actor()
-        method = self._action_method(action)  # type: ignore[attr-defined]
+        method = self._operator.action_method(action)
         if isinstance(target, Selection):
             if target.action != action:
                 raise InvalidArgument(f"this selection was made for {target.action}, "
@@ -206,7 +211,7 @@ class BulkOperations:
             matched = len(ids)
         # The action's own values are checked once, before anything is written.
         if action == "reschedule" and "at" in params:
-            params["at"] = self._future_time(params["at"])  # type: ignore[attr-defined]
+            params["at"] = self._operator.future_time(params["at"])
         if action == "set-priority" and "priority" in params:
             params["priority"] = Priority.parse(params["priority"])
         report = BulkReport(action, len(ids), matched)
@@ -227,7 +232,7 @@ class BulkOperations:
             if isinstance(target, Selection):
                 extra["filter"] = target.filter.to_json()
             extra.update({k: to_jsonable(v) for k, v in params.items()})
-            self.record_action(action, [r.activity_id for r in report.applied],  # type: ignore[attr-defined]
+            self._audit.record_action(action, [r.activity_id for r in report.applied],
                                reason=reason, actor=actor, **extra)
         return report
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import EventType, to_jsonable
 from runnerq_cli.errors import InvalidArgument
@@ -96,10 +97,12 @@ def _check_types(types: Iterable[str] | None) -> list[str]:
     return out
 
 
-class ControlOperations:
+class Control:
     """pause / resume / paused (mixed into `RunnerQ`)."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext, audit: AuditLog) -> None:
+        self._ctx = ctx
+        self._audit = audit
 
     def paused(self) -> PauseState:
         """What is paused now (one indexed read by `_id`)."""
@@ -124,7 +127,7 @@ class ControlOperations:
                 {"$addToSet": {"types": {"$each": names}}, "$set": note,
                  "$setOnInsert": {"all": False}}, upsert=True)
         state = self.paused()
-        self.record_action("pause", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
+        self._audit.record_action("pause", [], reason=reason, actor=actor,
                            event_type=EventType.PAUSED.value, types=names or "all")
         return state
 
@@ -142,7 +145,7 @@ class ControlOperations:
             self._ctx.control.update_one({"_id": PAUSE_ID}, {"$pull": {"types": {"$in": names}}})
             self._ctx.control.delete_one({"_id": PAUSE_ID, "all": False, "types": []})
         state = self.paused()
-        self.record_action("resume", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
+        self._audit.record_action("resume", [], reason=reason, actor=actor,
                            event_type=EventType.RESUMED.value, types=names or "all",
                            still_paused=list(state.types) or None)
         return state

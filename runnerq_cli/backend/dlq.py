@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.queue import ActivitySpec
+    from runnerq_cli.backend.operator import Operator
+    from runnerq_cli.backend.queue import ActivityQueue, ActivitySpec
 
 LINK_KEY = "redriven_from"  # metadata key naming the original activity
 
@@ -88,10 +90,15 @@ def export_line(doc: dict[str, Any], error: str | None, failed_at: datetime | No
     return to_jsonable({k: v for k, v in line.items() if v is not None})
 
 
-class DeadLetterOperations:
+class DeadLetters:
     """`dlq_export` and `dlq_import` (mixed into `RunnerQ`)."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext, queue: ActivityQueue, operator: Operator,
+                 audit: AuditLog) -> None:
+        self._ctx = ctx
+        self._queue = queue
+        self._operator = operator
+        self._audit = audit
 
     def dlq_export(self, types: Iterable[str] | None = None, since: datetime | None = None,
                    max_count: int | None = None) -> Iterator[dict[str, Any]]:
@@ -181,7 +188,7 @@ class DeadLetterOperations:
             counts: dict[str, int] = {}
             for o in outcomes:
                 counts[o.outcome] = counts.get(o.outcome, 0) + 1
-            self.record_action("dlq-import", done, reason=reason,  # type: ignore[attr-defined]
+            self._audit.record_action("dlq-import", done, reason=reason,
                                actor=actor, mode="redrive" if redrive else "enqueue",
                                outcomes=counts)
         return outcomes
@@ -200,7 +207,7 @@ class DeadLetterOperations:
                                      "already imported (idempotency key held)")
             return ImportOutcome(item.line, "would_enqueue", item.original_id)
         try:
-            result = self.enqueue(spec)  # type: ignore[attr-defined]
+            result = self._queue.enqueue(spec)
         except (DuplicateActivity, IdempotencyConflict) as exc:
             return ImportOutcome(item.line, "conflict", item.original_id,
                                  getattr(exc, "existing_id", None), str(exc))
@@ -238,8 +245,8 @@ class DeadLetterOperations:
                                  f"it is {status}, not dead-lettered (redriven already?)")
         if dry_run:
             return ImportOutcome(item.line, "would_redrive", aid, aid)
-        before = self._redrive_one(aid, reason=reason, actor=actor)  # type: ignore[attr-defined]
+        before = self._operator.redrive_one(aid, reason=reason, actor=actor)
         if before is None:
             return ImportOutcome(item.line, "skipped", aid, aid, "it changed meanwhile")
-        self._drop_dead_letter_record(before)  # type: ignore[attr-defined]
+        self._operator.drop_dead_letter_record(before)
         return ImportOutcome(item.line, "redriven", aid, aid)

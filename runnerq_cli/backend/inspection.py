@@ -26,6 +26,7 @@ from runnerq_cli.backend.pagination import (
     sort_values,
     status_query,
 )
+from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 MAX_PAGE = 10_000
@@ -54,10 +55,12 @@ def _page(offset: int, limit: int) -> tuple[int, int]:
     return offset, limit
 
 
-class InspectionOperations:
+class Inspector:
     """Read-only views of one queue (no method here changes anything)."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext, registry: WorkerRegistry) -> None:
+        self._ctx = ctx
+        self._registry = registry
 
     def stats(self) -> dict[str, Any]:
         """Counts by status and by priority, computed on the server.
@@ -80,7 +83,7 @@ class InspectionOperations:
         options = StatsOptions(by_type=by_type, throughput_minutes=throughput_minutes,
                                latency_window_seconds=latency_window_seconds,
                                sample_cap=sample_cap)
-        workers = self.list_workers(options.stale_after)  # type: ignore[attr-defined]
+        workers = self._registry.list_workers(options.stale_after)
         return snapshot(self._ctx, workers, options)
 
     def _list(self, query: dict[str, Any], sort: list[tuple[str, int]], offset: int,

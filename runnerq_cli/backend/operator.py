@@ -26,8 +26,10 @@ from typing import Any
 
 from pymongo import ReturnDocument
 
+from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
+from runnerq_cli.backend.maintenance import Maintenance
 from runnerq_cli.backend.models import (
     EventType,
     Priority,
@@ -96,10 +98,13 @@ class RedriveReport:
                 "stale_records": self.stale_records}
 
 
-class OperatorOperations:
+class Operator:
     """Operator actions on one queue (mixed into `RunnerQ`)."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext, maintenance: Maintenance, audit: AuditLog) -> None:
+        self._ctx = ctx
+        self._maintenance = maintenance
+        self._audit = audit
 
     # ------------------------------------------------------------- one activity
     # Each takes `reason` and `actor` (recorded in its event's detail) and
@@ -136,7 +141,7 @@ class OperatorOperations:
                          "previous_retry_count": doc.get("retry_count", 0)},
             note=_note(reason, actor), expect=expect)
         if before["status"] == Status.DEAD_LETTER.value:
-            self._drop_dead_letter_record(before)
+            self.drop_dead_letter_record(before)
         return result
 
     def run_now(self, activity_id: uuid.UUID | str, reason: str | None = None,
@@ -152,7 +157,7 @@ class OperatorOperations:
                    reason: str | None = None, actor: str | None = None, *,
                    expect: Expect = None) -> ActionResult:
         """pending or scheduled -> scheduled at `at` (timezone-aware, in the future)."""
-        at = self._future_time(at)
+        at = self.future_time(at)
 
         def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
             return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": at}}
@@ -162,7 +167,7 @@ class OperatorOperations:
                                       "scheduled_at": at},
                          note=_note(reason, actor), expect=expect)
 
-    def _future_time(self, at: datetime) -> datetime:
+    def future_time(self, at: datetime) -> datetime:
         if not isinstance(at, datetime) or at.tzinfo is None:
             raise InvalidArgument("the time to run at must be timezone-aware")
         at = at.replace(microsecond=at.microsecond // 1000 * 1000)
@@ -206,7 +211,7 @@ class OperatorOperations:
             status = str(before.get("status"))
             _check(before, "delete", aid, allowed, expect)
             if status == Status.DEAD_LETTER.value:
-                self._drop_dead_letter_record(before)
+                self.drop_dead_letter_record(before)
             gone = self._ctx.activities.delete_one(
                 {"_id": aid, "status": status, "completed_at": before.get("completed_at")})
             if not gone.deleted_count:
@@ -255,9 +260,9 @@ class OperatorOperations:
             if dry_run:
                 moved.append(summary)
                 continue
-            changed = self._redrive_one(doc["_id"], reason=reason, actor=actor)
+            changed = self.redrive_one(doc["_id"], reason=reason, actor=actor)
             if changed is not None:
-                self._drop_dead_letter_record(changed)
+                self.drop_dead_letter_record(changed)
                 moved.append(summary)
         stale = self._stale_dead_letter_records(type_list)
         if not dry_run:
@@ -265,12 +270,12 @@ class OperatorOperations:
                 self._ctx.dead_letter.delete_one(
                     {"_id": record["_id"], "failed_at": record.get("failed_at")})
             if moved:
-                self.record_action(  # type: ignore[attr-defined]
+                self._audit.record_action(
                     "redrive", [m["id"] for m in moved], reason=reason, actor=actor,
                     types=type_list or None)
         return RedriveReport(dry_run, moved, len(stale))
 
-    def _redrive_one(self, aid: uuid.UUID, *, reason: str | None = None,
+    def redrive_one(self, aid: uuid.UUID, *, reason: str | None = None,
                      actor: str | None = None) -> dict[str, Any] | None:
         now = self._ctx.clock()
         before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
@@ -308,7 +313,7 @@ class OperatorOperations:
              "status": {"$ne": Status.DEAD_LETTER.value}}, {"_id": 1})}
         return [r for r in records if r["_id"] in moved_on]
 
-    def _drop_dead_letter_record(self, before: dict[str, Any]) -> None:
+    def drop_dead_letter_record(self, before: dict[str, Any]) -> None:
         """Remove the dead-letter record of an activity that was just retried or redriven.
 
         Ordering: the activity update (the commit point) comes first, this
@@ -327,7 +332,7 @@ class OperatorOperations:
     def purge_preview(self) -> dict[str, int]:
         """What `purge` would delete now: terminal activities past their retention."""
         counts = {"completed": 0, "failed": 0}
-        for name, query in self.retention_queries().items():  # type: ignore[attr-defined]
+        for name, query in self._maintenance.retention_queries().items():
             counts[name] = self._ctx.activities.count_documents(query)
         return counts
 
@@ -345,7 +350,7 @@ class OperatorOperations:
             remaining = limits.get(kind, 0) if limits is not None else None
             while remaining is None or remaining > 0:
                 size = batch if remaining is None else min(batch, remaining)
-                done = self.purge_expired(  # type: ignore[attr-defined]
+                done = self._maintenance.purge_expired(
                     limit=size, kinds=(kind,))[kind]
                 total[kind] += done
                 if remaining is not None:
@@ -353,7 +358,7 @@ class OperatorOperations:
                 if done < size:
                     break
         if audit and sum(total.values()):
-            self.record_action("purge", [], reason=reason, actor=actor,  # type: ignore[attr-defined]
+            self._audit.record_action("purge", [], reason=reason, actor=actor,
                                count=sum(total.values()), purged=total)
         return total
 
@@ -408,14 +413,14 @@ class OperatorOperations:
     def iter_actions(self, action: str, ids: Iterable[str],
                      **kwargs: Any) -> Iterator[ActionResult | Exception]:
         """Run `action` on each id; yields its result or the error (per-activity errors only)."""
-        method = self._action_method(action)
+        method = self.action_method(action)
         for activity_id in ids:
             try:
                 yield method(activity_id, **kwargs)
             except (InvalidArgument, NotFound, WrongState) as exc:
                 yield exc
 
-    def _action_method(self, action: str) -> Any:
+    def action_method(self, action: str) -> Any:
         methods = {"cancel": self.cancel, "retry": self.retry, "run-now": self.run_now,
                    "reschedule": self.reschedule, "set-priority": self.set_priority,
                    "delete": self.delete}

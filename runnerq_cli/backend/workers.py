@@ -68,10 +68,11 @@ class WorkerInfo:
         return to_jsonable(self.__dict__)
 
 
-class WorkerRegistryOperations:
+class WorkerRegistry:
     """Register, heartbeat, unregister and list workers of one queue."""
 
-    _ctx: QueueContext
+    def __init__(self, ctx: QueueContext) -> None:
+        self._ctx = ctx
 
     def register_worker(self, worker_id: str, *, types: list[str] | tuple[str, ...] = (),
                         concurrency: int = 1) -> None:

@@ -1,0 +1,130 @@
+"""Keeping a queue healthy: the scheduler, the reaper, outbox repair and retention.
+
+Every worker runs these chores (shared across the live fleet, worker/engine.py),
+and `purge` runs retention on an operator's request. Each is one indexed,
+fenced operation that is cheap when nothing is due, so no leader is needed and
+a dead worker stops nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pymongo import ReturnDocument
+
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.derived import attempt_events
+from runnerq_cli.backend.models import Activity, EventType, Status
+from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
+from runnerq_cli.backend.queue import (
+    LEASE_FIELDS,
+    dead_letter_update,
+    flush_projection,
+)
+from runnerq_cli.backend.rules import attempts_remain
+
+
+class Maintenance:
+    """The chores of one queue."""
+
+    def __init__(self, ctx: QueueContext) -> None:
+        self._ctx = ctx
+
+    def process_scheduled(self, limit: int | None = None) -> int:
+        """Scheduled activities that are due become pending; returns how many."""
+        now = self._ctx.clock()
+        query = {"status": Status.SCHEDULED.value, "scheduled_at": {"$lte": now}}
+        if limit is not None:
+            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
+            query = {**query, "_id": {"$in": ids}}
+        moved = self._ctx.activities.update_many(query, {"$set": {"status": Status.PENDING.value}})
+        return moved.modified_count
+
+    def requeue_expired(self, limit: int = 100) -> dict[str, int]:
+        """The reaper: expired leases count as a retryable failure without back-off.
+
+        Each activity is changed by one update fenced on the lease it had, so
+        a worker that acknowledges at the same moment and the reaper cannot
+        both win. Returns {"requeued": n, "dead_lettered": m}.
+        """
+        now = self._ctx.clock()
+        expired = list(self._ctx.activities.find(
+            {"status": Status.PROCESSING.value, "lease_deadline": {"$lt": now}},
+            {"outbox": 0, "payload": 0}).limit(limit))
+        counts = {"requeued": 0, "dead_lettered": 0}
+        for doc in expired:
+            act = Activity.from_doc({**doc, "payload": {}})
+            error = f"lease expired (worker {act.worker_id or 'unknown'})"
+            if attempts_remain(act.retry_count, act.max_retries):
+                kind = "requeued"
+                event = new_event(act.id, act.activity_type, EventType.REQUEUED.value, now,
+                                  act.worker_id, reason="lease_expired", error=error,
+                                  retry_count=act.retry_count + 1, attempt=act.retry_count + 1,
+                                  started_at=act.started_at, lease_deadline=act.lease_deadline)
+                event["detail"]["previous_scheduled_at"] = act.scheduled_at
+                attempt = [] if act.started_at is None else attempt_events(
+                    act.id, act.activity_type, act.started_at, act.worker_id,
+                    act.retry_count + 1, act.lease_deadline)
+                # The attempt is over: started_at goes with the lease (its steps are stored).
+                update = merge_updates(
+                    {"$set": {"status": Status.PENDING.value, "last_error": error,
+                              "last_error_at": now},
+                     "$unset": {**LEASE_FIELDS, "scheduled_at": "", "started_at": ""},
+                     "$inc": {"retry_count": 1}},
+                    outbox_update(now, [*attempt, event]))
+            else:
+                kind = "dead_lettered"
+                update = dead_letter_update(act, error, now, act.worker_id, None)
+            changed = self._ctx.activities.find_one_and_update(
+                {"_id": act.id, "status": Status.PROCESSING.value, "lease_id": act.lease_id,
+                 "lease_deadline": {"$lt": now}},
+                update, projection=flush_projection(update),
+                return_document=ReturnDocument.AFTER)
+            if changed is not None:
+                self._ctx.outbox.submit(changed)
+                counts[kind] += 1
+        return counts
+
+    def repair_outboxes(self, grace_seconds: float = 60.0) -> int:
+        """Copy out outboxes a crashed process left behind (see outbox.py)."""
+        return self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
+
+    def retention_queries(self) -> dict[str, dict[str, Any]]:
+        """{"completed"|"failed": query of the terminal activities past their retention}.
+
+        A retention of 0 keeps them forever (no query). Pending, scheduled and
+        running work never ages out.
+        """
+        now = self._ctx.clock()
+        plans = (("completed", [Status.COMPLETED.value], self._ctx.settings.retention_completed),
+                 ("failed", [Status.FAILED.value, Status.DEAD_LETTER.value,
+                             Status.CANCELLED.value], self._ctx.settings.retention_failed))
+        return {name: {"status": {"$in": statuses},
+                       "completed_at": {"$lt": now - timedelta(seconds=keep)}}
+                for name, statuses, keep in plans if keep > 0}
+
+    def purge_expired(self, limit: int = 1000,
+                      kinds: tuple[str, ...] = ("completed", "failed")) -> dict[str, int]:
+        """Retention: delete terminal activities past their retention, with results and events.
+
+        The activity goes first, and only while it still matches (an operator
+        may retry it meanwhile); then the results and events of the ones that
+        are really gone. A crash in between leaves orphan results and events,
+        which their TTL indexes remove.
+        """
+        counts = {"completed": 0, "failed": 0}
+        for name, query in self.retention_queries().items():
+            if name not in kinds:
+                continue
+            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
+            if not ids:
+                continue
+            self._ctx.activities.delete_many({**query, "_id": {"$in": ids}})
+            kept = {d["_id"] for d in self._ctx.activities.find({"_id": {"$in": ids}}, {"_id": 1})}
+            gone = [i for i in ids if i not in kept]
+            if gone:
+                self._ctx.results.delete_many({"_id": {"$in": gone}})
+                self._ctx.events.delete_many({"activity_id": {"$in": gone}})
+            counts[name] = len(gone)
+        return counts

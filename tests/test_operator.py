@@ -138,7 +138,8 @@ def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock) -> None:
     queue.ack_failure(claim, "again", retryable=True)  # max_retries 1: dead-lettered again
     record = queue.collections.dead_letter.find_one({"_id": aid})
     assert record is not None and record["error"] == "again"
-    queue.operator.drop_dead_letter_record({"_id": aid, "completed_at": clock.now - timedelta(seconds=5)})
+    queue.operator.drop_dead_letter_record(
+        {"_id": aid, "completed_at": clock.now - timedelta(seconds=5)})
     assert queue.collections.dead_letter.count_documents({"_id": aid}) == 1
 
 

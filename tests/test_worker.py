@@ -17,8 +17,9 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import Status
 from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker
-from runnerq_cli.worker.handlers import HandlerRegistry, build_registry, load_app
+from runnerq_cli.worker.handlers import HandlerRegistry, load_app
 from runnerq_cli.worker.logs import WorkerLog
 from tests import worker_handlers
 

@@ -201,15 +201,24 @@ class RunnerQ:
         return metrics_sample(self._ctx, workers, queue_pause(self) is not None, options)
 
     @contextmanager
-    def buffered_outbox(self, size: int = 64) -> Iterator[None]:
-        """Batch outbox copies (events, results) for throughput; drained on exit."""
+    def buffered_outbox(self, size: int = 64, *, drain: bool = True) -> Iterator[None]:
+        """Batch outbox copies (events, results) for throughput inside the block.
+
+        On exit the buffer is drained, unless `drain` is False (a worker stopped
+        at once leaves it to the repair: the copies are safe in the documents).
+        """
         previous = self._ctx.outbox.buffer_size
         self._ctx.outbox.buffer_size = size
         try:
             yield
         finally:
             self._ctx.outbox.buffer_size = previous
-            self._ctx.outbox.drain()
+            if drain:
+                self._ctx.outbox.drain()
+
+    def now(self) -> datetime:
+        """The backend's clock (what it stamps documents with)."""
+        return self._ctx.clock()
 
     @_translated
     def flush_outbox(self) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+from runnerq_cli.backend.metrics import StatsOptions, counts, snapshot
 from runnerq_cli.backend.models import (
     Activity,
     DeadLetterRecord,
@@ -32,23 +33,6 @@ from runnerq_cli.errors import InvalidArgument, NotFound
 MAX_PAGE = 10_000
 
 
-def aggregate_hinted(collection: Any, pipeline: list[dict[str, Any]],
-                     index: str) -> list[dict[str, Any]]:
-    """Run `pipeline` on `index` (a covered index scan: no document is read).
-
-    Without the hint a `$group` with no `$match` would scan the collection.
-    Falls back to no hint where the index is missing (indexes not created yet).
-    """
-    from pymongo.errors import OperationFailure
-
-    try:
-        return list(collection.aggregate(pipeline, hint=index))
-    except OperationFailure as exc:
-        if "hint" not in str(exc).lower() and exc.code not in (2, 17007):
-            raise
-        return list(collection.aggregate(pipeline))
-
-
 def _page(offset: int, limit: int) -> tuple[int, int]:
     if offset < 0 or limit < 1 or limit > MAX_PAGE:
         raise InvalidArgument(f"offset must be >= 0 and limit between 1 and {MAX_PAGE}")
@@ -68,8 +52,6 @@ class Inspector:
         One `$group` over the claim-order index's leading fields; activities
         are never loaded into the client.
         """
-        from runnerq_cli.backend.metrics import counts  # metrics imports this module
-
         by_status, by_priority = counts(self._ctx)
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
                 "by_priority": by_priority, "total": sum(by_status.values())}
@@ -78,8 +60,6 @@ class Inspector:
                        latency_window_seconds: float = 900.0,
                        sample_cap: int = 10_000) -> dict[str, Any]:
         """The full `stats` snapshot (metrics.py: schema, and what each query costs)."""
-        from runnerq_cli.backend.metrics import StatsOptions, snapshot
-
         options = StatsOptions(by_type=by_type, throughput_minutes=throughput_minutes,
                                latency_window_seconds=latency_window_seconds,
                                sample_cap=sample_cap)

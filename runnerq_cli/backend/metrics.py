@@ -67,10 +67,21 @@ def _rank(name: str) -> int:
     return -member.value if member is not None else 0
 
 
-def _hinted(collection: Any, pipeline: list[dict[str, Any]], index: str) -> list[dict[str, Any]]:
-    from runnerq_cli.backend.inspection import aggregate_hinted
+def _hinted(collection: Any, pipeline: list[dict[str, Any]],
+                     index: str) -> list[dict[str, Any]]:
+    """Run `pipeline` on `index` (a covered index scan: no document is read).
 
-    return aggregate_hinted(collection, pipeline, index)
+    Without the hint a `$group` with no `$match` would scan the collection.
+    Falls back to no hint where the index is missing (indexes not created yet).
+    """
+    from pymongo.errors import OperationFailure
+
+    try:
+        return list(collection.aggregate(pipeline, hint=index))
+    except OperationFailure as exc:
+        if "hint" not in str(exc).lower() and exc.code not in (2, 17007):
+            raise
+        return list(collection.aggregate(pipeline))
 
 
 def count_queries(settings: Settings) -> list[tuple[dict[str, Any], str]]:

@@ -26,12 +26,14 @@ from runnerq_cli.worker.handlers import (
     HandlerRegistry,
     NonRetryableError,
     RetryableError,
-    build_registry,
     default_registry,
     handler,
+    load_app,
+    load_function,
+    make_handler,
 )
 from runnerq_cli.worker.logs import WorkerLog
-from runnerq_cli.worker.shell import EXIT_NON_RETRYABLE
+from runnerq_cli.worker.shell import EXIT_NON_RETRYABLE, shell_handler
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -63,3 +65,19 @@ def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ |
 def run_worker(registry: HandlerRegistry | None = None, **kwargs: Any) -> int:
     """Create a worker and run it in this thread until stopped; returns the exit code."""
     return create_worker(registry, **kwargs).run()
+
+
+def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None = None,
+                   commands: Mapping[str, str] | None = None,
+                   registry: HandlerRegistry | None = None) -> HandlerRegistry:
+    """One registry from an app module, import paths and shell commands (later wins)."""
+    out = HandlerRegistry()
+    if registry is not None:
+        out.update(registry)
+    if app:
+        out.update(load_app(app))
+    for activity_type, path in (handlers or {}).items():
+        out.add(activity_type, make_handler(activity_type, load_function(path), path))
+    for activity_type, command in (commands or {}).items():
+        out.add(activity_type, shell_handler(activity_type, command))
+    return out

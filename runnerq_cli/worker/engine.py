@@ -232,29 +232,18 @@ class Worker:
     def run(self, install_signals: bool = True) -> int:
         """Work until stopped; returns the exit code (see errors.ExitCode)."""
         previous = self._install_signals() if install_signals else {}
-        outbox = self.backend.collections.outbox
-        saved_batch = outbox.buffer_size
-        outbox.buffer_size = self.outbox_batch
         helpers: list[threading.Thread] = []
         try:
-            self.backend.register_worker(self.worker_id, types=list(self.types),
-                                         concurrency=self.concurrency)
-            helpers.append(self._spawn(self._keeper_loop, "runnerq-lease-keeper"))
-            if self.maintenance:
-                helpers.append(self._spawn(self._maintenance_loop, "runnerq-maintenance"))
-            self.log.message("info", "worker started", worker=self.worker_id,
-                             queue=self.backend.queue, concurrency=self.concurrency,
-                             types=",".join(self.types) or "*", lease=f"{self.lease:g}s",
-                             handlers=",".join(self.registry.types))
-            self.running.set()
-            self._claim_loop()
-            released = self._drain()
-            code = self._exit_code(released)
+            # Copies of failure-path outboxes are batched while the worker runs; at
+            # the end they are flushed below, unless the worker was stopped at once.
+            with self.backend.buffered_outbox(self.outbox_batch, drain=False):
+                try:
+                    code = self._work(helpers)
+                finally:
+                    self._background_stop.set()
+                    for thread in helpers:
+                        thread.join(timeout=0.5 if self._force.is_set() else 10)
         finally:
-            self._background_stop.set()
-            for thread in helpers:
-                thread.join(timeout=0.5 if self._force.is_set() else 10)
-            outbox.buffer_size = saved_batch
             if not self._force.is_set():
                 self._quietly("flushing the outbox", self.backend.flush_outbox)
                 self._quietly("unregistering", self.backend.unregister_worker, self.worker_id)
@@ -265,6 +254,21 @@ class Worker:
         self.log.message("info" if code == 0 else "warning", "worker stopped",
                          worker=self.worker_id, exit_code=code, **self.counters)
         return code
+
+    def _work(self, helpers: list[threading.Thread]) -> int:
+        """Register, start the helper threads, claim until stopped, drain; the exit code."""
+        self.backend.register_worker(self.worker_id, types=list(self.types),
+                                     concurrency=self.concurrency)
+        helpers.append(self._spawn(self._keeper_loop, "runnerq-lease-keeper"))
+        if self.maintenance:
+            helpers.append(self._spawn(self._maintenance_loop, "runnerq-maintenance"))
+        self.log.message("info", "worker started", worker=self.worker_id,
+                         queue=self.backend.queue, concurrency=self.concurrency,
+                         types=",".join(self.types) or "*", lease=f"{self.lease:g}s",
+                         handlers=",".join(self.registry.types))
+        self.running.set()
+        self._claim_loop()
+        return self._exit_code(self._drain())
 
     def _exit_code(self, released: int) -> int:
         if self._force.is_set():

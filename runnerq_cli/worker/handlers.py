@@ -234,21 +234,3 @@ def parse_assignment(text: str, what: str) -> tuple[str, str]:
     if not sep or not activity_type.strip() or not value.strip():
         raise InvalidArgument(f"{what} {text!r}: expected TYPE=VALUE")
     return activity_type.strip(), value.strip()
-
-
-def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None = None,
-                   commands: Mapping[str, str] | None = None,
-                   registry: HandlerRegistry | None = None) -> HandlerRegistry:
-    """One registry from an app module, import paths and shell commands (later wins)."""
-    from runnerq_cli.worker.shell import shell_handler
-
-    out = HandlerRegistry()
-    if registry is not None:
-        out.update(registry)
-    if app:
-        out.update(load_app(app))
-    for activity_type, path in (handlers or {}).items():
-        out.add(activity_type, make_handler(activity_type, load_function(path), path))
-    for activity_type, command in (commands or {}).items():
-        out.add(activity_type, shell_handler(activity_type, command))
-    return out

@@ -257,7 +257,7 @@ def workers_cmd(
     backend = state(ctx).backend()
     with backend.errors_translated():
         workers = backend.list_workers(parse_duration(stale_after, what="--stale-after"))
-        now = backend.collections.clock()
+        now = backend.now()
         pause = backend.paused()
     if output is not OutputFormat.TEXT:
         records = [{**w.to_json(), "paused": pause.covers(w.types)} for w in workers]

@@ -57,8 +57,9 @@ def worker(
 ) -> None:
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
+    from runnerq_cli.worker.api import build_registry
     from runnerq_cli.worker.engine import Worker
-    from runnerq_cli.worker.handlers import build_registry, parse_assignment
+    from runnerq_cli.worker.handlers import parse_assignment
     from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,

@@ -1,0 +1,122 @@
+"""`tail events --cursor-file` killed by SIGKILL and resumed: at most 0.2 s of events
+printed again, in every case, idle included; nothing lost.
+
+The tail runs as a real process; the test stamps each line as it arrives,
+kills the tail, resumes it from the file with `--no-follow`, and compares
+with what a fresh tail of the whole history prints.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.queue import ActivitySpec
+from tests.chaos_support import TailProcess, repeats_within, tail_no_follow, wait_for
+
+REPEAT_BOUND = 0.2  # seconds of events a killed tail may print again (docs/robustness.md)
+
+
+@pytest.fixture
+def backend(settings) -> RunnerQ:
+    q = RunnerQ(settings)
+    q.init_indexes()
+    return q
+
+
+@pytest.fixture
+def tails():
+    started: list[TailProcess] = []
+    yield started
+    for tail in started:
+        tail.stop()
+
+
+def start_tail(tails, env, path) -> TailProcess:
+    tail = TailProcess(env, "--cursor-file", str(path), "--poll-interval", "0.05")
+    tails.append(tail)
+    # The starting position is saved at once: a kill before any event resumes from it.
+    wait_for(path.exists, timeout=30, what="the tail's first cursor file")
+    return tail
+
+
+def assert_exact(env, first: TailProcess, resumed: list[dict]) -> None:
+    """Nothing lost: the killed run and the resumed one together print the whole history,
+    the resumed run nothing twice."""
+    everything = [row["id"] for row in tail_no_follow(env)]
+    resumed_ids = [row["id"] for row in resumed]
+    assert len(resumed_ids) == len(set(resumed_ids))
+    assert set(first.ids()) | set(resumed_ids) == set(everything)
+
+
+def test_idle_tail_killed_after_a_burst_repeats_nothing(backend, cli_env, tmp_path, tails):
+    """The case that failed: 30 events, then silence, then SIGKILL. The cursor file used to
+    be written only when the next event came, so the resumed tail printed 29 again."""
+    path = tmp_path / "tail.cursor"
+    tail = start_tail(tails, cli_env, path)
+    backend.enqueue_many([ActivitySpec("burst", {"n": n}) for n in range(30)])
+    wait_for(lambda: tail.count >= 30, timeout=30, what="30 events printed")
+    # Idle for longer than the promise: the file must have caught up with the output.
+    wait_for(lambda: time.monotonic() - tail.last_arrival() > REPEAT_BOUND + 0.1,
+             timeout=10, what="an idle tail")
+    killed_at = tail.kill()
+    assert tail.count == 30
+    backend.enqueue_many([ActivitySpec("after", {"n": n}) for n in range(5)])
+    resumed = tail_no_follow(cli_env, "--cursor-file", str(path))
+    assert repeats_within(tail, killed_at, resumed) == []
+    assert [row["activity_type"] for row in resumed] == ["after"] * 5
+    assert_exact(cli_env, tail, resumed)
+
+
+def test_tail_killed_before_its_first_event_loses_nothing(backend, cli_env, tmp_path, tails):
+    path = tmp_path / "tail.cursor"
+    tail = start_tail(tails, cli_env, path)
+    tail.kill()
+    backend.enqueue_many([ActivitySpec("while_dead", {"n": n}) for n in range(3)])
+    resumed = tail_no_follow(cli_env, "--cursor-file", str(path))
+    assert [row["activity_type"] for row in resumed] == ["while_dead"] * 3
+
+
+def test_tail_killed_while_events_flow_repeats_at_most_0_2_s(backend, cli_env, tmp_path,
+                                                             tails):
+    path = tmp_path / "tail.cursor"
+    tail = start_tail(tails, cli_env, path)
+    stop = threading.Event()
+
+    def produce() -> None:  # a steady flow, bounded in count
+        for n in range(400):
+            if stop.is_set():
+                return
+            backend.enqueue("flow", {"n": n})
+            time.sleep(0.005)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        wait_for(lambda: tail.count >= 40, timeout=60, what="40 events printed")
+        assert producer.is_alive(), "the flow should still run at the kill"
+        killed_at = tail.kill()
+    finally:
+        stop.set()
+        producer.join(30)
+    resumed = tail_no_follow(cli_env, "--cursor-file", str(path))
+    ages = repeats_within(tail, killed_at, resumed)
+    assert all(age <= REPEAT_BOUND for age in ages), sorted(ages)[-5:]
+    assert_exact(cli_env, tail, resumed)
+
+
+def test_cursor_file_that_cannot_be_written_is_a_clean_error(backend, cli_env, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", "tail", "events", "-o", "jsonl",
+                           "--cursor-file", str(blocker / "under-a-file")], env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    assert proc.stdout == ""

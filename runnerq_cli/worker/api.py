@@ -56,7 +56,8 @@ def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ |
 
         backend = connect(uri, database=database, queue=queue)
     combined = build_registry(app=app, handlers=handlers, commands=commands,
-                              registry=registry if registry is not None else default_registry)
+                              registry=registry if registry is not None else default_registry,
+                              queue=backend.queue, secrets=(backend.settings.uri,))
     return Worker(backend, combined, **options)
 
 

@@ -238,8 +238,12 @@ def parse_assignment(text: str, what: str) -> tuple[str, str]:
 
 def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None = None,
                    commands: Mapping[str, str] | None = None,
-                   registry: HandlerRegistry | None = None) -> HandlerRegistry:
-    """One registry from an app module, import paths and shell commands (later wins)."""
+                   registry: HandlerRegistry | None = None, queue: str | None = None,
+                   secrets: Iterable[str] = ()) -> HandlerRegistry:
+    """One registry from an app module, import paths and shell commands (later wins).
+
+    Shell commands get `queue` as RUNNERQ_QUEUE and never see the `secrets`
+    (the worker's connection strings): see worker/shell.py."""
     from runnerq_cli.worker.shell import shell_handler
 
     out = HandlerRegistry()
@@ -250,5 +254,6 @@ def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None
     for activity_type, path in (handlers or {}).items():
         out.add(activity_type, make_handler(activity_type, load_function(path), path))
     for activity_type, command in (commands or {}).items():
-        out.add(activity_type, shell_handler(activity_type, command))
+        out.add(activity_type, shell_handler(activity_type, command, queue=queue,
+                                             secrets=secrets))
     return out

@@ -241,7 +241,7 @@ def run_sigterm_drain(backend, env, tmp_path, procs, *, activities: int, workers
     docs = {d["_id"]: d for d in backend.collections.activities.find()}
     # In flight at the signal: finished, not released; no attempt lost or counted twice.
     assert {docs[i]["status"] for i in in_flight} == {Status.COMPLETED.value}
-    assert all(docs[i].get("retry_count", 0) == 0 for i in ids)
+    assert all(docs[i]["retry_count"] == 0 for i in ids)
     # Nothing stuck: whatever did not finish is back in (or still in) the queue, unclaimed.
     assert not [d for d in docs.values() if d["status"] == Status.PROCESSING.value]
     assert {d["status"] for d in docs.values()} <= {Status.COMPLETED.value,

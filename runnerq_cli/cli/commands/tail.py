@@ -84,6 +84,8 @@ def tail_events(
                           event_types=events, activity_types=_split(activity_type),
                           worker_id=worker)
     backend = state(ctx).backend()
+    with backend.errors_translated():
+        backend.ping()  # unreachable at start: exit 6; once following, reconnect for ever
     if resume:
         cursor = EventCursor.decode(resume)
     elif cursor_file and os.path.exists(cursor_file):
@@ -114,7 +116,7 @@ def tail_events(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stream.stop())
-    count = 0
+    count, finished = 0, False
     try:
         with backend.errors_translated():
             for event in stream:
@@ -130,6 +132,7 @@ def tail_events(
                     saver.check()
                 if max_events and count >= max_events:
                     break
+        finished = True
     finally:
         for signum, handler in previous.items():
             with contextlib.suppress(Exception):
@@ -138,12 +141,13 @@ def tail_events(
             sys.stdout.flush()
         if saver:
             saver.close()  # the position of the last event printed
-        encoded = (saver.last if saver else stream.cursor).encode()
-        sys.stderr.write(f"cursor: {encoded}\n")
-        if follow and text:
-            sys.stderr.write(f"({count} events, mode {stream.mode}; resume with "
-                             f"--resume CURSOR)\n")
-        sys.stderr.flush()
+        if finished:  # an error is one line on stderr (the cursor file still holds the place)
+            encoded = (saver.last if saver else stream.cursor).encode()
+            sys.stderr.write(f"cursor: {encoded}\n")
+            if follow and text:
+                sys.stderr.write(f"({count} events, mode {stream.mode}; resume with "
+                                 f"--resume CURSOR)\n")
+            sys.stderr.flush()
     if saver:
         saver.check()
 

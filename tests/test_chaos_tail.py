@@ -11,11 +11,17 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from bson import ObjectId
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.events import EventCursor
+from runnerq_cli.backend.models import Event
 from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.cli.cursorfile import CursorFileSaver
 from tests.chaos_support import TailProcess, repeats_within, tail_no_follow, wait_for
 
 REPEAT_BOUND = 0.2  # seconds of events a killed tail may print again (docs/robustness.md)
@@ -135,3 +141,46 @@ def test_cursor_file_that_cannot_be_written_is_a_clean_error(backend, cli_env, t
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def _event(n: int) -> Event:
+    now = datetime.now(UTC)
+    return Event(id=ObjectId(), activity_id=uuid.uuid4(), timestamp=now, event_type="Enqueued",
+                 worker_id=None, detail={}, ingested_at=now + timedelta(milliseconds=n))
+
+
+def test_saver_never_writes_a_position_ahead_of_the_output(tmp_path):
+    """The stream advances the cursor before it hands the event over: a copy taken in
+    between is one event ahead of the output, and must not be saved."""
+    path = tmp_path / "c"
+    cursor = EventCursor()
+    saver = CursorFileSaver(str(path), lambda: cursor, every=3600)  # the timer stays out
+    saver.start()
+    saved = lambda: EventCursor.decode(path.read_text()).seen  # noqa: E731
+    assert saved() == {}
+    first, second = _event(1), _event(2)
+    cursor.advance(first, 2.0)
+    saver.printed()
+    cursor.advance(second, 2.0)  # handed over, not printed yet
+    assert saver.save_pending() is False and saved() == {}
+    saver.printed()
+    assert saver.save_pending() is True
+    assert set(saved()) == {str(first.id), str(second.id)}
+    saver.close()
+
+
+def test_saver_catches_up_while_idle(tmp_path):
+    path = tmp_path / "c"
+    cursor = EventCursor()
+    saver = CursorFileSaver(str(path), lambda: cursor, every=0.05)
+    saver.start()
+    try:
+        events = [_event(n) for n in range(30)]
+        for event in events:
+            cursor.advance(event, 2.0)
+            saver.printed()
+        # No further event comes: the timer alone must bring the file up to date.
+        wait_for(lambda: len(EventCursor.decode(path.read_text()).seen) == 30, timeout=5,
+                 what="the idle saver to catch up")
+    finally:
+        saver.close()

@@ -6,11 +6,15 @@ at most 0.2 s of events, idle included: so the file is written by a timer
 thread, not only when the next event arrives (after a burst and silence the
 last write could otherwise be seconds behind the output).
 
-The iterating thread hands over a copy of the cursor after each printed
-event (`printed`); the timer thread, every `every` seconds, flushes stdout
-first (a saved cursor never runs ahead of the output) and then replaces the
-file atomically (write a temporary file, fsync it, `os.replace`). Nothing is
-written while nothing new was printed, so an idle tail costs no I/O.
+The timer thread copies the live cursor itself (the iterating thread only
+notes, in O(1), which position it printed last), so a long burst costs no
+copy per event. The stream advances the cursor just before it hands an
+event over, so a copy may catch a position one event ahead of the output:
+the copy is used only if its newest id and high-water mark are those of the
+last printed event, else it is taken again a few milliseconds later. Then
+stdout is flushed (a saved cursor never runs ahead of the output) and the
+file replaced atomically (a temporary file, fsync, `os.replace`). Nothing
+is written while nothing new was printed, so an idle tail costs no I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runnerq_cli.errors import InvalidArgument
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.events import EventCursor
 
 SAVE_EVERY = 0.1  # seconds: the timer; a write lags the output by at most this plus one write
+RETRY_EVERY = 0.005  # seconds: a copy caught mid-event is taken again this soon
 
 
 def write_cursor_file(path: str, text: str) -> None:
@@ -40,16 +47,27 @@ def write_cursor_file(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-class CursorFileSaver:
-    """Saves the cursor of the last printed event to `path`, from a timer thread."""
+def _marker(cursor: EventCursor) -> tuple[datetime, str | None]:
+    """Which position a cursor is at: each delivered event adds its id last to `seen`."""
+    return cursor.ingested_at, next(reversed(cursor.seen), None)
 
-    def __init__(self, path: str, cursor: EventCursor, every: float = SAVE_EVERY) -> None:
+
+class CursorFileSaver:
+    """Saves the position of the last printed event to `path`, from a timer thread.
+
+    The iterating thread prints while holding `output_lock`, then calls `printed()`.
+    """
+
+    def __init__(self, path: str, live: Callable[[], EventCursor],
+                 every: float = SAVE_EVERY) -> None:
         self.path = path
         self.every = every
-        self.output_lock = threading.Lock()  # held while printing, and while flushing here
-        self.last: EventCursor = _copy(cursor)  # the cursor of the last printed event
-        self._pending: EventCursor | None = None
+        self._live = live  # the stream's cursor, advanced by the iterating thread
+        self.output_lock = threading.Lock()  # held while printing, and while copying here
+        self.last: EventCursor = self._copy()  # the position of the last printed event
         self.error: OSError | None = None
+        self._printed = _marker(self.last)
+        self._dirty = False  # printed since the last copy
         self._save_lock = threading.Lock()  # one writer of the file at a time
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cursor-file", daemon=True)
@@ -63,17 +81,10 @@ class CursorFileSaver:
             self.check()
         self._thread.start()
 
-    def printed(self, cursor: EventCursor) -> None:
-        """After an event is printed (call with `output_lock` held): its position is due."""
-        self.last = self._pending = _copy(cursor)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.save_pending()
-            except OSError as exc:  # reported by the iterating thread (check()), no traceback
-                self.error = exc
-                return
+    def printed(self) -> None:
+        """After an event is printed (call with `output_lock` held): O(1)."""
+        self._printed = _marker(self._live())
+        self._dirty = True
 
     def check(self) -> None:
         """Raise, in the calling thread, a write error the timer thread met."""
@@ -81,32 +92,56 @@ class CursorFileSaver:
             raise InvalidArgument(f"--cursor-file {self.path}: cannot write it "
                                   f"({self.error.strerror or self.error})")
 
-    def save_pending(self) -> None:
-        with self.output_lock:
-            pending, self._pending = self._pending, None
-            if pending is None:
+    def _copy(self) -> EventCursor:
+        cursor = self._live()
+        seen = dict(cursor.seen)  # one step under the GIL: never a half-updated dict
+        return type(cursor)(cursor.ingested_at, seen, cursor.floor)
+
+    def _printed_position(self) -> EventCursor | None:
+        """A copy of the live cursor if it is at the last printed event, else None."""
+        copy = self._copy()
+        return copy if _marker(copy) == self._printed else None
+
+    def _run(self) -> None:
+        wait = self.every
+        while not self._stop.wait(wait):
+            try:
+                wait = self.every if self.save_pending() else RETRY_EVERY
+            except OSError as exc:  # reported by the iterating thread (check()), no traceback
+                self.error = exc
                 return
+
+    def save_pending(self) -> bool:
+        """Save the printed position if it moved; False when caught mid-event (retry soon)."""
+        with self.output_lock:
+            if not self._dirty:
+                return True
+            position = self._printed_position()
+            if position is None:
+                return False
+            self._dirty = False
+            self.last = position
             with contextlib.suppress(BrokenPipeError, ValueError, OSError):
                 sys.stdout.flush()
-        self._save(pending)
+        self._save(position)
+        return True
 
     def _save(self, cursor: EventCursor) -> None:
         with self._save_lock:
             write_cursor_file(self.path, cursor.encode())
 
     def close(self) -> None:
-        """Stop the timer and save the last printed position."""
+        """Stop the timer and save the last printed position (an event the stream
+        handed over but that was never printed is not in it)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5)
         with self.output_lock:
-            self._pending = None
+            position = self._printed_position() if self._dirty else None
+            if position is not None:
+                self.last = position
         if self.error is None:
             try:
                 self._save(self.last)
             except OSError as exc:
                 self.error = exc
-
-
-def _copy(cursor: EventCursor) -> EventCursor:
-    return type(cursor)(cursor.ingested_at, dict(cursor.seen), cursor.floor)

@@ -108,7 +108,7 @@ def tail_events(
     out = console()
     text = output is OutputFormat.TEXT
 
-    saver = CursorFileSaver(cursor_file, stream.cursor) if cursor_file else None
+    saver = CursorFileSaver(cursor_file, lambda: stream.cursor) if cursor_file else None
     if saver:
         saver.start()  # a write error is a clean exit 2, before anything is printed
     output_lock = saver.output_lock if saver else contextlib.nullcontext()
@@ -126,7 +126,7 @@ def tail_events(
                     else:
                         print_jsonl(event_record(event))
                     if saver:
-                        saver.printed(stream.cursor)
+                        saver.printed()
                 count += 1
                 if saver:
                     saver.check()

@@ -22,6 +22,16 @@ def _split(values: list[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _note(message: str) -> None:
+    """`note: ...` on stderr: information, not an error (the tail carries on)."""
+    import sys
+
+    from runnerq_cli.redaction import redact_uri
+
+    sys.stderr.write(f"note: {' '.join(redact_uri(message).split())}\n")
+    sys.stderr.flush()
+
+
 @tail_app.command("events")
 def tail_events(
     ctx: typer.Context,
@@ -65,7 +75,7 @@ def tail_events(
     from runnerq_cli.backend.models import EventType, parse_activity_id
     from runnerq_cli.cli.cursorfile import CursorFileSaver
     from runnerq_cli.cli.eventfmt import event_line, event_record
-    from runnerq_cli.cli.output import console, error_line, print_jsonl
+    from runnerq_cli.cli.output import console, print_jsonl
     from runnerq_cli.cli.state import state
     from runnerq_cli.durations import parse_time
     from runnerq_cli.errors import InvalidArgument
@@ -78,7 +88,7 @@ def tail_events(
     known = {e.value for e in EventType}
     unknown = [e for e in events if e not in known]
     if unknown:
-        error_line(f"note: unknown event type(s) {', '.join(unknown)} "
+        _note(f"unknown event type(s) {', '.join(unknown)} "
                    f"(known: {', '.join(sorted(known))})")
     filters = EventFilter(activity_id=parse_activity_id(activity) if activity else None,
                           event_types=events, activity_types=_split(activity_type),
@@ -99,7 +109,7 @@ def tail_events(
         cursor = EventCursor()
 
     def reconnecting(exc: Exception) -> None:
-        error_line(f"note: connection lost, resuming from the cursor ({type(exc).__name__})")
+        _note(f"connection lost, resuming from the cursor ({type(exc).__name__})")
 
     stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,
                                   poll_interval=poll_interval)

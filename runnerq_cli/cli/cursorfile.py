@@ -136,10 +136,14 @@ class CursorFileSaver:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5)
-        with self.output_lock:
-            position = self._printed_position() if self._dirty else None
-            if position is not None:
-                self.last = position
+        # (bounded: a reader that stopped reading can hold the timer in a stdout flush)
+        if self.output_lock.acquire(timeout=2):
+            try:
+                position = self._printed_position() if self._dirty else None
+                if position is not None:
+                    self.last = position
+            finally:
+                self.output_lock.release()
         if self.error is None:
             try:
                 self._save(self.last)

@@ -25,6 +25,7 @@ Contract (README: "Shell handlers"):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -113,27 +114,38 @@ def handler_environment(ctx: ActivityContext, *, queue: str | None = None,
     return env
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A `preexec_fn` that has the child killed when the worker dies (Linux), or None.
-
-    Everything is looked up here, in the parent: between fork and exec (where the
-    returned function runs, in a process with threads) it only makes two calls.
-    """
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once (Linux only)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         import ctypes
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child killed when the worker dies (Linux), or None.
+
+    Everything is prepared here, in the parent: between fork and exec (where the
+    returned function runs, in a process with threads) it only makes three calls.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    import ctypes
+
     parent = os.getpid()
-    kill = int(signal.SIGKILL)
+    args = (ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+            ctypes.c_ulong(0), ctypes.c_ulong(0))
 
     def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        prctl(*args)
         if os.getppid() != parent:  # the worker died before prctl: no signal would come
-            os.kill(os.getpid(), kill)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
 

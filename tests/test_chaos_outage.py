@@ -37,7 +37,7 @@ APP = ("--app", "tests.worker_handlers", "--log-format", "plain")
 
 
 def commands_during_outage(activity_id: str, everything: bool) -> dict[str, list[str]]:
-    """One of each kind: a write, reads, a wait, a tail that reads history."""
+    """One of each kind: writes, reads, a wait, tails, a worker that starts."""
     short = ("enqueue", "list", "stats", "tail --no-follow", "tail --since")
     commands = {"enqueue": ["enqueue", "echo", "--payload", "{}"],
             "list": ["list", "pending"],
@@ -45,7 +45,9 @@ def commands_during_outage(activity_id: str, everything: bool) -> dict[str, list
             "events": ["events", activity_id], "workers": ["workers"],
             "tail --no-follow": ["tail", "events", "--no-follow"],
             "tail --since": ["tail", "events", "--since", "1m"],
-            "wait": ["wait", activity_id, "--timeout", "30s"]}
+            "wait": ["wait", activity_id, "--timeout", "30s"],
+            "cancel": ["cancel", activity_id], "init-indexes": ["init-indexes"],
+            "worker": ["worker", "--app", "tests.worker_handlers"]}
     return commands if everything else {k: v for k, v in commands.items() if k in short}
 
 

@@ -20,7 +20,7 @@ from pymongo import MongoClient
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.worker.handlers import ActivityContext
-from runnerq_cli.worker.shell import HANDLER_VARIABLES, handler_environment
+from runnerq_cli.worker.shell import HANDLER_VARIABLES, handler_environment, uri_secrets
 from tests.chaos_support import ROOT, pid_alive, wait_for
 
 PASSWORD = "S3cret-Passw0rd"
@@ -83,6 +83,8 @@ def test_shell_handler_printing_its_environment_leaks_no_password(backend, cli_e
     assert seen["RUNNERQ_ACTIVITY_TYPE"] == "env" and seen["RUNNERQ_ATTEMPT"] == "1"
     for gone in ("APP_DB_URL", "ONLY_THE_PASSWORD", "URI_COPY"):
         assert gone not in seen
+    # The URI the worker connected with (on a real server: with its own password).
+    assert not [s for s in uri_secrets(server.uri) if s in json.dumps(seen)]
     with MongoClient(server.uri, uuidRepresentation="standard") as client:
         stored = json.dumps(list(client[cli_env["RUNNERQ_DATABASE"]].list_collection_names()))
         for name in json.loads(stored):

@@ -23,7 +23,9 @@ from runnerq_cli.backend.models import Event
 from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.cli.cursorfile import CursorFileSaver
 from tests.chaos_support import TailProcess, repeats_within, tail_no_follow, wait_for
+from tests.test_event_stream import nx_server as _nx_server
 
+nx_server = _nx_server  # the change-stream server's fixture (nx-27017)
 REPEAT_BOUND = 0.2  # seconds of events a killed tail may print again (docs/robustness.md)
 
 
@@ -184,3 +186,43 @@ def test_saver_catches_up_while_idle(tmp_path):
                  what="the idle saver to catch up")
     finally:
         saver.close()
+
+
+def test_change_stream_tail_killed_when_idle_repeats_nothing(nx_server, tmp_path, tails,
+                                                             cli_env):
+    """The same promise on the change-stream path (nx-27017 offers watch()): there the
+    stream waits in the server for the next change, and the file must still catch up."""
+    from pymongo import MongoClient
+
+    from runnerq_cli.backend.context import utc_now
+
+    env = {**cli_env, "RUNNERQ_MONGO_URI": nx_server, "RUNNERQ_DATABASE": "rq_nx",
+           "RUNNERQ_QUEUE": "nx"}
+    client = MongoClient(nx_server, uuidRepresentation="standard", tz_aware=True)
+    events = client["rq_nx"]["runnerq_nx_events"]
+
+    def put(kind: str, n: int) -> None:
+        now = utc_now()
+        events.insert_one({"_id": ObjectId(), "activity_id": None, "activity_type": "t",
+                           "timestamp": now, "event_type": kind, "worker_id": "w",
+                           "detail": {"n": n}, "ingested_at": now})
+
+    try:
+        path = tmp_path / "tail.cursor"
+        tail = TailProcess(env, "--mode", "change-stream", "--cursor-file", str(path))
+        tails.append(tail)
+        wait_for(path.exists, timeout=30, what="the tail's first cursor file")
+        for n in range(30):
+            put("Enqueued", n)
+        wait_for(lambda: tail.count >= 30, timeout=30, what="30 events printed")
+        wait_for(lambda: time.monotonic() - tail.last_arrival() > REPEAT_BOUND + 0.1,
+                 timeout=10, what="an idle tail")
+        killed_at = tail.kill()
+        assert tail.count == 30, tail.stderr
+        for n in range(3):
+            put("Started", n)
+        resumed = tail_no_follow(env, "--cursor-file", str(path))
+        assert repeats_within(tail, killed_at, resumed) == []
+        assert [row["event_type"] for row in resumed] == ["Started"] * 3
+    finally:
+        client.close()

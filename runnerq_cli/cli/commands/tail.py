@@ -94,8 +94,6 @@ def tail_events(
                           event_types=events, activity_types=_split(activity_type),
                           worker_id=worker)
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        backend.ping()  # unreachable at start: exit 6; once following, reconnect for ever
     if resume:
         cursor = EventCursor.decode(resume)
     elif cursor_file and os.path.exists(cursor_file):
@@ -103,10 +101,12 @@ def tail_events(
             cursor = EventCursor.decode(fh.read())
     elif since:
         cursor = EventCursor.starting_at(parse_time(since, what="--since"))
-    elif follow:
-        cursor = EventCursor.at_end(backend.collections.events)
     else:
-        cursor = EventCursor()
+        cursor = None  # --no-follow: everything; following: from the end (below)
+    with backend.errors_translated():
+        backend.ping()  # unreachable at start: exit 6; once following, reconnect for ever
+        if cursor is None:
+            cursor = EventCursor.at_end(backend.collections.events) if follow else EventCursor()
 
     def reconnecting(exc: Exception) -> None:
         _note(f"connection lost, resuming from the cursor ({type(exc).__name__})")

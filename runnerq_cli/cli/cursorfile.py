@@ -13,8 +13,9 @@ event over, so a copy may catch a position one event ahead of the output:
 the copy is used only if its newest id and high-water mark are those of the
 last printed event, else it is taken again a few milliseconds later. Then
 stdout is flushed (a saved cursor never runs ahead of the output) and the
-file replaced atomically (a temporary file, fsync, `os.replace`). Nothing
-is written while nothing new was printed, so an idle tail costs no I/O.
+file replaced atomically (a temporary file, `os.replace`; fsynced at most
+once a second, against machine crashes). Nothing is written while nothing
+new was printed, so an idle tail costs no I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -34,16 +36,21 @@ if TYPE_CHECKING:
 
 SAVE_EVERY = 0.1  # seconds: the timer; a write lags the output by at most this plus one write
 RETRY_EVERY = 0.005  # seconds: a copy caught mid-event is taken again this soon
+FSYNC_EVERY = 1.0  # seconds: a slow disk's fsync must not hold the 0.1 s timer back
 
 
-def write_cursor_file(path: str, text: str) -> None:
-    """Replace `path` atomically: a reader (or a resume after a kill) sees old or new, whole."""
+def write_cursor_file(path: str, text: str, *, durable: bool = True) -> None:
+    """Replace `path` atomically: a reader (or a resume after a kill) sees old or new, whole.
+
+    `durable` also fsyncs it first, so it survives a machine crash (a killed
+    process needs no fsync: the page cache outlives it)."""
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text + "\n")
-        fh.flush()
-        with contextlib.suppress(OSError):
-            os.fsync(fh.fileno())  # survives a machine crash too, not only a killed process
+        if durable:
+            fh.flush()
+            with contextlib.suppress(OSError):
+                os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
@@ -69,6 +76,7 @@ class CursorFileSaver:
         self._printed = _marker(self.last)
         self._dirty = False  # printed since the last copy
         self._save_lock = threading.Lock()  # one writer of the file at a time
+        self._synced = -FSYNC_EVERY  # when the file was last fsynced (monotonic)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cursor-file", daemon=True)
 
@@ -126,9 +134,13 @@ class CursorFileSaver:
         self._save(position)
         return True
 
-    def _save(self, cursor: EventCursor) -> None:
+    def _save(self, cursor: EventCursor, *, last: bool = False) -> None:
         with self._save_lock:
-            write_cursor_file(self.path, cursor.encode())
+            now = time.monotonic()
+            durable = last or now - self._synced >= FSYNC_EVERY
+            write_cursor_file(self.path, cursor.encode(), durable=durable)
+            if durable:
+                self._synced = now
 
     def close(self) -> None:
         """Stop the timer and save the last printed position (an event the stream
@@ -146,6 +158,6 @@ class CursorFileSaver:
                 self.output_lock.release()
         if self.error is None:
             try:
-                self._save(self.last)
+                self._save(self.last, last=True)
             except OSError as exc:
                 self.error = exc

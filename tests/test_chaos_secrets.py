@@ -133,3 +133,35 @@ def test_sigkilled_worker_leaves_no_shell_handler_behind(backend, cli_env, tmp_p
             worker.kill()
         if child is not None and pid_alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+SHORT_HANDLER = """\
+import json, os, sys, time
+payload = json.load(sys.stdin)
+open(payload["started"], "w").close()
+time.sleep(1.5)
+print(json.dumps({"pid": os.getpid()}))
+"""
+
+
+def test_sigterm_lets_a_running_shell_handler_finish(backend, cli_env, tmp_path):
+    """The parent-death signal is for a worker that dies: a worker asked to stop waits
+    for its shell handler, which finishes and stores its result."""
+    script = tmp_path / "short.py"
+    script.write_text(SHORT_HANDLER)
+    started = tmp_path / "started"
+    aid = backend.enqueue("short", {"started": str(started)}).activity_id
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runnerq_cli", "worker", "--exec",
+         f"short={sys.executable} {script}", "--poll-interval", "0.2", "--log-format", "plain"],
+        cwd=ROOT, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(started.exists, timeout=60, what="the shell handler to start")
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert backend.get_activity(aid).status == "completed"
+    assert isinstance(backend.get_result(aid).data["pid"], int)

@@ -25,3 +25,9 @@ def redact_uri(text: str) -> str:
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}{REDACTED}", text)
 
+
+
+def secrets_in(text: str) -> list[str]:
+    """The passwords `redact_uri` would hide in `text` (to withhold them elsewhere)."""
+    found = [m["pw"] for m in _USERINFO.finditer(text) if m["pw"]]
+    return found + [m["value"] for m in _QUERY_SECRET.finditer(text) if m["value"]]

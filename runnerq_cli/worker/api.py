@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.worker.engine import Worker
@@ -58,7 +58,8 @@ def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ |
 
         backend = connect(uri, database=database, queue=queue)
     combined = build_registry(app=app, handlers=handlers, commands=commands,
-                              registry=registry if registry is not None else default_registry)
+                              registry=registry if registry is not None else default_registry,
+                              queue=backend.queue, secrets=(backend.settings.uri,))
     return Worker(backend, combined, **options)
 
 
@@ -69,8 +70,12 @@ def run_worker(registry: HandlerRegistry | None = None, **kwargs: Any) -> int:
 
 def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None = None,
                    commands: Mapping[str, str] | None = None,
-                   registry: HandlerRegistry | None = None) -> HandlerRegistry:
-    """One registry from an app module, import paths and shell commands (later wins)."""
+                   registry: HandlerRegistry | None = None, queue: str | None = None,
+                   secrets: Iterable[str] = ()) -> HandlerRegistry:
+    """One registry from an app module, import paths and shell commands (later wins).
+
+    Shell commands get `queue` as RUNNERQ_QUEUE and never see the `secrets`
+    (the worker's connection strings): see worker/shell.py."""
     out = HandlerRegistry()
     if registry is not None:
         out.update(registry)
@@ -79,5 +84,6 @@ def build_registry(*, app: str | None = None, handlers: Mapping[str, str] | None
     for activity_type, path in (handlers or {}).items():
         out.add(activity_type, make_handler(activity_type, load_function(path), path))
     for activity_type, command in (commands or {}).items():
-        out.add(activity_type, shell_handler(activity_type, command))
+        out.add(activity_type, shell_handler(activity_type, command, queue=queue,
+                                             secrets=secrets))
     return out

@@ -2,8 +2,11 @@
 
 Contract (docs/workers.md: "Shell handlers"):
 - The payload is written to the command's standard input as JSON; it never
-  goes into the command line. RUNNERQ_ACTIVITY_ID, RUNNERQ_ACTIVITY_TYPE,
-  RUNNERQ_ATTEMPT and RUNNERQ_WORKER_ID are set in its environment.
+  goes into the command line.
+- Environment: the worker's own, minus its secrets (`handler_environment`):
+  no RUNNERQ_* variable of the worker's (RUNNERQ_MONGO_URI, RUNNERQ_CONFIG,
+  ...) and no variable whose value holds the connection string or its
+  password; plus exactly the RUNNERQ_* variables of `HANDLER_VARIABLES`.
 - The command is split with shlex and run without a shell; write
   `sh -c '...'` yourself if you want one.
 - Exit 0 is success. Standard output is the result: empty means null, JSON is
@@ -13,16 +16,25 @@ Contract (docs/workers.md: "Shell handlers"):
   error become `last_error`.
 - At the activity's timeout, or when the worker gives the activity up, the
   command's whole process group gets SIGTERM, then SIGKILL 5 s later.
+- If the worker dies without cleaning up (SIGKILL, OOM killer), the command
+  gets SIGKILL from the kernel on Linux (a parent-death signal, set between
+  fork and exec). Not covered: processes the command started itself (a
+  command that forks should `exec` its last step or watch its parent), and
+  other platforms (macOS, BSD: the command runs on, to its own end or timeout).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import signal
 import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker.handlers import (
@@ -38,6 +50,13 @@ STDERR_TAIL = 2048
 STDOUT_TEXT_TAIL = 16384
 KILL_GRACE = 5.0
 POLL = 0.2
+# What a handler's environment holds of RunnerQ: these, and no other RUNNERQ_* variable.
+HANDLER_VARIABLES = ("RUNNERQ_ACTIVITY_ID", "RUNNERQ_ACTIVITY_TYPE", "RUNNERQ_ATTEMPT",
+                     "RUNNERQ_WORKER_ID", "RUNNERQ_QUEUE")
+# A password shorter than this is not looked for inside other variables' values: it
+# would match innocent ones (PATH, HOME) and leave the command without them.
+MIN_SECRET_LENGTH = 4
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class ShellFailure(RetryableError):
@@ -63,6 +82,74 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
+def uri_secrets(uri: str) -> set[str]:
+    """The texts of `uri` a handler must not see: the URI itself and its passwords
+    (in the user info and in password-like query options), raw and percent-decoded."""
+    from runnerq_cli.redaction import secrets_in
+
+    found = {uri} if uri else set()
+    for secret in secrets_in(uri):
+        found.update({secret, unquote(secret)})
+    return {s for s in found if len(s) >= MIN_SECRET_LENGTH}
+
+
+def handler_environment(ctx: ActivityContext, *, queue: str | None = None,
+                        secrets: Iterable[str] = (),
+                        base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a shell handler runs with: `base` (the worker's) without its
+    RUNNERQ_* settings and without any variable holding a secret, plus
+    `HANDLER_VARIABLES`. The secrets are `secrets` (the connection strings the
+    worker was given) and RUNNERQ_MONGO_URI's, whatever the worker connected with."""
+    base = os.environ if base is None else base
+    hidden: set[str] = set()
+    for uri in (*secrets, base.get("RUNNERQ_MONGO_URI", "")):
+        hidden |= uri_secrets(uri)
+    env = {key: value for key, value in base.items()
+           if not key.upper().startswith("RUNNERQ_")
+           and not any(secret in value for secret in hidden)}
+    env.update(RUNNERQ_ACTIVITY_ID=str(ctx.activity_id), RUNNERQ_ACTIVITY_TYPE=ctx.activity_type,
+               RUNNERQ_ATTEMPT=str(ctx.attempt), RUNNERQ_WORKER_ID=ctx.worker_id)
+    if queue:
+        env["RUNNERQ_QUEUE"] = queue
+    return env
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child killed when the worker dies (Linux), or None.
+
+    Everything is prepared here, in the parent: between fork and exec (where the
+    returned function runs, in a process with threads) it only makes three calls.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    import ctypes
+
+    parent = os.getpid()
+    args = (ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+            ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+    def preexec() -> None:
+        prctl(*args)
+        if os.getppid() != parent:  # the worker died before prctl: no signal would come
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
 def parse_stdout(data: bytes) -> Any:
     text = data.decode("utf-8", errors="replace").strip()
     if not text:
@@ -76,7 +163,10 @@ def parse_stdout(data: bytes) -> Any:
 class ShellCommand:
     """A callable handler that runs one command per activity."""
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, *, queue: str | None = None,
+                 secrets: Iterable[str] = ()) -> None:
+        self.queue = queue
+        self.secrets = tuple(secrets)
         try:
             self.argv = shlex.split(command)
         except ValueError as exc:
@@ -86,12 +176,11 @@ class ShellCommand:
         self.command = command
 
     def __call__(self, payload: dict[str, Any], ctx: ActivityContext) -> Any:
-        env = {**os.environ, "RUNNERQ_ACTIVITY_ID": str(ctx.activity_id),
-               "RUNNERQ_ACTIVITY_TYPE": ctx.activity_type, "RUNNERQ_ATTEMPT": str(ctx.attempt),
-               "RUNNERQ_WORKER_ID": ctx.worker_id}
+        env = handler_environment(ctx, queue=self.queue, secrets=self.secrets)
         try:
             proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=env, start_new_session=True)
+                                    stderr=subprocess.PIPE, env=env, start_new_session=True,
+                                    preexec_fn=_die_with_parent())
         except FileNotFoundError:
             raise NonRetryableError(f"command not found: {self.argv[0]}") from None
         except PermissionError:
@@ -128,6 +217,9 @@ class ShellCommand:
         raise ShellFailure(message)
 
 
-def shell_handler(activity_type: str, command: str) -> Handler:
-    return Handler(activity_type, ShellCommand(command), is_async=False, takes_context=True,
-                   kind="shell", source=f"exec: {command}")
+def shell_handler(activity_type: str, command: str, *, queue: str | None = None,
+                  secrets: Iterable[str] = ()) -> Handler:
+    """A handler running `command`; `queue` is passed on as RUNNERQ_QUEUE, and the
+    `secrets` (connection strings) are kept out of its environment."""
+    return Handler(activity_type, ShellCommand(command, queue=queue, secrets=secrets),
+                   is_async=False, takes_context=True, kind="shell", source=f"exec: {command}")

@@ -73,7 +73,8 @@ def worker(
     handlers.update(parse_assignment(h, "--handler") for h in handler)
     commands = dict(ws.exec)
     commands.update(parse_assignment(e, "--exec") for e in exec_)
-    registry = build_registry(app=ws.app, handlers=handlers, commands=commands)
+    registry = build_registry(app=ws.app, handlers=handlers, commands=commands,
+                              queue=settings.queue, secrets=(settings.uri,))
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
 

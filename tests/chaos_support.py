@@ -1,0 +1,116 @@
+"""Helpers of the proof suite (tests/test_chaos*.py): processes a test can kill and read.
+
+Every wait is bounded by a deadline; every process started here is killed by
+the fixture that started it, whatever the test's outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(predicate, timeout: float = 30, what: str = "condition", every: float = 0.02):
+    """Poll `predicate` until it is truthy (and return its value), or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(every)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie has finished running)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+class TailProcess:
+    """`runnerq-mongo tail events -o jsonl ...` whose lines are read as they come,
+    each stamped with the monotonic time it arrived (to measure repeats after a kill)."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runnerq_cli", "tail", "events", "-o", "jsonl", *args],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: list[tuple[float, dict]] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.stderr = ""
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                with self._lock:
+                    self.lines.append((time.monotonic(), json.loads(line)))
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.lines)
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return [row["id"] for _, row in self.lines]
+
+    def last_arrival(self) -> float:
+        with self._lock:
+            return self.lines[-1][0] if self.lines else 0.0
+
+    def kill(self) -> float:
+        """SIGKILL; returns the monotonic time of the kill."""
+        at = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.finish(10)
+        return at
+
+    def finish(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+        return code
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def tail_no_follow(env: dict[str, str], *args: str, timeout: float = 60) -> list[dict]:
+    """What a fresh `tail events --no-follow -o jsonl ARGS` prints (exit 0 asserted)."""
+    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", "tail", "events", "--no-follow",
+                           "-o", "jsonl", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def repeats_within(first: TailProcess, killed_at: float, resumed: list[dict]) -> list[float]:
+    """How long before the kill each event printed again on resume had first arrived."""
+    arrived = {row["id"]: at for at, row in first.lines}
+    return [killed_at - arrived[row["id"]] for row in resumed if row["id"] in arrived]

@@ -1,0 +1,228 @@
+"""`tail events --cursor-file` killed by SIGKILL and resumed: at most 0.2 s of events
+printed again, in every case, idle included; nothing lost.
+
+The tail runs as a real process; the test stamps each line as it arrives,
+kills the tail, resumes it from the file with `--no-follow`, and compares
+with what a fresh tail of the whole history prints.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from bson import ObjectId
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.events import EventCursor
+from runnerq_cli.backend.models import Event
+from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.cli.cursorfile import CursorFileSaver
+from tests.chaos_support import TailProcess, repeats_within, tail_no_follow, wait_for
+from tests.test_event_stream import nx_server as _nx_server
+
+nx_server = _nx_server  # the change-stream server's fixture (nx-27017)
+REPEAT_BOUND = 0.2  # seconds of events a killed tail may print again (docs/robustness.md)
+
+
+@pytest.fixture
+def backend(settings) -> RunnerQ:
+    q = RunnerQ(settings)
+    q.init_indexes()
+    return q
+
+
+@pytest.fixture
+def tails():
+    started: list[TailProcess] = []
+    yield started
+    for tail in started:
+        tail.stop()
+
+
+def start_tail(tails, env, path) -> TailProcess:
+    tail = TailProcess(env, "--cursor-file", str(path), "--poll-interval", "0.05")
+    tails.append(tail)
+    # The starting position is saved at once: a kill before any event resumes from it.
+    wait_for(path.exists, timeout=30, what="the tail's first cursor file")
+    return tail
+
+
+def assert_exact(env, first: TailProcess, resumed: list[dict]) -> None:
+    """Nothing lost: the killed run and the resumed one together print the whole history,
+    the resumed run nothing twice."""
+    everything = [row["id"] for row in tail_no_follow(env)]
+    resumed_ids = [row["id"] for row in resumed]
+    assert len(resumed_ids) == len(set(resumed_ids))
+    assert set(first.ids()) | set(resumed_ids) == set(everything)
+
+
+def test_idle_tail_killed_after_a_burst_repeats_nothing(backend, cli_env, tmp_path, tails):
+    """The case that failed: 30 events, then silence, then SIGKILL. The cursor file used to
+    be written only when the next event came, so the resumed tail printed 29 again."""
+    path = tmp_path / "tail.cursor"
+    tail = start_tail(tails, cli_env, path)
+    backend.enqueue_many([ActivitySpec("burst", {"n": n}) for n in range(30)])
+    wait_for(lambda: tail.count >= 30, timeout=30, what="30 events printed")
+    # Idle for longer than the promise: the file must have caught up with the output.
+    wait_for(lambda: time.monotonic() - tail.last_arrival() > REPEAT_BOUND + 0.1,
+             timeout=10, what="an idle tail")
+    killed_at = tail.kill()
+    assert tail.count == 30
+    backend.enqueue_many([ActivitySpec("after", {"n": n}) for n in range(5)])
+    resumed = tail_no_follow(cli_env, "--cursor-file", str(path))
+    assert repeats_within(tail, killed_at, resumed) == []
+    assert [row["activity_type"] for row in resumed] == ["after"] * 5
+    assert_exact(cli_env, tail, resumed)
+
+
+def test_tail_killed_before_its_first_event_loses_nothing(backend, cli_env, tmp_path, tails):
+    path = tmp_path / "tail.cursor"
+    tail = start_tail(tails, cli_env, path)
+    tail.kill()
+    backend.enqueue_many([ActivitySpec("while_dead", {"n": n}) for n in range(3)])
+    resumed = tail_no_follow(cli_env, "--cursor-file", str(path))
+    assert [row["activity_type"] for row in resumed] == ["while_dead"] * 3
+
+
+def test_tail_killed_while_events_flow_repeats_at_most_0_2_s(backend, cli_env, tmp_path,
+                                                             tails):
+    """Killed three times at random moments of a steady flow, resumed each time."""
+    path = tmp_path / "tail.cursor"
+    rng = random.Random(8)
+    stop = threading.Event()
+
+    def produce() -> None:  # a steady flow, bounded in count
+        for n in range(1000):
+            if stop.is_set():
+                return
+            backend.enqueue("flow", {"n": n})
+            time.sleep(0.005)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    runs: list[tuple[TailProcess, float]] = []
+    try:
+        current = start_tail(tails, cli_env, path)
+        producer.start()
+        for _ in range(3):
+            wait_for(lambda t=current: t.count >= 15, timeout=60, what="15 events printed")
+            time.sleep(rng.uniform(0.0, 0.3))  # the kill falls at a random moment of the flow
+            assert producer.is_alive(), "the flow should still run at the kill"
+            runs.append((current, current.kill()))
+            current = start_tail(tails, cli_env, path)
+        runs.append((current, current.kill()))
+    finally:
+        stop.set()
+        producer.join(30)
+    resumed = tail_no_follow(cli_env, "--cursor-file", str(path))
+    ages: list[float] = []
+    for (run, killed_at), after in zip(runs, [*[r for r, _ in runs[1:]], None], strict=True):
+        rows = resumed if after is None else [row for _, row in after.lines]
+        ages += repeats_within(run, killed_at, rows)
+    print(f"tail killed {len(runs)} times in a flow of {sum(r.count for r, _ in runs)} lines: "
+          f"{len(ages)} printed again, the oldest {max(ages, default=0):.3f}s before its kill")
+    assert all(age <= REPEAT_BOUND for age in ages), sorted(ages)[-5:]
+    printed = {i for run, _ in runs for i in run.ids()} | {row["id"] for row in resumed}
+    assert printed == {row["id"] for row in tail_no_follow(cli_env)}
+    assert len(resumed) == len({row["id"] for row in resumed})
+
+
+def test_cursor_file_that_cannot_be_written_is_a_clean_error(backend, cli_env, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", "tail", "events", "-o", "jsonl",
+                           "--cursor-file", str(blocker / "under-a-file")], env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def _event(n: int) -> Event:
+    now = datetime.now(UTC)
+    return Event(id=ObjectId(), activity_id=uuid.uuid4(), timestamp=now, event_type="Enqueued",
+                 worker_id=None, detail={}, ingested_at=now + timedelta(milliseconds=n))
+
+
+def test_saver_never_writes_a_position_ahead_of_the_output(tmp_path):
+    """The stream advances the cursor before it hands the event over: a copy taken in
+    between is one event ahead of the output, and must not be saved."""
+    path = tmp_path / "c"
+    cursor = EventCursor()
+    saver = CursorFileSaver(str(path), lambda: cursor, every=3600)  # the timer stays out
+    saver.start()
+    saved = lambda: EventCursor.decode(path.read_text()).seen  # noqa: E731
+    assert saved() == {}
+    first, second = _event(1), _event(2)
+    cursor.advance(first, 2.0)
+    saver.printed()
+    cursor.advance(second, 2.0)  # handed over, not printed yet
+    assert saver.save_pending() is False and saved() == {}
+    saver.printed()
+    assert saver.save_pending() is True
+    assert set(saved()) == {str(first.id), str(second.id)}
+    saver.close()
+
+
+def test_saver_catches_up_while_idle(tmp_path):
+    path = tmp_path / "c"
+    cursor = EventCursor()
+    saver = CursorFileSaver(str(path), lambda: cursor, every=0.05)
+    saver.start()
+    try:
+        events = [_event(n) for n in range(30)]
+        for event in events:
+            cursor.advance(event, 2.0)
+            saver.printed()
+        # No further event comes: the timer alone must bring the file up to date.
+        wait_for(lambda: len(EventCursor.decode(path.read_text()).seen) == 30, timeout=5,
+                 what="the idle saver to catch up")
+    finally:
+        saver.close()
+
+
+def test_change_stream_tail_killed_when_idle_repeats_nothing(nx_server, tmp_path, tails,
+                                                             cli_env):
+    """The same promise on the change-stream path (nx-27017 offers watch()): there the
+    stream waits in the server for the next change, and the file must still catch up."""
+    from pymongo import MongoClient
+
+    from runnerq_cli.backend.context import utc_now
+
+    env = {**cli_env, "RUNNERQ_MONGO_URI": nx_server, "RUNNERQ_DATABASE": "rq_nx",
+           "RUNNERQ_QUEUE": "nx"}
+    client = MongoClient(nx_server, uuidRepresentation="standard", tz_aware=True)
+    events = client["rq_nx"]["runnerq_nx_events"]
+
+    def put(kind: str, n: int) -> None:
+        now = utc_now()
+        events.insert_one({"_id": ObjectId(), "activity_id": None, "activity_type": "t",
+                           "timestamp": now, "event_type": kind, "worker_id": "w",
+                           "detail": {"n": n}, "ingested_at": now})
+
+    try:
+        path = tmp_path / "tail.cursor"
+        tail = TailProcess(env, "--mode", "change-stream", "--cursor-file", str(path))
+        tails.append(tail)
+        wait_for(path.exists, timeout=30, what="the tail's first cursor file")
+        for n in range(30):
+            put("Enqueued", n)
+        wait_for(lambda: tail.count >= 30, timeout=30, what="30 events printed")
+        wait_for(lambda: time.monotonic() - tail.last_arrival() > REPEAT_BOUND + 0.1,
+                 timeout=10, what="an idle tail")
+        killed_at = tail.kill()
+        assert tail.count == 30, tail.stderr
+        for n in range(3):
+            put("Started", n)
+        resumed = tail_no_follow(env, "--cursor-file", str(path))
+        assert repeats_within(tail, killed_at, resumed) == []
+        assert [row["event_type"] for row in resumed] == ["Started"] * 3
+    finally:
+        client.close()

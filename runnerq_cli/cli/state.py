@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ class CliState:
     overrides: dict[str, Any] = field(default_factory=dict)
     _settings: Settings | None = None
     _backend: RunnerQ | None = None
+    _warned: bool = False
 
     def settings(self, **extra: Any) -> Settings:
         """Effective settings (flags > env > file > defaults); one-line ConfigError if bad."""
@@ -25,6 +27,10 @@ class CliState:
             from runnerq_cli.config import load_settings
 
             settings = load_settings(self.config_path, overrides={**self.overrides, **extra})
+            if not self._warned:
+                self._warned = True
+                for line in settings.warnings:  # e.g. a misspelt RUNNERQ_ variable
+                    sys.stderr.write(line + "\n")
             if extra:
                 return settings
             self._settings = settings

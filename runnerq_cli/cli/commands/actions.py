@@ -125,18 +125,14 @@ def register(app: typer.Typer) -> None:
         """Schedule a pending or scheduled activity to run at a time."""
         from datetime import UTC, datetime, timedelta
 
-        from runnerq_cli.durations import parse_duration
+        from runnerq_cli import values
 
         if (at is None) == (delay is None):
             raise InvalidArgument("give exactly one of --at TIME or --delay DURATION")
         if delay is not None:
-            when = datetime.now(UTC) + timedelta(seconds=parse_duration(delay, what="--delay"))
+            when = datetime.now(UTC) + timedelta(seconds=values.duration(delay, "--delay"))
         else:
-            try:
-                when = datetime.fromisoformat(str(at).strip().replace("Z", "+00:00"))
-            except ValueError:
-                raise InvalidArgument(f"--at: expected an ISO-8601 time, got {at!r}") from None
-            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+            when = values.time(at, "--at", relative=False)
         raise typer.Exit(_report(ctx, "reschedule", [activity_id], output, at=when))
 
     @app.command("set-priority")

@@ -32,6 +32,20 @@ def _write_cursor_file(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _read_cursor_file(path: str) -> str:
+    """The cursor kept in `path`; InvalidArgument if it is not UTF-8 text."""
+    from runnerq_cli.errors import InvalidArgument
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read(4096)
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"--cursor-file: {path} is not a cursor (not UTF-8 text)") from None
+    except OSError as exc:
+        raise InvalidArgument(f"--cursor-file: cannot read {path}: "
+                              f"{exc.strerror or exc}") from None
+
+
 @tail_app.command("events")
 def tail_events(
     ctx: typer.Context,
@@ -72,12 +86,12 @@ def tail_events(
     import threading
     import time
 
+    from runnerq_cli import values
     from runnerq_cli.backend.events import EventCursor, EventFilter
     from runnerq_cli.backend.models import EventType, parse_activity_id
     from runnerq_cli.cli.eventfmt import event_line, event_record
     from runnerq_cli.cli.output import console, error_line, print_jsonl
     from runnerq_cli.cli.state import state
-    from runnerq_cli.durations import parse_time
     from runnerq_cli.errors import InvalidArgument
 
     if mode not in ("auto", "change-stream", "poll"):
@@ -93,18 +107,21 @@ def tail_events(
     filters = EventFilter(activity_id=parse_activity_id(activity) if activity else None,
                           event_types=events, activity_types=_split(activity_type),
                           worker_id=worker)
+    start = values.time(since, "--since") if since else None
+    if cursor_file:
+        values.writable_file(cursor_file, "--cursor-file")
     backend = state(ctx).backend()
+    cursor = None
     if resume:
         cursor = EventCursor.decode(resume)
     elif cursor_file and os.path.exists(cursor_file):
-        with open(cursor_file, encoding="utf-8") as fh:
-            cursor = EventCursor.decode(fh.read())
-    elif since:
-        cursor = EventCursor.starting_at(parse_time(since, what="--since"))
-    elif follow:
-        cursor = EventCursor.at_end(backend.collections.events)
-    else:
-        cursor = EventCursor()
+        cursor = EventCursor.decode(_read_cursor_file(cursor_file))
+    elif start is not None:
+        cursor = EventCursor.starting_at(start)
+    with backend.errors_translated():
+        backend.ping()  # unreachable at start: exit 6 now (reconnecting is for later)
+        if cursor is None:
+            cursor = EventCursor.at_end(backend.collections.events) if follow else EventCursor()
 
     def reconnecting(exc: Exception) -> None:
         error_line(f"note: connection lost, resuming from the cursor ({type(exc).__name__})")

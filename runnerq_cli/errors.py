@@ -100,6 +100,14 @@ class WrongState(RunnerQError):
 
 
 class Unavailable(RunnerQError):
-    """The MongoDB server could not be reached or did not answer in time."""
+    """The MongoDB server could not be reached or did not answer in time.
+
+    `reachable` is True when the server answered but refused (credentials):
+    then pointing at another server is no help.
+    """
 
     exit_code = ExitCode.UNAVAILABLE
+
+    def __init__(self, message: str, reachable: bool = False) -> None:
+        super().__init__(message)
+        self.reachable = reachable

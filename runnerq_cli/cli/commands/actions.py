@@ -76,9 +76,8 @@ def _confirm(question: str, yes: bool) -> None:
     if not sys.stdin.isatty():
         raise InvalidArgument(f"{question.rstrip('?')}: refusing without --yes when not on a "
                               "terminal (use --dry-run to see what would change)")
-    if not typer.confirm(question, default=False):
-        error_line("nothing changed")
-        raise typer.Exit(int(ExitCode.FAILURE))
+    if not typer.confirm(question, default=False):  # not confirmed: exit 2, as without --yes
+        raise InvalidArgument("not confirmed: nothing changed")
 
 
 def register(app: typer.Typer) -> None:

@@ -113,7 +113,7 @@ def stats_cmd(
     throughput_minutes: int = typer.Option(5, "--throughput-minutes", min=1, max=1440,
                                            help="Throughput over the last N minutes."),
     output: OutputFormat = output_option(),
-    iterations: int = typer.Option(0, "--iterations", hidden=True,
+    iterations: int = typer.Option(0, "--iterations", hidden=True, min=0, max=10**6,
                                    help="--watch: stop after N refreshes (tests)."),
 ) -> None:
     """Counts by status and priority, oldest pending, throughput, latency, workers."""

@@ -7,6 +7,8 @@ from it with no event lost or repeated.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.output import OutputFormat, output_option
@@ -46,6 +48,17 @@ def _read_cursor_file(path: str) -> str:
                               f"{exc.strerror or exc}") from None
 
 
+def _decode_cursor(text: str, what: str) -> object:
+    """EventCursor.decode, with a cursor whose times are out of range a usage error too."""
+    from runnerq_cli.backend.events import EventCursor
+    from runnerq_cli.errors import InvalidArgument
+
+    try:
+        return EventCursor.decode(text[:1_000_000])
+    except (OverflowError, RecursionError, MemoryError):
+        raise InvalidArgument(f"{what}: invalid event cursor (a time out of range)") from None
+
+
 @tail_app.command("events")
 def tail_events(
     ctx: typer.Context,
@@ -75,7 +88,7 @@ def tail_events(
     poll_interval: float = typer.Option(0.5, "--poll-interval", hidden=True),
     settle: float = typer.Option(2.0, "--settle", hidden=True,
                                  help="Seconds of clock skew / flush latency tolerated."),
-    max_events: int = typer.Option(0, "--max-events", hidden=True,
+    max_events: int = typer.Option(0, "--max-events", hidden=True, min=0, max=10**9,
                                    help="Stop after this many events (tests, scripts)."),
 ) -> None:
     """Print lifecycle events as they happen; Ctrl-C stops and prints the resume cursor."""
@@ -108,14 +121,16 @@ def tail_events(
                           event_types=events, activity_types=_split(activity_type),
                           worker_id=worker)
     start = values.time(since, "--since") if since else None
+    values.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)
+    values.duration(settle, "--settle", maximum=3600.0)
     if cursor_file:
         values.writable_file(cursor_file, "--cursor-file")
     backend = state(ctx).backend()
-    cursor = None
+    cursor: Any = None
     if resume:
-        cursor = EventCursor.decode(resume)
+        cursor = _decode_cursor(resume, "--resume")
     elif cursor_file and os.path.exists(cursor_file):
-        cursor = EventCursor.decode(_read_cursor_file(cursor_file))
+        cursor = _decode_cursor(_read_cursor_file(cursor_file), "--cursor-file")
     elif start is not None:
         cursor = EventCursor.starting_at(start)
     with backend.errors_translated():

@@ -359,9 +359,29 @@ def mongo_uri(value: Any, what: str = "URI") -> str:
                 uri_parser.parse_uri(value, validate=True, warn=False)
     except (ConfigurationError, InvalidURI, ValueError, TypeError, UserWarning) as exc:
         detail = redact_uri(" ".join(str(exc).split()))
+        if detail.startswith("Unknown option"):
+            detail = _unknown_uri_options(value) or detail
         raise InvalidArgument(f"invalid MongoDB URI {shown(redact_uri(value))}: "
                               f"{detail[:200]}") from None
     return value
+
+
+def _unknown_uri_options(uri: str) -> str:
+    """'unknown option(s) ...' naming the URI's options pymongo does not know."""
+    import difflib
+
+    from pymongo import common
+
+    known = set(common.URI_OPTIONS_VALIDATOR_MAP) | set(common.URI_OPTIONS_ALIAS_MAP) \
+        | set(common.URI_OPTIONS_DEPRECATION_MAP)
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    names = [part.split("=", 1)[0] for part in query.split("&") if part]
+    unknown = [name for name in names if name.lower() not in known]
+    if not unknown:
+        return ""
+    close = difflib.get_close_matches(unknown[0].lower(), sorted(known), n=1)
+    return (f"unknown option {shown(unknown[0])}"
+            + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 # ------------------------------------------------------------------ paths

@@ -415,6 +415,8 @@ def enqueue(
         except _Aborted as stop:
             from runnerq_cli.cli.output import fail
 
+            if stop.summary is not None and not stop.summary.activities:
+                raise stop.cause from None  # nothing written yet: the plain error (exit 6)
             if stop.summary is not None:
                 _report_bulk(stop.summary, output, quiet)
             cause = stop.cause

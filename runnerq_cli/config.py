@@ -327,6 +327,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
                           f"{values.shown(problem)[1:-1]}") from None
     except RecursionError:
         raise ConfigError(f"config {path}: malformed YAML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(f"config {path}: malformed YAML: "
+                          f"{values.shown(' '.join(str(exc).split()))[1:-1]}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

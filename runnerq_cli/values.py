@@ -43,7 +43,11 @@ _DATABASE_FORBIDDEN = set('/\\. "$\x00')
 
 def shown(value: Any) -> str:
     """`repr(value)`, cut to SHOWN_MAX characters: a huge value never fills an error."""
-    text = value if isinstance(value, str) and value.startswith("<") else repr(value)
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"<a {len(str(abs(value))) if value.bit_length() < 14000 else 'huge'}-digit number>"
+    text = repr(value[:SHOWN_MAX] if isinstance(value, str | bytes) else value)
+    if len(text) > SHOWN_MAX * 4:  # a huge container: repr is bounded by cutting first
+        text = text[:SHOWN_MAX]
     return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
 
 
@@ -221,8 +225,16 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
 def json_value(text: str | bytes, what: str) -> Any:
-    """A JSON value from UTF-8 text, nested at most JSON_MAX_DEPTH levels, no NaN/Infinity."""
+    """A JSON value from UTF-8 text, nested at most JSON_MAX_DEPTH levels, finite numbers only
+    (no NaN, no Infinity, no 1e400)."""
     import json
 
     where = f"{what}: " if what else ""  # NDJSON lines are named by their number instead
@@ -236,7 +248,7 @@ def json_value(text: str | bytes, what: str) -> Any:
     if _depth_exceeds(text, JSON_MAX_DEPTH):
         raise InvalidArgument(f"{where}JSON nested deeper than {JSON_MAX_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{where}malformed JSON: {exc.msg} at line {exc.lineno} "
                               f"column {exc.colno}") from None

@@ -345,6 +345,8 @@ CONFIG_CASES = [
     ("log_level list", "worker:\n  log_level: [info]\n", "'worker.log_level'"),
     ("worker not a mapping", "worker: 4\n", "unknown key 'worker'"),
     ("huge value", "lease: " + "9" * 100_000 + "x\n", "'lease'"),
+    ("huge number", "lease: " + "9" * 100_000 + "\n", "malformed YAML"),
+    ("long number", "lease: " + "9" * 4000 + "\n", "'lease'"),
     ("database dotted", "database: a.b\n", "'database'"),
     ("queue space", "queue: a b\n", "'queue'"),
     ("uri http", "uri: http://localhost\n", "'uri'"),

@@ -122,7 +122,7 @@ def _refused(uri: str, timeout: float) -> str | None:
     return "; ".join(reasons) or None
 
 
-def _brief(exc: BaseException) -> str:
+def driver_message(exc: BaseException) -> str:
     """The driver's message without its configuration dump (timeouts, topology)."""
     text = _DRIVER_NOISE.sub("", " ".join(str(exc).split()))
     text = redact_uri(text)
@@ -146,11 +146,11 @@ def translate_errors(uri: str, connect_timeout: float = 1.0) -> Iterator[None]:
         waited = re.search(r"Timeout: ([0-9.]+)s", str(exc))
         within = f" within {float(waited.group(1)):g}s" if waited else ""
         raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: no answer{within} "
-                          f"({_brief(exc)})") from None
+                          f"({driver_message(exc)})") from None
     except (mongo_errors.AutoReconnect, mongo_errors.NetworkTimeout,
             mongo_errors.ConnectionFailure) as exc:
         raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: the connection "
-                          f"failed ({_brief(exc)})") from None
+                          f"failed ({driver_message(exc)})") from None
     except mongo_errors.OperationFailure as exc:
         if exc.code in (13, 18, 8000):  # Unauthorized, AuthenticationFailed, Atlas auth
             raise Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "

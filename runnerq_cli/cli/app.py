@@ -180,9 +180,9 @@ def _handle_driver_error(exc: Exception) -> int:
     from runnerq_cli.redaction import redact_uri
 
     if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.ServerSelectionTimeoutError):
-        from runnerq_cli.backend.connection import _brief
+        from runnerq_cli.backend.connection import driver_message
 
-        error_line(f"MongoDB is unreachable ({_brief(exc)}): {SERVER_HINT}")
+        error_line(f"MongoDB is unreachable ({driver_message(exc)}): {SERVER_HINT}")
         return ExitCode.UNAVAILABLE
     error_line(f"MongoDB error: {redact_uri(str(exc))[:300]}")
     return ExitCode.FAILURE

@@ -256,7 +256,7 @@ OTHER_ENV_VARS = frozenset({
     # set by the worker for shell handlers (worker/shell.py)
     "RUNNERQ_ACTIVITY_ID", "RUNNERQ_ACTIVITY_TYPE", "RUNNERQ_ATTEMPT", "RUNNERQ_WORKER_ID",
 })
-OTHER_ENV_PREFIXES = ("RUNNERQ_TEST_",)  # the test suite's own (tests/conftest.py)
+OTHER_ENV_PREFIXES = ("RUNNERQ_TEST_", "RUNNERQ_BENCH_")  # the test suite and benchmarks
 
 
 def _closest(name: str, candidates: list[str]) -> str | None:

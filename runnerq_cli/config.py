@@ -18,6 +18,7 @@ from runnerq_cli.redaction import redact_uri
 
 CONFIG_FILE_NAME = "runnerq.yaml"
 APP_NAME = "runnerq"
+CONFIG_FILE_MAX = 1024 * 1024  # bytes; a settings file is a few hundred
 
 
 # Each parser takes the raw value and `what` (the flag, variable or file key it came
@@ -309,9 +310,13 @@ def read_config_file(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            raw = handle.read(CONFIG_FILE_MAX + 1)
     except OSError as exc:
         raise ConfigError(f"config {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > CONFIG_FILE_MAX:
+        raise ConfigError(f"config {path}: larger than {CONFIG_FILE_MAX} bytes; "
+                          "is it the right file?")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -30,6 +30,8 @@ BSON_DOCUMENT_MAX = 16 * 1024 * 1024  # MongoDB's limit for one document
 # The activity document carries the payload and, later, the result (at most 8 MiB,
 # worker/engine.py): the payload gets what is left, with room for the other fields.
 PAYLOAD_MAX_BYTES = BSON_DOCUMENT_MAX - 8 * 1024 * 1024 - 512 * 1024
+# JSON text can be longer than its BSON (spaces, escapes), but not by this much.
+PAYLOAD_TEXT_MAX = 64 * 1024 * 1024
 NAME_MAX_BYTES = 63  # MongoDB: database names are shorter than 64 bytes
 QUEUE_NAME_MAX = 64
 SHOWN_MAX = 60  # characters of a rejected value quoted back in a message

@@ -359,6 +359,8 @@ CONFIG_CASES = [
     ("top-level list", "- lease\n", "mapping"),
     ("malformed", "lease: [30s\n", "malformed YAML"),
     ("unhashable key", "? [a]\n: 1\n", "malformed YAML"),
+    ("larger than 1 MiB", "# " + "x" * (1024 * 1024) + "\nlease: 30s\n", "larger than"),
+    ("control character", "lease: 30s\x07\n", "malformed YAML"),
 ]
 
 

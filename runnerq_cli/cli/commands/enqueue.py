@@ -30,10 +30,21 @@ DEFAULT_BATCH_SIZE = 100
 # ------------------------------------------------------------------ parsing
 
 
-def _stdin() -> str | bytes:
-    """All of standard input, as bytes where there are bytes (UTF-8 is checked by the parser)."""
-    buffer = getattr(sys.stdin, "buffer", None)
-    return buffer.read() if buffer is not None else sys.stdin.read()
+def _read_payload_text(stream: Any, what: str) -> str | bytes:
+    """A payload's JSON text from `stream`, refusing text too long for any storable payload."""
+    from runnerq_cli import values
+
+    text = stream.read(values.PAYLOAD_TEXT_MAX + 1)
+    if len(text) > values.PAYLOAD_TEXT_MAX:
+        raise InvalidArgument(f"{what}: more than {values.PAYLOAD_TEXT_MAX} bytes of JSON; a "
+                              f"payload may take at most {values.PAYLOAD_MAX_BYTES} bytes "
+                              "as BSON (7.5 MiB)")
+    return text
+
+
+def _stdin() -> Any:
+    """Standard input as bytes where there are bytes (UTF-8 is checked by the parser)."""
+    return getattr(sys.stdin, "buffer", None) or sys.stdin
 
 
 def read_payload(payload: str | None) -> dict[str, Any]:
@@ -43,16 +54,17 @@ def read_payload(payload: str | None) -> dict[str, Any]:
     if payload is None:
         if sys.stdin is None or sys.stdin.isatty():
             return {}
-        text = _stdin()
+        text = _read_payload_text(_stdin(), "payload from stdin")
         return values.json_object(text, "payload from stdin") if text.strip() else {}
     if payload.startswith("@"):
         name = payload[1:]
         if name == "-":
-            return values.json_object(_stdin(), "payload from stdin")
+            return values.json_object(_read_payload_text(_stdin(), "payload from stdin"),
+                                      "payload from stdin")
         values.readable_file(name, "--payload")
         try:
             with open(name, "rb") as handle:
-                text = handle.read(values.PAYLOAD_MAX_BYTES * 8 + 1)
+                text = _read_payload_text(handle, f"--payload file {name}")
         except OSError as exc:
             raise InvalidArgument(f"--payload: cannot read {name}: "
                                   f"{exc.strerror or exc}") from None
@@ -228,7 +240,7 @@ def _read_lines(source: str) -> list[bytes]:
     from runnerq_cli import values
 
     if source == "-":
-        data = _stdin()
+        data = _stdin().read()
         return (data if isinstance(data, bytes) else data.encode("utf-8")).splitlines()
     values.readable_file(source, "--from")
     try:

@@ -74,6 +74,8 @@ class OnDuplicate(StrEnum):
     def parse(cls, value: str | OnDuplicate) -> OnDuplicate:
         if isinstance(value, OnDuplicate):
             return value
+        if not isinstance(value, str):
+            raise InvalidArgument(f"unknown --on-duplicate {str(value)[:40]!r}: expected text")
         text = value.strip().lower().replace("_", "-")
         aliases = {"allowreuse": "allow-reuse", "returnexisting": "return-existing",
                    "allowreuseonfailure": "allow-reuse-on-failure", "noreuse": "no-reuse"}

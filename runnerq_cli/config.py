@@ -97,22 +97,25 @@ def _choice(*choices: str) -> Callable[[Any, str], str]:
 
 
 def _queue(value: Any, what: str) -> str:
+    text = _string(value, what)
     try:
-        return values.queue_name(_string(value, what))
+        return values.queue_name(text)
     except InvalidArgument as exc:
         raise InvalidArgument(f"{what}: {exc}") from None
 
 
 def _database(value: Any, what: str) -> str:
+    text = _string(value, what)
     try:
-        return values.database_name(_string(value, what))
+        return values.database_name(text)
     except InvalidArgument as exc:
         raise InvalidArgument(f"{what}: {exc}") from None
 
 
 def _uri(value: Any, what: str) -> str:
+    text = _string(value, what)
     try:
-        return values.mongo_uri(_string(value, what))
+        return values.mongo_uri(text)
     except InvalidArgument as exc:
         raise InvalidArgument(f"{what}: {exc}") from None
 

@@ -207,22 +207,6 @@ def time(value: Any, what: str = "time", *, relative: bool = True,
 # ------------------------------------------------------------------ JSON
 
 
-def _depth_exceeds(text: str, limit: int) -> bool:
-    """True if brackets outside strings nest deeper than `limit` (no recursion)."""
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    depth = 0
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif token in "]}":
-            depth -= 1
-    return False
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -235,8 +219,10 @@ def _finite_float(text: str) -> float:
 
 
 def json_value(text: str | bytes, what: str) -> Any:
-    """A JSON value from UTF-8 text, nested at most JSON_MAX_DEPTH levels, finite numbers only
-    (no NaN, no Infinity, no 1e400)."""
+    """A JSON value from UTF-8 text with finite numbers only (no NaN, Infinity or 1e400).
+
+    Nesting is bounded by the decoder; `payload` applies JSON_MAX_DEPTH to payloads.
+    """
     import json
 
     where = f"{what}: " if what else ""  # NDJSON lines are named by their number instead
@@ -247,14 +233,14 @@ def json_value(text: str | bytes, what: str) -> Any:
         except UnicodeDecodeError as exc:
             raise InvalidArgument(f"{where}not UTF-8 text (invalid byte at offset "
                                   f"{exc.start})") from None
-    if _depth_exceeds(text, JSON_MAX_DEPTH):
-        raise InvalidArgument(f"{where}JSON nested deeper than {JSON_MAX_DEPTH} levels")
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:  # the decoder's own bound (about 1000 levels), never a crash
+        raise InvalidArgument(f"{where}JSON nested deeper than {JSON_MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{where}malformed JSON: {exc.msg} at line {exc.lineno} "
                               f"column {exc.colno}") from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise InvalidArgument(f"{where}malformed JSON: {shown(str(exc))}") from None
 
 
@@ -268,15 +254,15 @@ def json_object(text: str | bytes, what: str) -> dict[str, Any]:
 
 
 def _depth(value: Any, limit: int) -> bool:
-    """True if dicts/lists in `value` nest deeper than `limit` (iterative)."""
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if level > limit:
-            return True
-        children = item.values() if isinstance(item, Mapping) else item
-        stack.extend((c, level + 1) for c in children if isinstance(c, Mapping | list | tuple))
-    return False
+    """True if dicts/lists in `value` nest deeper than `limit` (level by level, no recursion)."""
+    level = [dict(value) if isinstance(value, Mapping) else value]
+    for _ in range(limit):
+        level = [child for item in level
+                 for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, dict | list | tuple)]
+        if not level:
+            return False
+    return True
 
 
 def payload(value: Any, what: str = "payload") -> None:
@@ -308,7 +294,7 @@ def payload(value: Any, what: str = "payload") -> None:
 # ------------------------------------------------------------------ names
 
 
-def queue_name(value: Any, what: str = "queue") -> str:
+def queue_name(value: Any) -> str:
     """A queue name: letters, digits, `_` and `-`, at most 64 characters.
 
     Anything else could escape the `runnerq_{queue}_` collection prefix or
@@ -325,7 +311,7 @@ def queue_name(value: Any, what: str = "queue") -> str:
     return value
 
 
-def database_name(value: Any, what: str = "database") -> str:
+def database_name(value: Any) -> str:
     """A MongoDB database name: 1-63 bytes, none of / \\ . " $, space or NUL."""
     if not isinstance(value, str) or not value:
         raise InvalidArgument("invalid database name: it must not be empty")
@@ -343,7 +329,7 @@ def database_name(value: Any, what: str = "database") -> str:
 # ------------------------------------------------------------------ URIs
 
 
-def mongo_uri(value: Any, what: str = "URI") -> str:
+def mongo_uri(value: Any) -> str:
     """A mongodb:// or mongodb+srv:// URI whose hosts and options pymongo accepts.
 
     pymongo itself drops an invalid option with a warning and goes on with

@@ -14,7 +14,7 @@ class ExitCode(IntEnum):
 
     OK = 0
     FAILURE = 1  # an unexpected error; a bug report is welcome
-    USAGE = 2  # bad flags, malformed JSON/YAML input, invalid values
+    USAGE = 2  # bad flags, malformed JSON/YAML input, invalid values, not confirmed
     CONFIG = 3  # the configuration file or environment is invalid
     NOT_FOUND = 4  # no such activity / result
     CONFLICT = 5  # duplicate activity or idempotency conflict

@@ -547,3 +547,32 @@ def test_catalogue_size() -> None:
     total = (len(ARGV_CASES) + len(PATH_CASES) + len(CONFIG_CASES) + len(ENV_CASES)
              + len(UNREACHABLE_COMMANDS))
     assert total >= 80, total
+
+
+# ------------------------------------------------------------------ as a real process
+
+PROCESS_CASES = [
+    ("deep JSON", ["enqueue", "t", "-p", "[" * 5000 + "]" * 5000], {}, USAGE),
+    ("NUL in a key", ["enqueue", "t", "-p", '{"a\\u0000": 1}'], {}, USAGE),
+    ("far --at", ["enqueue", "t", "--at", "9999-12-31T23:59:59-14:00"], {}, USAGE),
+    ("--database dotted", ["--database", "a.b", "init-indexes"], {}, USAGE),
+    ("bad URI option in the environment", ["stats"],
+     {"RUNNERQ_MONGO_URI": "mongodb://u:s3cret@h/?serverSelectionTimeoutMS=abc"}, CONFIG),
+    ("lease nan in the environment", ["worker", "--burst"], {"RUNNERQ_LEASE": "nan"}, CONFIG),
+    ("refused connection", ["tail", "events", "--since", "1m"],
+     {"RUNNERQ_MONGO_URI": REFUSED_URI}, UNAVAILABLE),
+    ("refused connection, no follow", ["tail", "events", "--no-follow"],
+     {"RUNNERQ_MONGO_URI": REFUSED_URI}, UNAVAILABLE),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "code"),
+                         [pytest.param(a, e, c, id=i) for i, a, e, c in PROCESS_CASES])
+def test_bad_input_in_a_real_process(run_cli_subprocess, database, args: list[str],
+                                     env: dict[str, str], code: int) -> None:
+    before = snapshot(database)
+    started = time.monotonic()
+    result = run_cli_subprocess(*args, env=env, timeout=30)
+    line = assert_clean_error(result, code, "", time.monotonic() - started)
+    assert "s3cret" not in line and not result.stdout
+    assert snapshot(database) == before

@@ -82,6 +82,7 @@ def close_clients() -> None:
 # URIs whose server answered once in this process: no more probing for them (a later
 # outage is the driver's to retry, and the worker's and tail's to wait out).
 _answered: set[str] = set()
+PROBE_TIMEOUT = 1.0  # seconds; a probe only looks for a refusal, silence is not waited out
 _DRIVER_NOISE = re.compile(r"\s*\(configured timeouts:[^)]*\)|, Timeout: .*$|\s*,?\s*"
                            r"Topology Description: .*$", re.S)
 
@@ -130,14 +131,14 @@ def driver_message(exc: BaseException) -> str:
 
 
 @contextmanager
-def translate_errors(uri: str, connect_timeout: float = 1.0) -> Iterator[None]:
+def translate_errors(uri: str) -> Iterator[None]:
     """Turn driver connection errors into `Unavailable` with the URI redacted.
 
     The first time a URI is used in this process, its seeds are probed: when
     every one refuses the connection, `Unavailable` is raised at once.
     """
     if uri not in _answered:
-        reason = _refused(uri, min(connect_timeout, 1.0))
+        reason = _refused(uri, PROBE_TIMEOUT)
         if reason:
             raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {reason}")
     try:

@@ -15,6 +15,7 @@ from runnerq_cli.cli.output import OutputFormat, output_option
 
 tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
 
+CURSOR_MAX_CHARS = 1_000_000  # far above any real cursor; bounds what a wrong file costs
 CURSOR_FILE_EVERY = 0.2  # seconds: how often --cursor-file is rewritten while events flow
 
 
@@ -40,7 +41,7 @@ def _read_cursor_file(path: str) -> str:
 
     try:
         with open(path, encoding="utf-8") as fh:
-            return fh.read(4096)
+            return fh.read(CURSOR_MAX_CHARS)
     except UnicodeDecodeError:
         raise InvalidArgument(f"--cursor-file: {path} is not a cursor (not UTF-8 text)") from None
     except OSError as exc:
@@ -54,7 +55,7 @@ def _decode_cursor(text: str, what: str) -> object:
     from runnerq_cli.errors import InvalidArgument
 
     try:
-        return EventCursor.decode(text[:1_000_000])
+        return EventCursor.decode(text[:CURSOR_MAX_CHARS])
     except (OverflowError, RecursionError, MemoryError):
         raise InvalidArgument(f"{what}: invalid event cursor (a time out of range)") from None
 

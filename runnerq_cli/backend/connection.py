@@ -82,7 +82,7 @@ def close_clients() -> None:
 # URIs whose server answered once in this process: no more probing for them (a later
 # outage is the driver's to retry, and the worker's and tail's to wait out).
 _answered: set[str] = set()
-PROBE_TIMEOUT = 1.0  # seconds; a probe only looks for a refusal, silence is not waited out
+PROBE_TIMEOUT = 0.5  # seconds; a probe only looks for a refusal, silence is not waited out
 _DRIVER_NOISE = re.compile(r"\s*\(configured timeouts:[^)]*\)|, Timeout: .*$|\s*,?\s*"
                            r"Topology Description: .*$", re.S)
 

@@ -69,8 +69,10 @@ def number(value: Any, what: str, *, minimum: float | None = None,
     if isinstance(value, str):
         text = value.strip()
         if integer:
-            if not _INTEGER.fullmatch(text) or len(text) > 25:
+            if not _INTEGER.fullmatch(text):
                 raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
+            if len(text) > 25:  # int() of thousands of digits is slow, and refused below
+                raise InvalidArgument(f"{what}: {shown(value)} does not fit in 64 bits")
             value = int(text)
         else:
             try:

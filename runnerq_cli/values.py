@@ -140,8 +140,7 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
     if seconds < 0:
         raise InvalidArgument(f"{what} must not be negative, got {shown(value)}")
     if seconds > maximum:
-        raise InvalidArgument(f"{what}: at most {format_duration(maximum)} "
-                              f"({maximum:g} s), got {shown(value)}")
+        raise InvalidArgument(f"{what}: at most {_limit(maximum)}, got {shown(value)}")
     if seconds < minimum:
         raise InvalidArgument(f"{what}: must be at least {format_duration(minimum)}, "
                               f"got {shown(value)}")
@@ -150,6 +149,12 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
             raise InvalidArgument(f"{what}: expected whole seconds, got {shown(value)}")
         return int(seconds)
     return seconds
+
+
+def _limit(seconds: float) -> str:
+    """A duration limit for a message: "100 years", "1d", "1h"."""
+    year = 365 * 86400
+    return f"{seconds / year:g} years" if seconds >= year else format_duration(seconds)
 
 
 def format_duration(seconds: float) -> str:
@@ -243,7 +248,8 @@ def json_value(text: str | bytes, what: str) -> Any:
         raise InvalidArgument(f"{where}malformed JSON: {exc.msg} at line {exc.lineno} "
                               f"column {exc.colno}") from None
     except ValueError as exc:
-        raise InvalidArgument(f"{where}malformed JSON: {shown(str(exc))}") from None
+        raise InvalidArgument(f"{where}malformed JSON: {' '.join(str(exc).split())[:100]}") \
+            from None
 
 
 def json_object(text: str | bytes, what: str) -> dict[str, Any]:

@@ -166,6 +166,9 @@ ROUGH_EDGES = [
     ("--batch-size 0", ["enqueue", "--from", "-", "--batch-size", "0"], USAGE, "--batch-size"),
     ("list unknown status", ["list", "sleeping"], USAGE, "sleeping"),
     ("show bad id", ["show", "not-a-uuid"], USAGE, "UUID"),
+    ("--priority superscript", ["enqueue", "t", "--priority", "²"], USAGE, "priority"),
+    ("set-priority 5000 digits", ["set-priority", SOME_ID, "9" * 5000], USAGE, "priority"),
+    ("enqueue type too long", ["enqueue", "t" * 201], USAGE, "200 characters"),
 ]
 
 ARGV_CASES = NUMBERS + RANGES + TEXT + NAMES + URIS + ROUGH_EDGES

@@ -99,6 +99,15 @@ def error_line(message: str) -> None:
     sys.stderr.flush()
 
 
+def warning_line(message: str) -> None:
+    """`warning: message` on stderr, one line: something to know that stops nothing."""
+    from runnerq_cli.redaction import redact_uri
+
+    text = " ".join(redact_uri(str(message)).split())[:ERROR_LINE_MAX]
+    sys.stderr.write(f"warning: {text}\n")
+    sys.stderr.flush()
+
+
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
     error_line(message)
     raise typer.Exit(int(code))

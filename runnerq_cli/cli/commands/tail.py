@@ -104,7 +104,7 @@ def tail_events(
     from runnerq_cli.backend.events import EventCursor, EventFilter
     from runnerq_cli.backend.models import EventType, parse_activity_id
     from runnerq_cli.cli.eventfmt import event_line, event_record
-    from runnerq_cli.cli.output import console, error_line, print_jsonl
+    from runnerq_cli.cli.output import console, error_line, print_jsonl, warning_line
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
 
@@ -116,8 +116,8 @@ def tail_events(
     known = {e.value for e in EventType}
     unknown = [e for e in events if e not in known]
     if unknown:
-        error_line(f"note: unknown event type(s) {', '.join(unknown)} "
-                   f"(known: {', '.join(sorted(known))})")
+        warning_line(f"unknown event type(s) {', '.join(unknown)[:200]} "
+                     f"(known: {', '.join(sorted(known))})")
     filters = EventFilter(activity_id=parse_activity_id(activity) if activity else None,
                           event_types=events, activity_types=_split(activity_type),
                           worker_id=worker)

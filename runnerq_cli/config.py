@@ -29,6 +29,11 @@ def _duration(value: Any, what: str) -> float:
     return values.duration(value, what)
 
 
+def _ttl(value: Any, what: str) -> float:
+    """A TTL index's expireAfterSeconds is a 32-bit integer on the server (about 68 years)."""
+    return values.duration(value, what, maximum=float(2**31 - 1))
+
+
 def _lease(value: Any, what: str) -> float:
     return values.duration(value, what, minimum=1.0)
 
@@ -157,9 +162,9 @@ KEYS: tuple[Key, ...] = (
     Key("lease", _lease, 60.0, "lease length of a claim; workers renew it", "a duration"),
     Key("max_retry_delay", _duration, 3600.0,
         "cap of the exponential retry back-off (0 means the default, 1h)", "a duration"),
-    Key("results_ttl", _duration, 86400.0, "how long results are kept", "a duration"),
-    Key("idempotency_ttl", _duration, 86400.0, "how long idempotency keys hold", "a duration"),
-    Key("events_ttl", _duration, 604800.0, "how long lifecycle events are kept", "a duration"),
+    Key("results_ttl", _ttl, 86400.0, "how long results are kept", "a duration"),
+    Key("idempotency_ttl", _ttl, 86400.0, "how long idempotency keys hold", "a duration"),
+    Key("events_ttl", _ttl, 604800.0, "how long lifecycle events are kept", "a duration"),
     Key("retention.completed", _duration, 604800.0,
         "completed activities are purged this long after completion (0 keeps them)",
         "a duration"),

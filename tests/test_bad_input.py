@@ -411,6 +411,7 @@ ENV_CASES = [
      "RUNNERQ_SERVER_SELECTION_TIMEOUT"),
     ("RUNNERQ_RESULTS_TTL 999999999w", {"RUNNERQ_RESULTS_TTL": "999999999w"},
      "RUNNERQ_RESULTS_TTL"),
+    ("RUNNERQ_EVENTS_TTL 80 years", {"RUNNERQ_EVENTS_TTL": "4200w"}, "RUNNERQ_EVENTS_TTL"),
     ("RUNNERQ_DATABASE dotted", {"RUNNERQ_DATABASE": "a.b"}, "RUNNERQ_DATABASE"),
     ("RUNNERQ_DATABASE 64 bytes", {"RUNNERQ_DATABASE": "d" * 64}, "RUNNERQ_DATABASE"),
     ("RUNNERQ_QUEUE space", {"RUNNERQ_QUEUE": "a b"}, "RUNNERQ_QUEUE"),
@@ -579,3 +580,10 @@ def test_bad_input_in_a_real_process(run_cli_subprocess, database, args: list[st
     line = assert_clean_error(result, code, "", time.monotonic() - started)
     assert "s3cret" not in line and not result.stdout
     assert snapshot(database) == before
+
+
+def test_unknown_event_type_is_a_warning_not_an_error(run_cli) -> None:
+    result = run_cli("tail", "events", "--no-follow", "--event", "Bogus")
+    assert result.code == 0, result.stderr
+    assert "warning: unknown event type(s) Bogus" in result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith("error:")]

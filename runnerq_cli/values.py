@@ -196,7 +196,8 @@ def time(value: Any, what: str = "time", *, relative: bool = True,
                     raise  # a duration, but out of range: say so
                 raise InvalidArgument(f"{what}: expected an ISO-8601 time or a duration "
                                       f"ago like 10m, got {shown(value)}") from None
-            parsed = (now or datetime.now(UTC)) - timedelta(seconds=ago)
+            # further back than 1970 means "since the start": nothing is older
+            parsed = max((now or datetime.now(UTC)) - timedelta(seconds=ago), TIME_MIN)
     else:
         raise InvalidArgument(f"{what}: expected an ISO-8601 time, got {shown(value)}")
     if parsed.tzinfo is None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runnerq_cli.errors import ExitCode, RunnerQError
+from runnerq_cli.errors import ExitCode, InvalidArgument, RunnerQError
 
 
 class DevServerUnavailable(RunnerQError):
@@ -101,6 +101,13 @@ def start_in_thread(host: str = "127.0.0.1", port: int = 0,
             raise PortInUse(f"cannot listen on {host}:{port}: address already in use (is a "
                             "MongoDB already running there? choose another --port)")
         reason = " ".join(str(error).split())[:200]
+        import sqlite3
+
+        if isinstance(error, sqlite3.Error) and path is not None:
+            raise InvalidArgument(f"--path {path}: not usable as the dev server's SQLite "
+                                  f"file ({reason})")
+        if isinstance(error, OSError):  # e.g. an address this host does not have
+            raise InvalidArgument(f"cannot listen on {host}:{port}: {reason}")
         raise RunnerQError(f"dev server failed to start on {host}:{port}: {reason}")
     if "address" not in state:
         raise RunnerQError("dev server did not start within 30 s")

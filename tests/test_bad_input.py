@@ -215,6 +215,7 @@ def test_bad_argument(run_cli, database, args: list[str], code: int, fragment: s
 
 def _files(tmp: Path) -> dict[str, Path]:
     (tmp / "plain").write_text("x")
+    (tmp / "not-sqlite.txt").write_text("this is not a database\n" * 10)
     (tmp / "bad-utf8.json").write_bytes(b'{"a": "\xff\xfe"}')
     (tmp / "deep.json").write_text(DEEP)
     (tmp / "big.json").write_text('{"a": "' + "x" * BIG_PAYLOAD_BYTES + '"}')
@@ -267,6 +268,10 @@ PATH_CASES = [
                                      "{cursor-absurd}"], USAGE, "cursor"),
     ("dev-server --path missing dir", ["dev-server", "--port", "0", "--path",
                                        "{dir}/missing/data.sqlite"], USAGE, "--path"),
+    ("dev-server --path not SQLite", ["dev-server", "--port", "0", "--path",
+                                      "{not-sqlite.txt}"], USAGE, "SQLite"),
+    ("dev-server --host not here", ["dev-server", "--port", "0", "--host", "192.0.2.1"], USAGE,
+     "cannot listen"),
     ("--config directory", ["--config", "{dir}", "config", "show"], CONFIG, "directory"),
     ("--config missing", ["--config", "{dir}/missing.yaml", "stats"], CONFIG, "no such file"),
 ]
@@ -277,6 +282,7 @@ def input_files(tmp_path_factory) -> dict[str, Path]:
     return _files(tmp_path_factory.mktemp("bad-input"))
 
 
+@pytest.mark.timeout(60)  # a dev-server case that wrongly starts must not hang the suite
 @pytest.mark.parametrize(("args", "code", "fragment"),
                          [pytest.param(a, c, f, id=i) for i, a, c, f in PATH_CASES])
 def test_bad_file_or_path(run_cli, database, input_files, args: list[str], code: int,

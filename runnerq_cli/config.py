@@ -362,7 +362,7 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
                 or name.startswith(OTHER_ENV_PREFIXES)):
             continue
         close = _closest(name, known)
-        out.append(f"warning: ignoring unknown environment variable {name}"
+        out.append(f"ignoring unknown environment variable {name}"
                    + (f" (did you mean {close}?)" if close else ""))
     return out
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +27,11 @@ class CliState:
 
             settings = load_settings(self.config_path, overrides={**self.overrides, **extra})
             if not self._warned:
+                from runnerq_cli.cli.output import warning_line
+
                 self._warned = True
                 for line in settings.warnings:  # e.g. a misspelt RUNNERQ_ variable
-                    sys.stderr.write(line + "\n")
+                    warning_line(line)
             if extra:
                 return settings
             self._settings = settings

@@ -12,71 +12,117 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runnerq_cli.backend.naming import validate_queue_name
-from runnerq_cli.durations import parse_duration
+from runnerq_cli import values
 from runnerq_cli.errors import ConfigError, InvalidArgument
 from runnerq_cli.redaction import redact_uri
 
 CONFIG_FILE_NAME = "runnerq.yaml"
 APP_NAME = "runnerq"
+CONFIG_FILE_MAX = 1024 * 1024  # bytes; a settings file is a few hundred
 
 
-def _duration(value: Any) -> float:
-    return parse_duration(value)
+# Each parser takes the raw value and `what` (the flag, variable or file key it came
+# from, for the message) and returns the parsed value or raises InvalidArgument.
 
 
-def _string(value: Any) -> str:
+def _duration(value: Any, what: str) -> float:
+    return values.duration(value, what)
+
+
+def _ttl(value: Any, what: str) -> float:
+    """A TTL index's expireAfterSeconds is a 32-bit integer on the server (about 68 years)."""
+    return values.duration(value, what, maximum=float(2**31 - 1))
+
+
+def _lease(value: Any, what: str) -> float:
+    return values.duration(value, what, minimum=1.0)
+
+
+def _poll_interval(value: Any, what: str) -> float:
+    return values.duration(value, what, minimum=0.01, maximum=3600.0)
+
+
+def _shutdown_timeout(value: Any, what: str) -> float:
+    return values.duration(value, what, maximum=86400.0)
+
+
+def _timeout(value: Any, what: str) -> float:
+    """A connection timeout: above zero (pymongo refuses 0) and at most a day."""
+    return values.duration(value, what, minimum=0.001, maximum=86400.0)
+
+
+def _string(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value:
-        raise InvalidArgument("expected a non-empty string")
+        raise InvalidArgument(f"{what}: expected a non-empty string, got {values.shown(value)}")
     return value
 
 
-def _optional_string(value: Any) -> str | None:
+def _optional_string(value: Any, what: str) -> str | None:
     if value is None:
         return None
-    return _string(value)
+    return _string(value, what)
 
 
-def _positive_int(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidArgument("expected a whole number of at least 1")
-    return value
+def _concurrency(value: Any, what: str) -> int:
+    return values.integer(value, what, minimum=1, maximum=10_000)
 
 
-def _string_list(value: Any) -> tuple[str, ...]:
+def _string_list(value: Any, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise InvalidArgument("expected a list of strings (or a comma-separated string)")
+        raise InvalidArgument(f"{what}: expected a list of strings (or a comma-separated "
+                              f"string), got {values.shown(value)}")
     return tuple(value)
 
 
-def _string_map(value: Any) -> dict[str, str]:
+def _string_map(value: Any, what: str) -> dict[str, str]:
     if isinstance(value, str):  # environment form: "a=x,b=y"
         pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
         if any(len(pair) != 2 for pair in pairs):
-            raise InvalidArgument("expected TYPE=VALUE pairs separated by commas")
+            raise InvalidArgument(f"{what}: expected TYPE=VALUE pairs separated by commas, "
+                                  f"got {values.shown(value)}")
         value = {k.strip(): v.strip() for k, v in pairs}
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise InvalidArgument("expected a mapping of strings to strings")
+        raise InvalidArgument(f"{what}: expected a mapping of strings to strings, "
+                              f"got {values.shown(value)}")
     return dict(value)
 
 
-def _choice(*choices: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise InvalidArgument(f"expected one of {', '.join(choices)}")
+def _choice(*choices: str) -> Callable[[Any, str], str]:
+    def check(value: Any, what: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise InvalidArgument(f"{what}: expected one of {', '.join(choices)}, "
+                                  f"got {values.shown(value)}")
         return value
 
     return check
 
 
-def _queue(value: Any) -> str:
-    return validate_queue_name(_string(value))
+def _queue(value: Any, what: str) -> str:
+    text = _string(value, what)
+    try:
+        return values.queue_name(text)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{what}: {exc}") from None
+
+
+def _database(value: Any, what: str) -> str:
+    text = _string(value, what)
+    try:
+        return values.database_name(text)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{what}: {exc}") from None
+
+
+def _uri(value: Any, what: str) -> str:
+    text = _string(value, what)
+    try:
+        return values.mongo_uri(text)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{what}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -84,7 +130,7 @@ class Key:
     """One setting: its dotted path in YAML, its parser, default and help."""
 
     path: str
-    parse: Callable[[Any], Any]
+    parse: Callable[[Any, str], Any]
     default: Any
     help: str
     expects: str
@@ -98,29 +144,34 @@ class Key:
     def attr(self) -> str:
         return self.path.replace(".", "_")
 
+    @property
+    def flag(self) -> str:
+        """The command-line option that sets this key (`worker.poll_interval`: --poll-interval)."""
+        return "--" + self.path.rsplit(".", 1)[-1].replace("_", "-")
+
 
 KEYS: tuple[Key, ...] = (
-    Key("uri", _string, "mongodb://localhost:27017", "MongoDB connection string",
+    Key("uri", _uri, "mongodb://localhost:27017", "MongoDB connection string",
         "a mongodb:// URI", env="RUNNERQ_MONGO_URI"),
-    Key("database", _string, "runnerq", "database holding the queue collections", "a name"),
+    Key("database", _database, "runnerq", "database holding the queue collections", "a name"),
     Key("queue", _queue, "default", "queue name (letters, digits, _ and -)", "a queue name"),
-    Key("server_selection_timeout", _duration, 5.0,
+    Key("server_selection_timeout", _timeout, 5.0,
         "how long to wait for a reachable server before failing", "a duration"),
-    Key("connect_timeout", _duration, 5.0, "TCP connect timeout", "a duration"),
-    Key("socket_timeout", _duration, 30.0, "timeout of one server round trip", "a duration"),
-    Key("lease", _duration, 60.0, "lease length of a claim; workers renew it", "a duration"),
+    Key("connect_timeout", _timeout, 5.0, "TCP connect timeout", "a duration"),
+    Key("socket_timeout", _timeout, 30.0, "timeout of one server round trip", "a duration"),
+    Key("lease", _lease, 60.0, "lease length of a claim; workers renew it", "a duration"),
     Key("max_retry_delay", _duration, 3600.0,
         "cap of the exponential retry back-off (0 means the default, 1h)", "a duration"),
-    Key("results_ttl", _duration, 86400.0, "how long results are kept", "a duration"),
-    Key("idempotency_ttl", _duration, 86400.0, "how long idempotency keys hold", "a duration"),
-    Key("events_ttl", _duration, 604800.0, "how long lifecycle events are kept", "a duration"),
+    Key("results_ttl", _ttl, 86400.0, "how long results are kept", "a duration"),
+    Key("idempotency_ttl", _ttl, 86400.0, "how long idempotency keys hold", "a duration"),
+    Key("events_ttl", _ttl, 604800.0, "how long lifecycle events are kept", "a duration"),
     Key("retention.completed", _duration, 604800.0,
         "completed activities are purged this long after completion (0 keeps them)",
         "a duration"),
     Key("retention.failed", _duration, 2592000.0,
         "failed and dead-lettered activities are purged this long after (0 keeps them)",
         "a duration"),
-    Key("worker.concurrency", _positive_int, 4, "activities run at once per worker process",
+    Key("worker.concurrency", _concurrency, 4, "activities run at once per worker process",
         "a whole number"),
     Key("worker.types", _string_list, (), "activity types this worker claims (empty: all)",
         "a list of types"),
@@ -129,9 +180,9 @@ KEYS: tuple[Key, ...] = (
         "a mapping of type to import path"),
     Key("worker.exec", _string_map, {}, "TYPE: shell command (payload on stdin)",
         "a mapping of type to command"),
-    Key("worker.shutdown_timeout", _duration, 30.0,
+    Key("worker.shutdown_timeout", _shutdown_timeout, 30.0,
         "how long running handlers may finish after SIGTERM", "a duration"),
-    Key("worker.poll_interval", _duration, 1.0, "longest idle wait between claims",
+    Key("worker.poll_interval", _poll_interval, 1.0, "longest idle wait between claims",
         "a duration"),
     Key("worker.log_format", _choice("auto", "rich", "plain", "json"), "auto",
         "log line format", "auto, rich, plain or json"),
@@ -173,6 +224,8 @@ class Settings:
     retention_failed: float = 2592000.0
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # for the CLI to print on stderr (the backend prints nothing)
+    warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def redacted_uri(self) -> str:
@@ -206,18 +259,58 @@ def default_config_paths(environ: Mapping[str, str] | None = None) -> list[Path]
     return [Path.cwd() / CONFIG_FILE_NAME, user_config_path(environ)]
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+# RUNNERQ_* variables that are not settings but are known: no warning for them.
+OTHER_ENV_VARS = frozenset({
+    "RUNNERQ_CONFIG", "RUNNERQ_DEBUG",
+    # set by the worker for shell handlers (worker/shell.py)
+    "RUNNERQ_ACTIVITY_ID", "RUNNERQ_ACTIVITY_TYPE", "RUNNERQ_ATTEMPT", "RUNNERQ_WORKER_ID",
+})
+OTHER_ENV_PREFIXES = ("RUNNERQ_TEST_", "RUNNERQ_BENCH_")  # the test suite and benchmarks
+
+
+def _closest(name: str, candidates: list[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _unknown_key(path: str) -> ConfigError:
+    close = _closest(path, sorted(KEYS_BY_PATH))
+    hint = f" (did you mean {close!r}?)" if close else " (see `runnerq-mongo config show`)"
+    return ConfigError(f"unknown key {values.shown(path)}{hint}")
+
+
+def _flatten(data: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for name, value in data.items():
         path = f"{prefix}{name}"
+        if not isinstance(name, str):
+            raise ConfigError(f"key {values.shown(name)}: keys must be text")
         if path in KEYS_BY_PATH:
             flat[path] = value
         elif isinstance(value, Mapping) and any(k.startswith(path + ".") for k in KEYS_BY_PATH):
             flat.update(_flatten(value, prefix=path + "."))
         else:
-            known = ", ".join(sorted(KEYS_BY_PATH))
-            raise ConfigError(f"unknown key {path!r} (known keys: {known})")
+            raise _unknown_key(path)
     return flat
+
+
+def _yaml_loader() -> type:
+    """yaml's SafeLoader refusing aliases: an alias bomb (a few hundred bytes that
+    expand to gigabytes) fails at once, and no config file needs one."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, "aliases (*name) are not allowed in the config file",
+                    event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -225,16 +318,31 @@ def read_config_file(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(CONFIG_FILE_MAX + 1)
     except OSError as exc:
         raise ConfigError(f"config {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > CONFIG_FILE_MAX:
+        raise ConfigError(f"config {path}: larger than {CONFIG_FILE_MAX} bytes; "
+                          "is it the right file?")
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config {path}: not UTF-8 text (invalid byte at offset "
+                          f"{exc.start})") from None
+    try:
+        data = yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"config {path}: malformed YAML{where}: {problem}") from None
+        raise ConfigError(f"config {path}: malformed YAML{where}: "
+                          f"{values.shown(problem)[1:-1]}") from None
+    except RecursionError:
+        raise ConfigError(f"config {path}: malformed YAML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(f"config {path}: malformed YAML: "
+                          f"{values.shown(' '.join(str(exc).split()))[1:-1]}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -245,14 +353,32 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config {path}: {exc}") from None
 
 
+def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each RUNNERQ_* variable that is no setting (a typo is otherwise silent)."""
+    known = sorted({k.env_var for k in KEYS} | OTHER_ENV_VARS)
+    out = []
+    for name in sorted(environ):
+        if (not name.startswith("RUNNERQ_") or name in known
+                or name.startswith(OTHER_ENV_PREFIXES)):
+            continue
+        close = _closest(name, known)
+        out.append(f"ignoring unknown environment variable {name}"
+                   + (f" (did you mean {close}?)" if close else ""))
+    return out
+
+
 def load_settings(
     config_path: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Resolve every key: flags (`overrides`) > environment > file > default."""
+    """Resolve every key: flags (`overrides`) > environment > file > default.
+
+    A bad flag value is an InvalidArgument (exit 2); a bad file or environment
+    value a ConfigError (exit 3); each names the flag, variable or key.
+    """
     environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
+    parsed: dict[str, Any] = {}
     sources: dict[str, str] = {}
 
     path: Path | None = None
@@ -266,41 +392,35 @@ def load_settings(
             raise ConfigError(f"config {path} (from RUNNERQ_CONFIG): no such file")
     else:
         path = next((p for p in default_config_paths(environ) if p.is_file()), None)
+    if path is not None and path.is_dir():
+        raise ConfigError(f"config {path}: is a directory, not a file")
 
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if path is not None:
-        layers.append((f"file {path}", read_config_file(path)))
-    env_layer = {k.path: environ[k.env_var] for k in KEYS if environ.get(k.env_var)}
-    layers.append(("env", env_layer))
+        layers.append(("file", read_config_file(path)))
+    layers.append(("env", {k.path: environ[k.env_var] for k in KEYS if environ.get(k.env_var)}))
     layers.append(("flag", {k: v for k, v in (overrides or {}).items() if v is not None}))
 
     for source, layer in layers:
         for key_path, raw in layer.items():
             key = KEYS_BY_PATH[key_path]
+            what = {"flag": key.flag, "env": f"environment {key.env_var}"}.get(
+                source, f"config {path}: key {key_path!r}")
             try:
-                values[key_path] = key.parse(raw)
+                parsed[key_path] = key.parse(raw, what)
             except InvalidArgument as exc:
+                message = str(exc)
+                if key_path == "uri":
+                    message = redact_uri(message)
                 if source == "flag":  # a bad command-line value is a usage error (exit 2)
-                    raise InvalidArgument(
-                        f"--{key_path.replace('.', '-').replace('_', '-')}: {exc}") from None
-                where = {
-                    "env": f"environment {key.env_var}",
-                    "flag": f"option for {key_path}",
-                }.get(source, f"config {path}: key {key_path!r}")
-                raise ConfigError(
-                    f"{where}: {exc} (expected {key.expects}, got {_show(raw, key_path)})"
-                ) from None
-            sources[key_path] = "env " + key.env_var if source == "env" else source
+                    raise InvalidArgument(message) from None
+                raise ConfigError(message) from None
+            sources[key_path] = {"env": "env " + key.env_var,
+                                 "file": f"file {path}"}.get(source, source)
 
-    core = {k.attr: values[k.path] for k in KEYS
-            if k.path in values and not k.path.startswith("worker.")}
-    worker = {k.path.split(".", 1)[1]: values[k.path] for k in KEYS
-              if k.path.startswith("worker.") and k.path in values}
-    return Settings(**core, worker=WorkerSettings(**worker), sources=sources)
-
-
-def _show(raw: Any, key_path: str) -> str:
-    text = repr(raw)
-    if key_path == "uri":
-        text = redact_uri(text)
-    return text if len(text) <= 60 else text[:57] + "..."
+    core = {k.attr: parsed[k.path] for k in KEYS
+            if k.path in parsed and not k.path.startswith("worker.")}
+    worker = {k.path.split(".", 1)[1]: parsed[k.path] for k in KEYS
+              if k.path.startswith("worker.") and k.path in parsed}
+    return Settings(**core, worker=WorkerSettings(**worker), sources=sources,
+                    warnings=tuple(unknown_env_warnings(environ)))

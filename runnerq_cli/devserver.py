@@ -8,16 +8,25 @@ queue, and the test suite run anywhere.
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runnerq_cli.errors import RunnerQError
+from runnerq_cli.errors import ExitCode, InvalidArgument, RunnerQError
 
 
 class DevServerUnavailable(RunnerQError):
     """mongoeco is not installed (it needs Python 3.13 or newer)."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class PortInUse(RunnerQError):
+    """Another process listens on the port (it may have taken it a moment ago)."""
+
+    exit_code = ExitCode.USAGE
 
 
 def _engine(path: Path | None) -> Any:
@@ -87,7 +96,19 @@ def start_in_thread(host: str = "127.0.0.1", port: int = 0,
     thread.start()
     ready.wait(timeout=30)
     if "error" in state:
-        raise RunnerQError(f"dev server failed to start on {host}:{port}: {state['error']}")
+        error = state["error"]
+        if isinstance(error, OSError) and error.errno == errno.EADDRINUSE:
+            raise PortInUse(f"cannot listen on {host}:{port}: address already in use (is a "
+                            "MongoDB already running there? choose another --port)")
+        reason = " ".join(str(error).split())[:200]
+        import sqlite3
+
+        if isinstance(error, sqlite3.Error) and path is not None:
+            raise InvalidArgument(f"--path {path}: not usable as the dev server's SQLite "
+                                  f"file ({reason})")
+        if isinstance(error, OSError):  # e.g. an address this host does not have
+            raise InvalidArgument(f"cannot listen on {host}:{port}: {reason}")
+        raise RunnerQError(f"dev server failed to start on {host}:{port}: {reason}")
     if "address" not in state:
         raise RunnerQError("dev server did not start within 30 s")
     address = state["address"]

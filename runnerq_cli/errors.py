@@ -14,7 +14,7 @@ class ExitCode(IntEnum):
 
     OK = 0
     FAILURE = 1  # an unexpected error; a bug report is welcome
-    USAGE = 2  # bad flags, malformed JSON/YAML input, invalid values
+    USAGE = 2  # bad flags, malformed JSON/YAML input, invalid values, not confirmed
     CONFIG = 3  # the configuration file or environment is invalid
     NOT_FOUND = 4  # no such activity / result
     CONFLICT = 5  # duplicate activity or idempotency conflict
@@ -101,9 +101,17 @@ class WrongState(RunnerQError):
 
 
 class Unavailable(RunnerQError):
-    """The MongoDB server could not be reached or did not answer in time."""
+    """The MongoDB server could not be reached or did not answer in time.
+
+    `reachable` is True when the server answered but refused (credentials):
+    then pointing at another server is no help.
+    """
 
     exit_code = ExitCode.UNAVAILABLE
+
+    def __init__(self, message: str, reachable: bool = False) -> None:
+        super().__init__(message)
+        self.reachable = reachable
 
 
 class AddressInUse(RunnerQError):

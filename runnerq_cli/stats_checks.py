@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runnerq_cli.durations import parse_duration
+from runnerq_cli import values
 from runnerq_cli.errors import InvalidArgument
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -49,10 +49,11 @@ def parse_check(text: str, known: set[str] | frozenset[str]) -> Check:
     if name not in known:
         raise InvalidArgument(f"invalid --check {text!r}: unknown name {name!r}; known: "
                               + ", ".join(sorted(known)))
+    what = f"--check {values.shown(text)}"
     try:
-        value = float(raw)
-    except ValueError:
-        value = parse_duration(raw, what=f"--check {text!r}")
+        value = float(values.number(raw, what))
+    except InvalidArgument:
+        value = values.duration(raw, what)
     return Check(text, name, op, value)
 
 

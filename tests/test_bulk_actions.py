@@ -335,7 +335,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize("answer, code", [("y\n", 0), ("n\n", ExitCode.FAILURE)])
+@pytest.mark.parametrize("answer, code", [("y\n", 0), ("n\n", ExitCode.USAGE)])
 def test_cli_on_a_terminal_shows_the_set_and_asks(run_cli, cq: RunnerQ, monkeypatch,
                                                   answer: str, code: int) -> None:
     from runnerq_cli.cli.commands import actions

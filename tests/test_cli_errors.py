@@ -157,5 +157,5 @@ def test_subprocess_bad_config_file(run_cli_subprocess, tmp_path: Path) -> None:
     result = run_cli_subprocess("enqueue", "t", "-p", "{}", env={"RUNNERQ_CONFIG": str(config)})
     assert result.code == ExitCode.CONFIG
     assert result.stderr.splitlines() == [
-        f"error: config {config}: key 'worker.concurrency': expected a whole number of at "
-        "least 1 (expected a whole number, got 'lots')"]
+        f"error: config {config}: key 'worker.concurrency': expected a whole number, "
+        "got 'lots'"]

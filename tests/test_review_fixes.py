@@ -108,8 +108,8 @@ def test_mistyped_uris_never_show_their_password(run_cli, uri):
     for args in (("--uri", uri, "config", "show"), ("--uri", uri, "stats")):
         result = run_cli(*args)
         assert secret not in result.stdout + result.stderr, args
-    shown = run_cli("--uri", uri, "config", "show").stdout
-    assert "u:****@" in shown
+    shown = run_cli("--uri", uri, "config", "show")
+    assert "u:****@" in shown.stdout + shown.stderr
 
 
 def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_it(backend):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,19 +79,83 @@ def close_clients() -> None:
         _clients.clear()
 
 
+# URIs whose server answered once in this process: no more probing for them (a later
+# outage is the driver's to retry, and the worker's and tail's to wait out).
+_answered: set[str] = set()
+PROBE_TIMEOUT = 0.5  # seconds; a probe only looks for a refusal, silence is not waited out
+_DRIVER_NOISE = re.compile(r"\s*\(configured timeouts:[^)]*\)|, Timeout: .*$|\s*,?\s*"
+                           r"Topology Description: .*$", re.S)
+
+
+def _nodes(uri: str) -> list[tuple[str, int]]:
+    """The (host, port) seeds of a mongodb:// URI; none for SRV URIs and Unix sockets."""
+    if not uri.startswith("mongodb://"):
+        return []
+    from pymongo import uri_parser
+
+    try:
+        nodes = uri_parser.parse_uri(uri, validate=False, warn=True)["nodelist"]
+    except Exception:  # the client reports a bad URI in its own words
+        return []
+    return [(host, int(port)) for host, port in nodes if not str(host).endswith(".sock")]
+
+
+def _refused(uri: str, timeout: float) -> str | None:
+    """Why no seed of `uri` can be connected to at all, or None if one may answer.
+
+    A refused connection (nothing listens) or a name that does not resolve is an
+    answer: saying so at once beats waiting the whole server-selection timeout.
+    A silent host (no answer) is left to that timeout.
+    """
+    import socket
+
+    reasons = []
+    for host, port in _nodes(uri):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return None
+        except ConnectionRefusedError:
+            reasons.append(f"{host}:{port} refused the connection (nothing listens there)")
+        except socket.gaierror:
+            reasons.append(f"cannot resolve the host name {host!r}")
+        except OSError:
+            return None  # a timeout or a routing problem: let the driver decide
+    return "; ".join(reasons) or None
+
+
+def driver_message(exc: BaseException) -> str:
+    """The driver's message without its configuration dump (timeouts, topology)."""
+    text = _DRIVER_NOISE.sub("", " ".join(str(exc).split()))
+    text = redact_uri(text)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 @contextmanager
 def translate_errors(uri: str) -> Iterator[None]:
-    """Turn driver connection errors into `Unavailable` with the URI redacted."""
+    """Turn driver connection errors into `Unavailable` with the URI redacted.
+
+    The first time a URI is used in this process, its seeds are probed: when
+    every one refuses the connection, `Unavailable` is raised at once.
+    """
+    if uri not in _answered:
+        reason = _refused(uri, PROBE_TIMEOUT)
+        if reason:
+            raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {reason}")
     try:
         yield
-    except (mongo_errors.ServerSelectionTimeoutError, mongo_errors.AutoReconnect,
-            mongo_errors.NetworkTimeout, mongo_errors.ConnectionFailure) as exc:
-        detail = redact_uri(str(exc).split(", Timeout:")[0])
-        if len(detail) > 200:
-            detail = detail[:197] + "..."
-        raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {detail}") from None
+    except mongo_errors.ServerSelectionTimeoutError as exc:
+        waited = re.search(r"Timeout: ([0-9.]+)s", str(exc))
+        within = f" within {float(waited.group(1)):g}s" if waited else ""
+        raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: no answer{within} "
+                          f"({driver_message(exc)})") from None
+    except (mongo_errors.AutoReconnect, mongo_errors.NetworkTimeout,
+            mongo_errors.ConnectionFailure) as exc:
+        raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: the connection "
+                          f"failed ({driver_message(exc)})") from None
     except mongo_errors.OperationFailure as exc:
         if exc.code in (13, 18, 8000):  # Unauthorized, AuthenticationFailed, Atlas auth
             raise Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "
-                              f"{redact_uri(str(exc.details.get('errmsg', exc)))}") from None
+                              f"{redact_uri(str(exc.details.get('errmsg', exc)))}",
+                              reachable=True) from None
         raise
+    _answered.add(uri)

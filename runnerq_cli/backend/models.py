@@ -22,7 +22,7 @@ class Priority(IntEnum):
     def parse(cls, value: str | int) -> Priority:
         """`low|normal|high|critical` (any case) or 1-4."""
         text = str(value).strip()
-        if text.isdigit() and 1 <= int(text) <= 4:
+        if text in ("1", "2", "3", "4"):  # not isdigit(): '²' is a digit int() refuses
             return cls(int(text))
         try:
             return cls[text.upper()]
@@ -74,6 +74,8 @@ class OnDuplicate(StrEnum):
     def parse(cls, value: str | OnDuplicate) -> OnDuplicate:
         if isinstance(value, OnDuplicate):
             return value
+        if not isinstance(value, str):
+            raise InvalidArgument(f"unknown --on-duplicate {str(value)[:40]!r}: expected text")
         text = value.strip().lower().replace("_", "-")
         aliases = {"allowreuse": "allow-reuse", "returnexisting": "return-existing",
                    "allowreuseonfailure": "allow-reuse-on-failure", "noreuse": "no-reuse"}

@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from runnerq_cli.errors import InvalidArgument
+from runnerq_cli import values
 
-QUEUE_NAME_MAX = 64
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def validate_queue_name(name: str) -> str:
-    """Return `name` if it may become part of a collection name, else raise.
-
-    Only letters, digits, `_` and `-`, at most 64 characters: anything else
-    could escape the `runnerq_{queue}_` prefix or exceed MongoDB's limits.
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidArgument("invalid queue name: it must not be empty")
-    if len(name) > QUEUE_NAME_MAX:
-        raise InvalidArgument(
-            f"invalid queue name {name[:20]!r}...: at most {QUEUE_NAME_MAX} characters"
-        )
-    if not _QUEUE_NAME.fullmatch(name):
-        raise InvalidArgument(
-            f"invalid queue name {name!r}: use only letters, digits, '_' and '-'"
-        )
-    return name
+# One definition of a valid queue name, shared with every option and setting.
+validate_queue_name = values.queue_name
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli import values as values_mod
 from runnerq_cli.backend.indexes import EVER
 from runnerq_cli.backend.models import Activity, Status, check_metadata_key, parse_metadata_pairs
 from runnerq_cli.errors import InvalidArgument
@@ -88,7 +89,9 @@ def _load(value: Any) -> Any:
         return datetime.fromisoformat(value["d"])
     if isinstance(value, dict) and "u" in value:
         return uuid.UUID(value["u"])
-    if isinstance(value, int | str | float) or value is None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return values_mod.integer(value, "cursor value")  # BSON holds 64 bits
+    if isinstance(value, str | float) or value is None:
         return value
     raise ValueError("bad value")
 
@@ -105,11 +108,14 @@ def decode_cursor(text: str, status: Status) -> list[Any]:
         if not value.startswith("pc"):
             raise ValueError("prefix")
         body = value[2:]
-        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        if len(body) > 4096:
+            raise ValueError("length")
+        data = values_mod.json_value(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)),
+                                     "cursor")
         values = [_load(v) for v in data["k"]]
         if len(values) != len(ORDERS[status][0]):
             raise ValueError("length")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):
         raise InvalidArgument(f"invalid --after cursor {value[:40]!r}") from None
     if data.get("s") != status.value:
         raise InvalidArgument(f"this cursor belongs to a list of {data.get('s')!r}, "

@@ -18,6 +18,7 @@ from typing import Any
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.group_commit import GroupCommit
@@ -106,6 +107,7 @@ class ActivitySpec:
             not isinstance(self.idempotency_key, str) or not self.idempotency_key
         ):
             raise InvalidArgument("idempotency key must be a non-empty string")
+        values.activity_limits(self)  # storable payload, bounded numbers and times
 
     def due_at(self, now: datetime) -> datetime | None:
         """When a delayed activity becomes due, or None to run as soon as possible."""

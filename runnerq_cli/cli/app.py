@@ -176,6 +176,10 @@ def _root_command() -> Any:
     return group
 
 
+SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --uri or "
+               "RUNNERQ_MONGO_URI at your server")
+
+
 def _handle_driver_error(exc: Exception) -> int:
     """pymongo errors that escaped a command: one redacted line, a meaningful code."""
     from pymongo import errors as mongo_errors
@@ -183,11 +187,20 @@ def _handle_driver_error(exc: Exception) -> int:
     from runnerq_cli.redaction import redact_uri
 
     if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.ServerSelectionTimeoutError):
-        detail = redact_uri(str(exc).split(", Timeout:")[0])[:200]
-        error_line(f"MongoDB is unreachable: {detail}")
+        from runnerq_cli.backend.connection import driver_message
+
+        error_line(f"MongoDB is unreachable ({driver_message(exc)}): {SERVER_HINT}")
         return ExitCode.UNAVAILABLE
     error_line(f"MongoDB error: {redact_uri(str(exc))[:300]}")
     return ExitCode.FAILURE
+
+
+def _usage_hint(message: str, argv: list[str]) -> str:
+    """A hint for the usage errors a shell makes out of unquoted input."""
+    if "extra argument" in message and any(c in arg for arg in argv for c in "{}[]"):
+        return (" (quote a JSON payload so the shell passes it as one word: "
+                "-p '{\"key\": \"value\"}')")
+    return ""
 
 
 def _broken_pipe(exc: BaseException | None) -> bool:
@@ -220,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         code = ExitCode.USAGE
     except click_exceptions.UsageError as exc:
-        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        hint = _usage_hint(exc.format_message(), argv if argv is not None else sys.argv[1:])
+        if not hint and exc.ctx:
+            hint = f" (see '{exc.ctx.command_path} --help')"
         error_line(f"{exc.format_message()}{hint}")
         code = ExitCode.USAGE
     except click_exceptions.ClickException as exc:
@@ -230,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        error_line(str(exc))
+        from runnerq_cli.errors import Unavailable
+
+        hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
+        error_line(f"{exc}{hint}")
         code = exc.exit_code
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): not an error

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+ERROR_LINE_MAX = 600
+
+
 class OutputFormat(StrEnum):
     TEXT = "text"
     JSON = "json"
@@ -90,7 +93,18 @@ def error_line(message: str) -> None:
     from runnerq_cli.redaction import redact_uri
 
     text = " ".join(redact_uri(str(message)).split())
+    if len(text) > ERROR_LINE_MAX:  # a huge value quoted back never floods the terminal
+        text = text[:ERROR_LINE_MAX - 3] + "..."
     sys.stderr.write(f"error: {text}\n")
+    sys.stderr.flush()
+
+
+def warning_line(message: str) -> None:
+    """`warning: message` on stderr, one line: something to know that stops nothing."""
+    from runnerq_cli.redaction import redact_uri
+
+    text = " ".join(redact_uri(str(message)).split())[:ERROR_LINE_MAX]
+    sys.stderr.write(f"warning: {text}\n")
     sys.stderr.flush()
 
 

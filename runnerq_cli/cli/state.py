@@ -18,6 +18,7 @@ class CliState:
     overrides: dict[str, Any] = field(default_factory=dict)
     _settings: Settings | None = None
     _backend: RunnerQ | None = None
+    _warned: bool = False
 
     def settings(self, **extra: Any) -> Settings:
         """Effective settings (flags > env > file > defaults); one-line ConfigError if bad."""
@@ -25,6 +26,12 @@ class CliState:
             from runnerq_cli.config import load_settings
 
             settings = load_settings(self.config_path, overrides={**self.overrides, **extra})
+            if not self._warned:
+                from runnerq_cli.cli.output import warning_line
+
+                self._warned = True
+                for line in settings.warnings:  # e.g. a misspelt RUNNERQ_ variable
+                    warning_line(line)
             if extra:
                 return settings
             self._settings = settings

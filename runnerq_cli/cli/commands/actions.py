@@ -93,15 +93,15 @@ class Request:
 
 def _filter(req: Request) -> ActivityFilter:
     """The ActivityFilter of the filter options (InvalidArgument on bad values)."""
+    from runnerq_cli import values
     from runnerq_cli.backend.filters import ActivityFilter
     from runnerq_cli.backend.models import Status, parse_metadata_pairs
-    from runnerq_cli.durations import parse_time
 
     return ActivityFilter(
         statuses=tuple(Status.parse(s) for s in req.status or ()),
         types=tuple(req.types or ()),
-        since=parse_time(req.since, what="--since") if req.since else None,
-        until=parse_time(req.until, what="--until") if req.until else None,
+        since=values.time(req.since, "--since") if req.since else None,
+        until=values.time(req.until, "--until") if req.until else None,
         metadata=tuple(parse_metadata_pairs(req.metadata or []).items()),
         error_contains=req.error_contains, worker=req.worker)
 
@@ -198,7 +198,7 @@ def _title(action: str) -> str:
 
 
 def _sample_line(row: dict[str, Any]) -> str:
-    from runnerq_cli.durations import format_duration
+    from runnerq_cli.values import format_duration
 
     age = row.get("age_seconds")
     error = " ".join(str(row.get("last_error") or "").split())
@@ -277,11 +277,10 @@ def _confirm(question: str, yes: bool, preview: list[str] | None = None) -> None
     if not sys.stdin.isatty():
         raise InvalidArgument(f"{question.rstrip('?')}: refusing without --yes when not on a "
                               "terminal (use --dry-run to see what would change)")
-    for line in preview or []:
-        typer.echo(line, err=True)
-    if not typer.confirm(question, default=False):
-        error_line("nothing changed")
-        raise typer.Exit(int(ExitCode.FAILURE))
+    for line in preview or []:  # on stdout, with the question: stderr is for errors
+        typer.echo(line)
+    if not typer.confirm(question, default=False):  # not confirmed: exit 2, as without --yes
+        raise InvalidArgument("not confirmed: nothing changed")
 
 
 def _redrive_preview(activities: list[dict[str, Any]]) -> list[str]:
@@ -299,7 +298,7 @@ def _redrive_preview(activities: list[dict[str, Any]]) -> list[str]:
 
 def _purge_preview(counts: dict[str, int], settings: Any) -> list[str]:
     """Which activities a purge would delete: kind, count and the retention behind it."""
-    from runnerq_cli.durations import format_duration
+    from runnerq_cli.values import format_duration
 
     return ["past their retention (deleted with their results and events):",
             f"  {counts.get('completed', 0)} completed, finished over "
@@ -312,17 +311,13 @@ def _when(at: str | None, delay: str | None) -> Any:
     """The time of --at TIME or --delay DURATION (exactly one)."""
     from datetime import UTC, datetime, timedelta
 
-    from runnerq_cli.durations import parse_duration
+    from runnerq_cli import values
 
     if (at is None) == (delay is None):
         raise InvalidArgument("give exactly one of --at TIME or --delay DURATION")
     if delay is not None:
-        return datetime.now(UTC) + timedelta(seconds=parse_duration(delay, what="--delay"))
-    try:
-        when = datetime.fromisoformat(str(at).strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"--at: expected an ISO-8601 time, got {at!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+        return datetime.now(UTC) + timedelta(seconds=values.duration(delay, "--delay"))
+    return values.time(at, "--at", relative=False)
 
 
 # ----------------------------------------------------------------- commands

@@ -28,9 +28,9 @@ def audit(
     output: OutputFormat = output_option(),
 ) -> None:
     """Who did what, when and why: operator actions with their activity ids."""
-    from runnerq_cli.durations import parse_time
+    from runnerq_cli import values
 
-    when = parse_time(since, what="--since") if since else None
+    when = values.time(since, "--since") if since else None
     backend = state(ctx).backend()
     with backend.errors_translated():
         entries = backend.audit(since=when, actor=actor, action=action, limit=limit)

@@ -43,31 +43,30 @@ def dev_server(
     """Run a local MongoDB-compatible dev server (mongoeco) until Ctrl-C or SIGTERM.
 
     Prints the URI to use and an `export RUNNERQ_MONGO_URI=...` line.
-    Exit codes: 0 stopped cleanly, 2 port in use, 3 mongoeco not installed.
+    Exit codes: 0 stopped cleanly, 2 port in use or --path in a missing directory,
+    3 mongoeco not installed.
     """
     import signal
     import sys
     import threading
     from pathlib import Path
 
+    from runnerq_cli import values
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
-    from runnerq_cli.devserver import DevServerUnavailable, start_in_thread
-    from runnerq_cli.errors import RunnerQError
+    from runnerq_cli.devserver import start_in_thread
 
     cli = state(ctx)
     if init:
         cli.settings()  # a bad queue name or config fails before the server starts
+    if path is not None:
+        values.writable_file(path, "--path")
     busy = _port_free(host, port)
     if busy:
         fail(f"cannot listen on {host}:{port}: {busy} (is a MongoDB already running there? "
              "choose another --port)", ExitCode.USAGE)
-    try:
-        server = start_in_thread(host, port, Path(path) if path else None)
-    except DevServerUnavailable as exc:
-        fail(str(exc), ExitCode.CONFIG)
-    except RunnerQError as exc:
-        fail(str(exc), ExitCode.FAILURE)
+    # Errors starting it (mongoeco missing: 3, port taken meanwhile: 2) carry their code.
+    server = start_in_thread(host, port, Path(path) if path else None)
 
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())

@@ -163,7 +163,7 @@ def queues_cmd(
         return
     from rich.table import Table
 
-    from runnerq_cli.durations import format_duration
+    from runnerq_cli.values import format_duration
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     statuses = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
@@ -214,12 +214,12 @@ def metrics_serve(
     import sys
     import threading
 
+    from runnerq_cli import values
     from runnerq_cli.cli.state import state
-    from runnerq_cli.durations import parse_duration
     from runnerq_cli.errors import AddressInUse, InvalidArgument
 
-    interval = parse_duration(min_interval, what="--min-interval")
-    window_seconds = parse_duration(window, what="--window")
+    interval = values.duration(min_interval, "--min-interval")
+    window_seconds = values.duration(window, "--window")
     if window_seconds < 1:
         raise InvalidArgument("--window must be at least 1s")
     cli = state(ctx)

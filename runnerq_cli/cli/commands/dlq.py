@@ -42,9 +42,9 @@ def export(
     import contextlib
     import os
 
-    from runnerq_cli.durations import parse_time
+    from runnerq_cli import values
 
-    when = parse_time(since, what="--since") if since else None
+    when = values.time(since, "--since") if since else None
     backend = state(ctx).backend()
     tmp = None if out_file == "-" else f"{out_file}.tmp"
     count = 0

@@ -6,7 +6,6 @@ writes half an activity and never waits for a server timeout first.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,17 +32,21 @@ DEFAULT_BATCH_SIZE = 100
 # ------------------------------------------------------------------ parsing
 
 
-def parse_json_object(text: str, source: str) -> dict[str, Any]:
-    """A JSON object from `text`; InvalidArgument naming `source` otherwise."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"{source}: malformed JSON: {exc.msg} at line {exc.lineno} "
-                              f"column {exc.colno}") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"{source}: payload must be a JSON object, "
-                              f"got {type(value).__name__ if value is not None else 'null'}")
-    return value
+def _read_payload_text(stream: Any, what: str) -> str | bytes:
+    """A payload's JSON text from `stream`, refusing text too long for any storable payload."""
+    from runnerq_cli import values
+
+    text = stream.read(values.PAYLOAD_TEXT_MAX + 1)
+    if len(text) > values.PAYLOAD_TEXT_MAX:
+        raise InvalidArgument(f"{what}: more than {values.PAYLOAD_TEXT_MAX} bytes of JSON; a "
+                              f"payload may take at most {values.PAYLOAD_MAX_BYTES} bytes "
+                              "as BSON (7.5 MiB)")
+    return text
+
+
+def _stdin() -> Any:
+    """Standard input as bytes where there are bytes (UTF-8 is checked by the parser)."""
+    return getattr(sys.stdin, "buffer", None) or sys.stdin
 
 
 def read_payload(payload: str | None) -> dict[str, Any]:
@@ -52,20 +55,24 @@ def read_payload(payload: str | None) -> dict[str, Any]:
     Standard input is read only when asked for (`-p @-`): inside a shell
     `while read` loop, an implicit read would swallow the loop's own input.
     """
+    from runnerq_cli import values
+
     if payload is None:
         return {}
     if payload.startswith("@"):
         name = payload[1:]
         if name == "-":
-            return parse_json_object(sys.stdin.read(), "payload from stdin")
+            return values.json_object(_read_payload_text(_stdin(), "payload from stdin"),
+                                      "payload from stdin")
+        values.readable_file(name, "--payload")
         try:
-            with open(name, encoding="utf-8") as handle:
-                text = handle.read()
+            with open(name, "rb") as handle:
+                text = _read_payload_text(handle, f"--payload file {name}")
         except OSError as exc:
             raise InvalidArgument(f"--payload: cannot read {name}: "
                                   f"{exc.strerror or exc}") from None
-        return parse_json_object(text, f"--payload file {name}")
-    return parse_json_object(payload, "--payload")
+        return values.json_object(text, f"--payload file {name}")
+    return values.json_object(payload, "--payload")
 
 
 def parse_metadata(items: list[str]) -> dict[str, str]:
@@ -75,35 +82,13 @@ def parse_metadata(items: list[str]) -> dict[str, str]:
     return parse_metadata_pairs(items)
 
 
-def parse_at(text: str, what: str = "--at") -> Any:
-    """An ISO-8601 time; without a zone it means UTC."""
-    from datetime import UTC, datetime
-
-    try:
-        parsed = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"{what}: expected an ISO-8601 time like "
-                              f"2030-01-31T09:00:00Z, got {text!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def whole_seconds(value: Any, what: str) -> int:
-    """A duration (30s, 5m, or a number of seconds) that must be whole seconds."""
-    from runnerq_cli.durations import parse_duration
-
-    seconds = parse_duration(value, what=what)
-    if seconds != int(seconds):
-        raise InvalidArgument(f"{what}: expected whole seconds, got {value!r}")
-    return int(seconds)
-
-
 def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
                  max_retries: Any = None, timeout: Any = None, retry_delay: Any = None,
                  metadata: dict[str, str] | None = None, idempotency_key: Any = None,
                  on_duplicate: Any = None, prefix: str = "--") -> dict[str, Any]:
     """ActivitySpec keyword arguments for the options given (None: the spec's default)."""
+    from runnerq_cli import values
     from runnerq_cli.backend.models import OnDuplicate, Priority
-    from runnerq_cli.durations import parse_duration
 
     def name(flag: str) -> str:
         return prefix + (flag.replace("_", "-") if prefix == "--" else flag)
@@ -114,20 +99,17 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
     if delay is not None and at is not None:
         raise InvalidArgument(f"give {name('delay')} or {name('at')}, not both")
     if delay is not None:
-        options["delay_seconds"] = parse_duration(delay, what=name("delay"))
+        options["delay_seconds"] = values.duration(delay, name("delay"))
     if at is not None:
-        options["scheduled_at"] = parse_at(at, name("at"))
+        options["scheduled_at"] = values.time(at, name("at"), relative=False)
     if max_retries is not None:
-        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-            raise InvalidArgument(f"{name('max_retries')}: expected a whole number of at least 0"
-                                  f" (0 = unlimited), got {max_retries!r}")
-        options["max_retries"] = max_retries
+        options["max_retries"] = values.integer(max_retries, name("max_retries"), minimum=0)
     if timeout is not None:
-        options["timeout_seconds"] = whole_seconds(timeout, name("timeout"))
-        if options["timeout_seconds"] < 1:
-            raise InvalidArgument(f"{name('timeout')}: must be at least 1s")
+        options["timeout_seconds"] = values.duration(timeout, name("timeout"), minimum=1,
+                                                     whole=True)
     if retry_delay is not None:
-        options["retry_delay_seconds"] = whole_seconds(retry_delay, name("retry_delay"))
+        options["retry_delay_seconds"] = values.duration(retry_delay, name("retry_delay"),
+                                                         whole=True)
     if metadata:
         options["metadata"] = metadata
     if idempotency_key is not None:
@@ -139,15 +121,13 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
     return options
 
 
-def line_spec(text: str, defaults: dict[str, Any]) -> ActivitySpec:
+def line_spec(text: str | bytes, defaults: dict[str, Any]) -> ActivitySpec:
     """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
+    from runnerq_cli import values
     from runnerq_cli.backend.models import EXPORT_INFO_FIELDS
     from runnerq_cli.backend.queue import ActivitySpec
 
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"malformed JSON: {exc.msg} at column {exc.colno}") from None
+    data = values.json_value(text, "")
     if not isinstance(data, dict):
         raise InvalidArgument("expected a JSON object per line")
     # A `dlq export` line's provenance fields are ignored; any other unknown one is a typo.
@@ -260,16 +240,19 @@ class BulkSummary:
         return lines
 
 
-def _read_lines(source: str) -> list[str]:
+def _read_lines(source: str) -> list[bytes]:
+    """The lines of `source` (- is stdin) as bytes: each line's UTF-8 is checked on its own."""
+    from runnerq_cli import values
+
     if source == "-":
-        return sys.stdin.read().splitlines()
+        data = _stdin().read()
+        return (data if isinstance(data, bytes) else data.encode("utf-8")).splitlines()
+    values.readable_file(source, "--from")
     try:
-        with open(source, encoding="utf-8") as handle:
+        with open(source, "rb") as handle:
             return handle.read().splitlines()
     except OSError as exc:
         raise InvalidArgument(f"--from: cannot read {source}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InvalidArgument(f"--from: {source} is not UTF-8 text") from None
 
 
 def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
@@ -435,9 +418,9 @@ def enqueue(
         raise InvalidArgument("--wait applies to one activity, not to --from")
     if wait_timeout is not None and not wait:
         raise InvalidArgument("--wait-timeout needs --wait")
-    from runnerq_cli.durations import parse_duration
+    from runnerq_cli import values
 
-    wait_seconds = parse_duration(wait_timeout, what="--wait-timeout") if wait_timeout else None
+    wait_seconds = values.duration(wait_timeout, "--wait-timeout") if wait_timeout else None
     if from_file is not None:
         if activity_type is not None:
             raise InvalidArgument("give an activity TYPE or --from FILE, not both")
@@ -454,6 +437,8 @@ def enqueue(
         except _Aborted as stop:
             from runnerq_cli.cli.output import fail
 
+            if stop.summary is not None and not stop.summary.activities:
+                raise stop.cause from None  # nothing written yet: the plain error (exit 6)
             if stop.summary is not None:
                 _report_bulk(stop.summary, output, quiet)
             cause = stop.cause

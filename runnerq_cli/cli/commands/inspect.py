@@ -14,7 +14,7 @@ from runnerq_cli.cli.output import OutputFormat, output_option
 
 
 def _ago(value: object, now: object) -> str:
-    from runnerq_cli.durations import format_duration
+    from runnerq_cli.values import format_duration
 
     if value is None:
         return "-"
@@ -45,15 +45,15 @@ def list_cmd(
     """List activities in one status, one page at a time (stable under concurrent inserts)."""
     import sys
 
+    from runnerq_cli import values
     from runnerq_cli.backend.models import Priority, Status
     from runnerq_cli.backend.pagination import ListFilter, parse_metadata
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
-    from runnerq_cli.durations import parse_time
 
     parsed = Status.parse(status)
     filters = ListFilter(activity_type=activity_type,
-                         since=parse_time(since, what="--since") if since else None,
+                         since=values.time(since, "--since") if since else None,
                          metadata=parse_metadata(metadata or []))
     backend = state(ctx).backend()
     with backend.errors_translated():
@@ -232,11 +232,11 @@ def wait_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Block until the activity is terminal, print its result, exit by its outcome."""
+    from runnerq_cli import values
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.waiting import report, wait_for
-    from runnerq_cli.durations import parse_duration
 
-    seconds = parse_duration(timeout, what="--timeout") if timeout else None
+    seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
     with backend.errors_translated():
         outcome = wait_for(backend, activity_id, seconds)
@@ -250,13 +250,14 @@ def workers_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Workers in the registry: id, host, pid, types, in flight, counters, last seen."""
+    from runnerq_cli import values
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
-    from runnerq_cli.durations import parse_duration
 
+    stale_seconds = values.duration(stale_after, "--stale-after")
     backend = state(ctx).backend()
     with backend.errors_translated():
-        workers = backend.list_workers(parse_duration(stale_after, what="--stale-after"))
+        workers = backend.list_workers(stale_seconds)
         now = backend.now()
         pause = backend.paused()
     if output is not OutputFormat.TEXT:

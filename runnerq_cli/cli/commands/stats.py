@@ -38,7 +38,7 @@ def _delta(now: int, before: int | None) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    from runnerq_cli.durations import format_duration
+    from runnerq_cli.values import format_duration
 
     if value is None:
         return "-"
@@ -138,16 +138,16 @@ def stats_cmd(
         StatsOutput.TEXT, "--output", "-o", case_sensitive=False,
         help=OUTPUT_OPTION_HELP[:-1] + "; openmetrics: the Prometheus text format "
              "(node_exporter's textfile collector)."),
-    iterations: int = typer.Option(0, "--iterations", hidden=True,
+    iterations: int = typer.Option(0, "--iterations", hidden=True, min=0, max=10**6,
                                    help="--watch: stop after N refreshes (tests)."),
 ) -> None:
     """Counts by status and priority, oldest pending, throughput, latency, workers."""
     import sys
 
+    from runnerq_cli import values
     from runnerq_cli.backend.metrics import CHECK_NAMES, check_values
     from runnerq_cli.cli.output import console, emit, error_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.durations import parse_duration
     from runnerq_cli.errors import ExitCode, InvalidArgument
     from runnerq_cli.stats_checks import evaluate, parse_check
 
@@ -156,12 +156,10 @@ def stats_cmd(
     checks = [parse_check(text, CHECK_NAMES) for text in check or []]
     if watch and (checks or output is not StatsOutput.TEXT):
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
-    pause = parse_duration(interval, what="--interval")
-    if watch and pause < 0.1:
-        raise InvalidArgument("--interval must be at least 100ms")
+    pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
     options = {"by_type": by == "type", "throughput_minutes": throughput_minutes,
-               "latency_window_seconds": parse_duration(window, what="--window")}
+               "latency_window_seconds": values.duration(window, "--window")}
 
     def take() -> dict[str, Any]:
         with backend.errors_translated():

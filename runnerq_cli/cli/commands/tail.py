@@ -9,6 +9,8 @@ most 0.2 s of events on resume, idle or not.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.choices import TAIL_MODES, completer
@@ -16,6 +18,10 @@ from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 
 tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
+
+CURSOR_MAX_CHARS = 1_000_000  # far above any real cursor; bounds what a wrong file costs
+CURSOR_FILE_EVERY = 0.2  # seconds: how often --cursor-file is rewritten while events flow
+
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
     out: list[str] = []
@@ -32,6 +38,31 @@ def _note(message: str) -> None:
 
     sys.stderr.write(f"note: {' '.join(redact_uri(message).split())}\n")
     sys.stderr.flush()
+
+
+def _read_cursor_file(path: str) -> str:
+    """The cursor kept in `path`; InvalidArgument if it is not UTF-8 text."""
+    from runnerq_cli.errors import InvalidArgument
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read(CURSOR_MAX_CHARS)
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"--cursor-file: {path} is not a cursor (not UTF-8 text)") from None
+    except OSError as exc:
+        raise InvalidArgument(f"--cursor-file: cannot read {path}: "
+                              f"{exc.strerror or exc}") from None
+
+
+def _decode_cursor(text: str, what: str) -> object:
+    """EventCursor.decode, with a cursor whose times are out of range a usage error too."""
+    from runnerq_cli.backend.events import EventCursor
+    from runnerq_cli.errors import InvalidArgument
+
+    try:
+        return EventCursor.decode(text[:CURSOR_MAX_CHARS])
+    except (OverflowError, RecursionError, MemoryError):
+        raise InvalidArgument(f"{what}: invalid event cursor (a time out of range)") from None
 
 
 @tail_app.command("events", epilog=examples("tail events"))
@@ -64,7 +95,7 @@ def tail_events(
     poll_interval: float = typer.Option(0.5, "--poll-interval", hidden=True),
     settle: float = typer.Option(2.0, "--settle", hidden=True,
                                  help="Seconds of clock skew / flush latency tolerated."),
-    max_events: int = typer.Option(0, "--max-events", hidden=True,
+    max_events: int = typer.Option(0, "--max-events", hidden=True, min=0, max=10**9,
                                    help="Stop after this many events (tests, scripts)."),
 ) -> None:
     """Print lifecycle events as they happen; Ctrl-C stops and prints the resume cursor.
@@ -79,13 +110,13 @@ def tail_events(
     import sys
     import threading
 
+    from runnerq_cli import values
     from runnerq_cli.backend.events import EventCursor, EventFilter
     from runnerq_cli.backend.models import EventType, parse_activity_id
     from runnerq_cli.cli.cursorfile import CursorFileSaver
     from runnerq_cli.cli.eventfmt import event_line, event_record
-    from runnerq_cli.cli.output import console, print_json, print_jsonl
+    from runnerq_cli.cli.output import console, print_json, print_jsonl, warning_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.durations import parse_time
     from runnerq_cli.errors import InvalidArgument
 
     if mode not in ("auto", "change-stream", "poll"):
@@ -96,23 +127,26 @@ def tail_events(
     known = {e.value for e in EventType}
     unknown = [e for e in events if e not in known]
     if unknown:
-        _note(f"unknown event type(s) {', '.join(unknown)} "
-                   f"(known: {', '.join(sorted(known))})")
+        warning_line(f"unknown event type(s) {', '.join(unknown)[:200]} "
+                     f"(known: {', '.join(sorted(known))})")
     filters = EventFilter(activity_id=parse_activity_id(activity) if activity else None,
                           event_types=events, activity_types=_split(activity_type),
                           worker_id=worker)
+    start = values.time(since, "--since") if since else None
+    values.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)
+    values.duration(settle, "--settle", maximum=3600.0)
+    if cursor_file:
+        values.writable_file(cursor_file, "--cursor-file")
     backend = state(ctx).backend()
+    cursor: Any = None
     if resume:
-        cursor = EventCursor.decode(resume)
+        cursor = _decode_cursor(resume, "--resume")
     elif cursor_file and os.path.exists(cursor_file):
-        with open(cursor_file, encoding="utf-8") as fh:
-            cursor = EventCursor.decode(fh.read())
-    elif since:
-        cursor = EventCursor.starting_at(parse_time(since, what="--since"))
-    else:
-        cursor = None  # --no-follow: everything; following: from the end (below)
+        cursor = _decode_cursor(_read_cursor_file(cursor_file), "--cursor-file")
+    elif start is not None:
+        cursor = EventCursor.starting_at(start)
     with backend.errors_translated():
-        backend.ping()  # unreachable at start: exit 6; once following, reconnect for ever
+        backend.ping()  # unreachable at start: exit 6 now (reconnecting is for later)
         if cursor is None:
             cursor = backend.event_cursor_at_end() if follow else EventCursor()
 

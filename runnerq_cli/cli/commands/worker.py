@@ -30,7 +30,7 @@ def worker(
                                     help="Shell handler (repeatable); payload JSON on stdin."),
     types: str | None = typer.Option(None, "--types", metavar="A,B",
                                      help="Claim only these activity types."),
-    concurrency: int | None = typer.Option(None, "--concurrency", "-n", min=1,
+    concurrency: int | None = typer.Option(None, "--concurrency", "-n", min=1, max=10_000,
                                            help="Activities run at once (default 4)."),
     lease: str | None = typer.Option(None, "--lease", metavar="DURATION",
                                      help="Lease of a claim, renewed while running "
@@ -45,7 +45,7 @@ def worker(
     burst: bool = typer.Option(False, "--burst", help="Exit once nothing is due."),
     fail_on_error: bool = typer.Option(False, "--fail-on-error",
                                        help="With --burst: exit 20 if any attempt failed."),
-    max_activities: int | None = typer.Option(None, "--max-activities", min=1,
+    max_activities: int | None = typer.Option(None, "--max-activities", min=1, max=10**9,
                                               help="Exit after claiming this many."),
     worker_id: str | None = typer.Option(None, "--worker-id", help="Default: HOST-random."),
     log_format: str | None = typer.Option(None, "--log-format",

@@ -1,0 +1,442 @@
+"""The one parser for each kind of value a user can give (docs/input.md).
+
+Every CLI option, NDJSON field, config-file value and `RUNNERQ_*` variable
+that takes a number, a duration, a time, JSON, a name, a URI or a path goes
+through one function here, so the limits are the same everywhere and a bad
+value is always an `InvalidArgument` (exit 2; the config layer turns it into
+exit 3 for files and the environment) naming what was wrong, never a crash,
+a hang or a silent clamp. Kept free of heavy imports: pymongo/bson are
+imported inside the two functions that need them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from runnerq_cli.errors import InvalidArgument
+
+INT64_MAX = 2**63 - 1
+# Longer than any lease, timeout or retention anyone means; 100 years still fits a datetime.
+MAX_DURATION = 100 * 365 * 86400.0
+TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+TIME_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+JSON_MAX_DEPTH = 64  # MongoDB refuses documents nested deeper than 100 levels
+BSON_DOCUMENT_MAX = 16 * 1024 * 1024  # MongoDB's limit for one document
+# The activity document carries the payload and, later, the result (at most 8 MiB,
+# worker/engine.py): the payload gets what is left, with room for the other fields.
+PAYLOAD_MAX_BYTES = BSON_DOCUMENT_MAX - 8 * 1024 * 1024 - 512 * 1024
+# JSON text can be longer than its BSON (spaces, escapes), but not by this much.
+PAYLOAD_TEXT_MAX = 64 * 1024 * 1024
+NAME_MAX_BYTES = 63  # MongoDB: database names are shorter than 64 bytes
+QUEUE_NAME_MAX = 64
+SHOWN_MAX = 60  # characters of a rejected value quoted back in a message
+
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_PART = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(ms|s|m|h|d|w)")
+_INTEGER = re.compile(r"[+-]?\d+")
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_DATABASE_FORBIDDEN = set('/\\. "$\x00')
+
+
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to SHOWN_MAX characters: a huge value never fills an error."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"<a {len(str(abs(value))) if value.bit_length() < 14000 else 'huge'}-digit number>"
+    text = repr(value[:SHOWN_MAX] if isinstance(value, str | bytes) else value)
+    if len(text) > SHOWN_MAX * 4:  # a huge container: repr is bounded by cutting first
+        text = text[:SHOWN_MAX]
+    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
+
+
+# ------------------------------------------------------------------ numbers
+
+
+def number(value: Any, what: str, *, minimum: float | None = None,
+           maximum: float | None = None, integer: bool = False) -> Any:
+    """A finite number (an int if `integer`) within [minimum, maximum].
+
+    Accepts numbers and their text form; refuses booleans, nan, inf, 1e400
+    and integers that do not fit in 64 bits.
+    """
+    kind = "a whole number" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
+    if isinstance(value, str):
+        text = value.strip()
+        if integer:
+            if not _INTEGER.fullmatch(text):
+                raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
+            if len(text) > 25:  # int() of thousands of digits is slow, and refused below
+                raise InvalidArgument(f"{what}: {shown(value)} does not fit in 64 bits")
+            value = int(text)
+        else:
+            try:
+                value = float(text) if len(text) <= 40 else math.inf
+            except ValueError:
+                raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}") from None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(f"{what}: expected a finite number, got {shown(value)}")
+        if integer:
+            if value != int(value):
+                raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
+            value = int(value)
+    if isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise InvalidArgument(f"{what}: {shown(value)} does not fit in 64 bits")
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(f"{what}: expected {kind} of at least {minimum:g}, "
+                              f"got {shown(value)}")
+    if maximum is not None and value > maximum:
+        raise InvalidArgument(f"{what}: expected {kind} of at most {maximum:g}, "
+                              f"got {shown(value)}")
+    return value
+
+
+def integer(value: Any, what: str, *, minimum: int | None = None,
+            maximum: int | None = INT64_MAX) -> int:
+    """A whole number within [minimum, maximum] (64-bit at most)."""
+    return int(number(value, what, minimum=minimum, maximum=maximum, integer=True))
+
+
+# ------------------------------------------------------------------ durations
+
+
+def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
+             maximum: float = MAX_DURATION, whole: bool = False) -> float:
+    """Seconds in "30s", "5m", "1h30m", "250ms" or a bare number of seconds.
+
+    Finite, within [minimum, maximum] (at most 100 years by default), whole
+    seconds if `whole`. Negative values are refused.
+    """
+    expected = f"{what}: expected a duration like 30s, 5m or 2h, got {shown(value)}"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidArgument(expected)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text.startswith("-"):
+            raise InvalidArgument(f"{what} must not be negative, got {shown(value)}")
+        if len(text) > 100:
+            raise InvalidArgument(expected)
+        try:
+            seconds = float(text)
+        except ValueError:
+            pos, seconds = 0, 0.0
+            for match in _PART.finditer(text):
+                if match.start() != pos:
+                    break
+                seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+                pos = match.end()
+            if pos != len(text) or not text:
+                raise InvalidArgument(expected) from None
+    else:
+        seconds = float(value) if abs(value) < 1e300 else math.inf
+    if not math.isfinite(seconds):
+        raise InvalidArgument(f"{what}: expected a finite duration, got {shown(value)}")
+    if seconds < 0:
+        raise InvalidArgument(f"{what} must not be negative, got {shown(value)}")
+    if seconds > maximum:
+        raise InvalidArgument(f"{what}: at most {_limit(maximum)}, got {shown(value)}")
+    if seconds < minimum:
+        raise InvalidArgument(f"{what}: must be at least {format_duration(minimum)}, "
+                              f"got {shown(value)}")
+    if whole:
+        if seconds != int(seconds):
+            raise InvalidArgument(f"{what}: expected whole seconds, got {shown(value)}")
+        return int(seconds)
+    return seconds
+
+
+def _limit(seconds: float) -> str:
+    """A duration limit for a message: "100 years", "1d", "1h"."""
+    year = 365 * 86400
+    return f"{seconds / year:g} years" if seconds >= year else format_duration(seconds)
+
+
+def format_duration(seconds: float) -> str:
+    """Short human form: 45s, 3m20s, 2h5m, 1d3h."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s".replace(".0s", "s")
+    total = round(seconds)
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
+                                      ("m", 60, "s", 1)):
+        if total >= size:
+            major, rest = divmod(total, size)
+            minor = rest // sub_size
+            return f"{major}{unit}{minor}{sub}" if minor else f"{major}{unit}"
+    return f"{total}s"
+
+
+# ------------------------------------------------------------------ times
+
+
+def time(value: Any, what: str = "time", *, relative: bool = True,
+         now: datetime | None = None) -> datetime:
+    """An aware UTC datetime from ISO-8601 text (naive means UTC) or, if `relative`,
+    a duration meaning that long ago. Between 1970 and the end of year 9999 (UTC)."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str) and len(value) <= 64:
+        text = value.strip()
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            if not relative:
+                raise InvalidArgument(f"{what}: expected an ISO-8601 time like "
+                                      f"2030-01-31T09:00:00Z, got {shown(value)}") from None
+            try:
+                ago = duration(text, what)
+            except InvalidArgument as exc:
+                if "expected a duration" not in str(exc):
+                    raise  # a duration, but out of range: say so
+                raise InvalidArgument(f"{what}: expected an ISO-8601 time or a duration "
+                                      f"ago like 10m, got {shown(value)}") from None
+            # further back than 1970 means "since the start": nothing is older
+            parsed = max((now or datetime.now(UTC)) - timedelta(seconds=ago), TIME_MIN)
+    else:
+        raise InvalidArgument(f"{what}: expected an ISO-8601 time, got {shown(value)}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        parsed = parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        parsed = None  # type: ignore[assignment]
+    if parsed is None or not TIME_MIN <= parsed <= TIME_MAX:
+        raise InvalidArgument(f"{what}: {shown(value)} is out of range (from "
+                              f"1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z)")
+    return parsed
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def json_value(text: str | bytes, what: str) -> Any:
+    """A JSON value from UTF-8 text with finite numbers only (no NaN, Infinity or 1e400).
+
+    Nesting is bounded by the decoder; `payload` applies JSON_MAX_DEPTH to payloads.
+    """
+    import json
+
+    where = f"{what}: " if what else ""  # NDJSON lines are named by their number instead
+
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(f"{where}not UTF-8 text (invalid byte at offset "
+                                  f"{exc.start})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:  # the decoder's own bound (about 1000 levels), never a crash
+        raise InvalidArgument(f"{where}JSON nested deeper than {JSON_MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{where}malformed JSON: {exc.msg} at line {exc.lineno} "
+                              f"column {exc.colno}") from None
+    except ValueError as exc:
+        raise InvalidArgument(f"{where}malformed JSON: {' '.join(str(exc).split())[:100]}") \
+            from None
+
+
+def json_object(text: str | bytes, what: str) -> dict[str, Any]:
+    """A JSON object (see `json_value`); anything else is refused naming its type."""
+    value = json_value(text, what)
+    if not isinstance(value, dict):
+        kind = type(value).__name__ if value is not None else "null"
+        raise InvalidArgument(f"{what}: payload must be a JSON object, got {kind}")
+    return value
+
+
+def _depth(value: Any, limit: int) -> bool:
+    """True if dicts/lists in `value` nest deeper than `limit` (level by level, no recursion)."""
+    level = [dict(value) if isinstance(value, Mapping) else value]
+    for _ in range(limit):
+        level = [child for item in level
+                 for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, dict | list | tuple)]
+        if not level:
+            return False
+    return True
+
+
+def payload(value: Any, what: str = "payload") -> None:
+    """Raise unless `value` can be stored as an activity payload in MongoDB.
+
+    A mapping, nested at most JSON_MAX_DEPTH levels, encodable as BSON (no NUL
+    in keys, integers within 64 bits, valid text) and at most PAYLOAD_MAX_BYTES:
+    checked before anything is sent, so the server never refuses half a batch.
+    """
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"{what} must be a JSON object")
+    if _depth(value, JSON_MAX_DEPTH):
+        raise InvalidArgument(f"{what}: nested deeper than {JSON_MAX_DEPTH} levels")
+    import bson
+
+    try:
+        size = len(bson.encode(value))
+    except (bson.errors.InvalidDocument, OverflowError, TypeError, ValueError,
+            RecursionError) as exc:
+        raise InvalidArgument(f"{what} cannot be stored in MongoDB: "
+                              f"{shown(' '.join(str(exc).split()))}") from None
+    if size > PAYLOAD_MAX_BYTES:
+        raise InvalidArgument(
+            f"{what} is {size} bytes as BSON, more than the limit of {PAYLOAD_MAX_BYTES} "
+            f"bytes (7.5 MiB: the activity document, which also carries the result, must "
+            f"stay within MongoDB's 16 MiB)")
+
+
+# ------------------------------------------------------------------ names
+
+
+def queue_name(value: Any) -> str:
+    """A queue name: letters, digits, `_` and `-`, at most 64 characters.
+
+    Anything else could escape the `runnerq_{queue}_` collection prefix or
+    exceed MongoDB's limits.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument("invalid queue name: it must not be empty")
+    if len(value) > QUEUE_NAME_MAX:
+        raise InvalidArgument(
+            f"invalid queue name {shown(value[:20])}...: at most {QUEUE_NAME_MAX} characters")
+    if not _QUEUE_NAME.fullmatch(value):
+        raise InvalidArgument(
+            f"invalid queue name {shown(value)}: use only letters, digits, '_' and '-'")
+    return value
+
+
+def database_name(value: Any) -> str:
+    """A MongoDB database name: 1-63 bytes, none of / \\ . " $, space or NUL."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument("invalid database name: it must not be empty")
+    bad = sorted(set(value) & _DATABASE_FORBIDDEN)
+    if bad:
+        listed = " ".join("space" if c == " " else "NUL" if c == "\x00" else c for c in bad)
+        raise InvalidArgument(f"invalid database name {shown(value)}: it must not contain "
+                              f"{listed} (forbidden: / \\ . \" $ space NUL)")
+    if len(value.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES:
+        raise InvalidArgument(f"invalid database name {shown(value)}: at most "
+                              f"{NAME_MAX_BYTES} bytes")
+    return value
+
+
+# ------------------------------------------------------------------ URIs
+
+
+def mongo_uri(value: Any) -> str:
+    """A mongodb:// or mongodb+srv:// URI whose hosts and options pymongo accepts.
+
+    pymongo itself drops an invalid option with a warning and goes on with
+    its default (a 30 s wait instead of the configured bound): refused here.
+    Never resolves DNS. Errors never show the password.
+    """
+    from runnerq_cli.redaction import redact_uri
+
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument("expected a mongodb:// URI")
+    if not value.startswith(("mongodb://", "mongodb+srv://")):
+        raise InvalidArgument(f"invalid MongoDB URI {shown(redact_uri(value))}: it must "
+                              "start with mongodb:// or mongodb+srv://")
+    import warnings
+
+    from pymongo import uri_parser
+    from pymongo.errors import ConfigurationError, InvalidURI
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            if value.startswith("mongodb+srv://"):
+                query = value.split("?", 1)[1] if "?" in value else ""
+                if query:
+                    uri_parser.split_options(query, validate=True, warn=False)
+            else:
+                uri_parser.parse_uri(value, validate=True, warn=False)
+    except (ConfigurationError, InvalidURI, ValueError, TypeError, UserWarning) as exc:
+        detail = redact_uri(" ".join(str(exc).split()))
+        if detail.startswith("Unknown option"):
+            detail = _unknown_uri_options(value) or detail
+        raise InvalidArgument(f"invalid MongoDB URI {shown(redact_uri(value))}: "
+                              f"{detail[:200]}") from None
+    return value
+
+
+def _unknown_uri_options(uri: str) -> str:
+    """'unknown option(s) ...' naming the URI's options pymongo does not know."""
+    import difflib
+
+    from pymongo import common
+
+    known = set(common.URI_OPTIONS_VALIDATOR_MAP) | set(common.URI_OPTIONS_ALIAS_MAP) \
+        | set(common.URI_OPTIONS_DEPRECATION_MAP)
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    names = [part.split("=", 1)[0] for part in query.split("&") if part]
+    unknown = [name for name in names if name.lower() not in known]
+    if not unknown:
+        return ""
+    close = difflib.get_close_matches(unknown[0].lower(), sorted(known), n=1)
+    return (f"unknown option {shown(unknown[0])}"
+            + (f" (did you mean {close[0]}?)" if close else ""))
+
+
+# ------------------------------------------------------------------ paths
+
+
+def readable_file(value: str, what: str) -> str:
+    """A path to an existing file that is not a directory."""
+    if os.path.isdir(value):
+        raise InvalidArgument(f"{what}: cannot read {shown(value)}: it is a directory")
+    if not os.path.exists(value):
+        raise InvalidArgument(f"{what}: cannot read {shown(value)}: no such file")
+    return value
+
+
+def writable_file(value: str, what: str) -> str:
+    """A path where a file can be created or replaced (its directory exists, is writable)."""
+    if not value:
+        raise InvalidArgument(f"{what}: the path must not be empty")
+    if os.path.isdir(value):
+        raise InvalidArgument(f"{what}: {shown(value)} is a directory, not a file")
+    parent = os.path.dirname(os.path.abspath(value))
+    if not os.path.exists(parent):
+        raise InvalidArgument(f"{what}: the directory of {shown(value)} does not exist")
+    if not os.path.isdir(parent):
+        raise InvalidArgument(f"{what}: {shown(value)} is under a file, not a directory")
+    if os.path.exists(value) and not os.access(value, os.W_OK):
+        raise InvalidArgument(f"{what}: {shown(value)} is not writable")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidArgument(f"{what}: cannot create files in the directory of "
+                              f"{shown(value)} (permission denied)")
+    return value
+
+
+# ------------------------------------------------------------------ activities
+
+
+def activity_limits(spec: Any) -> None:
+    """The bounds of an ActivitySpec (backend/queue.py) that its type checks do not cover:
+    a storable payload, and numbers and times MongoDB and datetime arithmetic can hold."""
+    payload(spec.payload)
+    for name in ("max_retries", "timeout_seconds", "retry_delay_seconds"):
+        value = getattr(spec, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            integer(value, name, maximum=INT64_MAX if name == "max_retries"
+                    else int(MAX_DURATION))
+    if isinstance(spec.delay_seconds, int | float) and not isinstance(spec.delay_seconds, bool):
+        duration(spec.delay_seconds, "delay")
+    if isinstance(spec.scheduled_at, datetime) and spec.scheduled_at.tzinfo is not None:
+        time(spec.scheduled_at, "scheduled_at", relative=False)

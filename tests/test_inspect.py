@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import uuid
@@ -11,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.errors import ExitCode
+from tests.waiting import wait_until
 
 
 def jsonl(text: str) -> list[dict]:
@@ -177,11 +179,21 @@ def test_wait_timeout_and_not_found(every_status, run_cli):
     assert run_cli("wait", str(uuid.uuid4()), "--timeout", "1s").code == ExitCode.NOT_FOUND
 
 
+def polling_in(thread: threading.Thread) -> bool:
+    """True while `thread` is inside `wait`'s poll loop, past its first look at the activity."""
+    frame = sys._current_frames().get(thread.ident)
+    return (frame is not None and frame.f_code.co_name == "wait_for"
+            and frame.f_locals.get("act") is not None)
+
+
 def test_wait_blocks_until_done(queue, run_cli):
     aid = queue.enqueue("slow", {}).activity_id
 
+    waiter = threading.current_thread()
+
     def work():
-        time.sleep(0.8)
+        # Finish it only once `wait` has seen it unfinished and is between two polls.
+        wait_until(lambda: polling_in(waiter), message="`wait` to poll")
         [claim] = queue.dequeue("w1")
         queue.ack_success(claim, "done!")
 
@@ -214,13 +226,9 @@ def test_enqueue_wait(queue, run_cli):
     assert run_cli("enqueue", "job", "--wait-timeout", "1s").code == ExitCode.USAGE
 
     def work():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            claims = queue.dequeue("w1", types=["fails"])
-            if claims:
-                queue.ack_failure(claims[0], "boom", retryable=False)
-                return
-            time.sleep(0.1)
+        claims = wait_until(lambda: queue.dequeue("w1", types=["fails"]), timeout=20,
+                            message="the enqueued activity")
+        queue.ack_failure(claims[0], "boom", retryable=False)
 
     thread = threading.Thread(target=work)
     thread.start()
@@ -234,13 +242,9 @@ def test_enqueue_wait_json_is_one_document(queue, run_cli):
     """A CI job parses `enqueue --wait -o json` as one JSON document."""
 
     def work():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            claims = queue.dequeue("w1", types=["ok_job"])
-            if claims:
-                queue.ack_success(claims[0], {"done": True})
-                return
-            time.sleep(0.1)
+        claims = wait_until(lambda: queue.dequeue("w1", types=["ok_job"]), timeout=20,
+                            message="the enqueued activity")
+        queue.ack_success(claims[0], {"done": True})
 
     thread = threading.Thread(target=work)
     thread.start()

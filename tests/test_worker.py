@@ -11,6 +11,7 @@ import io
 import json
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -21,6 +22,7 @@ from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.handlers import HandlerRegistry, build_registry, load_app
 from runnerq_cli.worker.logs import WorkerLog
 from tests import worker_handlers
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -85,7 +87,8 @@ def test_retryable_failure_backs_off_then_dead_letters(backend):
     # not due yet: a second burst finds nothing to do
     again = make_worker(backend)
     assert again.run(install_signals=False) == 0 and again.counters["claimed"] == 0
-    time.sleep(2.1)
+    wait_until(lambda: datetime.now(UTC) >= act.scheduled_at, timeout=10,
+               message="the retry to come due")
     last = make_worker(backend, fail_on_error=True)
     assert last.run(install_signals=False) == ExitCode.WORKER_ERRORS
     act = activity(backend, aid)
@@ -179,10 +182,8 @@ def test_background_worker_registers_and_stops(backend):
     assert [w.worker_id for w in entries] == [worker.worker_id]
     assert entries[0].concurrency == 2
     aid = backend.enqueue("echo", {}).activity_id
-    deadline = time.monotonic() + 10
-    while activity(backend, aid).status != Status.COMPLETED and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert activity(backend, aid).status == Status.COMPLETED
+    wait_until(lambda: activity(backend, aid).status == Status.COMPLETED, timeout=10,
+               message="the background worker to complete it")
     worker.stop()
     assert worker.join(10) == 0
     assert backend.list_workers() == []
@@ -192,9 +193,8 @@ def test_graceful_stop_releases_work_past_the_shutdown_timeout(backend):
     aid = backend.enqueue("sleep", {"seconds": 30}).activity_id
     worker = make_worker(backend, burst=False, shutdown_timeout=0.5)
     worker.start()
-    deadline = time.monotonic() + 10
-    while worker.in_flight == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: activity(backend, aid).status == Status.PROCESSING, timeout=10,
+               message="the worker to claim it")
     worker.stop()
     assert worker.join(10) == ExitCode.WORKER_SHUTDOWN_TIMEOUT
     act = activity(backend, aid)

@@ -220,3 +220,13 @@ def test_a_retried_activity_has_no_result_until_it_ends_again(queue) -> None:
     assert queue.get_result(activity_id) is None
     queue.ack_success(queue.dequeue("w")[0], "fine")
     assert queue.get_result(activity_id).data == "fine"
+
+
+def test_a_retried_then_cancelled_activity_shows_no_earlier_result(queue) -> None:
+    """Only a waiting activity can be cancelled: the result of the run before the
+    retry is not its result (`result`/`wait` said "failed", exit 10, not 12)."""
+    activity_id = queue.enqueue("t", {}).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "bad", retryable=False)
+    queue.retry(activity_id)
+    queue.cancel(activity_id)
+    assert queue.get_result(activity_id) is None

@@ -13,7 +13,8 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.errors import ExitCode, InvalidArgument, WrongState
-from tests.test_operator import ALL_STATES, make, raw
+from tests.helpers import drive_to as make
+from tests.test_operator import ALL_STATES, raw
 
 ELIGIBLE = {
     "cancel": {"pending", "scheduled"},

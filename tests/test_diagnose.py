@@ -18,7 +18,7 @@ from runnerq_cli.backend.diagnose import (
 )
 from runnerq_cli.backend.indexes import index_name, index_plan
 from runnerq_cli.errors import ExitCode, NotFound
-from tests.test_operator import make
+from tests.helpers import drive_to as make
 
 
 def doctor(run_cli, *args: str) -> tuple[int, dict[str, str], dict]:

@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.errors import ExitCode
+from tests.helpers import drive_to
 from tests.waiting import wait_until
 
 
@@ -19,22 +20,14 @@ def jsonl(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+# What each status's activity carries, as the tests below look for it.
+ERRORS = {"failed": "no good", "dead_letter": "gave up", "retrying": "again"}
+
+
 def finish(queue, clock, kind: str, outcome: str, **options):
-    """Enqueue one activity of `kind` and drive it to `outcome`."""
-    aid = queue.enqueue(kind, {"k": kind}, **options).activity_id
-    if outcome == "pending":
-        return aid
-    clock.advance(0.01)
-    [claim] = queue.dequeue("w1", types=[kind])
-    if outcome == "completed":
-        queue.ack_success(claim, {"answer": 42})
-    elif outcome == "failed":
-        queue.ack_failure(claim, "no good", retryable=False)
-    elif outcome == "dead_letter":
-        queue.ack_failure(claim, "gave up", retryable=True)
-    elif outcome == "scheduled":
-        queue.ack_failure(claim, "again", retryable=True)
-    return aid
+    """Enqueue one activity of `kind` and drive it to `outcome` (see tests/helpers.py)."""
+    return drive_to(queue, outcome, kind, payload={"k": kind}, result={"answer": 42},
+                    error=ERRORS.get(outcome, "boom"), clock=clock, **options)
 
 
 @pytest.fixture
@@ -45,12 +38,9 @@ def every_status(queue, clock):
         "completed": finish(queue, clock, "t_completed", "completed"),
         "failed": finish(queue, clock, "t_failed", "failed"),
         "dead_letter": finish(queue, clock, "t_dead", "dead_letter", max_retries=1),
-        "scheduled": finish(queue, clock, "t_sched", "scheduled", max_retries=5),
+        "scheduled": finish(queue, clock, "t_sched", "retrying"),
+        "cancelled": finish(queue, clock, "t_cancel", "cancelled"),
     }
-    cancelled = queue.enqueue("t_cancel", {}).activity_id
-    queue.collections.activities.update_one(
-        {"_id": cancelled}, {"$set": {"status": "cancelled", "completed_at": clock()}})
-    ids["cancelled"] = cancelled
     return ids
 
 

@@ -11,36 +11,9 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+from tests.helpers import drive_to as make
 
 # ----------------------------------------------------------------- helpers
-
-
-def make(queue: RunnerQ, state: str, activity_type: str = "job", **options) -> uuid.UUID:
-    """An activity in `state`, driven there through the real queue operations."""
-    if state == "scheduled":
-        return queue.enqueue(activity_type, {}, delay_seconds=600, **options).activity_id
-    if state == "dead_letter":
-        options.setdefault("max_retries", 1)
-    aid = queue.enqueue(activity_type, {}, **options).activity_id
-    if state == "pending":
-        return aid
-    claims = queue.dequeue("w1", types=[activity_type])
-    assert claims and claims[0].activity_id == aid
-    claim = claims[0]
-    if state == "processing":
-        return aid
-    if state == "completed":
-        queue.ack_success(claim, {"ok": 1})
-    elif state == "failed":
-        queue.ack_failure(claim, "boom", retryable=False)
-    elif state == "dead_letter":
-        queue.ack_failure(claim, "boom", retryable=True)
-    elif state == "cancelled":
-        queue.ack_failure(claim, "boom", retryable=False)
-        queue.retry(aid)
-        queue.cancel(aid)
-    assert raw(queue, aid)["status"] == state
-    return aid
 
 
 def raw(queue: RunnerQ, aid: uuid.UUID) -> dict:

@@ -230,3 +230,42 @@ def test_a_retried_then_cancelled_activity_shows_no_earlier_result(queue) -> Non
     queue.retry(activity_id)
     queue.cancel(activity_id)
     assert queue.get_result(activity_id) is None
+
+
+def test_a_stale_buffered_outbox_flush_never_clears_a_newer_outbox(settings, clock):
+    """outbox.seq restarts at 1 after every clear, so a late flush of an old snapshot
+    (a stalled worker) matched a newer outbox with the same seq and cleared it unread:
+    the new claimer's Dequeued/Started events were lost."""
+    producer = RunnerQ(settings, clock=clock)
+    producer.init_indexes()
+    stalled = RunnerQ(settings, clock=clock)
+    other = RunnerQ(settings, clock=clock)
+    aid = producer.enqueue("job", {}).activity_id
+    with stalled.buffered_outbox(100):
+        [old] = stalled.dequeue("w-stalled", lease_seconds=5)  # snapshot buffered, seq 1
+        clock.advance(6)
+        assert producer.requeue_expired()["requeued"] == 1  # copies + clears that outbox
+        clock.advance(1)
+        with other.buffered_outbox(100):
+            [new] = other.dequeue("w-new", lease_seconds=30)  # a new outbox, seq 1 again
+            stalled.flush_outbox()  # the stalled worker's late flush
+            other.ack_success(new, {"ok": True})
+    started_by_new = [e.event_type for e in producer.get_activity_events(aid)
+                      if e.worker_id == "w-new"]
+    assert {"Dequeued", "Started", "Completed"} <= set(started_by_new)
+    assert old.lease_id != new.lease_id
+
+
+def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
+    """After a retry, the old Err result is stored; the new run's Ok result waits in the
+    outbox of a buffering worker. get_result (and so `wait`/`result`) showed the old one."""
+    aid = queue.enqueue("job", {}).activity_id
+    [claim] = queue.dequeue("w1")
+    queue.ack_failure(claim, "bad input", retryable=False)
+    assert queue.get_result(aid).state == "Err"
+    queue.retry(aid)
+    with queue.buffered_outbox(100):
+        [claim] = queue.dequeue("w2")
+        queue.ack_success(claim, {"second": "run"})
+        result = queue.get_result(aid)
+    assert (result.state, result.data) == ("Ok", {"second": "run"})

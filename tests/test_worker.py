@@ -271,3 +271,46 @@ def test_plain_log_lines(backend):
         install_signals=False)
     lines = stream.getvalue().splitlines()
     assert any(" failed fatal " in line and 'error="bad input' in line for line in lines)
+
+
+def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
+    """sys.exit() in a handler is a failed attempt, not a dead slot thread that leaves
+    the activity held until its timeout and then runs a stale queued attempt."""
+    registry = HandlerRegistry()
+
+    @registry.handler("quits")
+    def quits(payload):
+        sys.exit(3)
+
+    aid = backend.enqueue("quits", {}, max_retries=1, timeout_seconds=60).activity_id
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2, concurrency=1,
+                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker.start()
+    started = time.monotonic()
+    worker.join(timeout=20)
+    assert worker.exit_code is not None, "worker still waiting on a dead handler thread"
+    assert time.monotonic() - started < 20
+    act = backend.get_activity(aid)
+    assert act.status == Status.DEAD_LETTER
+    assert "SystemExit" in (act.last_error or "")
+
+
+def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_it(backend):
+    """A JSON-valid result BSON refuses (an int past 64 bits) made every ack raise: the
+    worker retried the ack for 30 s, then left the claim to the reaper, which ran the
+    handler again, and again."""
+    registry = HandlerRegistry()
+
+    @registry.handler("huge_int")
+    def huge_int(payload):
+        return {"n": 2**70}
+
+    aid = backend.enqueue("huge_int", {}, timeout_seconds=60).activity_id
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2,
+                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker.start()
+    worker.join(timeout=15)
+    assert worker.exit_code is not None, "worker stuck retrying an ack that cannot succeed"
+    act = backend.get_activity(aid)
+    assert act.status == Status.FAILED
+    assert "cannot be stored" in (act.last_error or "")

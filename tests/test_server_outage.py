@@ -35,16 +35,14 @@ def start_server(env: dict[str, str], port: int, path: Path) -> subprocess.Popen
     proc = subprocess.Popen(
         [sys.executable, "-m", "runnerq_cli", "dev-server", "--port", str(port), "--path",
          str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    deadline = time.monotonic() + 30
     assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "mongodb://" in line:
-            return proc
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError("the dev server did not start")
+    try:  # read with a deadline (and drained from then on, so the pipe never fills)
+        LineReader(proc.stdout).wait_for(lambda line: "mongodb://" in line, timeout=30,
+                                         message="the dev server to start")
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -16,8 +16,10 @@ from runnerq_cli.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
-STATUSES = ("pending", "scheduled", "retrying", "processing", "completed", "failed",
-            "dead_letter", "cancelled")
+# The statuses an activity can have (drive_to also knows "retrying": scheduled, backing off).
+ALL_STATES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
+              "cancelled")
+STATUSES = (*ALL_STATES, "retrying")
 
 
 def drive_to(queue: RunnerQ, status: str, activity_type: str = "job", *,
@@ -66,6 +68,18 @@ def drive_to(queue: RunnerQ, status: str, activity_type: str = "job", *,
     expected = "scheduled" if status == "retrying" else status
     assert queue.get_activity(aid).status == expected
     return aid
+
+
+def raw(queue: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
+    """The stored activity document (its outbox left out)."""
+    doc = queue.collections.activities.find_one({"_id": aid}, {"outbox": 0})
+    assert doc is not None
+    return doc
+
+
+def snapshot(queue: RunnerQ) -> list[dict[str, Any]]:
+    """Every stored activity document: compare two to prove nothing was written."""
+    return sorted(queue.collections.activities.find({}, {"outbox": 0}), key=lambda d: d["_id"])
 
 
 _CRASHING_WRITER = """

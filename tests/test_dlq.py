@@ -10,8 +10,7 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.config import load_settings
 from runnerq_cli.errors import ExitCode
-from tests.helpers import drive_to
-from tests.test_bulk_actions import snapshot
+from tests.helpers import drive_to, snapshot
 
 
 @pytest.fixture

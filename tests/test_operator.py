@@ -11,23 +11,14 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+from tests.helpers import ALL_STATES, raw
 from tests.helpers import drive_to as make
 
 # ----------------------------------------------------------------- helpers
 
 
-def raw(queue: RunnerQ, aid: uuid.UUID) -> dict:
-    doc = queue.collections.activities.find_one({"_id": aid}, {"outbox": 0})
-    assert doc is not None
-    return doc
-
-
 def event_types(queue: RunnerQ, aid: uuid.UUID) -> list[str]:
     return [e.event_type for e in reversed(queue.get_activity_events(aid))]
-
-
-ALL_STATES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
-              "cancelled")
 
 
 def check_refused(queue: RunnerQ, action, allowed: set[str]) -> None:

@@ -170,10 +170,17 @@ def test_wait_timeout_and_not_found(every_status, run_cli):
 
 
 def polling_in(thread: threading.Thread) -> bool:
-    """True while `thread` is inside `wait`'s poll loop, past its first look at the activity."""
+    """True while `thread` sleeps between two polls of `wait` (so after its first look).
+
+    Read from the thread's stack: its innermost frame outside the standard library's
+    threading module is a `wait...` function of runnerq_cli (so it is in a sleep or an
+    Event wait, not in the middle of a query).
+    """
     frame = sys._current_frames().get(thread.ident)
-    return (frame is not None and frame.f_code.co_name == "wait_for"
-            and frame.f_locals.get("act") is not None)
+    while frame is not None and frame.f_code.co_filename == threading.__file__:
+        frame = frame.f_back
+    return (frame is not None and frame.f_code.co_name.startswith("wait")
+            and "/runnerq_cli/" in frame.f_code.co_filename)
 
 
 def test_wait_blocks_until_done(queue, run_cli):

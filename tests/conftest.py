@@ -19,7 +19,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pymongo import MongoClient
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.connection import close_clients
 from runnerq_cli.config import Settings, load_settings
+from tests.waiting import wait_until
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,8 @@ def _start_docker_mongo() -> TestServer:
     with MongoClient(uri) as client:
         client.admin.command("replSetInitiate", {"_id": "rs0", "members": [
             {"_id": 0, "host": "localhost:27017"}]})
-        deadline = datetime.now(UTC) + timedelta(seconds=30)
-        while not client.admin.command("hello").get("isWritablePrimary"):
-            if datetime.now(UTC) > deadline:
-                raise RuntimeError("replica set did not elect a primary")
-            time.sleep(0.2)
+        wait_until(lambda: client.admin.command("hello").get("isWritablePrimary"),
+                   timeout=30, interval=0.2, message="the replica set to elect a primary")
     return TestServer(uri, "docker")
 
 

@@ -13,7 +13,8 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.errors import ExitCode, InvalidArgument, WrongState
-from tests.test_operator import ALL_STATES, make, raw
+from tests.helpers import ALL_STATES, raw, snapshot
+from tests.helpers import drive_to as make
 
 ELIGIBLE = {
     "cancel": {"pending", "scheduled"},
@@ -46,10 +47,6 @@ def made(queue: RunnerQ, clock, state: str, n: int) -> list[uuid.UUID]:
         out.append(make(queue, state))
         clock.advance(1)
     return out
-
-
-def snapshot(queue: RunnerQ) -> list[dict]:
-    return sorted(queue.collections.activities.find({}, {"outbox": 0}), key=lambda d: d["_id"])
 
 
 # ----------------------------------------------------------------- backend

@@ -114,3 +114,19 @@ def test_bad_flag_value_is_a_usage_error(run_cli) -> None:
     assert result.code == ExitCode.USAGE
     assert result.stderr.splitlines() == [
         "error: --queue: invalid queue name 'a b': use only letters, digits, '_' and '-'"]
+
+
+@pytest.mark.parametrize("uri", [
+    "mongodb://u:hunt/er2@localhost",          # unescaped '/' in the password
+    "mongodb://u:p@ss-hunter2@localhost:1/",   # unescaped '@' in the password
+    "MONGODB://u:hunter2@localhost",           # scheme in capitals (refused, echoed)
+    "u:hunter2@localhost",                     # scheme forgotten (refused, echoed)
+])
+def test_mistyped_uris_never_show_their_password(run_cli, uri):
+    """The URIs an operator gets wrong are the ones echoed back in errors and `config show`."""
+    secret = "hunter2" if "hunter2" in uri else "er2"
+    for args in (("--uri", uri, "config", "show"), ("--uri", uri, "stats")):
+        result = run_cli(*args)
+        assert secret not in result.stdout + result.stderr, args
+    shown = run_cli("--uri", uri, "config", "show")
+    assert "u:****@" in shown.stdout + shown.stderr

@@ -7,13 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 from pymongo import MongoClient
 
 from runnerq_cli.errors import ExitCode
+from tests.waiting import LineReader
 
 pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
 
@@ -31,18 +31,16 @@ def _start(cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 def _wait_for(proc: subprocess.Popen[str], marker: str, timeout: float = 30) -> list[str]:
-    """stdout lines up to the one holding `marker` (the server prints it when listening)."""
+    """stdout lines up to the one holding `marker` (the server prints it when listening),
+    read with a deadline: a server that hangs silently fails the test, never blocks it."""
     assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if marker in line:
-            return lines
-    raise AssertionError(f"no {marker!r} in {lines}; stderr: {proc.stderr.read()}")
+    reader = LineReader(proc.stdout)
+    try:
+        reader.wait_for(lambda line: marker in line, timeout=timeout, message=repr(marker))
+    except AssertionError as exc:
+        proc.kill()
+        raise AssertionError(f"{exc}; stderr: {proc.stderr.read()}") from None
+    return [line.rstrip("\n") for line in reader.lines]
 
 
 @pytest.fixture

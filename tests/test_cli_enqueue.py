@@ -146,13 +146,14 @@ def test_idempotency_allow_reuse_and_no_reuse(run_cli, docs) -> None:
     assert docs.count_documents({}) == 2
 
 
-def test_idempotency_allow_reuse_on_failure(run_cli, docs) -> None:
+def test_idempotency_allow_reuse_on_failure(run_cli, docs, queue) -> None:
     first = _id(run_cli("enqueue", "t", "-p", "{}", "--idempotency-key", "k"))
     conflict = run_cli("enqueue", "t", "-p", "{}", "--idempotency-key", "k",
                        "--on-duplicate", "allow-reuse-on-failure")
     assert conflict.code == ExitCode.CONFLICT
     assert "idempotency conflict" in conflict.stderr and "pending" in conflict.stderr
-    docs.update_one({"_id": first}, {"$set": {"status": "failed"}})
+    [claim] = queue.dequeue("w1", types=["t"])  # it fails, for real
+    queue.ack_failure(claim, "declined", retryable=False)
     retried = _id(run_cli("enqueue", "t", "-p", "{}", "--idempotency-key", "k",
                           "--on-duplicate", "allow-reuse-on-failure"))
     assert retried != first and docs.count_documents({}) == 2

@@ -18,7 +18,8 @@ from runnerq_cli.backend.diagnose import (
 )
 from runnerq_cli.backend.indexes import index_name, index_plan
 from runnerq_cli.errors import ExitCode, NotFound
-from tests.test_operator import make
+from tests.helpers import drive_to as make
+from tests.helpers import run_then_crash
 
 
 def doctor(run_cli, *args: str) -> tuple[int, dict[str, str], dict]:
@@ -135,12 +136,14 @@ def test_activity_past_its_lease_fails(queue: RunnerQ, clock, run_cli) -> None:
     assert check["facts"]["expired_over_grace"] == 1
 
 
-def test_old_outbox_fails(queue: RunnerQ, clock, run_cli) -> None:
+def test_old_outbox_fails(queue: RunnerQ, settings, clock, run_cli) -> None:
     live_worker(queue)
-    aid = queue.enqueue("job", {}).activity_id
     # A writer that crashed between its update and the copy leaves its outbox behind.
-    queue.collections.activities.update_one({"_id": aid}, {"$set": {"outbox": {
-        "seq": 1, "since": clock() - timedelta(minutes=5), "events": []}}})
+    aid = uuid.UUID(run_then_crash(settings, clock() - timedelta(minutes=5), """
+        out = q.enqueue("job", {}).activity_id
+        q.ack_failure(q.dequeue("w", types=["job"])[0], "boom", retryable=False)
+    """))
+    assert "outbox" in queue.collections.activities.find_one({"_id": aid})
     code, statuses, doc = doctor(run_cli)
     assert code == 7
     assert failing(statuses) == {"outbox"}

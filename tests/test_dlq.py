@@ -10,7 +10,7 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.config import load_settings
 from runnerq_cli.errors import ExitCode
-from tests.test_bulk_actions import snapshot
+from tests.helpers import drive_to, snapshot
 
 
 @pytest.fixture
@@ -31,12 +31,8 @@ def staging(server, db_name) -> RunnerQ:
 
 
 def dead(q: RunnerQ, activity_type: str = "charge", **options) -> uuid.UUID:
-    options.setdefault("max_retries", 1)
-    aid = q.enqueue(activity_type, options.pop("payload", {"n": 1}), **options).activity_id
-    claim = q.dequeue("w1", types=[activity_type])[0]
-    q.ack_failure(claim, f"gateway said no to {aid}")
-    assert q.get_activity(aid).status == "dead_letter"
-    return aid
+    return drive_to(q, "dead_letter", activity_type, payload=options.pop("payload", {"n": 1}),
+                    error="gateway said no to {id}", **options)
 
 
 def lines(path) -> list[dict]:

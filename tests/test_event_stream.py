@@ -18,6 +18,7 @@ from bson import ObjectId
 
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
 from runnerq_cli.errors import InvalidArgument
+from tests.waiting import wait_until
 
 
 def drain(queue, cursor=None, **kw):
@@ -142,9 +143,9 @@ def test_follow_polling_sees_new_events_and_stops(queue):
 
     thread = threading.Thread(target=consume)
     thread.start()
-    time.sleep(0.3)
     queue.enqueue("a", {})
-    queue.enqueue("b", {})
+    wait_until(lambda: seen, message="the stream to deliver the first event")
+    queue.enqueue("b", {})  # written after the stream delivered "a": it must follow
     thread.join(timeout=20)
     assert not thread.is_alive()
     assert stream.mode in ("poll", "change-stream")
@@ -232,7 +233,7 @@ def test_change_stream_path_on_nx(nx_server):
 
         thread = threading.Thread(target=consume)
         thread.start()
-        time.sleep(1.0)
+        wait_until(lambda: seen, message="the stream to deliver the history")
         live = [put("Started"), put("Completed")]
         thread.join(timeout=30)
         stream.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import uuid
@@ -11,28 +12,22 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.errors import ExitCode
+from tests.helpers import drive_to
+from tests.waiting import wait_until
 
 
 def jsonl(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+# What each status's activity carries, as the tests below look for it.
+ERRORS = {"failed": "no good", "dead_letter": "gave up", "retrying": "again"}
+
+
 def finish(queue, clock, kind: str, outcome: str, **options):
-    """Enqueue one activity of `kind` and drive it to `outcome`."""
-    aid = queue.enqueue(kind, {"k": kind}, **options).activity_id
-    if outcome == "pending":
-        return aid
-    clock.advance(0.01)
-    [claim] = queue.dequeue("w1", types=[kind])
-    if outcome == "completed":
-        queue.ack_success(claim, {"answer": 42})
-    elif outcome == "failed":
-        queue.ack_failure(claim, "no good", retryable=False)
-    elif outcome == "dead_letter":
-        queue.ack_failure(claim, "gave up", retryable=True)
-    elif outcome == "scheduled":
-        queue.ack_failure(claim, "again", retryable=True)
-    return aid
+    """Enqueue one activity of `kind` and drive it to `outcome` (see tests/helpers.py)."""
+    return drive_to(queue, outcome, kind, payload={"k": kind}, result={"answer": 42},
+                    error=ERRORS.get(outcome, "boom"), clock=clock, **options)
 
 
 @pytest.fixture
@@ -43,12 +38,9 @@ def every_status(queue, clock):
         "completed": finish(queue, clock, "t_completed", "completed"),
         "failed": finish(queue, clock, "t_failed", "failed"),
         "dead_letter": finish(queue, clock, "t_dead", "dead_letter", max_retries=1),
-        "scheduled": finish(queue, clock, "t_sched", "scheduled", max_retries=5),
+        "scheduled": finish(queue, clock, "t_sched", "retrying"),
+        "cancelled": finish(queue, clock, "t_cancel", "cancelled"),
     }
-    cancelled = queue.enqueue("t_cancel", {}).activity_id
-    queue.collections.activities.update_one(
-        {"_id": cancelled}, {"$set": {"status": "cancelled", "completed_at": clock()}})
-    ids["cancelled"] = cancelled
     return ids
 
 
@@ -177,11 +169,28 @@ def test_wait_timeout_and_not_found(every_status, run_cli):
     assert run_cli("wait", str(uuid.uuid4()), "--timeout", "1s").code == ExitCode.NOT_FOUND
 
 
+def polling_in(thread: threading.Thread) -> bool:
+    """True while `thread` sleeps between two polls of `wait` (so after its first look).
+
+    Read from the thread's stack: its innermost frame outside the standard library's
+    threading module is a `wait...` function of runnerq_cli (so it is in a sleep or an
+    Event wait, not in the middle of a query).
+    """
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None and frame.f_code.co_filename == threading.__file__:
+        frame = frame.f_back
+    return (frame is not None and frame.f_code.co_name.startswith("wait")
+            and "/runnerq_cli/" in frame.f_code.co_filename)
+
+
 def test_wait_blocks_until_done(queue, run_cli):
     aid = queue.enqueue("slow", {}).activity_id
 
+    waiter = threading.current_thread()
+
     def work():
-        time.sleep(0.8)
+        # Finish it only once `wait` has seen it unfinished and is between two polls.
+        wait_until(lambda: polling_in(waiter), message="`wait` to poll")
         [claim] = queue.dequeue("w1")
         queue.ack_success(claim, "done!")
 
@@ -193,11 +202,11 @@ def test_wait_blocks_until_done(queue, run_cli):
 
 
 def test_workers(queue, clock, run_cli):
+    clock.advance(-300)
+    queue.register_worker("w-old", concurrency=1)  # last heard of five minutes ago
+    clock.advance(300)
     queue.register_worker("w-live", types=["a"], concurrency=4)
     queue.heartbeat_worker("w-live", in_flight=2, counters={"claimed": 7, "succeeded": 5})
-    queue.register_worker("w-old", concurrency=1)
-    queue.collections.workers.update_one(
-        {"_id": "w-old"}, {"$set": {"last_heartbeat": clock() - timedelta(minutes=5)}})
     data = json.loads(run_cli("workers", "-o", "json").stdout)
     by_id = {w["worker_id"]: w for w in data["workers"]}
     assert by_id["w-live"]["stale"] is False and by_id["w-old"]["stale"] is True
@@ -214,13 +223,9 @@ def test_enqueue_wait(queue, run_cli):
     assert run_cli("enqueue", "job", "--wait-timeout", "1s").code == ExitCode.USAGE
 
     def work():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            claims = queue.dequeue("w1", types=["fails"])
-            if claims:
-                queue.ack_failure(claims[0], "boom", retryable=False)
-                return
-            time.sleep(0.1)
+        claims = wait_until(lambda: queue.dequeue("w1", types=["fails"]), timeout=20,
+                            message="the enqueued activity")
+        queue.ack_failure(claims[0], "boom", retryable=False)
 
     thread = threading.Thread(target=work)
     thread.start()
@@ -234,13 +239,9 @@ def test_enqueue_wait_json_is_one_document(queue, run_cli):
     """A CI job parses `enqueue --wait -o json` as one JSON document."""
 
     def work():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            claims = queue.dequeue("w1", types=["ok_job"])
-            if claims:
-                queue.ack_success(claims[0], {"done": True})
-                return
-            time.sleep(0.1)
+        claims = wait_until(lambda: queue.dequeue("w1", types=["ok_job"]), timeout=20,
+                            message="the enqueued activity")
+        queue.ack_success(claims[0], {"done": True})
 
     thread = threading.Thread(target=work)
     thread.start()

@@ -6,7 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import urllib.request
 
 import pytest
@@ -15,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.errors import ExitCode
 from runnerq_cli.exposition import QueueCollector, registry_for
+from tests.waiting import LineReader
 
 FAMILIES = {
     "runnerq_activities": "gauge",
@@ -156,15 +156,14 @@ class Served:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "runnerq_cli", "metrics", "serve", "--port", "0", *args],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),
-                                  daemon=True)
-        reader.start()
-        reader.join(timeout=60)
-        if not line or not line[0].strip():
+        try:
+            first = LineReader(self.proc.stdout).readline(timeout=60)
+        except AssertionError:
+            first = ""
+        if not first.strip():
             self.proc.kill()
             raise AssertionError(f"metrics serve did not start: {self.proc.stderr.read()}")
-        self.first_line = line[0].strip()
+        self.first_line = first.strip()
         self.url = self.first_line.rsplit(" ", 1)[-1]
 
     def get(self, accept: str | None = None) -> tuple[int, str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from datetime import timedelta
 
@@ -10,50 +11,14 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+from tests.helpers import ALL_STATES, raw
+from tests.helpers import drive_to as make
 
 # ----------------------------------------------------------------- helpers
 
 
-def make(queue: RunnerQ, state: str, activity_type: str = "job", **options) -> uuid.UUID:
-    """An activity in `state`, driven there through the real queue operations."""
-    if state == "scheduled":
-        return queue.enqueue(activity_type, {}, delay_seconds=600, **options).activity_id
-    if state == "dead_letter":
-        options.setdefault("max_retries", 1)
-    aid = queue.enqueue(activity_type, {}, **options).activity_id
-    if state == "pending":
-        return aid
-    claims = queue.dequeue("w1", types=[activity_type])
-    assert claims and claims[0].activity_id == aid
-    claim = claims[0]
-    if state == "processing":
-        return aid
-    if state == "completed":
-        queue.ack_success(claim, {"ok": 1})
-    elif state == "failed":
-        queue.ack_failure(claim, "boom", retryable=False)
-    elif state == "dead_letter":
-        queue.ack_failure(claim, "boom", retryable=True)
-    elif state == "cancelled":
-        queue.ack_failure(claim, "boom", retryable=False)
-        queue.retry(aid)
-        queue.cancel(aid)
-    assert raw(queue, aid)["status"] == state
-    return aid
-
-
-def raw(queue: RunnerQ, aid: uuid.UUID) -> dict:
-    doc = queue.collections.activities.find_one({"_id": aid}, {"outbox": 0})
-    assert doc is not None
-    return doc
-
-
 def event_types(queue: RunnerQ, aid: uuid.UUID) -> list[str]:
     return [e.event_type for e in reversed(queue.get_activity_events(aid))]
-
-
-ALL_STATES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
-              "cancelled")
 
 
 def check_refused(queue: RunnerQ, action, allowed: set[str]) -> None:
@@ -129,18 +94,40 @@ def test_retry_refuses_live_states(queue: RunnerQ) -> None:
     check_refused(queue, queue.retry, {"failed", "dead_letter", "cancelled"})
 
 
-def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock) -> None:
-    """The record is removed only if it is the dead-lettering the retry undid."""
+def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock, monkeypatch) -> None:
+    """The record is removed only if it is the dead-lettering the retry undid.
+
+    A retry commits the activity, then removes its dead-letter record. Held up
+    between the two, the retried activity is run and dead-lettered again: the
+    late removal must keep the new record.
+    """
+    from pymongo.collection import Collection
+
     aid = make(queue, "dead_letter")
-    queue.retry(aid)
+    dead_letter = queue.collections.dead_letter.name
+    committed, go_on = threading.Event(), threading.Event()
+    real_delete_one = Collection.delete_one
+
+    def held_delete_one(self, *args, **kwargs):  # the driver's own call, only delayed
+        if self.name == dead_letter and threading.current_thread() is not main:
+            committed.set()
+            assert go_on.wait(20)
+        return real_delete_one(self, *args, **kwargs)
+
+    main = threading.current_thread()
+    monkeypatch.setattr(Collection, "delete_one", held_delete_one)
+    operator = threading.Thread(target=queue.retry, args=(aid,))
+    operator.start()
+    assert committed.wait(20)  # the retry is committed, its record not yet removed
     clock.advance(5)
     claim = queue.dequeue("w3")[0]
     queue.ack_failure(claim, "again", retryable=True)  # max_retries 1: dead-lettered again
+    go_on.set()
+    operator.join(20)
+    assert not operator.is_alive()
     record = queue.collections.dead_letter.find_one({"_id": aid})
     assert record is not None and record["error"] == "again"
-    queue.operator.drop_dead_letter_record(
-        {"_id": aid, "completed_at": clock.now - timedelta(seconds=5)})
-    assert queue.collections.dead_letter.count_documents({"_id": aid}) == 1
+    assert queue.get_activity(aid).status == "dead_letter"
 
 
 def test_run_now(queue: RunnerQ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -10,6 +10,8 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.derived import event_order
 from runnerq_cli.backend.queue import ActivitySpec
+from tests.helpers import run_then_crash
+from tests.waiting import wait_until
 
 
 def stored_events(queue: RunnerQ, activity_id) -> list[str]:
@@ -23,18 +25,15 @@ def shown_events(queue: RunnerQ, activity_id) -> list[str]:
     return [e.event_type for e in reversed(queue.get_activity_events(activity_id))]
 
 
-def crash_before_flush(queue: RunnerQ) -> None:
-    """Simulate a process dying after its commits but before copying its outboxes."""
-    queue.collections.outbox._buffer.clear()
-    queue.collections.outbox.buffer_size = 0
-
-
-def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, clock) -> None:
-    queue.collections.outbox.buffer_size = 10_000  # hold every copy in memory
-    activity_id = queue.enqueue("t", {"n": 1}, max_retries=1).activity_id
-    claim = queue.dequeue("w")[0]
-    queue.ack_failure(claim, "boom")  # dead-letters: result, record and events pending
-    crash_before_flush(queue)
+def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, settings, clock) -> None:
+    # A writer dead-letters an activity, its copies (result, record, events) held in
+    # memory, and dies before copying them out.
+    activity_id = uuid.UUID(run_then_crash(settings, clock.now, """
+        activity_id = q.enqueue("t", {"n": 1}, max_retries=1).activity_id
+        claim = q.dequeue("w")[0]
+        q.ack_failure(claim, "boom")
+        out = activity_id
+    """))
 
     # The activity's state is committed; the copies are not there yet ...
     assert queue.get_activity(activity_id).status == "dead_letter"
@@ -54,15 +53,16 @@ def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, clock) -> None:
     assert "outbox" not in queue.collections.activities.find_one({"_id": activity_id})
 
 
-def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: RunnerQ,
+def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: RunnerQ, settings,
                                                                       clock) -> None:
-    queue.collections.outbox.buffer_size = 10_000
-    activity_id = queue.enqueue("t", {}, retry_delay_seconds=0).activity_id
-    queue.ack_failure(queue.dequeue("w")[0], "first")  # retrying: its attempt's steps stored
-    claim = queue.dequeue("w")[0]
-    queue.ack_failure(claim, "fatal", retryable=False)
+    activity_id = uuid.UUID(run_then_crash(settings, clock.now, """
+        activity_id = q.enqueue("t", {}, retry_delay_seconds=0).activity_id
+        q.ack_failure(q.dequeue("w")[0], "first")  # retrying
+        claim = q.dequeue("w")[0]
+        q.ack_failure(claim, "fatal", retryable=False)
+        out = activity_id
+    """))
     doc = queue.collections.activities.find_one({"_id": activity_id})
-    crash_before_flush(queue)
     # Half a flush: the events were copied, then the process died before the clear.
     events = [{**e, "activity_id": activity_id, "activity_type": "t", "ingested_at": clock.now}
               for e in doc["outbox"]["events"]]
@@ -189,11 +189,8 @@ def test_ttl_indexes_expire_documents(queue: RunnerQ, server) -> None:
     old = queue.collections.clock() - timedelta(days=2)
     queue.collections.results.insert_one({"_id": "old", "created_at": old})
     queue.collections.results.insert_one({"_id": "new", "created_at": queue.collections.clock()})
-    deadline = time.monotonic() + 10
-    while queue.collections.results.count_documents({"_id": "old"}) and \
-            time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert queue.collections.results.count_documents({"_id": "old"}) == 0
+    wait_until(lambda: queue.collections.results.count_documents({"_id": "old"}) == 0,
+               timeout=10, interval=0.2, message="the TTL monitor to remove the old result")
     assert queue.collections.results.count_documents({"_id": "new"}) == 1
 
 
@@ -223,3 +220,52 @@ def test_a_retried_activity_has_no_result_until_it_ends_again(queue) -> None:
     assert queue.get_result(activity_id) is None
     queue.ack_success(queue.dequeue("w")[0], "fine")
     assert queue.get_result(activity_id).data == "fine"
+
+
+def test_a_retried_then_cancelled_activity_shows_no_earlier_result(queue) -> None:
+    """Only a waiting activity can be cancelled: the result of the run before the
+    retry is not its result (`result`/`wait` said "failed", exit 10, not 12)."""
+    activity_id = queue.enqueue("t", {}).activity_id
+    queue.ack_failure(queue.dequeue("w")[0], "bad", retryable=False)
+    queue.retry(activity_id)
+    queue.cancel(activity_id)
+    assert queue.get_result(activity_id) is None
+
+
+def test_a_stale_buffered_outbox_flush_never_clears_a_newer_outbox(settings, clock):
+    """outbox.seq restarts at 1 after every clear, so a late flush of an old snapshot
+    (a stalled worker) matched a newer outbox with the same seq and cleared it unread:
+    the new claimer's Dequeued/Started events were lost."""
+    producer = RunnerQ(settings, clock=clock)
+    producer.init_indexes()
+    stalled = RunnerQ(settings, clock=clock)
+    other = RunnerQ(settings, clock=clock)
+    aid = producer.enqueue("job", {}).activity_id
+    with stalled.buffered_outbox(100):
+        [old] = stalled.dequeue("w-stalled", lease_seconds=5)  # snapshot buffered, seq 1
+        clock.advance(6)
+        assert producer.requeue_expired()["requeued"] == 1  # copies + clears that outbox
+        clock.advance(1)
+        with other.buffered_outbox(100):
+            [new] = other.dequeue("w-new", lease_seconds=30)  # a new outbox, seq 1 again
+            stalled.flush_outbox()  # the stalled worker's late flush
+            other.ack_success(new, {"ok": True})
+    started_by_new = [e.event_type for e in producer.get_activity_events(aid)
+                      if e.worker_id == "w-new"]
+    assert {"Dequeued", "Started", "Completed"} <= set(started_by_new)
+    assert old.lease_id != new.lease_id
+
+
+def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
+    """After a retry, the old Err result is stored; the new run's Ok result waits in the
+    outbox of a buffering worker. get_result (and so `wait`/`result`) showed the old one."""
+    aid = queue.enqueue("job", {}).activity_id
+    [claim] = queue.dequeue("w1")
+    queue.ack_failure(claim, "bad input", retryable=False)
+    assert queue.get_result(aid).state == "Err"
+    queue.retry(aid)
+    with queue.buffered_outbox(100):
+        [claim] = queue.dequeue("w2")
+        queue.ack_success(claim, {"second": "run"})
+        result = queue.get_result(aid)
+    assert (result.state, result.data) == ("Ok", {"second": "run"})

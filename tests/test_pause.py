@@ -11,7 +11,8 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.models import Status
 from runnerq_cli.errors import ExitCode, InvalidArgument
-from tests.test_worker_process import APP, ROOT, spawn, wait_for  # noqa: F401 (fixture)
+from tests.test_worker_process import APP, ROOT, spawn  # noqa: F401 (fixture)
+from tests.waiting import wait_until
 
 # ----------------------------------------------------------------- backend
 
@@ -120,33 +121,33 @@ def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: Runn
     workers = [spawn(*APP, "--poll-interval", f"{poll}s", "--concurrency", "2")
                for _ in range(2)]
     held = backend.enqueue("sleep", {"seconds": 1.5}).activity_id
-    wait_for(lambda: backend.get_activity(held).status == Status.PROCESSING, what="a claim")
-    wait_for(lambda: len(backend.list_workers()) == 2, what="two workers registered")
+    wait_until(lambda: backend.get_activity(held).status == Status.PROCESSING, message="a claim")
+    wait_until(lambda: len(backend.list_workers()) == 2, message="two workers registered")
 
     paused_at = time.monotonic()
     backend.pause(reason="test")
-    wait_for(lambda: all("queue paused: claiming nothing" in w.log for w in workers),
-             timeout=20, what="both workers to see the pause")
+    wait_until(lambda: all("queue paused: claiming nothing" in w.log for w in workers),
+               timeout=20, message="both workers to see the pause")
     # Each reads the pause at most once per poll interval (plus process and log latency).
     assert time.monotonic() - paused_at < poll + 3.0
     # What a worker already holds finishes.
-    wait_for(lambda: backend.get_activity(held).status == Status.COMPLETED, what="held work")
+    wait_until(lambda: backend.get_activity(held).status == Status.COMPLETED, message="held work")
 
     enqueued_at = backend.collections.clock()
     waiting = [backend.enqueue("echo", {"n": n}).activity_id for n in range(4)]
     # Both workers are alive and polling (a heartbeat after the enqueue, several poll
     # intervals later) and have claimed none of it.
-    wait_for(lambda: all(w.last_heartbeat > enqueued_at for w in backend.list_workers()),
-             timeout=20, what="a heartbeat of each worker after the enqueue")
+    wait_until(lambda: all(w.last_heartbeat > enqueued_at for w in backend.list_workers()),
+               timeout=20, message="a heartbeat of each worker after the enqueue")
     assert {backend.get_activity(a).status for a in waiting} == {"pending"}
 
     resumed_at = backend.collections.clock()
     backend.resume()
-    wait_for(lambda: all(backend.get_activity(a).status == Status.COMPLETED for a in waiting),
-             timeout=30, what="the work enqueued while paused")
+    wait_until(lambda: all(backend.get_activity(a).status == Status.COMPLETED for a in waiting),
+               timeout=30, message="the work enqueued while paused")
     assert all(backend.get_activity(a).started_at >= resumed_at for a in waiting)
-    wait_for(lambda: all("resumed: claiming again" in w.log for w in workers),
-             what="both workers to log the resume")
+    wait_until(lambda: all("resumed: claiming again" in w.log for w in workers),
+               message="both workers to log the resume")
     for worker in workers:
         worker.proc.terminate()
         assert worker.wait(30) == 0, worker.log

@@ -18,6 +18,7 @@ import pytest
 from pymongo import MongoClient
 
 from runnerq_cli import connect
+from tests.waiting import LineReader, wait_until
 
 pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
 pytestmark = pytest.mark.slow
@@ -34,16 +35,14 @@ def start_server(env: dict[str, str], port: int, path: Path) -> subprocess.Popen
     proc = subprocess.Popen(
         [sys.executable, "-m", "runnerq_cli", "dev-server", "--port", str(port), "--path",
          str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    deadline = time.monotonic() + 30
     assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "mongodb://" in line:
-            return proc
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError("the dev server did not start")
+    try:  # read with a deadline (and drained from then on, so the pipe never fills)
+        LineReader(proc.stdout).wait_for(lambda line: "mongodb://" in line, timeout=30,
+                                         message="the dev server to start")
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -72,21 +71,22 @@ def test_worker_survives_a_server_restart_and_completes_everything_once(cli_env,
              "--burst", "--concurrency", "2", "--lease", "3s", "--poll-interval", "0.5s",
              "--log-format", "plain"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
+        assert worker.stdout is not None
+        log = LineReader(worker.stdout)
 
         with MongoClient(uri, uuidRepresentation="standard") as client:
             activities = client.outage.runnerq_tests_activities
-            deadline = time.monotonic() + 60
-            while activities.count_documents({"status": "completed"}) < 3:
-                assert time.monotonic() < deadline, "the worker made no progress"
-                time.sleep(0.1)
+            wait_until(lambda: activities.count_documents({"status": "completed"}) >= 3,
+                       timeout=60, message="the worker to make progress")
         # Each activity takes 1 s on 2 slots: after 3 of 12, about 4 s of work remain,
         # so the worker is still busy when ...
-        stop(server)  # ... the server goes away mid-run ...
-        time.sleep(3)
+        stop(server)  # ... the server goes away mid-run, until the worker meets it ...
+        log.wait_for(lambda line: " WARNING " in line or " ERROR " in line, timeout=60,
+                     message="the worker to meet the outage")
         server = start_server(env, port, data)  # ... and comes back with its data
 
-        output, _ = worker.communicate(timeout=180)
-        assert worker.returncode == 0, output
+        assert worker.wait(timeout=180) == 0, "".join(log.lines)
+        output = "".join(log.lines) + log.rest()
         # The worker did meet the outage (a failed claim, ack, renewal or chore is
         # logged as a warning), and carried on.
         assert " WARNING " in output or " ERROR " in output, output
@@ -149,9 +149,8 @@ def test_a_handler_learns_its_claim_is_presumed_lost_when_the_server_stays_away(
         worker.start()
         assert running.wait(30)
         stop(server)  # gone for longer than the lease
-        deadline = time.monotonic() + 15
-        while "should_stop" not in seen and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: "should_stop" in seen, timeout=15,
+                   message="the handler to give up its claim")
         assert seen.get("should_stop") is True
         assert "claim presumed lost" in log.getvalue()
         worker.stop(force=True)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
 
 from runnerq_cli.backend.metrics import CHECK_NAMES, SCHEMA
+from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.stats_checks import evaluate, parse_check
+from tests.waiting import LineReader
 
 
 @pytest.fixture
@@ -142,23 +143,32 @@ def test_check_parser_units():
         parse_check("pending == 1; drop", CHECK_NAMES)
 
 
-def test_watch_refreshes_and_shows_deltas(queue, run_cli):
+def test_watch_refreshes_and_shows_deltas(queue, cli_env, run_cli):
+    """Off a terminal each refresh is a block; a change between two shows as a delta."""
+    import signal
+    import subprocess
+    import sys
+
     queue.enqueue("a", {})
-
-    def add_later():
-        time.sleep(0.6)
-        queue.enqueue("a", {})
-        queue.enqueue("a", {})
-
-    thread = threading.Thread(target=add_later)
-    thread.start()
-    res = run_cli("stats", "--watch", "--interval", "1s", "--iterations", "3")
-    thread.join()
-    assert res.code == 0, res.stderr
-    blocks = res.stdout.split("refresh ")[1:]
-    assert len(blocks) == 3
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats", "--watch",
+                             "--interval", "0.2s"], env=cli_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = LineReader(proc.stdout)
+        lines.wait_for(lambda line: "refresh 2" in line, timeout=60,
+                       message="a second refresh")  # the first block (pending 1) is out
+        queue.enqueue_many([ActivitySpec("a", {}), ActivitySpec("a", {})])  # one insert
+        lines.wait_for(lambda line: line.split()[:3] == ["pending", "3", "+2"],
+                       message="pending going from 1 to 3 (+2)")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, proc.stderr.read()
+        lines.rest()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    blocks = "".join(lines.lines).split("refresh ")[1:]
+    assert len(blocks) >= 3
     assert blocks[0] != blocks[-1]
-    assert "+2" in res.stdout  # pending went from 1 to 3
     assert run_cli("stats", "--watch", "-o", "json").code == ExitCode.USAGE
 
 

@@ -6,10 +6,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from datetime import timedelta
 
 from runnerq_cli.cli.eventfmt import EVENT_FIELDS
+from tests.waiting import LineReader, wait_until
 
 
 def jsonl(text: str) -> list[dict]:
@@ -122,6 +122,16 @@ def test_bad_inputs(run_cli, server):
         assert res.code == 2 and "change streams" in res.stderr
 
 
+def probe_shown(queue, lines: LineReader) -> bool:
+    """Enqueue a probe activity; True once the tail has printed a line (any probe's)."""
+    queue.enqueue("probe", {})
+    try:
+        lines.readline(timeout=0.5)
+    except AssertionError:
+        return False
+    return True
+
+
 def test_follow_then_resume_after_sigint(queue, clock, cli_env):
     """A real process follows new events, leaves cleanly on SIGINT with its cursor;
     events written while it was stopped come on resume, none repeated."""
@@ -129,12 +139,16 @@ def test_follow_then_resume_after_sigint(queue, clock, cli_env):
                              "--poll-interval", "0.1"], env=cli_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.0)  # started and positioned at the end
+        lines = LineReader(proc.stdout)
+        # Following from the end: once one of these probes shows up, the tail is live.
+        wait_until(lambda: probe_shown(queue, lines), timeout=60, message="the tail to follow")
         aid = queue.enqueue("live", {}).activity_id
-        line = proc.stdout.readline()
+        line = lines.wait_for(lambda text: json.loads(text)["activity_type"] == "live")
         assert json.loads(line)["activity_id"] == str(aid)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        err = proc.stderr.read()  # a few lines: cannot have filled the pipe
+        out = lines.rest()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -11,6 +11,7 @@ import io
 import json
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -22,6 +23,7 @@ from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.handlers import HandlerRegistry, load_app
 from runnerq_cli.worker.logs import WorkerLog
 from tests import worker_handlers
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -86,7 +88,8 @@ def test_retryable_failure_backs_off_then_dead_letters(backend):
     # not due yet: a second burst finds nothing to do
     again = make_worker(backend)
     assert again.run(install_signals=False) == 0 and again.counters["claimed"] == 0
-    time.sleep(2.1)
+    wait_until(lambda: datetime.now(UTC) >= act.scheduled_at, timeout=10,
+               message="the retry to come due")
     last = make_worker(backend, fail_on_error=True)
     assert last.run(install_signals=False) == ExitCode.WORKER_ERRORS
     act = activity(backend, aid)
@@ -180,10 +183,8 @@ def test_background_worker_registers_and_stops(backend):
     assert [w.worker_id for w in entries] == [worker.worker_id]
     assert entries[0].concurrency == 2
     aid = backend.enqueue("echo", {}).activity_id
-    deadline = time.monotonic() + 10
-    while activity(backend, aid).status != Status.COMPLETED and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert activity(backend, aid).status == Status.COMPLETED
+    wait_until(lambda: activity(backend, aid).status == Status.COMPLETED, timeout=10,
+               message="the background worker to complete it")
     worker.stop()
     assert worker.join(10) == 0
     assert backend.list_workers() == []
@@ -193,9 +194,8 @@ def test_graceful_stop_releases_work_past_the_shutdown_timeout(backend):
     aid = backend.enqueue("sleep", {"seconds": 30}).activity_id
     worker = make_worker(backend, burst=False, shutdown_timeout=0.5)
     worker.start()
-    deadline = time.monotonic() + 10
-    while worker.in_flight == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: activity(backend, aid).status == Status.PROCESSING, timeout=10,
+               message="the worker to claim it")
     worker.stop()
     assert worker.join(10) == ExitCode.WORKER_SHUTDOWN_TIMEOUT
     act = activity(backend, aid)
@@ -272,3 +272,46 @@ def test_plain_log_lines(backend):
         install_signals=False)
     lines = stream.getvalue().splitlines()
     assert any(" failed fatal " in line and 'error="bad input' in line for line in lines)
+
+
+def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
+    """sys.exit() in a handler is a failed attempt, not a dead slot thread that leaves
+    the activity held until its timeout and then runs a stale queued attempt."""
+    registry = HandlerRegistry()
+
+    @registry.handler("quits")
+    def quits(payload):
+        sys.exit(3)
+
+    aid = backend.enqueue("quits", {}, max_retries=1, timeout_seconds=60).activity_id
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2, concurrency=1,
+                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker.start()
+    started = time.monotonic()
+    worker.join(timeout=20)
+    assert worker.exit_code is not None, "worker still waiting on a dead handler thread"
+    assert time.monotonic() - started < 20
+    act = backend.get_activity(aid)
+    assert act.status == Status.DEAD_LETTER
+    assert "SystemExit" in (act.last_error or "")
+
+
+def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_it(backend):
+    """A JSON-valid result BSON refuses (an int past 64 bits) made every ack raise: the
+    worker retried the ack for 30 s, then left the claim to the reaper, which ran the
+    handler again, and again."""
+    registry = HandlerRegistry()
+
+    @registry.handler("huge_int")
+    def huge_int(payload):
+        return {"n": 2**70}
+
+    aid = backend.enqueue("huge_int", {}, timeout_seconds=60).activity_id
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2,
+                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker.start()
+    worker.join(timeout=15)
+    assert worker.exit_code is not None, "worker stuck retrying an ack that cannot succeed"
+    act = backend.get_activity(aid)
+    assert act.status == Status.FAILED
+    assert "cannot be stored" in (act.last_error or "")

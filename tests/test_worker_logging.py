@@ -8,6 +8,8 @@ import io
 import json
 import logging
 
+import pytest
+
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
@@ -73,3 +75,16 @@ def test_cli_configuration_writes_json_lines_and_redacts(settings):
     assert lines[1]["logger"] == "runnerq.backend"
     assert handler not in logging.getLogger("runnerq").handlers
     assert logging.getLogger("runnerq").level == logging.NOTSET  # as it was
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json", "rich"])
+def test_worker_log_lines_never_show_a_uri_password(fmt):
+    """Handler errors and driver messages may quote a MongoDB URI: the log redacts it."""
+    stream = io.StringIO()
+    log = WorkerLog(fmt, "debug", stream=stream)
+    uri = "mongodb://app:s3cr3t-pw@db.example:27017/x"
+    log.message("warning", "claim failed; retrying", error=f"ServerSelectionTimeoutError: {uri}")
+    log.outcome("retrying", "job", "id-1", 1, 0.1, f"could not reach {uri}")
+    text = stream.getvalue()
+    assert "s3cr3t-pw" not in text
+    assert "app:****@db.example" in text

@@ -19,6 +19,7 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.errors import ExitCode
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,14 +56,6 @@ class WorkerProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-
-
-def wait_for(predicate, timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def status(backend: RunnerQ, aid) -> str:
@@ -109,7 +102,7 @@ def test_exec_handler_from_the_command_line(backend, run_cli_subprocess):
 def test_sigterm_drains_running_work(backend, spawn):
     aid = backend.enqueue("sleep", {"seconds": 2}).activity_id
     worker = spawn(*APP, "--poll-interval", "0.2")
-    wait_for(lambda: status(backend, aid) == Status.PROCESSING, what="claim")
+    wait_until(lambda: status(backend, aid) == Status.PROCESSING, message="claim")
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, worker.log
     assert status(backend, aid) == Status.COMPLETED
@@ -120,9 +113,10 @@ def test_sigterm_drains_running_work(backend, spawn):
 def test_second_signal_stops_at_once(backend, spawn):
     aid = backend.enqueue("sleep", {"seconds": 60}).activity_id
     worker = spawn(*APP, "--poll-interval", "0.2", "--shutdown-timeout", "60s")
-    wait_for(lambda: status(backend, aid) == Status.PROCESSING, what="claim")
+    wait_until(lambda: status(backend, aid) == Status.PROCESSING, message="claim")
     worker.proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    wait_until(lambda: "stopping: waiting for running activities" in worker.log,
+               message="the first signal to be handled")
     assert worker.proc.poll() is None  # still draining
     started = time.monotonic()
     worker.proc.send_signal(signal.SIGINT)
@@ -136,14 +130,14 @@ def test_second_signal_stops_at_once(backend, spawn):
 def test_sigkilled_worker_activity_completes_elsewhere(backend, spawn):
     aid = backend.enqueue("slow_first", {}, max_retries=3).activity_id
     first = spawn(*APP, "--lease", "2s", "--poll-interval", "0.2")
-    wait_for(lambda: status(backend, aid) == Status.PROCESSING, what="claim")
+    wait_until(lambda: status(backend, aid) == Status.PROCESSING, message="claim")
     holder = backend.get_activity(aid).worker_id
     os.kill(first.proc.pid, signal.SIGKILL)
     first.wait(10)
     # (not --burst: a lease that has not expired yet is not due work)
     second = spawn(*APP, "--lease", "2s", "--poll-interval", "0.2")
-    wait_for(lambda: status(backend, aid) == Status.COMPLETED, timeout=60,
-             what="completion by the second worker")
+    wait_until(lambda: status(backend, aid) == Status.COMPLETED, timeout=60,
+               message="completion by the second worker")
     second.proc.send_signal(signal.SIGTERM)
     assert second.wait(30) == 0, second.log
     assert "reaper: expired leases" in second.log

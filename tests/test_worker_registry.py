@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import FLEET_STALE_AFTER, Worker
 from runnerq_cli.worker.handlers import HandlerRegistry
 from runnerq_cli.worker.logs import WorkerLog
+from tests.waiting import wait_until
 
 
 def test_live_workers_are_counted_and_stale_ones_are_not(queue: RunnerQ, clock) -> None:
@@ -22,12 +23,25 @@ def test_live_workers_are_counted_and_stale_ones_are_not(queue: RunnerQ, clock) 
     assert queue.count_live_workers(stale_after=30) == 1
 
 
-def test_a_worker_spreads_shared_chores_over_the_live_fleet(queue: RunnerQ) -> None:
+def test_a_running_worker_counts_in_the_fleet_that_shares_the_chores(settings) -> None:
+    """A worker spreads the shared chores over the live workers it counts in the registry:
+    a running worker is one of them (with its heartbeat), a cleanly stopped one is not."""
+    backend = RunnerQ(settings)
+    backend.init_indexes()
     for n in range(3):
-        queue.register_worker(f"peer-{n}")
+        backend.register_worker(f"peer-{n}")
     registry = HandlerRegistry()
     registry.add("noop", lambda payload: None)
-    worker = Worker(queue, registry, log=WorkerLog("plain", "error", stream=io.StringIO()))
-    queue.register_worker(worker.worker_id)
-    worker._heartbeat()  # what the maintenance loop does every few seconds
-    assert worker._fleet == 4
+    worker = Worker(backend, registry, poll_interval=0.1,
+                    log=WorkerLog("plain", "error", stream=io.StringIO()))
+    worker.start()
+    try:
+        wait_until(lambda: worker.worker_id in {w.worker_id for w in backend.list_workers()},
+                   message="the worker to register")
+        assert backend.count_live_workers(FLEET_STALE_AFTER) == 4
+        [me] = [w for w in backend.list_workers() if w.worker_id == worker.worker_id]
+        assert not me.stale
+    finally:
+        worker.stop()
+        assert worker.join(10) == 0
+    assert backend.count_live_workers(FLEET_STALE_AFTER) == 3

@@ -546,9 +546,10 @@ class ActivityQueue:
         """The result of the activity's last run, or None when there is none (yet).
 
         Only a terminal activity has a result: one stored for an activity that
-        is pending, scheduled or running again belongs to a run an operator
-        retried, and is not shown. A result still in the activity's outbox
-        comes first: it is visible from the moment the activity is acknowledged.
+        is pending, scheduled or running again, or was cancelled (only a waiting
+        activity can be), belongs to a run an operator retried, and is not
+        shown. A result still in the activity's outbox comes first: it is
+        visible from the moment the activity is acknowledged.
         A success's result is written just before its acknowledgement, with
         the claim's lease: it counts only once that claim was acknowledged
         (a crash or a lost claim in between leaves one that is not shown).
@@ -559,6 +560,9 @@ class ActivityQueue:
         activity = self._ctx.activities.find_one(
             {"_id": aid}, {"status": 1, "outbox.result": 1, "last_lease_id": 1})
         if activity is not None and activity.get("status") not in TERMINAL_VALUES:
+            return None
+        if activity is not None and activity.get("status") == "cancelled":
+            # Cancelled before it ran again: a stored result is a retried run's.
             return None
         doc = ((activity or {}).get("outbox") or {}).get("result")
         if doc is None:

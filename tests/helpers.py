@@ -1,0 +1,116 @@
+"""Shared test helpers: activities driven to a status, a writer that crashes for real."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.config import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The statuses an activity can have (drive_to also knows "retrying": scheduled, backing off).
+ALL_STATES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
+              "cancelled")
+STATUSES = (*ALL_STATES, "retrying")
+
+
+def drive_to(queue: RunnerQ, status: str, activity_type: str = "job", *,
+             payload: dict[str, Any] | None = None, result: Any = None,
+             error: str = "boom", worker_id: str = "w1", clock: Any = None,
+             **options: Any) -> uuid.UUID:
+    """An activity in `status`, driven there through the real queue operations.
+
+    Never by writing its document: enqueue, dequeue, ack and operator actions
+    leave the fields, events, results and dead-letter records the product
+    leaves. `scheduled` is a delayed enqueue (600 s); `retrying` is a
+    retryable failure with retries left (also status scheduled, backing off);
+    `cancelled` is a terminally failed activity retried then cancelled.
+    `result` defaults to {"ok": 1}; `error` may name the activity as `{id}`;
+    with `clock` (the fake clock) time moves 10 ms before the claim, so the
+    steps' events have distinct times. Other options go to `enqueue`.
+    """
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    payload = {} if payload is None else payload
+    if status == "scheduled":
+        options.setdefault("delay_seconds", 600)
+        return queue.enqueue(activity_type, payload, **options).activity_id
+    if status == "dead_letter":
+        options.setdefault("max_retries", 1)
+    if status == "retrying":
+        options.setdefault("max_retries", 5)
+    aid = queue.enqueue(activity_type, payload, **options).activity_id
+    if status == "pending":
+        return aid
+    if clock is not None:
+        clock.advance(0.01)
+    claims = queue.dequeue(worker_id, types=[activity_type])
+    assert claims and claims[0].activity_id == aid, "another activity of this type was due"
+    claim = claims[0]
+    message = error.format(id=aid)
+    if status == "completed":
+        queue.ack_success(claim, {"ok": 1} if result is None else result)
+    elif status in ("failed", "cancelled"):
+        queue.ack_failure(claim, message, retryable=False)
+        if status == "cancelled":
+            queue.retry(aid)
+            queue.cancel(aid)
+    elif status in ("dead_letter", "retrying"):
+        queue.ack_failure(claim, message, retryable=True)
+    expected = "scheduled" if status == "retrying" else status
+    assert queue.get_activity(aid).status == expected
+    return aid
+
+
+def raw(queue: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
+    """The stored activity document (its outbox left out)."""
+    doc = queue.collections.activities.find_one({"_id": aid}, {"outbox": 0})
+    assert doc is not None
+    return doc
+
+
+def snapshot(queue: RunnerQ) -> list[dict[str, Any]]:
+    """Every stored activity document: compare two to prove nothing was written."""
+    return sorted(queue.collections.activities.find({}, {"outbox": 0}), key=lambda d: d["_id"])
+
+
+_CRASHING_WRITER = """
+import json, os, sys
+from datetime import datetime
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.config import load_settings
+
+args = json.loads(sys.argv[1])
+settings = load_settings(None, overrides=args["settings"], environ={"RUNNERQ_CONFIG": ""})
+now = datetime.fromisoformat(args["now"])
+q = RunnerQ(settings, clock=lambda: now)
+out = None
+with q.buffered_outbox(10_000):  # every copy (events, results, records) held in memory
+    exec(args["steps"])
+    print(json.dumps(out, default=str), flush=True)
+    os._exit(0)  # the process dies here: nothing it buffered is ever copied out
+"""
+
+
+def run_then_crash(settings: Settings, now: datetime, steps: str) -> Any:
+    """Run `steps` (Python using `q`, a RunnerQ buffering its outbox copies, and setting
+    `out`) in another process at the fixed time `now`, which then dies without
+    flushing; returns `out` as JSON gives it back.
+
+    A real crash after the commits and before the copies, not a doctored object.
+    """
+    args = {"settings": {"uri": settings.uri, "database": settings.database,
+                         "queue": settings.queue},
+            "now": now.isoformat(), "steps": textwrap.dedent(steps)}
+    proc = subprocess.run([sys.executable, "-c", _CRASHING_WRITER, json.dumps(args)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

@@ -183,7 +183,7 @@ def quiet_worker(backend: Any, registry: Any, concurrency: int) -> Any:
 
 
 def activities(db: Any, queue: str) -> Any:
-    """The activities collection, by design.md's name (a data contract, not an internal)."""
+    """The activities collection, by docs/design.md's name (a data contract, not an internal)."""
     return db[f"runnerq_{queue}_activities"]
 
 

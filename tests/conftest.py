@@ -1,4 +1,4 @@
-"""Test bed: which MongoDB-compatible server the suite talks to (testbed.md).
+"""Test bed: which MongoDB-compatible server the suite talks to (CONTRIBUTING.md, "Test servers").
 
 1. RUNNERQ_TEST_MONGO_URI: that server (a real MongoDB, a replica set, Atlas).
 2. Docker answers: a real MongoDB 8 in a container (a one-node replica set,

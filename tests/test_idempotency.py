@@ -1,4 +1,5 @@
-"""Idempotency behaviours of design.md, including racing enqueues on one key."""
+"""Idempotency behaviours of docs/design.md ("Idempotency keys"), including racing enqueues
+on one key."""
 
 from __future__ import annotations
 

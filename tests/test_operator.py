@@ -328,7 +328,7 @@ def test_cli_purge(run_cli, cq: RunnerQ) -> None:
 
 
 def test_redrive_keeps_dead_letter_records_of_activities_aged_out(queue, clock):
-    """design.md keeps dead-letter records until an operator acts, even when the
+    """docs/design.md keeps dead-letter records until an operator acts, even when the
     activity itself was purged by retention."""
     aid = queue.enqueue("t", {}, max_retries=1).activity_id
     queue.ack_failure(queue.dequeue("w")[0], "gone")

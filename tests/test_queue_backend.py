@@ -1,4 +1,4 @@
-"""The queue operations of design.md against a real server, through the backend API."""
+"""The queue operations of docs/design.md against a real server, through the backend API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure rules of design.md at their boundaries."""
+"""The pure rules of docs/design.md ("The rules") at their boundaries."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def _partial(filter_: dict[str, Any]) -> dict[str, Any]:
 
 
 def index_plan(settings: Settings) -> list[IndexSpec]:
-    """The indexes this version uses, each with the queries it serves (docs/design.md).
+    """The indexes this version uses, each with the queries it serves (docs/design.md, "Indexes").
 
     Activity indexes are partial: each holds only the documents in one state,
     so a document's entry changes only when it enters or leaves that state,

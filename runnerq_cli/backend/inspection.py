@@ -1,4 +1,4 @@
-"""The inspection side of design.md: what operators and tools read."""
+"""The inspection side of docs/design.md ("Operations"): what operators and tools read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed views of the documents of design.md, and the enums of its vocabulary."""
+"""Typed views of the documents of docs/design.md, and the enums of its vocabulary."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.DEAD_LETT
 
 
 class OnDuplicate(StrEnum):
-    """What `enqueue` does when the idempotency key is already held (design.md)."""
+    """What `enqueue` does when the idempotency key is already held (docs/design.md,
+    "Idempotency keys")."""
 
     ALLOW_REUSE = "allow-reuse"
     RETURN_EXISTING = "return-existing"

@@ -1,4 +1,4 @@
-"""Queue names and the collection names derived from them (design.md)."""
+"""Queue names and the collection names derived from them (docs/design.md, "Collections")."""
 
 from __future__ import annotations
 

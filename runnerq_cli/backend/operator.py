@@ -1,5 +1,5 @@
-"""Operator actions of design.md: cancel, retry, redrive, run now, reschedule, priority, purge,
-and our `delete` (terminal activities only).
+"""Operator actions of docs/design.md ("Operator actions"): cancel, retry, redrive, run now,
+reschedule, priority, purge, and our `delete` (terminal activities only).
 
 Each action on one activity is one atomic, conditional `findOneAndUpdate` of
 the activity document: the filter names the statuses the action applies to,
@@ -300,7 +300,7 @@ class Operator:
         """Dead-letter records whose activity was retried or redriven since.
 
         A record whose activity is gone (aged out by retention) is not stale:
-        design.md keeps dead-letter records until an operator acts on them.
+        docs/design.md ("Dead-letter records") keeps them until an operator acts on them.
         """
         query: dict[str, Any] = {}
         if types:

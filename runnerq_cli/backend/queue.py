@@ -1,4 +1,5 @@
-"""The queue side of design.md: enqueue, claim, acknowledge, schedule, reap.
+"""The queue side of docs/design.md ("Operations", "The rules"): enqueue, claim, acknowledge,
+schedule, reap.
 
 Every state change is one atomic update of the activity document, fenced
 where a claim is involved; what it must also write elsewhere travels in the

@@ -1,4 +1,5 @@
-"""The pure rules of design.md: attempts, back-off. No I/O, easy to test at the edges."""
+"""The pure rules of docs/design.md ("The rules"): attempts, back-off. No I/O, easy to test
+at the edges."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The worker registry: who is working on a queue, seen by operators.
 
-One document per worker process in `runnerq_{queue}_workers` (our addition
-to design.md; other programs may ignore it):
+One document per worker process in `runnerq_{queue}_workers` (our addition to the
+data contract, docs/design.md "Workers"; other programs may ignore it):
 
     _id             worker id (string)
     host, pid       where it runs

@@ -413,3 +413,92 @@ def test_back_to_pending_clears_an_old_due_time(queue: RunnerQ, clock) -> None:
     clock.advance(2)
     queue.requeue_expired()  # the reaper puts it back to pending at once
     assert "scheduled_at" not in raw(queue, activity_id)
+
+
+# --------------------------------------------- stale and repeated acknowledgements
+
+
+def test_a_stale_success_changes_nothing_and_never_replaces_a_newer_result(
+        queue: RunnerQ, clock) -> None:
+    aid = queue.enqueue("t", {}).activity_id
+    stale = queue.dequeue("w1", lease_seconds=5)[0]
+    clock.advance(6)
+    assert queue.requeue_expired()["requeued"] == 1
+    fresh = queue.dequeue("w2")[0]
+    assert queue.ack_success(fresh, {"by": "w2"}) is AckOutcome.COMPLETED
+    with pytest.raises(ClaimLost):
+        queue.ack_success(stale, {"by": "w1"})
+    assert queue.get_result(aid).data == {"by": "w2"}
+    assert raw(queue, aid)["last_worker_id"] == "w2"
+
+
+def test_a_success_whose_acknowledgement_never_came_is_not_a_result(queue: RunnerQ,
+                                                                    clock) -> None:
+    """The result is written before the acknowledgement: a crash in between (or a lost
+    claim) leaves a result that is not shown, and the next attempt's replaces it."""
+    aid = queue.enqueue("t", {}).activity_id
+    claim = queue.dequeue("w1", lease_seconds=5)[0]
+    assert queue.activities._write_results([(claim, "half-done")], clock()) == {}  # then: crash
+    assert queue.get_result(aid) is None
+    clock.advance(6)
+    queue.requeue_expired()
+    assert queue.get_result(aid) is None
+    queue.cancel(aid)  # terminal without a run: still no result
+    assert queue.get_result(aid) is None
+    with pytest.raises(ClaimLost):  # the crashed claim's acknowledgement, arriving late
+        queue.ack_success(claim, "half-done")
+    assert queue.get_activity(aid).status == "cancelled"
+
+
+def test_a_late_acknowledgement_after_an_operator_change_is_a_lost_claim(queue: RunnerQ) -> None:
+    aid = queue.enqueue("t", {}, retry_delay_seconds=60).activity_id
+    claim = queue.dequeue("w")[0]
+    assert queue.ack_failure(claim, "try later") is AckOutcome.RETRYING
+    assert queue.ack_failure(claim, "try later") is AckOutcome.RETRYING  # a repeat
+    queue.cancel(aid)
+    for late in (lambda: queue.ack_failure(claim, "try later"),
+                 lambda: queue.ack_success(claim, 1)):
+        with pytest.raises(ClaimLost):
+            late()
+    assert queue.get_activity(aid).status == "cancelled"
+    assert queue.get_result(aid) is None
+
+
+def test_the_reaper_dead_lettering_answers_for_no_claim(queue: RunnerQ, clock) -> None:
+    aid = queue.enqueue("t", {}, max_retries=2, retry_delay_seconds=0).activity_id
+    first = queue.dequeue("w1")[0]
+    assert queue.ack_failure(first, "boom") is AckOutcome.RETRYING
+    second = queue.dequeue("w2", lease_seconds=5)[0]
+    clock.advance(6)
+    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 1}
+    with pytest.raises(ClaimLost):  # not "dead_lettered": that claim did not end it
+        queue.ack_failure(first, "boom")
+    with pytest.raises(ClaimLost):
+        queue.ack_success(second, "late")
+    assert queue.get_result(aid).state == "Err"
+
+
+def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
+        queue: RunnerQ) -> None:
+    queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(24)])
+    claims = queue.dequeue("w", limit=24)
+    stale = claims[-1]
+    queue.ack_success(stale, "first")  # its repeats below say something else: lost
+    answers: dict[int, object] = {}
+
+    def ack(i: int) -> None:
+        try:
+            answers[i] = queue.ack_success(claims[i], "again" if claims[i] is stale else i)
+        except ClaimLost as exc:
+            answers[i] = exc
+
+    threads = [threading.Thread(target=ack, args=(i,)) for i in range(len(claims))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert isinstance(answers.pop(len(claims) - 1), ClaimLost)
+    assert set(answers.values()) == {AckOutcome.COMPLETED}
+    for i, claim in enumerate(claims[:-1]):
+        assert queue.get_result(claim.activity_id).data == i
+    assert queue.get_result(stale.activity_id).data == "first"

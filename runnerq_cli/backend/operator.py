@@ -48,7 +48,8 @@ WAITING = (Status.PENDING, Status.SCHEDULED)
 # fields are already absent on a terminal activity; `last_lease_id` goes too,
 # so a late repeat ack of the old claim is answered "claim lost", not replayed.
 RESTART_UNSET = {"completed_at": "", "last_outcome": "", "last_lease_id": "",
-                 "scheduled_at": "", "started_at": "", "outbox.dead_letter": ""}
+                 "scheduled_at": "", "started_at": "", "outbox.dead_letter": "",
+                 "outbox.result": ""}
 PURGE_BATCH = 1000
 TERMINAL = (Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
 # Which statuses each action applies to (an action by filter selects only these).
@@ -118,8 +119,9 @@ class Operator:
         A running activity is refused: its worker holds the lease.
         """
         def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            # No claim ended it: an earlier claim's late acknowledgement is a lost claim.
             return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
-                             "last_outcome": "cancelled"}}
+                             "last_outcome": "cancelled"}, "$unset": {"last_lease_id": ""}}
         return self._act("cancel", activity_id, CANCELLABLE, EventType.CANCELLED, update,
                          lambda doc: {"previous_status": doc["status"]},
                          note=_note(reason, actor), expect=expect)

@@ -172,7 +172,10 @@ class OutboxWriter:
                                "ingested_at": event.get("ingested_at") or now})
             if box.get("result") is not None:
                 result = {"_id": doc["_id"], "activity_id": doc["_id"], **box["result"]}
-                results.append(ReplaceOne({"_id": doc["_id"]}, result, upsert=True))
+                # Never over a newer claim's result (a later attempt's success).
+                newer = {"$gt": int(result.get("claim") or 0)}
+                results.append(ReplaceOne({"_id": doc["_id"], "claim": {"$not": newer}}, result,
+                                          upsert=True))
             if box.get("dead_letter") is not None:
                 snapshot = {k: v for k, v in doc.items() if k != "outbox"}
                 record = {"_id": doc["_id"], "activity": snapshot, **box["dead_letter"]}
@@ -182,7 +185,7 @@ class OutboxWriter:
         if events:
             self._insert_events(events)
         if results:
-            self._results.bulk_write(results, ordered=False)
+            self._ignore_duplicates(self._results.bulk_write, results)
         if dead_letters:
             self._dead_letter.bulk_write(dead_letters, ordered=False)
         # Outboxes of a batch often share seq and since: one statement per pair.
@@ -203,10 +206,16 @@ class OutboxWriter:
                 and stored[doc["_id"]].get("since") == doc["outbox"].get("since")]
 
     def _insert_events(self, events: list[dict[str, Any]]) -> None:
+        # Events already copied by an earlier (interrupted) flush: fine.
+        self._ignore_duplicates(self._events.insert_many, events)
+
+    @staticmethod
+    def _ignore_duplicates(write: Callable[..., Any], operations: list[Any]) -> None:
+        """Run an unordered bulk `write`; duplicate keys are copies already made (or, for
+        a result, a newer claim's result that must stay): anything else is raised."""
         try:
-            self._events.insert_many(events, ordered=False)
+            write(operations, ordered=False)
         except BulkWriteError as exc:
-            # Events already copied by an earlier (interrupted) flush: fine.
             errors = exc.details.get("writeErrors", [])
             if any(e.get("code") != DUPLICATE_KEY for e in errors):
                 raise

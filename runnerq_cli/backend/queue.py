@@ -55,6 +55,7 @@ ACTIVITY_TYPE_MAX = 200
 # younger, its enqueue may still be inserting the activity.
 ORPHAN_KEY_GRACE = timedelta(seconds=60)
 DUPLICATE_KEY = 11000
+ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
 # What a claim returns: the activity without the bookkeeping of earlier attempts.
@@ -479,7 +480,7 @@ class ActivityQueue:
         """
         done = self._ctx.activities.find_one(
             {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
-        if done is not None:
+        if done is not None and done.get("last_outcome") in ACK_OUTCOMES:
             first = AckOutcome(done["last_outcome"])
             if first is AckOutcome.COMPLETED and outcome is AckOutcome.COMPLETED:
                 stored = self._ctx.results.find_one(
@@ -559,7 +560,8 @@ class ActivityQueue:
         """
         aid = parse_activity_id(activity_id)
         activity = self._ctx.activities.find_one(
-            {"_id": aid}, {"status": 1, "outbox.result": 1, "last_lease_id": 1})
+            {"_id": aid}, {"status": 1, "outbox.result": 1, "last_lease_id": 1,
+                           "last_outcome": 1})
         if activity is not None and activity.get("status") not in TERMINAL_VALUES:
             return None
         if activity is not None and activity.get("status") == "cancelled":
@@ -571,9 +573,10 @@ class ActivityQueue:
             if doc is None:
                 return None
             lease = doc.get("lease_id")
-            if activity is not None and lease is not None and \
-                    lease != activity.get("last_lease_id"):
-                return None
+            if activity is not None and lease is not None and (
+                    lease != activity.get("last_lease_id")
+                    or activity.get("last_outcome") != AckOutcome.COMPLETED.value):
+                return None  # a success nobody acknowledged (a crash, a stale claim)
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
 
 
@@ -588,10 +591,13 @@ def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str 
                              "last_outcome": AckOutcome.DEAD_LETTERED.value}
     if worker_id is not None:
         state["last_worker_id"] = worker_id
+    unset = dict(LEASE_FIELDS)
     if lease_id is not None:
         state["last_lease_id"] = lease_id
+    else:  # the reaper: no claim acknowledged this, and no earlier one may answer for it
+        unset["last_lease_id"] = ""
     return merge_updates(
-        {"$set": state, "$unset": LEASE_FIELDS},
+        {"$set": state, "$unset": unset},
         outbox_update(now, [dead],
                       result=_err(error, "dead_letter", now, act.extra.get("claims")),
                       dead_letter={"error": error, "failed_at": now}),

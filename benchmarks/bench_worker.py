@@ -14,7 +14,7 @@ commands, client CPU, and the server's activities/s. Then the same per attempt
 for the failure paths: a retry, a dead-letter, a lease expiry (the reaper's
 requeue) and an operator retry. Checks the targets of issue 7 (PASS/FAIL) and
 writes JSON to benchmarks/results/. How documents and index entries are
-counted: benchmarks/README_bench_worker.md.
+counted: benchmarks/README.md ("How the figures are counted").
 
 Uses only the public API (RunnerQ, ActivitySpec, Worker, HandlerRegistry,
 init_indexes) and raw pymongo, so it measures any version of the write path.

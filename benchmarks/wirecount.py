@@ -8,7 +8,7 @@ request id and pairs it with its reply. `tally()` turns those pairs into:
 - documents written: insert `n`; update `nModified` + upserts; a findAndModify
   that changed, upserted or removed a document; delete `n`,
 - index entries changed, from the collection's listed indexes and each
-  write's fields (the rule is in benchmarks/README_bench_worker.md).
+  write's fields (the rule is in benchmarks/README.md ("How the figures are counted")).
 
 The listener only stores references (no encoding) so that it adds next to no
 client CPU to what is measured; sizes and counts are worked out afterwards.

@@ -1,7 +1,7 @@
 """The benchmark's counting (benchmarks/wirecount.py) on short known sequences, real server.
 
 Each sequence is run through a real pymongo client whose commands a
-`WireCounter` sees; the counts are what benchmarks/README_bench_worker.md
+`WireCounter` sees; the counts are what benchmarks/README.md ("How the figures are counted")
 says a write costs: documents written and index entries changed.
 """
 

@@ -502,3 +502,21 @@ def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
     for i, claim in enumerate(claims[:-1]):
         assert queue.get_result(claim.activity_id).data == i
     assert queue.get_result(stale.activity_id).data == "first"
+
+
+def test_wait_returns_the_outcome_or_times_out(queue: RunnerQ) -> None:
+    from runnerq_cli.errors import ExitCode
+
+    aid = queue.enqueue("t", {}).activity_id
+    timed_out = queue.wait(aid, timeout=0.2, poll=0.05)
+    assert (timed_out.status, timed_out.last_status, timed_out.code) == (
+        None, "pending", ExitCode.WAIT_TIMEOUT)
+    claim = queue.dequeue("w")[0]
+    finisher = threading.Thread(target=lambda: queue.ack_success(claim, {"done": 1}))
+    finisher.start()
+    outcome = queue.wait(aid, timeout=30, poll=0.05)
+    finisher.join(timeout=30)
+    assert (outcome.status, outcome.code) == ("completed", ExitCode.OK)
+    assert outcome.result.data == {"done": 1}
+    with pytest.raises(NotFound):
+        queue.wait(uuid.uuid4(), timeout=1)

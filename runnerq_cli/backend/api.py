@@ -216,6 +216,17 @@ class RunnerQ:
             if drain:
                 self._ctx.outbox.drain()
 
+    def wait(self, activity_id: Any, timeout: float | None = None, *, poll: float = 0.25,
+             max_poll: float = 2.0) -> Any:
+        """Wait until the activity is terminal or `timeout` seconds pass (None: no limit).
+
+        Returns a `waiting.WaitOutcome` (status, result, exit code); NotFound if the
+        activity does not exist and left no result.
+        """
+        from runnerq_cli.backend.waiting import wait_for
+
+        return wait_for(self, activity_id, timeout, poll=poll, max_poll=max_poll)
+
     def now(self) -> datetime:
         """The backend's clock (what it stamps documents with)."""
         return self._ctx.clock()

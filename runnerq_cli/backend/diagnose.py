@@ -684,12 +684,6 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "?"
 
 
-def _priority_name(value: int) -> str:
-    try:
-        return Priority(value).name.lower()
-    except ValueError:
-        return str(value)
-
 
 def _ahead(rq: RunnerQ, priority: int, created_at: datetime) -> dict[str, int]:
     """Pending activities claimed before this one, by priority (claim order, indexed counts)."""
@@ -704,7 +698,7 @@ def _ahead(rq: RunnerQ, priority: int, created_at: datetime) -> dict[str, int]:
         else:
             continue
         if n:
-            out[_priority_name(p)] = n
+            out[Priority.label(p)] = n
     return out
 
 
@@ -737,7 +731,7 @@ def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str, *,
     live = [w for w in workers if not w.stale]
     pause = queue_pause(rq, act.activity_type)
     facts: dict[str, Any] = {
-        "activity_type": act.activity_type, "priority": _priority_name(act.priority),
+        "activity_type": act.activity_type, "priority": Priority.label(act.priority),
         "attempt": act.retry_count + 1, "max_retries": act.max_retries,
         "created_at": act.created_at, "last_error": act.last_error,
         "live_workers": len(live), "paused": pause is not None}
@@ -798,7 +792,7 @@ def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str, *,
         who = (f"{len(handlers)} {verb} {act.activity_type} "
                f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"
                if handlers else f"no live worker handles {act.activity_type}")
-        sentence = f"Pending ({_priority_name(act.priority)} priority): {place}; {who}."
+        sentence = f"Pending ({Priority.label(act.priority)} priority): {place}; {who}."
     else:
         reason = status
         ended = act.completed_at

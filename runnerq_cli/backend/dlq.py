@@ -64,10 +64,7 @@ class ImportOutcome:
 def export_line(doc: dict[str, Any], error: str | None, failed_at: datetime | None,
                 queue: str) -> dict[str, Any]:
     """An exported line from an activity document (or a dead-letter record's snapshot)."""
-    try:
-        priority: Any = Priority(int(doc.get("priority", Priority.NORMAL))).name.lower()
-    except ValueError:
-        priority = doc.get("priority")
+    priority = Priority.label(doc.get("priority", Priority.NORMAL))
     line: dict[str, Any] = {
         "type": doc.get("activity_type"),
         "payload": doc.get("payload") or {},

@@ -54,12 +54,6 @@ class StatsOptions:
     stale_after: float = 30.0
 
 
-def _priority_name(value: Any) -> str:
-    try:
-        return Priority(value).name.lower()
-    except ValueError:
-        return str(value)
-
 
 def _rank(name: str) -> int:
     """Critical first, unknown priorities last."""
@@ -106,7 +100,7 @@ def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]]
         for row in _hinted(ctx.activities, pipeline, index):
             status = str(row["_id"].get("status"))
             by_status[status] = by_status.get(status, 0) + row["count"]
-            per = by_priority.setdefault(_priority_name(row["_id"].get("priority")), {})
+            per = by_priority.setdefault(Priority.label(row["_id"].get("priority")), {})
             per[status] = per.get(status, 0) + row["count"]
     return by_status, by_priority
 
@@ -284,7 +278,7 @@ def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:
                     {"$group": {"_id": {"status": "$status", "priority": "$priority",
                                         "type": "$activity_type"}, "count": {"$sum": 1}}}]
         rows += [{"status": str(row["_id"].get("status")),
-                  "priority": _priority_name(row["_id"].get("priority")),
+                  "priority": Priority.label(row["_id"].get("priority")),
                   "type": str(row["_id"].get("type")), "count": int(row["count"])}
                  for row in _hinted(ctx.activities, pipeline, index)]
     return sorted(rows, key=lambda r: (r["status"], r["type"], r["priority"]))

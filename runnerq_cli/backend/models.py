@@ -31,6 +31,14 @@ class Priority(IntEnum):
                 f"unknown priority {value!r}: use low, normal, high, critical or 1-4"
             ) from None
 
+    @classmethod
+    def label(cls, value: Any) -> str:
+        """The name users see (`high`), or the stored value as text if it is not one of ours."""
+        try:
+            return cls(int(value)).name.lower()
+        except (TypeError, ValueError):
+            return str(value)
+
 
 class Status(StrEnum):
     PENDING = "pending"

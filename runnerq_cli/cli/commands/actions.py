@@ -259,8 +259,7 @@ def _describe(result: ActionResult) -> str:
         text += f", runs at {to_jsonable(detail['scheduled_at'])}"
     if "new_priority" in detail:
         old, new = detail.get("old_priority"), detail["new_priority"]
-        name = {int(p): p.name.lower() for p in Priority}
-        text += f", priority {name.get(old, old)} -> {name.get(new, new)}"
+        text += f", priority {Priority.label(old)} -> {Priority.label(new)}"
     return text
 
 

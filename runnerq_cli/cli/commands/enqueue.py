@@ -470,10 +470,10 @@ def enqueue(
     if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
         _print_one(backend, result, output, quiet)
     if wait:  # shared with `runnerq-mongo wait` (cli/waiting.py)
-        from runnerq_cli.cli.waiting import report, wait_for
+        from runnerq_cli.cli.waiting import report
 
         with backend.errors_translated():
-            outcome = wait_for(backend, result.activity_id, wait_seconds)
+            outcome = backend.wait(result.activity_id, wait_seconds)
         raise typer.Exit(report(outcome, output, extra={"created": result.created}))
 
 

@@ -76,10 +76,7 @@ def list_cmd(
         for act in page.items:
             when = {"pending": act.created_at, "scheduled": act.scheduled_at,
                     "processing": act.lease_deadline}.get(parsed.value, act.completed_at)
-            try:
-                prio = Priority(act.priority).name.lower()
-            except ValueError:
-                prio = str(act.priority)
+            prio = Priority.label(act.priority)
             table.add_row(str(act.id), act.activity_type, prio, act.display_status,
                           f"{act.retry_count}/{act.max_retries or '∞'}", _short_time(when),
                           (act.last_error or "")[:60])
@@ -124,7 +121,7 @@ def show_cmd(
     fields.add_column(overflow="fold")
     data = act.to_json()
     if act.priority in {int(p) for p in Priority}:
-        data["priority"] = f"{Priority(act.priority).name.lower()} ({act.priority})"
+        data["priority"] = f"{Priority.label(act.priority)} ({act.priority})"
     if act.display_status != act.status:
         data["status"] = f"{act.status} ({act.display_status})"
     for name, value in data.items():
@@ -192,9 +189,9 @@ def result_cmd(
     import sys
 
     from runnerq_cli.backend.models import parse_activity_id, to_jsonable
+    from runnerq_cli.backend.waiting import code_for_result
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.waiting import code_for_result
     from runnerq_cli.errors import ExitCode
 
     aid = parse_activity_id(activity_id)
@@ -234,12 +231,12 @@ def wait_cmd(
     """Block until the activity is terminal, print its result, exit by its outcome."""
     from runnerq_cli import values
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.waiting import report, wait_for
+    from runnerq_cli.cli.waiting import report
 
     seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
     with backend.errors_translated():
-        outcome = wait_for(backend, activity_id, seconds)
+        outcome = backend.wait(activity_id, seconds)
     raise typer.Exit(report(outcome, output))
 
 

@@ -144,10 +144,10 @@ LINE_FIELD = st.sampled_from(["type", "activity_type", "payload", "priority", "d
 ))
 def test_ndjson_lines_become_specs_or_are_refused(line) -> None:
     from runnerq_cli.backend.queue import ActivitySpec
-    from runnerq_cli.cli.commands.enqueue import line_spec
+    from runnerq_cli.backend.specs import spec_from_line
 
     try:
-        spec = line_spec(line, {})
+        spec = spec_from_line(line, {})
     except InvalidArgument:
         return
     assert isinstance(spec, ActivitySpec)

@@ -76,7 +76,7 @@ def _parse_lines(path: str) -> list[ImportLine]:
     """Each non-blank line: its spec and original id, or why it is invalid."""
     from runnerq_cli.backend.dlq import ImportLine
     from runnerq_cli.backend.models import parse_activity_id
-    from runnerq_cli.cli.commands.enqueue import line_spec
+    from runnerq_cli.backend.specs import spec_from_line
 
     try:
         if path == "-":
@@ -97,7 +97,7 @@ def _parse_lines(path: str) -> list[ImportLine]:
             data = json.loads(text)
             if isinstance(data, dict) and data.get("original_id") is not None:
                 original = parse_activity_id(str(data["original_id"]))
-            items.append(ImportLine(number, original, line_spec(text, {})))
+            items.append(ImportLine(number, original, spec_from_line(text, {})))
         except (InvalidArgument, json.JSONDecodeError) as exc:
             reason = f"malformed JSON: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
                 else str(exc)

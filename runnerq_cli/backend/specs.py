@@ -1,0 +1,91 @@
+"""Activity specs from what users type: command-line options and NDJSON lines.
+
+`enqueue` (its flags and `--from` lines) and `dlq import` read the same line
+format; every value goes through `values.py`, and `ActivitySpec` checks the
+whole, so a line is refused once, with one message, whatever reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runnerq_cli import values
+from runnerq_cli.backend.models import EXPORT_INFO_FIELDS, OnDuplicate, Priority
+from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.errors import InvalidArgument
+
+# Fields of one NDJSON line of `enqueue --from` (and the ActivitySpec option each feeds).
+LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "max_retries",
+               "timeout", "retry_delay", "metadata", "idempotency_key", "on_duplicate")
+
+
+def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
+                 max_retries: Any = None, timeout: Any = None, retry_delay: Any = None,
+                 metadata: dict[str, str] | None = None, idempotency_key: Any = None,
+                 on_duplicate: Any = None, prefix: str = "--") -> dict[str, Any]:
+    """ActivitySpec keyword arguments for the options given (None: the spec's default)."""
+
+    def name(flag: str) -> str:
+        return prefix + (flag.replace("_", "-") if prefix == "--" else flag)
+
+    options: dict[str, Any] = {}
+    if priority is not None:
+        options["priority"] = Priority.parse(priority)
+    if delay is not None and at is not None:
+        raise InvalidArgument(f"give {name('delay')} or {name('at')}, not both")
+    if delay is not None:
+        options["delay_seconds"] = values.duration(delay, name("delay"))
+    if at is not None:
+        options["scheduled_at"] = values.time(at, name("at"), relative=False)
+    if max_retries is not None:
+        options["max_retries"] = values.integer(max_retries, name("max_retries"), minimum=0)
+    if timeout is not None:
+        options["timeout_seconds"] = values.duration(timeout, name("timeout"), minimum=1,
+                                                     whole=True)
+    if retry_delay is not None:
+        options["retry_delay_seconds"] = values.duration(retry_delay, name("retry_delay"),
+                                                         whole=True)
+    if metadata:
+        options["metadata"] = metadata
+    if idempotency_key is not None:
+        if not isinstance(idempotency_key, str) or not idempotency_key:
+            raise InvalidArgument(f"{name('idempotency_key')}: expected a non-empty string")
+        options["idempotency_key"] = idempotency_key
+    if on_duplicate is not None:
+        options["on_duplicate"] = OnDuplicate.parse(on_duplicate)
+    return options
+
+
+def spec_from_line(text: str | bytes, defaults: dict[str, Any]) -> ActivitySpec:
+    """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
+    data = values.json_value(text, "")
+    if not isinstance(data, dict):
+        raise InvalidArgument("expected a JSON object per line")
+    # A `dlq export` line's provenance fields are ignored; any other unknown one is a typo.
+    unknown = sorted(set(data) - set(LINE_FIELDS) - set(EXPORT_INFO_FIELDS))
+    if unknown:
+        raise InvalidArgument(f"unknown field {unknown[0]!r} (known: {', '.join(LINE_FIELDS)})")
+    if "type" in data and "activity_type" in data and data["type"] != data["activity_type"]:
+        raise InvalidArgument("give type or activity_type, not both")
+    activity_type = data.get("type", data.get("activity_type"))
+    if not isinstance(activity_type, str) or not activity_type.strip():
+        raise InvalidArgument("missing activity type (field 'type')")
+    payload = data.get("payload", {})
+    if not isinstance(payload, dict):
+        raise InvalidArgument("payload must be a JSON object")
+    metadata = data.get("metadata")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(v, str) for v in metadata.values())):
+        raise InvalidArgument("metadata must be an object of strings")
+    options = dict(defaults)
+    if "delay" in data or "at" in data:  # a line's own schedule replaces the flag's
+        options.pop("delay_seconds", None)
+        options.pop("scheduled_at", None)
+    options.update(spec_options(
+        priority=data.get("priority"), delay=data.get("delay"), at=data.get("at"),
+        max_retries=data.get("max_retries"), timeout=data.get("timeout"),
+        retry_delay=data.get("retry_delay"),
+        metadata={**defaults.get("metadata", {}), **(metadata or {})} or None,
+        idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate"),
+        prefix=""))
+    return ActivitySpec(activity_type, payload, **options)

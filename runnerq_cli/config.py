@@ -34,15 +34,15 @@ def _ttl(value: Any, what: str) -> float:
     return values.duration(value, what, maximum=float(2**31 - 1))
 
 
-def _lease(value: Any, what: str) -> float:
+def lease_seconds(value: Any, what: str) -> float:
     return values.duration(value, what, minimum=1.0)
 
 
-def _poll_interval(value: Any, what: str) -> float:
+def poll_interval_seconds(value: Any, what: str) -> float:
     return values.duration(value, what, minimum=0.01, maximum=3600.0)
 
 
-def _shutdown_timeout(value: Any, what: str) -> float:
+def shutdown_timeout_seconds(value: Any, what: str) -> float:
     return values.duration(value, what, maximum=86400.0)
 
 
@@ -159,7 +159,7 @@ KEYS: tuple[Key, ...] = (
         "how long to wait for a reachable server before failing", "a duration"),
     Key("connect_timeout", _timeout, 5.0, "TCP connect timeout", "a duration"),
     Key("socket_timeout", _timeout, 30.0, "timeout of one server round trip", "a duration"),
-    Key("lease", _lease, 60.0, "lease length of a claim; workers renew it", "a duration"),
+    Key("lease", lease_seconds, 60.0, "lease length of a claim; workers renew it", "a duration"),
     Key("max_retry_delay", _duration, 3600.0,
         "cap of the exponential retry back-off (0 means the default, 1h)", "a duration"),
     Key("results_ttl", _ttl, 86400.0, "how long results are kept", "a duration"),
@@ -180,9 +180,9 @@ KEYS: tuple[Key, ...] = (
         "a mapping of type to import path"),
     Key("worker.exec", _string_map, {}, "TYPE: shell command (payload on stdin)",
         "a mapping of type to command"),
-    Key("worker.shutdown_timeout", _shutdown_timeout, 30.0,
+    Key("worker.shutdown_timeout", shutdown_timeout_seconds, 30.0,
         "how long running handlers may finish after SIGTERM", "a duration"),
-    Key("worker.poll_interval", _poll_interval, 1.0, "longest idle wait between claims",
+    Key("worker.poll_interval", poll_interval_seconds, 1.0, "longest idle wait between claims",
         "a duration"),
     Key("worker.log_format", _choice("auto", "rich", "plain", "json"), "auto",
         "log line format", "auto, rich, plain or json"),

@@ -4,6 +4,7 @@ the polling path, and the change-stream path on a server that offers it (nx-2701
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
@@ -248,3 +249,18 @@ def test_change_stream_path_on_nx(nx_server):
         assert again == []
     finally:
         client.close()
+
+
+def test_a_cursor_that_would_inflate_without_bound_is_refused():
+    import base64
+    import zlib
+
+    bomb = "ec" + base64.urlsafe_b64encode(zlib.compress(b"[" * (64 * 1024 * 1024), 9)
+                                           ).decode().rstrip("=")
+    with pytest.raises(InvalidArgument):
+        EventCursor.decode(bomb)
+    # A cursor whose offsets are absurd (hand-edited): refused, not an OverflowError.
+    absurd = json.dumps({"v": 2, "t": "2026-01-01T00:00:00+00:00", "f": None,
+                         "s": [["x", 10**30]]}).encode()
+    with pytest.raises(InvalidArgument):
+        EventCursor.decode("ec" + base64.urlsafe_b64encode(zlib.compress(absurd)).decode())

@@ -130,6 +130,16 @@ def test_types_without_a_handler_are_refused(backend):
         make_worker(backend, registry=HandlerRegistry())
 
 
+@pytest.mark.parametrize(("option", "value"), [
+    ("lease", float("nan")), ("lease", float("inf")), ("lease", 0.5),
+    ("poll_interval", float("nan")), ("poll_interval", 1e9),
+    ("shutdown_timeout", float("inf")), ("shutdown_timeout", -1.0)])
+def test_the_python_api_refuses_the_durations_the_cli_refuses(backend, option, value):
+    """Bounds are the settings' own, for embedders too (a nan lease never expires)."""
+    with pytest.raises(InvalidArgument, match=option):
+        make_worker(backend, **{option: value})
+
+
 def test_timeout_of_sync_and_async_handlers_is_a_retryable_failure(backend):
     sync_id = backend.enqueue("sleep", {"seconds": 5}, timeout_seconds=1, max_retries=3,
                               retry_delay_seconds=60).activity_id

@@ -45,6 +45,7 @@ from runnerq_cli.errors import InvalidArgument
 DEFAULT_SETTLE_SECONDS = 2.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CURSOR_VERSION = 2
+CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
 RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
 
@@ -95,7 +96,11 @@ class EventCursor:
             if not value.startswith("ec"):
                 raise ValueError("no prefix")
             body = value[2:]
-            raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)),
+                                     CURSOR_MAX_BYTES)
+            if inflate.unconsumed_tail:  # a cursor never holds this much: a bomb, or junk
+                raise ValueError("too large")
             data = json.loads(raw)
             if data.get("v") != CURSOR_VERSION:
                 raise ValueError("version")
@@ -105,7 +110,7 @@ class EventCursor:
             if base.tzinfo is None:
                 raise ValueError("naive time")
             return cls(base, seen, floor)
-        except (ValueError, KeyError, TypeError, zlib.error):
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError, zlib.error):
             raise InvalidArgument(f"invalid event cursor {value[:40]!r}") from None
 
     @classmethod

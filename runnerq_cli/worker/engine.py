@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
 from runnerq_cli.worker.handlers import (
     ActivityContext,
@@ -163,10 +164,13 @@ class Worker:
         self.registry = registry
         self.concurrency = concurrency or ws.concurrency
         self.types = tuple(types if types is not None else ws.types)
-        self.lease = float(lease or backend.settings.lease)
-        self.poll_interval = float(poll_interval or ws.poll_interval)
-        self.shutdown_timeout = float(ws.shutdown_timeout if shutdown_timeout is None
-                                      else shutdown_timeout)
+        # The same bounds as the settings (finite, in range): an API caller gets them too.
+        self.lease = lease_seconds(lease or backend.settings.lease, "lease")
+        self.poll_interval = poll_interval_seconds(poll_interval or ws.poll_interval,
+                                                   "poll_interval")
+        self.shutdown_timeout = shutdown_timeout_seconds(
+            ws.shutdown_timeout if shutdown_timeout is None else shutdown_timeout,
+            "shutdown_timeout")
         self.burst = burst
         self.fail_on_error = fail_on_error
         self.max_activities = max_activities
@@ -176,8 +180,6 @@ class Worker:
         self.maintenance = maintenance
         if self.concurrency < 1:
             raise InvalidArgument("concurrency must be at least 1")
-        if self.lease < 1:
-            raise InvalidArgument("the lease must be at least 1s")
         if max_activities is not None and max_activities < 1:
             raise InvalidArgument("--max-activities must be at least 1")
         if not len(registry):

@@ -104,18 +104,9 @@ def tail_events(
     all events, printed when the tail stops (at the end with --no-follow, else on
     Ctrl-C/SIGTERM), as Temporal's CLI does; --cursor-file is then written once, after it.
     """
-    import contextlib
     import os
-    import signal
-    import sys
-    import threading
 
     from runnerq_cli import values
-    from runnerq_cli.backend.events import EventCursor, EventFilter
-    from runnerq_cli.backend.models import EventType, parse_activity_id
-    from runnerq_cli.cli.cursorfile import CursorFileSaver
-    from runnerq_cli.cli.eventfmt import event_line, event_record
-    from runnerq_cli.cli.output import console, print_json, print_jsonl, warning_line
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
 
@@ -123,21 +114,50 @@ def tail_events(
         raise InvalidArgument(f"--mode {mode!r}: use auto, change-stream or poll")
     if since and (resume or (cursor_file and os.path.exists(cursor_file))):
         raise InvalidArgument("give --since or a cursor to resume from, not both")
-    events = _split(event_type)
-    known = {e.value for e in EventType}
-    unknown = [e for e in events if e not in known]
-    if unknown:
-        warning_line(f"unknown event type(s) {', '.join(unknown)[:200]} "
-                     f"(known: {', '.join(sorted(known))})")
-    filters = EventFilter(activity_id=parse_activity_id(activity) if activity else None,
-                          event_types=events, activity_types=_split(activity_type),
-                          worker_id=worker)
+    filters = _filters(event_type, activity_type, activity, worker)
     start = values.time(since, "--since") if since else None
     values.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)
     values.duration(settle, "--settle", maximum=3600.0)
     if cursor_file:
         values.writable_file(cursor_file, "--cursor-file")
     backend = state(ctx).backend()
+    cursor = _start_cursor(backend, resume, cursor_file, start, follow)
+    stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,
+                                  poll_interval=poll_interval)
+    stream.settle = settle
+    stream.on_reconnect = lambda exc: _note(
+        f"connection lost, resuming from the cursor ({type(exc).__name__})")
+    _print_events(backend, stream, output, cursor_file, max_events, follow)
+
+
+def _filters(event_type: list[str] | None, activity_type: list[str] | None,
+             activity: str | None, worker: str | None) -> Any:
+    """The EventFilter of the options; an unknown event type is a warning (shown, not
+    refused: other programs may write their own)."""
+    from runnerq_cli.backend.events import EventFilter
+    from runnerq_cli.backend.models import EventType, parse_activity_id
+    from runnerq_cli.cli.output import warning_line
+
+    events = _split(event_type)
+    known = {e.value for e in EventType}
+    unknown = [e for e in events if e not in known]
+    if unknown:
+        warning_line(f"unknown event type(s) {', '.join(unknown)[:200]} "
+                     f"(known: {', '.join(sorted(known))})")
+    return EventFilter(activity_id=parse_activity_id(activity) if activity else None,
+                       event_types=events, activity_types=_split(activity_type),
+                       worker_id=worker)
+
+
+def _start_cursor(backend: Any, resume: str | None, cursor_file: str | None,
+                  start: Any, follow: bool) -> Any:
+    """Where to start: --resume, the cursor file, --since, else the end (following) or
+    the beginning (--no-follow). The server is asked first: unreachable at start is
+    exit 6 at once (reconnecting is for later)."""
+    import os
+
+    from runnerq_cli.backend.events import EventCursor
+
     cursor: Any = None
     if resume:
         cursor = _decode_cursor(resume, "--resume")
@@ -146,22 +166,29 @@ def tail_events(
     elif start is not None:
         cursor = EventCursor.starting_at(start)
     with backend.errors_translated():
-        backend.ping()  # unreachable at start: exit 6 now (reconnecting is for later)
+        backend.ping()
         if cursor is None:
             cursor = backend.event_cursor_at_end() if follow else EventCursor()
+    return cursor
 
-    def reconnecting(exc: Exception) -> None:
-        _note(f"connection lost, resuming from the cursor ({type(exc).__name__})")
 
-    stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,
-                                  poll_interval=poll_interval)
-    stream.settle = settle
-    stream.on_reconnect = reconnecting
+def _print_events(backend: Any, stream: Any, output: OutputFormat, cursor_file: str | None,
+                  max_events: int, follow: bool) -> None:
+    """Print the stream until it ends or is stopped (SIGINT/SIGTERM), keeping the cursor
+    file, then the resume cursor on stderr."""
+    import contextlib
+    import signal
+    import sys
+    import threading
+
+    from runnerq_cli.cli.cursorfile import CursorFileSaver
+    from runnerq_cli.cli.eventfmt import event_line, event_record
+    from runnerq_cli.cli.output import console, print_json, print_jsonl
+
     out = console()
     text = output is OutputFormat.TEXT
     # -o json: the events gathered into one array, printed when the tail stops.
     gathered: list[dict[str, object]] | None = [] if output is OutputFormat.JSON else None
-
     saver = CursorFileSaver(cursor_file, lambda: stream.cursor) if cursor_file else None
     if saver:
         saver.start()  # a write error is a clean exit 2, before anything is printed

@@ -716,6 +716,96 @@ def locate_activity(rq: RunnerQ, activity_id: uuid.UUID) -> RunnerQ:
                    f"{rq.settings.database!r})")
 
 
+def _explain_scheduled(act: Any, now: datetime, live: list[Any],
+                       facts: dict[str, Any]) -> tuple[str, str]:
+    """Delayed at enqueue, or backing off after a failed attempt: until when."""
+    due = act.scheduled_at
+    wait = (due - now).total_seconds() if due else 0.0
+    facts.update(scheduled_at=due, due_in_seconds=round(wait, 3))
+    timing = (f"due at {_when(due)} (in {_in(wait)})" if wait > 0 else
+              f"due since {_when(due)} ({_in(wait)} ago): the scheduler makes it pending "
+              + ("within a poll interval" if live else "once a worker runs (none is live)"))
+    if act.retry_count > 0:
+        reason = "backing_off"
+        sentence = (f"Backing off after attempt {act.retry_count} "
+                    f"({act.last_error or 'no error recorded'}); {timing}.")
+    else:
+        reason = "scheduled"
+        sentence = (f"Scheduled for {_when(due)} (in {_in(wait)})." if wait > 0
+                    else f"Scheduled: {timing}.")
+    return reason, sentence
+
+
+def _explain_running(act: Any, now: datetime, workers: list[Any], live: list[Any],
+                     facts: dict[str, Any]) -> tuple[str, str]:
+    """Held under a live lease, or past it: who reaps it, and when."""
+    deadline = act.lease_deadline
+    holder = next((w for w in workers if w.worker_id == act.worker_id), None)
+    facts.update(worker_id=act.worker_id, lease_deadline=deadline, started_at=act.started_at,
+                 worker_registered=holder is not None,
+                 worker_stale=holder.stale if holder else None)
+    if deadline is not None and deadline > now:
+        reason = "held"
+        sentence = (f"Running: held by worker {act.worker_id} whose lease is live until "
+                    f"{_when(deadline)} (in {_in((deadline - now).total_seconds())}).")
+        if holder is not None and holder.stale:
+            sentence += " That worker has stopped heartbeating: the lease will expire."
+    else:
+        reason = "lease_expired"
+        retry = attempts_remain(act.retry_count, act.max_retries)
+        limit = act.max_retries or "unlimited"
+        then = (f"requeue it (attempt {act.retry_count + 2} of {limit})" if retry
+                else "dead-letter it (no attempts left)")
+        facts.update(reaper_will=("requeue" if retry else "dead_letter"))
+        if live:
+            reap = (f"the reaper of one of the {len(live)} live workers will {then} "
+                    "within about 15 s")
+        else:
+            reap = f"no worker is alive to run the reaper; the first one started will {then}"
+        ago = _in((now - deadline).total_seconds()) if deadline else "?"
+        sentence = (f"Held by worker {act.worker_id} whose lease expired at "
+                    f"{_when(deadline)} ({ago} ago): {reap}.")
+    return reason, sentence
+
+
+def _explain_pending(rq: RunnerQ, act: Any, live: list[Any],
+                     facts: dict[str, Any]) -> tuple[str, str]:
+    """Its place in claim order, and which live workers handle its type."""
+    reason = "pending"
+    ahead = _ahead(rq, act.priority, act.created_at)
+    handlers = [w.worker_id for w in live if _handles(w, act.activity_type)]
+    facts.update(ahead=sum(ahead.values()), ahead_by_priority=ahead,
+                 handled_by=handlers[:50])
+    total = sum(ahead.values())
+    place = (f"{_at_least(total)} ahead of it in claim order ("
+             + ", ".join(f"{n} {p}" for p, n in ahead.items()) + ")") if total \
+        else "first in claim order"
+    verb = "live worker handles" if len(handlers) == 1 else "live workers handle"
+    who = (f"{len(handlers)} {verb} {act.activity_type} "
+           f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"
+           if handlers else f"no live worker handles {act.activity_type}")
+    sentence = f"Pending ({Priority.label(act.priority)} priority): {place}; {who}."
+    return reason, sentence
+
+
+def _explain_finished(act: Any, facts: dict[str, Any]) -> tuple[str, str]:
+    """How and when it ended."""
+    reason = act.status
+    ended = act.completed_at
+    facts.update(completed_at=ended)
+    error = f": {act.last_error}" if act.last_error else ""
+    retries = f" after {act.retry_count} retr{'y' if act.retry_count == 1 else 'ies'}" \
+        if act.retry_count else ""
+    sentence = {
+        Status.COMPLETED.value: f"Completed at {_when(ended)}{retries}.",
+        Status.FAILED.value: f"Failed (non-retryable) at {_when(ended)}{error}.",
+        Status.DEAD_LETTER.value: (f"Dead-lettered at {_when(ended)} after attempt "
+                                   f"{act.retry_count + 1}{error}."),
+        Status.CANCELLED.value: f"Cancelled by an operator at {_when(ended)}.",
+    }.get(act.status, f"In status {act.status!r}.")
+    return reason, sentence
+
+
 def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str, *,
                      any_queue: bool = False) -> Explanation:
     """Why the activity is not running (or how it ended); NotFound if there is none.
@@ -737,76 +827,13 @@ def explain_activity(rq: RunnerQ, activity_id: uuid.UUID | str, *,
         "live_workers": len(live), "paused": pause is not None}
     status = act.status
     if status == Status.SCHEDULED.value:
-        due = act.scheduled_at
-        wait = (due - now).total_seconds() if due else 0.0
-        facts.update(scheduled_at=due, due_in_seconds=round(wait, 3))
-        timing = (f"due at {_when(due)} (in {_in(wait)})" if wait > 0 else
-                  f"due since {_when(due)} ({_in(wait)} ago): the scheduler makes it pending "
-                  + ("within a poll interval" if live else "once a worker runs (none is live)"))
-        if act.retry_count > 0:
-            reason = "backing_off"
-            sentence = (f"Backing off after attempt {act.retry_count} "
-                        f"({act.last_error or 'no error recorded'}); {timing}.")
-        else:
-            reason = "scheduled"
-            sentence = (f"Scheduled for {_when(due)} (in {_in(wait)})." if wait > 0
-                        else f"Scheduled: {timing}.")
+        reason, sentence = _explain_scheduled(act, now, live, facts)
     elif status == Status.PROCESSING.value:
-        deadline = act.lease_deadline
-        holder = next((w for w in workers if w.worker_id == act.worker_id), None)
-        facts.update(worker_id=act.worker_id, lease_deadline=deadline, started_at=act.started_at,
-                     worker_registered=holder is not None,
-                     worker_stale=holder.stale if holder else None)
-        if deadline is not None and deadline > now:
-            reason = "held"
-            sentence = (f"Running: held by worker {act.worker_id} whose lease is live until "
-                        f"{_when(deadline)} (in {_in((deadline - now).total_seconds())}).")
-            if holder is not None and holder.stale:
-                sentence += " That worker has stopped heartbeating: the lease will expire."
-        else:
-            reason = "lease_expired"
-            retry = attempts_remain(act.retry_count, act.max_retries)
-            limit = act.max_retries or "unlimited"
-            then = (f"requeue it (attempt {act.retry_count + 2} of {limit})" if retry
-                    else "dead-letter it (no attempts left)")
-            facts.update(reaper_will=("requeue" if retry else "dead_letter"))
-            if live:
-                reap = (f"the reaper of one of the {len(live)} live workers will {then} "
-                        "within about 15 s")
-            else:
-                reap = f"no worker is alive to run the reaper; the first one started will {then}"
-            ago = _in((now - deadline).total_seconds()) if deadline else "?"
-            sentence = (f"Held by worker {act.worker_id} whose lease expired at "
-                        f"{_when(deadline)} ({ago} ago): {reap}.")
+        reason, sentence = _explain_running(act, now, workers, live, facts)
     elif status == Status.PENDING.value:
-        reason = "pending"
-        ahead = _ahead(rq, act.priority, act.created_at)
-        handlers = [w.worker_id for w in live if _handles(w, act.activity_type)]
-        facts.update(ahead=sum(ahead.values()), ahead_by_priority=ahead,
-                     handled_by=handlers[:50])
-        total = sum(ahead.values())
-        place = (f"{_at_least(total)} ahead of it in claim order ("
-                 + ", ".join(f"{n} {p}" for p, n in ahead.items()) + ")") if total \
-            else "first in claim order"
-        verb = "live worker handles" if len(handlers) == 1 else "live workers handle"
-        who = (f"{len(handlers)} {verb} {act.activity_type} "
-               f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"
-               if handlers else f"no live worker handles {act.activity_type}")
-        sentence = f"Pending ({Priority.label(act.priority)} priority): {place}; {who}."
+        reason, sentence = _explain_pending(rq, act, live, facts)
     else:
-        reason = status
-        ended = act.completed_at
-        facts.update(completed_at=ended)
-        error = f": {act.last_error}" if act.last_error else ""
-        retries = f" after {act.retry_count} retr{'y' if act.retry_count == 1 else 'ies'}" \
-            if act.retry_count else ""
-        sentence = {
-            Status.COMPLETED.value: f"Completed at {_when(ended)}{retries}.",
-            Status.FAILED.value: f"Failed (non-retryable) at {_when(ended)}{error}.",
-            Status.DEAD_LETTER.value: (f"Dead-lettered at {_when(ended)} after attempt "
-                                       f"{act.retry_count + 1}{error}."),
-            Status.CANCELLED.value: f"Cancelled by an operator at {_when(ended)}.",
-        }.get(status, f"In status {status!r}.")
+        reason, sentence = _explain_finished(act, facts)
     if pause is not None and status in (Status.PENDING.value, Status.SCHEDULED.value):
         facts["pause"] = pause
         what = f"queue {rq.queue}" if pause.get("all") else f"type {act.activity_type}"

@@ -352,40 +352,32 @@ def enqueue(
                                 timeout=timeout, retry_delay=retry_delay,
                                 metadata=parse_metadata(metadata), on_duplicate=on_duplicate)
         cli.settings()  # config and queue name are checked before any line is written
-        try:
-            summary = enqueue_bulk(cli.backend, from_file, defaults, strict=strict,
-                                   batch_size=batch_size)
-        except _Aborted as stop:
-            from runnerq_cli.cli.output import fail
-
-            if stop.summary is not None and not stop.summary.activities:
-                raise stop.cause from None  # nothing written yet: the plain error (exit 6)
-            if stop.summary is not None:
-                _report_bulk(stop.summary, output, quiet)
-            cause = stop.cause
-            fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
-                 getattr(cause, "exit_code", ExitCode.FAILURE))
-        _report_bulk(summary, output, quiet)
-        code = summary.exit_code()
-        if code:
-            from runnerq_cli.cli.output import fail
-
-            fail(f"{len(summary.rejected)} of {summary.lines} lines rejected"
-                 + ("; nothing written (--strict)" if not summary.written else ""), code)
+        _enqueue_from(cli, from_file, defaults, strict=strict, batch_size=batch_size,
+                      output=output, quiet=quiet)
         return
 
     if activity_type is None:
         raise InvalidArgument("missing activity TYPE (or --from FILE to enqueue many)")
     if strict:
         raise InvalidArgument("--strict applies only to --from")
-    from runnerq_cli.backend.queue import ActivitySpec
-
-    spec = ActivitySpec(activity_type, read_payload(payload), **spec_options(
+    spec = _spec_of_flags(activity_type, payload, spec_options(
         priority=priority, delay=delay, at=at, max_retries=max_retries, timeout=timeout,
         retry_delay=retry_delay, metadata=parse_metadata(metadata),
         idempotency_key=idempotency_key, on_duplicate=on_duplicate))
     cli.settings()  # config errors before connecting
-    backend = cli.backend()
+    _enqueue_one(cli.backend(), spec, output=output, quiet=quiet, wait=wait,
+                 wait_seconds=wait_seconds)
+
+
+def _spec_of_flags(activity_type: str, payload: str | None, options: dict[str, Any]) -> Any:
+    from runnerq_cli.backend.queue import ActivitySpec
+
+    return ActivitySpec(activity_type, read_payload(payload), **options)
+
+
+def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bool,
+                 wait: bool, wait_seconds: float | None) -> None:
+    """Enqueue one activity; with --wait, block until it is terminal and exit like `wait`."""
     with backend.errors_translated():
         result = backend.enqueue(spec)
     if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
@@ -396,6 +388,29 @@ def enqueue(
         with backend.errors_translated():
             outcome = backend.wait(result.activity_id, wait_seconds)
         raise typer.Exit(report(outcome, output, extra={"created": result.created}))
+
+
+def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bool,
+                  batch_size: int, output: OutputFormat, quiet: bool) -> None:
+    """`enqueue --from`: write the lines, report each rejected one, exit like the docs say."""
+    from runnerq_cli.cli.output import fail
+
+    try:
+        summary = enqueue_bulk(cli.backend, source, defaults, strict=strict,
+                               batch_size=batch_size)
+    except _Aborted as stop:
+        if stop.summary is not None and not stop.summary.activities:
+            raise stop.cause from None  # nothing written yet: the plain error (exit 6)
+        if stop.summary is not None:
+            _report_bulk(stop.summary, output, quiet)
+        cause = stop.cause
+        fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
+             getattr(cause, "exit_code", ExitCode.FAILURE))
+    _report_bulk(summary, output, quiet)
+    code = summary.exit_code()
+    if code:
+        fail(f"{len(summary.rejected)} of {summary.lines} lines rejected"
+             + ("; nothing written (--strict)" if not summary.written else ""), code)
 
 
 def register(app: typer.Typer) -> None:

@@ -41,7 +41,7 @@ PARTS: dict[str, tuple[type, tuple[str, ...]]] = {
         "list_workers")),
     "operator": (Operator, (
         "cancel", "retry", "run_now", "reschedule", "set_priority", "delete", "redrive",
-        "purge_preview", "purge", "iter_actions")),
+        "purge_preview", "purge")),
     "bulk": (BulkActions, ("select", "preview_ids", "apply")),
     "control": (Control, ("paused", "pause", "resume")),
     "dead_letters": (DeadLetters, ("dlq_export", "dlq_import")),

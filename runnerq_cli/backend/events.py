@@ -213,7 +213,6 @@ class EventStream:
         self._activities = activities
         self.cursor = cursor or EventCursor()
         self.filters = filters or EventFilter()
-        self.requested_mode = mode
         self.mode = mode
         self.follow = follow
         self.poll_interval = poll_interval

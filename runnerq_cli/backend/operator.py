@@ -19,7 +19,7 @@ malformed id or value -> `InvalidArgument`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -411,16 +411,6 @@ class Operator:
             return ActionResult(action, aid, str(changed.get("activity_type")), str(status),
                                 str(changed["status"]), info), before
         raise WrongState(f"{action} {aid}: the activity keeps changing; try again")
-
-    def iter_actions(self, action: str, ids: Iterable[str],
-                     **kwargs: Any) -> Iterator[ActionResult | Exception]:
-        """Run `action` on each id; yields its result or the error (per-activity errors only)."""
-        method = self.action_method(action)
-        for activity_id in ids:
-            try:
-                yield method(activity_id, **kwargs)
-            except (InvalidArgument, NotFound, WrongState) as exc:
-                yield exc
 
     def action_method(self, action: str) -> Any:
         methods = {"cancel": self.cancel, "retry": self.retry, "run-now": self.run_now,

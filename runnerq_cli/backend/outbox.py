@@ -118,16 +118,6 @@ class OutboxWriter:
         if full:
             self.drain()
 
-    def submit_many(self, docs: list[dict[str, Any]]) -> None:
-        """`submit` for many documents, flushed together when not buffering."""
-        if self.buffer_size <= 0:
-            docs = [d for d in docs if d.get("outbox")]
-            if docs:
-                self.flush(docs)
-            return
-        for doc in docs:
-            self.submit(doc)
-
     def drain(self) -> int:
         """Flush everything buffered; returns how many documents were flushed."""
         with self._lock:

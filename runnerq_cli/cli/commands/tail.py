@@ -20,7 +20,6 @@ from runnerq_cli.cli.output import OutputFormat, output_option
 tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
 
 CURSOR_MAX_CHARS = 1_000_000  # far above any real cursor; bounds what a wrong file costs
-CURSOR_FILE_EVERY = 0.2  # seconds: how often --cursor-file is rewritten while events flow
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:

@@ -101,28 +101,21 @@ def _choice(*choices: str) -> Callable[[Any, str], str]:
     return check
 
 
-def _queue(value: Any, what: str) -> str:
-    text = _string(value, what)
-    try:
-        return values.queue_name(text)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{what}: {exc}") from None
+def _named(check: Callable[[str], str]) -> Callable[[Any, str], str]:
+    """A text setting checked by `values` (queue and database names, the URI), its key
+    named in the error."""
+    def parse(value: Any, what: str) -> str:
+        text = _string(value, what)
+        try:
+            return check(text)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{what}: {exc}") from None
+    return parse
 
 
-def _database(value: Any, what: str) -> str:
-    text = _string(value, what)
-    try:
-        return values.database_name(text)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{what}: {exc}") from None
-
-
-def _uri(value: Any, what: str) -> str:
-    text = _string(value, what)
-    try:
-        return values.mongo_uri(text)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{what}: {exc}") from None
+_queue = _named(values.queue_name)
+_database = _named(values.database_name)
+_uri = _named(values.mongo_uri)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ module parses, confirms and prints.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -322,52 +323,35 @@ def _when(at: str | None, delay: str | None) -> Any:
 # ----------------------------------------------------------------- commands
 
 
-def cancel(
-    ctx: typer.Context,
-    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
-    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
-    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
-    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
-    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
-    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
-    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
-) -> None:
-    """Cancel pending or scheduled activities (running ones are refused: exit 9)."""
-    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
-    raise typer.Exit(_run(ctx, "cancel", req))
+def _filter_command(action: str, summary: str) -> Callable[..., None]:
+    """A command that acts on ids or on a filter: the same options for every such action."""
+    def command(
+        ctx: typer.Context,
+        ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+        status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+        since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+        metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+        worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+        dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+        actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    ) -> None:
+        req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                      max_count, dry_run, yes, reason, actor, output)
+        raise typer.Exit(_run(ctx, action, req))
+
+    command.__doc__ = summary
+    command.__name__ = action.replace("-", "_")
+    return command
 
 
-def retry(
-    ctx: typer.Context,
-    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
-    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
-    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
-    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
-    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
-    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
-    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
-) -> None:
-    """Run failed, dead-lettered or cancelled activities again, from attempt 1."""
-    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
-    raise typer.Exit(_run(ctx, "retry", req))
-
-
-def run_now(
-    ctx: typer.Context,
-    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
-    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
-    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
-    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
-    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
-    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
-    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
-) -> None:
-    """Make scheduled activities (a delay or a retry back-off) pending now."""
-    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
-    raise typer.Exit(_run(ctx, "run-now", req))
+cancel = _filter_command(
+    "cancel", "Cancel pending or scheduled activities (running ones are refused: exit 9).")
+retry = _filter_command(
+    "retry", "Run failed, dead-lettered or cancelled activities again, from attempt 1.")
+run_now = _filter_command(
+    "run-now", "Make scheduled activities (a delay or a retry back-off) pending now.")
+delete = _filter_command(
+    "delete", "Delete terminal activities with their results and events (recorded in the audit).")
 
 
 def reschedule(
@@ -412,22 +396,6 @@ def set_priority(
     req = Request(ids, status, types, since, until, metadata, error_contains, worker,
                   max_count, dry_run, yes, reason, actor, output)
     raise typer.Exit(_run(ctx, "set-priority", req, priority=priority))
-
-
-def delete(
-    ctx: typer.Context,
-    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
-    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
-    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
-    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
-    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
-    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
-    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
-) -> None:
-    """Delete terminal activities with their results and events (recorded in the audit)."""
-    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
-    raise typer.Exit(_run(ctx, "delete", req))
 
 
 def redrive(

@@ -16,6 +16,7 @@ gets its own database, dropped afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -38,9 +39,17 @@ class TestServer:
     uri: str
     kind: str  # "uri", "docker", "mongoeco"
 
-    @property
+    @functools.cached_property
     def real_mongodb(self) -> bool:
-        return self.kind in ("uri", "docker")
+        """A MongoDB, not the dev server (a URI may point at one: CI's 3.11 run does)."""
+        if self.kind == "mongoeco":
+            return False
+        if self.kind == "docker":
+            return True
+        from pymongo import MongoClient
+
+        with MongoClient(self.uri, serverSelectionTimeoutMS=5000) as client:
+            return client.admin.command("buildInfo").get("gitVersion") != "mongoeco"
 
 
 _SERVER: TestServer | None = None

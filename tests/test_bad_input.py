@@ -8,6 +8,7 @@ aside), no traceback, an answer within seconds, and nothing written to the datab
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import json
 import os
@@ -235,7 +236,10 @@ def _files(tmp: Path) -> dict[str, Path]:
     return {p.name: p for p in tmp.iterdir()}
 
 
-PATH_CASES = [
+# These start the dev server itself (mongoeco: Python 3.13+), not a client of one.
+NEEDS_DEV_SERVER = pytest.mark.skipif(importlib.util.find_spec("mongoeco") is None,
+                                      reason="the dev server needs mongoeco (Python 3.13+)")
+PATH_CASES: list = [
     ("payload @ bad UTF-8", ["enqueue", "t", "-p", "@{bad-utf8.json}"], USAGE, "UTF-8"),
     ("payload @ 50000 deep", ["enqueue", "t", "-p", "@{deep.json}"], USAGE, "nested deeper"),
     ("payload @ 17 MB", ["enqueue", "t", "-p", "@{big.json}"], USAGE, "limit"),
@@ -268,10 +272,10 @@ PATH_CASES = [
                                      "{cursor-absurd}"], USAGE, "cursor"),
     ("dev-server --path missing dir", ["dev-server", "--port", "0", "--path",
                                        "{dir}/missing/data.sqlite"], USAGE, "--path"),
-    ("dev-server --path not SQLite", ["dev-server", "--port", "0", "--path",
-                                      "{not-sqlite.txt}"], USAGE, "SQLite"),
-    ("dev-server --host not here", ["dev-server", "--port", "0", "--host", "192.0.2.1"], USAGE,
-     "cannot listen"),
+    pytest.param(["dev-server", "--port", "0", "--path", "{not-sqlite.txt}"], USAGE, "SQLite",
+                 id="dev-server --path not SQLite", marks=NEEDS_DEV_SERVER),
+    pytest.param(["dev-server", "--port", "0", "--host", "192.0.2.1"], USAGE, "cannot listen",
+                 id="dev-server --host not here", marks=NEEDS_DEV_SERVER),
     ("--config directory", ["--config", "{dir}", "config", "show"], CONFIG, "directory"),
     ("--config missing", ["--config", "{dir}/missing.yaml", "stats"], CONFIG, "no such file"),
 ]
@@ -284,7 +288,8 @@ def input_files(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.timeout(60)  # a dev-server case that wrongly starts must not hang the suite
 @pytest.mark.parametrize(("args", "code", "fragment"),
-                         [pytest.param(a, c, f, id=i) for i, a, c, f in PATH_CASES])
+                         [case if hasattr(case, "marks")  # already a pytest.param
+                          else pytest.param(*case[1:], id=case[0]) for case in PATH_CASES])
 def test_bad_file_or_path(run_cli, database, input_files, args: list[str], code: int,
                           fragment: str) -> None:
     directory = str(next(iter(input_files.values())).parent)
@@ -538,6 +543,7 @@ def test_declined_confirmation_is_exit_2_and_changes_nothing(cli_env, queue, dat
     assert snapshot(database) == before
 
 
+@NEEDS_DEV_SERVER
 def test_a_port_taken_between_check_and_start_is_exit_2() -> None:
     from runnerq_cli.devserver import PortInUse, start_in_thread
 

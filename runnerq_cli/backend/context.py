@@ -11,7 +11,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from runnerq_cli.backend.naming import CollectionNames
-from runnerq_cli.backend.outbox import OutboxWriter
+from runnerq_cli.backend.writes import OutboxWriter
 from runnerq_cli.config import Settings
 
 

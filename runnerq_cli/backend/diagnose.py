@@ -174,7 +174,7 @@ def representative_queries(settings: Settings, now: datetime) -> list[Representa
 
     The ONE list the doctor's "served by an index" check uses; keep it in step
     with backend/queue.py (dequeue, process_scheduled, requeue_expired,
-    retention_queries), outbox.py (repair), inspection.py and pagination.py
+    retention_queries), writes.py (repair), inspection.py and pagination.py
     (lists), events.py (tails) and metrics.py (stats).
     """
     from runnerq_cli.backend.indexes import EVER, index_name

@@ -16,13 +16,13 @@ from pymongo import ReturnDocument
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import Activity, EventType, Status
-from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
 from runnerq_cli.backend.queue import (
     LEASE_FIELDS,
     dead_letter_update,
     flush_projection,
 )
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 
 
 class Maintenance:
@@ -87,7 +87,7 @@ class Maintenance:
         return counts
 
     def repair_outboxes(self, grace_seconds: float = 60.0) -> int:
-        """Copy out outboxes a crashed process left behind (see outbox.py)."""
+        """Copy out outboxes a crashed process left behind (see writes.py)."""
         return self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
 
     def retention_queries(self) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,7 @@ Each action on one activity is one atomic, conditional `findOneAndUpdate` of
 the activity document: the filter names the statuses the action applies to,
 so an action never overwrites a change made meanwhile by a worker, the reaper
 or another operator. Its event (`Cancelled`, `Retried`, ...) travels in the
-same update through the outbox (see `outbox.py`), like every queue operation.
+same update through the outbox (see `writes.py`), like every queue operation.
 
 Running (`processing`) activities are refused by every action: a worker holds
 the lease and would overwrite or race the operator's change. Stop the worker
@@ -37,7 +37,7 @@ from runnerq_cli.backend.models import (
     parse_activity_id,
     to_jsonable,
 )
-from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
+from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 
 OPERATOR = "operator"  # the worker_id recorded on operator events

@@ -3,7 +3,7 @@ schedule, reap.
 
 Every state change is one atomic update of the activity document, fenced
 where a claim is involved; what it must also write elsewhere travels in the
-document's outbox (see `outbox.py`).
+document's outbox (see `writes.py`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from runnerq_cli.backend.models import (
     check_metadata_key,
     parse_activity_id,
 )
-from runnerq_cli.backend.outbox import merge_updates, new_event, outbox_update
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
+from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import (
     ClaimLost,
     DuplicateActivity,

@@ -1,9 +1,11 @@
-"""The outbox: how one state change reaches several collections without transactions.
+"""Where stored events, Err results and dead-letter records are written: the outbox.
 
-Every state change of an activity is one atomic update of its own document
-(the commit point). Whatever else that change must write, its lifecycle
-events, its result, its dead-letter record, is put into the same update
-as an `outbox` sub-document:
+Events are *read* in events.py (stored and derived merged); they are *written*
+here. Every state change of an activity is one atomic update of its own
+document (the commit point). Whatever else that change must write (the
+events a later write would otherwise overwrite, an Err result, a dead-letter
+record; a success writes its result directly, see queue.ActivityQueue.ack_success)
+is put into the same update as an `outbox` sub-document:
 
     outbox: {seq: int, since: date, events: [...], result: {...}, dead_letter: {...}}
 

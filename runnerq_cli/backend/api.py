@@ -47,8 +47,10 @@ PARTS: dict[str, tuple[type, tuple[str, ...]]] = {
     "dead_letters": (DeadLetters, ("dlq_export", "dlq_import")),
     "audit_log": (AuditLog, ("record_action", "audit")),
 }
-# Stream factories: their errors surface later, in the caller's loop.
-_NOT_WRAPPED = frozenset({"event_stream", "dlq_export"})
+# A stream factory: its stream translates errors while it is iterated (events.py).
+_NOT_WRAPPED = frozenset({"event_stream"})
+# Generators: translated while they are iterated.
+_GENERATORS = frozenset({"dlq_export"})
 
 
 def _forward(part: str, name: str, cls: type) -> Callable[..., Any]:
@@ -63,6 +65,12 @@ def _forward(part: str, name: str, cls: type) -> Callable[..., Any]:
         def plain(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
             return getattr(getattr(self, part), name)(*args, **kwargs)
         return plain
+    if name in _GENERATORS:
+        @functools.wraps(target)
+        def generator(self: RunnerQ, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            with translate_errors(self.settings.uri):  # while it is iterated
+                yield from getattr(getattr(self, part), name)(*args, **kwargs)
+        return generator
 
     @functools.wraps(target)
     def method(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:

@@ -31,6 +31,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -206,7 +207,8 @@ class EventStream:
                  poll_interval: float = 0.5, settle: float = DEFAULT_SETTLE_SECONDS,
                  batch_size: int = 500,
                  on_reconnect: Callable[[Exception], None] | None = None,
-                 on_idle: Callable[[], None] | None = None) -> None:
+                 on_idle: Callable[[], None] | None = None,
+                 errors: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
         if mode not in MODES:
             raise InvalidArgument(f"unknown mode {mode!r}: use auto, change-stream or poll")
         self._events = events
@@ -220,6 +222,7 @@ class EventStream:
         self.batch_size = batch_size
         self.on_reconnect = on_reconnect
         self.on_idle = on_idle
+        self.errors = errors
         self._stopped = False
 
     def stop(self) -> None:
@@ -230,6 +233,12 @@ class EventStream:
         return self._stopped
 
     def __iter__(self) -> Iterator[Event]:
+        # Errors that end the iteration (not the ones following reconnects from) reach the
+        # caller translated, like every other operation of the facade.
+        with self.errors():
+            yield from self._events_in_order()
+
+    def _events_in_order(self) -> Iterator[Event]:
         if not self.follow:
             yield from self._catch_up()
             return

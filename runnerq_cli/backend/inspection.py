@@ -145,9 +145,12 @@ class Inspector:
                      filters: EventFilter | None = None, mode: str = "auto",
                      follow: bool = True, poll_interval: float = 0.5) -> EventStream:
         """Lifecycle events after `cursor` (all stored ones by default), in ingestion order."""
+        from runnerq_cli.backend.connection import translate_errors
+
         return EventStream(self._ctx.events, activities=self._ctx.activities, cursor=cursor,
                            filters=filters, mode=mode, follow=follow,
-                           poll_interval=poll_interval)
+                           poll_interval=poll_interval,
+                           errors=lambda: translate_errors(self._ctx.settings.uri))
 
     def event_cursor_at_end(self) -> EventCursor:
         """A cursor after the newest event: follow only what happens from now on."""

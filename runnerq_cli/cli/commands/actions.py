@@ -135,10 +135,9 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
     flt = _filter(req)
     _check_request(req, flt)
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        if req.ids:
-            return _by_ids(backend, action, req, params)
-        return _by_filter(backend, action, req, flt, params)
+    if req.ids:
+        return _by_ids(backend, action, req, params)
+    return _by_filter(backend, action, req, flt, params)
 
 
 def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any]) -> int:
@@ -411,15 +410,14 @@ def redrive(
     check_text(reason, "--reason")
     check_text(actor, "--actor")
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        report = backend.redrive(types, dry_run=True)
-        if not dry_run and (report.count or report.stale_records):
-            if report.count:
-                _confirm(f"Redrive {report.count} dead-lettered activities?", yes,
-                         _redrive_preview(report.activities))
-            # Exactly the ones shown and confirmed, not any dead-lettered since.
-            report = backend.redrive(types, ids=[a["id"] for a in report.activities],
-                                     reason=reason, actor=actor)
+    report = backend.redrive(types, dry_run=True)
+    if not dry_run and (report.count or report.stale_records):
+        if report.count:
+            _confirm(f"Redrive {report.count} dead-lettered activities?", yes,
+                     _redrive_preview(report.activities))
+        # Exactly the ones shown and confirmed, not any dead-lettered since.
+        report = backend.redrive(types, ids=[a["id"] for a in report.activities],
+                                 reason=reason, actor=actor)
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
         return
@@ -442,13 +440,12 @@ def purge(
     check_text(reason, "--reason")
     check_text(actor, "--actor")
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        counts = backend.purge_preview()
-        if not dry_run and sum(counts.values()):
-            _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
-                     _purge_preview(counts, state(ctx).settings()))
-            counts = backend.purge(limits=counts, reason=reason, actor=actor,
-                                   audit=True)  # no more than was confirmed
+    counts = backend.purge_preview()
+    if not dry_run and sum(counts.values()):
+        _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
+                 _purge_preview(counts, state(ctx).settings()))
+        counts = backend.purge(limits=counts, reason=reason, actor=actor,
+                               audit=True)  # no more than was confirmed
     data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
     if output is not OutputFormat.TEXT:
         emit(output, data)

@@ -23,9 +23,8 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        method = backend.pause if verb == "pause" else backend.resume
-        paused = method(types or None, reason=reason, actor=actor)
+    method = backend.pause if verb == "pause" else backend.resume
+    paused = method(types or None, reason=reason, actor=actor)
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "types": types or [], **paused.to_json()})
         return

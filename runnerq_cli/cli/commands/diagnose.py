@@ -67,15 +67,14 @@ def doctor_cmd(
     checks: list[Check] = []
     unreachable: Unavailable | None = None
     try:
-        with backend.errors_translated():
-            names = _queues(cli, backend, queue, all_queues, must_exist=False)
-            for index, name in enumerate(names):
-                checks += backend.for_queue(name).doctor(server=index == 0)
-            if not names:
-                checks = [*server_checks(backend),
-                          Check("queues", CheckStatus.WARN,
-                                f"no RunnerQ queue in database {cli.settings().database}",
-                                "runnerq-mongo --queue NAME init-indexes")]
+        names = _queues(cli, backend, queue, all_queues, must_exist=False)
+        for index, name in enumerate(names):
+            checks += backend.for_queue(name).doctor(server=index == 0)
+        if not names:
+            checks = [*server_checks(backend),
+                      Check("queues", CheckStatus.WARN,
+                            f"no RunnerQ queue in database {cli.settings().database}",
+                            "runnerq-mongo --queue NAME init-indexes")]
     except Unavailable as exc:  # the first check failed; the others cannot run
         unreachable = exc
         checks = [Check("server", CheckStatus.FAIL, str(exc),
@@ -123,8 +122,7 @@ def explain_cmd(
 
     aid = parse_activity_id(activity_id)  # a malformed id fails before connecting
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        found = backend.explain(aid, any_queue=True)
+    found = backend.explain(aid, any_queue=True)
     if output is not OutputFormat.TEXT:
         emit(output, found.to_json())
         return
@@ -150,8 +148,7 @@ def queues_cmd(
 
     cli = state(ctx)
     backend = cli.backend()
-    with backend.errors_translated():
-        rows = [backend.for_queue(name).queue_summary() for name in backend.discover_queues()]
+    rows = [backend.for_queue(name).queue_summary() for name in backend.discover_queues()]
     if output is OutputFormat.JSON:
         emit(output, {"database": cli.settings().database, "queues": rows})
         return
@@ -226,8 +223,7 @@ def metrics_serve(
     backend = cli.backend()
     if all_queues and queue:
         raise InvalidArgument("give --queue or --all-queues, not both")
-    with backend.errors_translated():
-        fixed = None if all_queues else _queues(cli, backend, queue, False, must_exist=True)
+    fixed = None if all_queues else _queues(cli, backend, queue, False, must_exist=True)
 
     from runnerq_cli.exposition import QueueCollector, log_error, serve
 

@@ -54,10 +54,9 @@ def export(
         raise InvalidArgument(f"--output: cannot write {out_file}: "
                               f"{exc.strerror or exc}") from None
     try:
-        with backend.errors_translated():
-            for line in backend.dlq_export(types, when, max_count):
-                handle.write(json.dumps(line, separators=(",", ":")) + "\n")
-                count += 1
+        for line in backend.dlq_export(types, when, max_count):
+            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+            count += 1
         handle.flush()
     except BaseException:
         if tmp is not None:  # an interrupted export leaves no half file behind
@@ -146,9 +145,8 @@ def import_(
     check_text(actor, "--actor")
     items = _parse_lines(path)
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        outcomes = backend.dlq_import(items, redrive=redrive, dry_run=dry_run, reason=reason,
-                                      actor=actor)
+    outcomes = backend.dlq_import(items, redrive=redrive, dry_run=dry_run, reason=reason,
+                                  actor=actor)
     _print(outcomes, output, dry_run)
     code = _exit_code(outcomes)
     if code:

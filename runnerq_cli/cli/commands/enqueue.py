@@ -92,8 +92,7 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
         from runnerq_cli.errors import NotFound
 
         try:
-            with backend.errors_translated():
-                doc = backend.get_activity(result.activity_id).to_json()
+            doc = backend.get_activity(result.activity_id).to_json()
         except NotFound:  # an idempotency key whose activity is still being inserted
             doc = {"id": str(result.activity_id), "status": result.status}
         emit(output, {**doc, "created": result.created})
@@ -201,8 +200,7 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
         for start in range(0, len(valid), batch_size):
             batch = valid[start:start + batch_size]
             try:
-                with backend.errors_translated():
-                    results = backend.enqueue_many([spec for _, spec in batch])
+                results = backend.enqueue_many([spec for _, spec in batch])
             except RunnerQError as exc:
                 summary.aborted = (f"stopped at line {batch[0][0]}: {exc}; lines from there "
                                    "on may not be written")
@@ -378,15 +376,13 @@ def _spec_of_flags(activity_type: str, payload: str | None, options: dict[str, A
 def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bool,
                  wait: bool, wait_seconds: float | None) -> None:
     """Enqueue one activity; with --wait, block until it is terminal and exit like `wait`."""
-    with backend.errors_translated():
-        result = backend.enqueue(spec)
+    result = backend.enqueue(spec)
     if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
         _print_one(backend, result, output, quiet)
     if wait:  # shared with `runnerq-mongo wait` (cli/waiting.py)
         from runnerq_cli.cli.waiting import report
 
-        with backend.errors_translated():
-            outcome = backend.wait(result.activity_id, wait_seconds)
+        outcome = backend.wait(result.activity_id, wait_seconds)
         raise typer.Exit(report(outcome, output, extra={"created": result.created}))
 
 

@@ -56,8 +56,7 @@ def list_cmd(
                          since=values.time(since, "--since") if since else None,
                          metadata=parse_metadata(metadata or []))
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        page = backend.list_page(parsed, filters=filters, limit=limit, after=after)
+    page = backend.list_page(parsed, filters=filters, limit=limit, after=after)
     if output is OutputFormat.JSON:
         emit(output, {"status": parsed.value, "items": [a.to_json() for a in page.items],
                       "next_cursor": page.next_cursor})
@@ -104,10 +103,9 @@ def show_cmd(
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        act = backend.get_activity(activity_id)
-        result = backend.get_result(act.id)
-        events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
+    act = backend.get_activity(activity_id)
+    result = backend.get_result(act.id)
+    events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
     if output is not OutputFormat.TEXT:
         emit(output, {"activity": {**act.to_json(), "extra": to_jsonable(act.extra)},
                       "result": result.to_json() if result else None,
@@ -165,9 +163,8 @@ def events_cmd(
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        act = backend.get_activity(activity_id)  # NotFound (exit 4) for an unknown id
-        events = list(reversed(backend.get_activity_events(act.id, limit=limit)))
+    act = backend.get_activity(activity_id)  # NotFound (exit 4) for an unknown id
+    events = list(reversed(backend.get_activity_events(act.id, limit=limit)))
     if output is not OutputFormat.TEXT:
         emit(output, [event_record(e) for e in events] if output is OutputFormat.JSONL
              else {"activity_id": str(act.id), "events": [event_record(e) for e in events]})
@@ -196,11 +193,10 @@ def result_cmd(
 
     aid = parse_activity_id(activity_id)
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        result = backend.get_result(aid)
-        act = None
-        if result is None:
-            act = backend.get_activity(aid)  # NotFound: exit 4
+    result = backend.get_result(aid)
+    act = None
+    if result is None:
+        act = backend.get_activity(aid)  # NotFound: exit 4
     if result is None:
         assert act is not None
         code = ExitCode.ACTIVITY_CANCELLED if act.status == "cancelled" else ExitCode.NO_RESULT
@@ -235,8 +231,7 @@ def wait_cmd(
 
     seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        outcome = backend.wait(activity_id, seconds)
+    outcome = backend.wait(activity_id, seconds)
     raise typer.Exit(report(outcome, output))
 
 
@@ -253,10 +248,9 @@ def workers_cmd(
 
     stale_seconds = values.duration(stale_after, "--stale-after")
     backend = state(ctx).backend()
-    with backend.errors_translated():
-        workers = backend.list_workers(stale_seconds)
-        now = backend.now()
-        pause = backend.paused()
+    workers = backend.list_workers(stale_seconds)
+    now = backend.now()
+    pause = backend.paused()
     if output is not OutputFormat.TEXT:
         records = [{**w.to_json(), "paused": pause.covers(w.types)} for w in workers]
         emit(output, records if output is OutputFormat.JSONL

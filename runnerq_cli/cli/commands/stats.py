@@ -162,10 +162,9 @@ def stats_cmd(
                "latency_window_seconds": values.duration(window, "--window")}
 
     def take() -> dict[str, Any]:
-        with backend.errors_translated():
-            snap = backend.stats_snapshot(**options)
-            snap["pause"] = backend.paused().to_json()  # pause/resume (control.py)
-            return snap
+        snap = backend.stats_snapshot(**options)
+        snap["pause"] = backend.paused().to_json()  # pause/resume (control.py)
+        return snap
 
     if watch:
         _watch(take, pause, iterations)
@@ -173,8 +172,7 @@ def stats_cmd(
     if output is StatsOutput.OPENMETRICS:
         from runnerq_cli.exposition import render as render_metrics
 
-        with backend.errors_translated():
-            sample = backend.metrics_sample(window_seconds=options["latency_window_seconds"])
+        sample = backend.metrics_sample(window_seconds=options["latency_window_seconds"])
         sys.stdout.write(render_metrics([sample]))
         if not checks:
             return

@@ -164,10 +164,9 @@ def _start_cursor(backend: Any, resume: str | None, cursor_file: str | None,
         cursor = _decode_cursor(_read_cursor_file(cursor_file), "--cursor-file")
     elif start is not None:
         cursor = EventCursor.starting_at(start)
-    with backend.errors_translated():
-        backend.ping()
-        if cursor is None:
-            cursor = backend.event_cursor_at_end() if follow else EventCursor()
+    backend.ping()
+    if cursor is None:
+        cursor = backend.event_cursor_at_end() if follow else EventCursor()
     return cursor
 
 
@@ -198,22 +197,21 @@ def _print_events(backend: Any, stream: Any, output: OutputFormat, cursor_file: 
             previous[signum] = signal.signal(signum, lambda *_: stream.stop())
     count, finished = 0, False
     try:
-        with backend.errors_translated():
-            for event in stream:
-                with output_lock:
-                    if text:
-                        out.print(event_line(event))
-                    elif gathered is not None:
-                        gathered.append(event_record(event))
-                    else:
-                        print_jsonl(event_record(event))
-                    if saver and gathered is None:  # -o json prints (and saves) at the end
-                        saver.printed()
-                count += 1
-                if saver:
-                    saver.check()
-                if max_events and count >= max_events:
-                    break
+        for event in stream:
+            with output_lock:
+                if text:
+                    out.print(event_line(event))
+                elif gathered is not None:
+                    gathered.append(event_record(event))
+                else:
+                    print_jsonl(event_record(event))
+                if saver and gathered is None:  # -o json prints (and saves) at the end
+                    saver.printed()
+            count += 1
+            if saver:
+                saver.check()
+            if max_events and count >= max_events:
+                break
         finished = True
     finally:
         for signum, handler in previous.items():

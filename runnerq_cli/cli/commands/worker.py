@@ -85,10 +85,9 @@ def worker(
     handler = configure_logging(ws.log_format, ws.log_level)
     try:
         log = WorkerLog(ws.log_format, ws.log_level)
-        with backend.errors_translated():
-            backend.ping()
-            code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                          max_activities=max_activities, worker_id=worker_id, log=log).run()
+        backend.ping()
+        code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
+                      max_activities=max_activities, worker_id=worker_id, log=log).run()
     finally:
         unconfigure_logging(handler)
     raise typer.Exit(code)

@@ -18,6 +18,7 @@ from bson import ObjectId
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.events import EventCursor, EventFilter
+from runnerq_cli.backend.queue import ActivitySpec
 
 ENQUEUE = ["Enqueued"]
 ATTEMPT = ["Dequeued", "Started"]
@@ -248,3 +249,64 @@ def test_previous_version_data_reads_the_same_after_an_upgrade(queue: RunnerQ, c
     assert per_activity[done] == shown(queue, done)
     assert per_activity[running] == shown(queue, running)
     assert len({str(e.id) for e in events}) == len(events)
+
+
+# ---------------------------------------------- edges found in review (each failed before)
+
+
+def drained(queue: RunnerQ, cursor: EventCursor | None = None, batch_size: int = 500
+            ) -> tuple[list, EventCursor]:
+    stream = queue.event_stream(cursor=cursor, follow=False)
+    stream.batch_size = batch_size
+    return list(stream), stream.cursor
+
+
+@pytest.mark.parametrize(("many", "batch"), [(5, 2), (600, 500)])
+def test_a_time_shared_by_more_than_a_batch_loses_nothing(queue: RunnerQ, clock, many: int,
+                                                          batch: int) -> None:
+    """enqueue_many stamps one created_at on every activity: a tie wider than a batch."""
+    queue.enqueue_many([ActivitySpec("a", {"i": i}) for i in range(many)])
+    clock.advance(10)
+    queue.enqueue("b", {})
+    clock.advance(0.01)
+    queue.dequeue("w", types=["b"])
+    events, _ = drained(queue, batch_size=batch)
+    assert sum(e.event_type == "Enqueued" for e in events) == many + 1
+    assert len({str(e.id) for e in events}) == len(events)
+
+
+def test_an_ended_attempt_is_shown_though_its_copy_lags(queue: RunnerQ, clock) -> None:
+    """The attempt's steps wait in the outbox (a buffering or crashed worker) while the
+    tail moves on: they are read from there, at their own time."""
+    _, cursor = drained(queue)
+    aid = queue.enqueue("a", {}).activity_id
+    clock.advance(1)
+    with queue.buffered_outbox(64, drain=False):
+        claim = queue.dequeue("w")[0]
+        clock.advance(0.1)
+        queue.ack_failure(claim, "boom")  # retryable: clears started_at
+    clock.advance(5)
+    queue.enqueue("b", {})
+    first, cursor = drained(queue, cursor)
+    clock.advance(0.5)
+    queue.flush_outbox()
+    second, _ = drained(queue, cursor)
+    kinds = [e.event_type for e in first + second if e.activity_id == aid]
+    assert kinds == ["Enqueued", "Dequeued", "Started", "Retrying"]
+
+
+def test_the_enqueue_step_does_not_change_while_a_later_write_waits_in_the_outbox(
+        queue: RunnerQ, clock) -> None:
+    _, cursor = drained(queue)
+    aid = queue.enqueue("a", {}).activity_id
+    first, cursor = drained(queue, cursor)
+    clock.advance(0.2)
+    with queue.buffered_outbox(64, drain=False):
+        claim = queue.dequeue("w")[0]
+        clock.advance(0.1)
+        queue.ack_failure(claim, "boom")  # a back-off: scheduled_at set, Retrying buffered
+        second, cursor = drained(queue, cursor)
+    queue.flush_outbox()
+    third, _ = drained(queue, cursor)
+    kinds = [e.event_type for e in first + second + third if e.activity_id == aid]
+    assert kinds == ["Enqueued", "Dequeued", "Started", "Retrying"]

@@ -269,3 +269,28 @@ def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
         queue.ack_success(claim, {"second": "run"})
         result = queue.get_result(aid)
     assert (result.state, result.data) == ("Ok", {"second": "run"})
+
+
+def test_a_copy_overtaken_by_an_operator_leaves_no_dead_letter_record(queue, monkeypatch):
+    """The operator retries between the flush's check and its copy: the record the late
+    copy writes is withdrawn (the retry already removed the activity's record)."""
+    from runnerq_cli.backend.writes import OutboxWriter
+
+    aid = queue.enqueue("a", {}, max_retries=1).activity_id
+    claim = queue.dequeue("w")[0]
+    original = OutboxWriter._still_current
+    raced = []
+
+    def racing(self, docs):
+        current = original(self, docs)
+        if not raced:
+            raced.append(True)
+            queue.retry(aid)
+        return current
+
+    with queue.buffered_outbox(64):
+        queue.ack_failure(claim, "boom")  # dead-lettered; its copy buffered
+        monkeypatch.setattr(OutboxWriter, "_still_current", racing)
+    assert raced
+    assert queue.get_activity(aid).status == "pending"
+    assert queue.collections.dead_letter.find_one({"_id": aid}) is None

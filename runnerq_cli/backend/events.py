@@ -47,6 +47,8 @@ DEFAULT_SETTLE_SECONDS = 2.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CURSOR_VERSION = 2
 CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
+# What the derived source reads of an activity (and its outbox's events, rarely present).
+PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
 RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
 
@@ -323,25 +325,42 @@ class EventStream:
             if wanted and not wanted & kinds:
                 continue
             found = list(self._activities.find({**base, **extra, name: {"$gte": start}},
-                                               DERIVE_FIELDS).sort([(name, 1)]).limit(limit))
+                                               PROJECTION).sort([(name, 1)]).limit(limit))
             if len(found) == limit:
                 cuts.append(found[-1][name])
             for doc in found:
                 docs[doc["_id"]] = doc
+        out = self._uncopied_steps(base, start)
         if not docs:
-            return [], min(cuts) if cuts else None
+            return out, min(cuts) if cuts else None
         stored: dict[Any, list[dict[str, Any]]] = {}
         for event in self._events.find({"activity_id": {"$in": list(docs)}},
                                        {"activity_id": 1, "event_type": 1, "timestamp": 1,
                                         "detail": 1}):
             stored.setdefault(event.get("activity_id"), []).append(event)
-        out = []
         for aid, doc in docs.items():
-            for event in derive(doc, stored.get(aid, ())):
+            # Events still in the outbox count too: they record what later writes changed.
+            pending = [{**e, "activity_id": aid} for e in (doc.get("outbox") or {}).get(
+                "events", ())]
+            for event in derive(doc, [*stored.get(aid, ()), *pending]):
                 if event["timestamp"] >= start:
                     event["_stamp"] = event["timestamp"]
                     out.append(event)
         return out, min(cuts) if cuts else None
+
+    def _uncopied_steps(self, base: dict[str, Any], start: datetime) -> list[dict[str, Any]]:
+        """Steps an ended attempt stored in its outbox (derived.attempt_events) that are not
+        copied out yet: they keep their own time, so a tail must see them where they are
+        (a lagging or crashed copier would otherwise put them behind its window)."""
+        out = []
+        for doc in self._activities.find({**base, "outbox.since": {"$exists": True}},
+                                         {"outbox.events": 1, "activity_type": 1}):
+            for event in (doc.get("outbox") or {}).get("events", ()):
+                stamp = event.get("ingested_at")
+                if event.get("materialized") and stamp is not None and stamp >= start:
+                    out.append({**event, "activity_id": doc["_id"],
+                                "activity_type": doc.get("activity_type"), "_stamp": stamp})
+        return out
 
     def _catch_up(self) -> Iterator[Event]:
         """Every event after the cursor, in the order they became visible, until none is left."""
@@ -361,6 +380,9 @@ class EventStream:
                 before = [d for d in docs if d["_stamp"] < horizon]
                 if any(str(d["_id"]) not in self.cursor.seen for d in before):
                     docs = before
+                else:  # one time shared by more than a batch: that time, and nothing after
+                    # it (the next read asks for more: `limit` grows with `seen`)
+                    docs = [d for d in docs if d["_stamp"] <= horizon]
             fresh = 0
             for doc in docs:
                 doc.pop("_stamp", None)

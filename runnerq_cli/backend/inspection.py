@@ -130,8 +130,10 @@ class Inspector:
         and those its fields prove (derived.py)."""
         aid = parse_activity_id(activity_id)
         _page(0, limit)
-        stored = list(self._ctx.events.find({"activity_id": aid}))
+        # The activity first: an outbox is cleared only after its copy, so whatever a flush
+        # moves between the two reads is in the second one.
         doc = self._ctx.activities.find_one({"_id": aid}, {**DERIVE_FIELDS, "outbox.events": 1})
+        stored = list(self._ctx.events.find({"activity_id": aid}))
         if doc is not None:
             known = {e["_id"] for e in stored}
             for event in (doc.get("outbox") or {}).get("events", []):

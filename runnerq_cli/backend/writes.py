@@ -180,11 +180,23 @@ class OutboxWriter:
             self._ignore_duplicates(self._results.bulk_write, results)
         if dead_letters:
             self._dead_letter.bulk_write(dead_letters, ordered=False)
+            self._withdraw_overtaken_records(
+                [d for d in docs if d["outbox"].get("dead_letter") is not None])
         # Outboxes of a batch often share seq and since: one statement per pair.
         self._activities.bulk_write(
             [UpdateMany({"_id": {"$in": ids}, "outbox.seq": seq, "outbox.since": since},
                         {"$unset": {"outbox": ""}})
              for (seq, since), ids in clears.items()], ordered=False)
+
+    def _withdraw_overtaken_records(self, docs: list[dict[str, Any]]) -> None:
+        """Delete the dead-letter records just written whose outbox stopped being current
+        meanwhile (an operator retried or deleted the activity between the check and the
+        copy): the change that overtook this flush already removed or replaced its record."""
+        current = {d["_id"] for d in self._still_current(docs)}
+        for doc in docs:
+            if doc["_id"] not in current:
+                self._dead_letter.delete_one(
+                    {"_id": doc["_id"], "failed_at": doc["outbox"]["dead_letter"]["failed_at"]})
 
     def _still_current(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The documents whose outbox in the database is still the snapshot's."""

@@ -397,6 +397,15 @@ def set_priority(
     raise typer.Exit(_run(ctx, "set-priority", req, priority=priority))
 
 
+def _audited_backend(ctx: typer.Context, reason: str | None, actor: str | None) -> Any:
+    """The backend, once --reason and --actor (recorded in the audit) are checked."""
+    from runnerq_cli.backend.audit import check_text
+
+    check_text(reason, "--reason")
+    check_text(actor, "--actor")
+    return state(ctx).backend()
+
+
 def redrive(
     ctx: typer.Context,
     types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
@@ -405,11 +414,7 @@ def redrive(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
-    from runnerq_cli.backend.audit import check_text
-
-    check_text(reason, "--reason")
-    check_text(actor, "--actor")
-    backend = state(ctx).backend()
+    backend = _audited_backend(ctx, reason, actor)
     report = backend.redrive(types, dry_run=True)
     if not dry_run and (report.count or report.stale_records):
         if report.count:
@@ -435,11 +440,7 @@ def purge(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Apply retention now: delete terminal activities past it, with results and events."""
-    from runnerq_cli.backend.audit import check_text
-
-    check_text(reason, "--reason")
-    check_text(actor, "--actor")
-    backend = state(ctx).backend()
+    backend = _audited_backend(ctx, reason, actor)
     counts = backend.purge_preview()
     if not dry_run and sum(counts.values()):
         _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,

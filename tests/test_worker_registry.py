@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import io
+import time
+import uuid
+from datetime import UTC, datetime
+
+import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.worker.engine import FLEET_STALE_AFTER, Worker
@@ -45,3 +50,34 @@ def test_a_running_worker_counts_in_the_fleet_that_shares_the_chores(settings) -
         worker.stop()
         assert worker.join(10) == 0
     assert backend.count_live_workers(FLEET_STALE_AFTER) == 3
+
+
+@pytest.mark.slow
+def test_a_crashed_workers_outbox_is_copied_within_a_minute(settings) -> None:
+    """Dead peers still look live for a while; the survivor's chores come due as soon as
+    they stop counting, so the outbox a crash left is copied well within a minute."""
+    from tests import worker_handlers
+    from tests.helpers import run_then_crash
+
+    backend = RunnerQ(settings)
+    backend.init_indexes()
+    for n in range(4):  # crashed with the writer: registered, never heartbeating again
+        backend.register_worker(f"dead-{n}", types=["job"], concurrency=1)
+    crashed_at = time.monotonic()
+    aid = run_then_crash(settings, datetime.now(UTC), """
+        out = q.enqueue("job", {}, max_retries=1).activity_id
+        q.ack_failure(q.dequeue("w", types=["job"])[0], "boom")
+    """)
+    activities = backend.collections.activities
+    assert activities.count_documents({"outbox": {"$exists": True}}) == 1
+    worker = Worker(backend, worker_handlers.registry, poll_interval=0.2,
+                    log=WorkerLog("json", "warning"))
+    worker.start()
+    try:
+        wait_until(lambda: not activities.count_documents({"outbox": {"$exists": True}}),
+                   timeout=90, interval=0.5, message="the crashed writer's outbox was copied")
+        assert time.monotonic() - crashed_at < 65
+        assert backend.collections.dead_letter.count_documents({"_id": uuid.UUID(aid)}) == 1
+    finally:
+        worker.stop()
+        worker.join(timeout=30)

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument, UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
@@ -355,12 +355,12 @@ class ActivityQueue:
         todo = [i for i in range(len(acks)) if answers[i] is None]
         if not todo:
             return [a for a in answers if a is not None]
-        updates = [UpdateOne(_held_by(acks[i][0]), {
+        updates: list[Update] = [(_held_by(acks[i][0]), {
             "$set": {"status": Status.COMPLETED.value, "completed_at": now,
                      "last_lease_id": acks[i][0].lease_id, "last_worker_id": acks[i][0].worker_id,
                      "last_outcome": AckOutcome.COMPLETED.value},
-            "$unset": LEASE_FIELDS}) for i in todo]
-        matched = self._ctx.activities.bulk_write(updates, ordered=False).matched_count
+            "$unset": LEASE_FIELDS}, False) for i in todo]
+        matched = _bulk(self._ctx.activities, updates)[0]
         for i in todo:
             if matched == len(todo):
                 answers[i] = AckOutcome.COMPLETED
@@ -374,16 +374,14 @@ class ActivityQueue:
     def _write_results(self, acks: Sequence[tuple[Claim, Any]],
                        now: datetime) -> dict[int, Exception]:
         """Upsert each claim's result unless a newer claim's is there; the refused ones."""
-        writes = [UpdateOne(
+        writes: list[Update] = [(
             {"_id": claim.activity_id, "claim": {"$not": {"$gte": claim.number}}},
             {"$set": {"activity_id": claim.activity_id, "state": "Ok", "data": result,
                       "created_at": now, "claim": claim.number, "lease_id": claim.lease_id}},
-            upsert=True) for claim, result in acks]
-        try:
-            self._ctx.results.bulk_write(writes, ordered=False)
+            True) for claim, result in acks]
+        errors = _bulk(self._ctx.results, writes)[1]
+        if not errors:
             return {}
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
         refused: dict[int, Exception] = {}
         held = [e["index"] for e in errors if e.get("code") == DUPLICATE_KEY]
         for error in errors:
@@ -602,6 +600,28 @@ def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str 
                       result=_err(error, "dead_letter", now, act.extra.get("claims")),
                       dead_letter={"error": error, "failed_at": now}),
     )
+
+
+Update = tuple[dict[str, Any], dict[str, Any], bool]  # filter, update, upsert
+
+
+def _bulk(collection: Any, updates: list[Update]) -> tuple[int, list[dict[str, Any]]]:
+    """Unordered updates in one command: (documents matched, write errors by index).
+
+    A single one goes as a plain update: the bulk machinery costs the client more
+    than the update it carries (a worker acknowledging alone does this every time).
+    """
+    if len(updates) == 1:
+        query, update, upsert = updates[0]
+        try:
+            return collection.update_one(query, update, upsert=upsert).matched_count, []
+        except WriteError as exc:
+            return 0, [{"index": 0, "code": exc.code, "errmsg": str(exc)}]
+    try:
+        return collection.bulk_write([UpdateOne(q, u, upsert=up) for q, u, up in updates],
+                                     ordered=False).matched_count, []
+    except BulkWriteError as exc:
+        return exc.details.get("nMatched", 0), exc.details.get("writeErrors", [])
 
 
 def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import types
+import sys
 import uuid
 from datetime import timedelta
 
@@ -335,10 +335,17 @@ class _Terminal(io.StringIO):
 @pytest.mark.parametrize("answer, code", [("y\n", 0), ("n\n", ExitCode.USAGE)])
 def test_cli_on_a_terminal_shows_the_set_and_asks(run_cli, cq: RunnerQ, monkeypatch,
                                                   answer: str, code: int) -> None:
+    from runnerq_cli.cli import output
     from runnerq_cli.cli.commands import actions
 
     ids = cli_failed(cq, 2)
-    monkeypatch.setattr(actions, "sys", types.SimpleNamespace(stdin=_Terminal()))
+    class OnATerminal:  # sys, with stdin a terminal (the runner's output streams kept)
+        stdin = _Terminal()
+        stdout = property(lambda self: sys.stdout)
+        stderr = property(lambda self: sys.stderr)
+
+    for module in (actions, output):  # the sample (actions) and the question (output)
+        monkeypatch.setattr(module, "sys", OnATerminal())
     res = run_cli("retry", "--type", "charge", "--max", "5", input=answer)
     assert res.code == code, res.stderr
     assert "2 activities match; retry 2 (--max 5)" in res.stdout

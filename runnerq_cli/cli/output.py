@@ -117,15 +117,18 @@ def is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def confirm(question: str, yes: bool) -> None:
+def confirm(question: str, yes: bool, preview: list[str] | None = None) -> None:
     """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise.
 
-    Declining is not an error of the tool: exit 2 with "nothing changed".
+    On a terminal, `preview` (what will be acted on) is shown before the question,
+    on stdout with it (stderr is for errors). Declining is exit 2, as without --yes.
     """
     if yes:
         return
     if not sys.stdin.isatty():
         fail(f"{question.rstrip('?')}: refusing without --yes when not on a terminal "
              "(use --dry-run to see what would change)")
+    for line in preview or []:
+        typer.echo(line)
     if not typer.confirm(question, default=False):
-        fail("declined: nothing changed")
+        fail("not confirmed: nothing changed")

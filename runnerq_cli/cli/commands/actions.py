@@ -27,7 +27,7 @@ import typer
 
 from runnerq_cli.cli.choices import PRIORITIES, completer
 from runnerq_cli.cli.examples import examples
-from runnerq_cli.cli.output import OutputFormat, emit, error_line, output_option
+from runnerq_cli.cli.output import OutputFormat, confirm, emit, error_line, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
 
@@ -184,7 +184,7 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     if not req.yes:
         if sys.stdin.isatty() and req.output is OutputFormat.TEXT:
             _print_selection(selection, req.output, dry_run=False)
-        _confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
+        confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
     report = backend.apply(action, selection, reason=req.reason, actor=req.actor, **params)
     _print_report(report, selection, req.output)
     return report.exit_code()
@@ -264,22 +264,6 @@ def _describe(result: ActionResult) -> str:
 
 
 SAMPLE_SIZE = 10  # activities listed before a bulk confirmation
-
-
-def _confirm(question: str, yes: bool, preview: list[str] | None = None) -> None:
-    """Go on with --yes, or after a 'y' on a terminal; refuse (exit 2) otherwise.
-
-    On a terminal, `preview` (what will be acted on) is shown before the question.
-    """
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise InvalidArgument(f"{question.rstrip('?')}: refusing without --yes when not on a "
-                              "terminal (use --dry-run to see what would change)")
-    for line in preview or []:  # on stdout, with the question: stderr is for errors
-        typer.echo(line)
-    if not typer.confirm(question, default=False):  # not confirmed: exit 2, as without --yes
-        raise InvalidArgument("not confirmed: nothing changed")
 
 
 def _redrive_preview(activities: list[dict[str, Any]]) -> list[str]:
@@ -418,7 +402,7 @@ def redrive(
     report = backend.redrive(types, dry_run=True)
     if not dry_run and (report.count or report.stale_records):
         if report.count:
-            _confirm(f"Redrive {report.count} dead-lettered activities?", yes,
+            confirm(f"Redrive {report.count} dead-lettered activities?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
         report = backend.redrive(types, ids=[a["id"] for a in report.activities],
@@ -443,7 +427,7 @@ def purge(
     backend = _audited_backend(ctx, reason, actor)
     counts = backend.purge_preview()
     if not dry_run and sum(counts.values()):
-        _confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
+        confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
                  _purge_preview(counts, state(ctx).settings()))
         counts = backend.purge(limits=counts, reason=reason, actor=actor,
                                audit=True)  # no more than was confirmed

@@ -74,9 +74,8 @@ def _forward(part: str, name: str, cls: type) -> Callable[..., Any]:
 
     @functools.wraps(target)
     def method(self: RunnerQ, *args: Any, **kwargs: Any) -> Any:
-        with translate_errors(self.settings.uri):
-            return getattr(getattr(self, part), name)(*args, **kwargs)
-    return method
+        return getattr(getattr(self, part), name)(*args, **kwargs)
+    return _translated(method)
 
 
 def _translated(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -139,7 +139,6 @@ class EventCursor:
             # Everything already in the settle window counts as delivered.
             window = EventStream(events, activities=activities, cursor=cls(cursor.ingested_at),
                                  follow=False)
-            window.cursor.ingested_at = cursor.ingested_at
             for event in window._catch_up():
                 cursor.seen[str(event.id)] = _stamp(event)
             cursor.ingested_at = max(cursor.ingested_at, window.cursor.ingested_at)
@@ -330,7 +329,9 @@ class EventStream:
                 cuts.append(found[-1][name])
             for doc in found:
                 docs[doc["_id"]] = doc
-        out = self._uncopied_steps(base, start)
+        # Steps waiting in outboxes are an ended attempt's Dequeued/Started only.
+        out = [] if wanted and not wanted & {"Dequeued", "Started"} else \
+            self._uncopied_steps(base, start)
         if not docs:
             return out, min(cuts) if cuts else None
         stored: dict[Any, list[dict[str, Any]]] = {}

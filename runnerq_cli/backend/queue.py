@@ -349,9 +349,8 @@ class ActivityQueue:
         last acknowledged one) and that the next attempt replaces.
         """
         now = self._ctx.clock()
-        answers: list[AckOutcome | Exception | None] = [None] * len(acks)
         refused = self._write_results(acks, now)
-        answers = [refused.get(i) for i in range(len(acks))]
+        answers: list[AckOutcome | Exception | None] = [refused.get(i) for i in range(len(acks))]
         todo = [i for i in range(len(acks)) if answers[i] is None]
         if not todo:
             return [a for a in answers if a is not None]

@@ -218,6 +218,14 @@ def queue(settings: Settings, clock: FakeClock) -> RunnerQ:
 
 
 @pytest.fixture
+def backend(settings: Settings) -> RunnerQ:
+    """A backend on a fresh database with indexes, on the real clock (workers, processes)."""
+    q = RunnerQ(settings)
+    q.init_indexes()
+    return q
+
+
+@pytest.fixture
 def cli_env(server: TestServer, db_name: str, tmp_path) -> dict[str, str]:
     """Environment for running the CLI against the test database, isolated from the user's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")}

@@ -44,13 +44,6 @@ SEED = int(os.environ.get("RUNNERQ_CHAOS_SEED", "8"))
 
 
 @pytest.fixture
-def backend(settings) -> RunnerQ:
-    q = RunnerQ(settings)
-    q.init_indexes()
-    return q
-
-
-@pytest.fixture
 def procs():
     """Every worker and tail a test starts, killed at the end whatever happens."""
     started: list = []

@@ -18,7 +18,6 @@ import uuid
 import pytest
 from pymongo import MongoClient
 
-from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.worker.handlers import ActivityContext
 from runnerq_cli.worker.shell import HANDLER_VARIABLES, handler_environment, uri_secrets
 from tests.chaos_support import ROOT, pid_alive, wait_for
@@ -27,13 +26,6 @@ PASSWORD = "S3cret-Passw0rd"
 SECRET_URI = f"mongodb://app:{PASSWORD}@127.0.0.1:9/?authSource=admin"
 PRINT_ENV = (f"{sys.executable} -c "
              "'import json, os; print(json.dumps(dict(os.environ)))'")
-
-
-@pytest.fixture
-def backend(settings) -> RunnerQ:
-    q = RunnerQ(settings)
-    q.init_indexes()
-    return q
 
 
 def context() -> ActivityContext:

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from bson import ObjectId
 
-from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.events import EventCursor
 from runnerq_cli.backend.models import Event
 from runnerq_cli.backend.queue import ActivitySpec
@@ -27,13 +26,6 @@ from tests.test_event_stream import nx_server as _nx_server
 
 nx_server = _nx_server  # the change-stream server's fixture (nx-27017)
 REPEAT_BOUND = 0.2  # seconds of events a killed tail may print again (docs/robustness.md)
-
-
-@pytest.fixture
-def backend(settings) -> RunnerQ:
-    q = RunnerQ(settings)
-    q.init_indexes()
-    return q
 
 
 @pytest.fixture

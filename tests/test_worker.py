@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import Status
 from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.worker.api import build_registry
@@ -24,13 +23,6 @@ from runnerq_cli.worker.handlers import HandlerRegistry, load_app
 from runnerq_cli.worker.logs import WorkerLog
 from tests import worker_handlers
 from tests.waiting import wait_until
-
-
-@pytest.fixture
-def backend(settings) -> RunnerQ:
-    q = RunnerQ(settings)
-    q.init_indexes()
-    return q
 
 
 def make_worker(backend, registry=None, log=None, **options) -> Worker:

@@ -26,13 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = ["--app", "tests.worker_handlers"]
 
 
-@pytest.fixture
-def backend(settings) -> RunnerQ:
-    q = RunnerQ(settings)
-    q.init_indexes()
-    return q
-
-
 class WorkerProcess:
     def __init__(self, env: dict[str, str], tmp_path: Path, *args: str) -> None:
         self.log_path = tmp_path / f"worker-{time.monotonic_ns()}.log"

@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 import socket
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo import ReturnDocument, UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
+from pymongo import ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
@@ -38,6 +38,7 @@ from runnerq_cli.backend.models import (
     parse_activity_id,
 )
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
+from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import (
     ClaimLost,
@@ -289,12 +290,15 @@ class ActivityQueue:
 
     def dequeue(self, worker_id: str, *, types: Iterable[str] | None = None, limit: int = 1,
                 lease_seconds: float | None = None,
-                exclude_types: Iterable[str] | None = None) -> list[Claim]:
+                exclude_types: Iterable[str] | None = None,
+                on_claim: Callable[[Claim], None] | None = None) -> list[Claim]:
         """Claim up to `limit` pending activities in claim order.
 
         Each claim is one atomic findOneAndUpdate, so two claimers never get
         the same activity. `types` limits the claim to those activity types;
         `exclude_types` leaves those out (paused types, control.py).
+        `on_claim` is called with each claim as soon as it is made (a worker
+        starts the handler while the next claim travels).
         """
         if limit < 1:
             raise InvalidArgument("limit must be at least 1")
@@ -320,7 +324,10 @@ class ActivityQueue:
                 return_document=ReturnDocument.AFTER)
             if doc is None:
                 break
-            claims.append(Claim(Activity.from_doc(doc), lease_id, worker_id, deadline))
+            claim = Claim(Activity.from_doc(doc), lease_id, worker_id, deadline)
+            claims.append(claim)
+            if on_claim is not None:
+                on_claim(claim)
         return claims
 
     # ------------------------------------------------------------ acknowledge
@@ -354,12 +361,12 @@ class ActivityQueue:
         todo = [i for i in range(len(acks)) if answers[i] is None]
         if not todo:
             return [a for a in answers if a is not None]
-        updates: list[Update] = [(_held_by(acks[i][0]), {
+        updates: list[Statement] = [(_held_by(acks[i][0]), {
             "$set": {"status": Status.COMPLETED.value, "completed_at": now,
                      "last_lease_id": acks[i][0].lease_id, "last_worker_id": acks[i][0].worker_id,
                      "last_outcome": AckOutcome.COMPLETED.value},
             "$unset": LEASE_FIELDS}, False) for i in todo]
-        matched = _bulk(self._ctx.activities, updates)[0]
+        matched = update_statements(self._ctx.activities, updates)[0]
         for i in todo:
             if matched == len(todo):
                 answers[i] = AckOutcome.COMPLETED
@@ -373,12 +380,12 @@ class ActivityQueue:
     def _write_results(self, acks: Sequence[tuple[Claim, Any]],
                        now: datetime) -> dict[int, Exception]:
         """Upsert each claim's result unless a newer claim's is there; the refused ones."""
-        writes: list[Update] = [(
+        writes: list[Statement] = [(
             {"_id": claim.activity_id, "claim": {"$not": {"$gte": claim.number}}},
             {"$set": {"activity_id": claim.activity_id, "state": "Ok", "data": result,
                       "created_at": now, "claim": claim.number, "lease_id": claim.lease_id}},
             True) for claim, result in acks]
-        errors = _bulk(self._ctx.results, writes)[1]
+        errors = update_statements(self._ctx.results, writes)[1]
         if not errors:
             return {}
         refused: dict[int, Exception] = {}
@@ -599,28 +606,6 @@ def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str 
                       result=_err(error, "dead_letter", now, act.extra.get("claims")),
                       dead_letter={"error": error, "failed_at": now}),
     )
-
-
-Update = tuple[dict[str, Any], dict[str, Any], bool]  # filter, update, upsert
-
-
-def _bulk(collection: Any, updates: list[Update]) -> tuple[int, list[dict[str, Any]]]:
-    """Unordered updates in one command: (documents matched, write errors by index).
-
-    A single one goes as a plain update: the bulk machinery costs the client more
-    than the update it carries (a worker acknowledging alone does this every time).
-    """
-    if len(updates) == 1:
-        query, update, upsert = updates[0]
-        try:
-            return collection.update_one(query, update, upsert=upsert).matched_count, []
-        except WriteError as exc:
-            return 0, [{"index": 0, "code": exc.code, "errmsg": str(exc)}]
-    try:
-        return collection.bulk_write([UpdateOne(q, u, upsert=up) for q, u, up in updates],
-                                     ordered=False).matched_count, []
-    except BulkWriteError as exc:
-        return exc.details.get("nMatched", 0), exc.details.get("writeErrors", [])
 
 
 def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:

@@ -105,6 +105,27 @@ def test_matched_counts_existing_documents_and_errors_come_by_index(collection):
     assert {d["_id"]: d["n"] for d in collection.find()} == {0: 1, 1: 0, 2: 2, 7: 7}
 
 
+def test_statements_too_large_for_one_command_go_in_several(server, db_name, collection):
+    # Three 7 MiB values cannot share a command (16 MiB at most): as a bulk write
+    # would, they go in as many as needed, and an error keeps its statement's index.
+    big = "x" * (7 * 1024 * 1024)
+    listener = Commands()
+    client: MongoClient = MongoClient(server.uri, event_listeners=[listener])
+    try:
+        matched, errors = update_statements(client[db_name]["statements"], [
+            ({"_id": 0}, {"$set": {"big": big}}, False),
+            ({"_id": 1}, {"$set": {"big": big}}, False),
+            ({"_id": 2}, {"$set": {"big": big}}, False),
+            ({"_id": 1, "n": 5}, {"$set": {"n": 1}}, True),  # a duplicate _id, in the last
+        ])
+    finally:
+        client.close()
+    assert matched == 3
+    assert [(e["index"], e["code"]) for e in errors] == [(3, 11000)]
+    assert [len(c["updates"]) for c in listener.sent] == [1, 1, 2]
+    assert collection.count_documents({"big": big}) == 3
+
+
 def test_the_collections_write_concern_goes_with_the_command(server, db_name, collection):
     listener = Commands()
     client: MongoClient = MongoClient(server.uri, event_listeners=[listener])

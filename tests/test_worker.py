@@ -11,10 +11,11 @@ import io
 import json
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from runnerq_cli import ActivitySpec
 from runnerq_cli.backend.models import Status
 from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.worker.api import build_registry
@@ -317,3 +318,75 @@ def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_i
     act = backend.get_activity(aid)
     assert act.status == Status.FAILED
     assert "cannot be stored" in (act.last_error or "")
+
+
+class _Overlap:
+    """A handler that records how many of its calls ran at once (thread-safe)."""
+
+    def __init__(self, seconds: float) -> None:
+        import threading
+
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.now = self.most = self.calls = 0
+
+    def __call__(self, payload):
+        with self.lock:
+            self.now += 1
+            self.calls += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.now -= 1
+        return payload["i"]
+
+
+def test_busy_slots_claim_their_next_activity_within_concurrency(backend):
+    # Slots that finish claim their next activity themselves, the claim loop claims
+    # for idle slots: together they never run more than `concurrency` handlers.
+    overlap = _Overlap(0.02)
+    registry = HandlerRegistry()
+    registry.add("overlap", overlap)
+    ids = [r.activity_id for r in backend.enqueue_many(
+        [ActivitySpec("overlap", {"i": i}) for i in range(60)])]
+    worker = make_worker(backend, registry, concurrency=3)
+    assert worker.run(install_signals=False) == 0
+    assert overlap.calls == 60 and overlap.most == 3
+    assert worker.counters["claimed"] == worker.counters["succeeded"] == 60
+    assert [backend.get_result(i).data for i in ids] == list(range(60))
+
+
+def test_max_activities_holds_while_busy_slots_claim(backend):
+    registry = HandlerRegistry()
+    registry.add("overlap", _Overlap(0.005))
+    backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(30)])
+    worker = make_worker(backend, registry, burst=False, concurrency=4, max_activities=10)
+    assert worker.run(install_signals=False) == 0
+    acts = backend.db[backend.collections.names.activities]
+    assert worker.counters["claimed"] == worker.counters["succeeded"] == 10
+    assert acts.count_documents({"status": "completed"}) == 10
+    assert acts.count_documents({"status": "pending"}) == 20
+
+
+def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
+    # The slots keep themselves busy without the claim loop; the pause still holds.
+    registry = HandlerRegistry()
+    registry.add("overlap", _Overlap(0.01))
+    backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(500)])
+    poll = 0.3
+    worker = make_worker(backend, registry, burst=False, concurrency=2, poll_interval=poll)
+    worker.start()
+    acts = backend.db[backend.collections.names.activities]
+    wait_until(lambda: acts.count_documents({"status": "completed"}) >= 20, timeout=30,
+               message="the worker to be busy")
+    backend.pause(reason="test")
+    paused_at = backend.collections.clock()
+    time.sleep(poll + 1.0)  # one poll interval, with room for a slow machine
+    claimed = acts.count_documents({"status": {"$ne": "pending"}})
+    time.sleep(1.0)
+    assert acts.count_documents({"status": {"$ne": "pending"}}) == claimed
+    assert acts.count_documents(
+        {"started_at": {"$gt": paused_at + timedelta(seconds=poll + 1.0)}}) == 0
+    assert acts.count_documents({"status": "pending"}) > 0
+    worker.stop()
+    assert worker.join(15) == 0

@@ -1,10 +1,16 @@
 """The worker engine: claim, run under a lease, acknowledge, and keep the queue healthy.
 
 Threads of one worker process:
-- the caller's thread runs the claim loop: it claims only when a slot is
-  free, backs off (doubling up to `poll_interval`) when the queue is idle,
-  and handles shutdown;
-- `concurrency` handler slots (daemon threads) run handlers and acknowledge;
+- the caller's thread runs the claim loop: it claims for idle slots, backs
+  off (doubling up to `poll_interval`) when the queue is idle, reads the
+  pause state, retries acknowledgements the server did not take, and
+  handles shutdown;
+- `concurrency` handler slots (daemon threads) run handlers. A slot that
+  finishes an attempt hands its outcome over, writes every outcome waiting
+  if no other thread is writing (successes in one batch of two commands),
+  and claims its next activity itself while the queue has work: no hand-off
+  between threads per activity. An empty queue sends it back to idle, and
+  the claim loop, one poller for the whole worker, takes over;
 - the lease keeper renews each running claim at a third of the lease and
   enforces `timeout_seconds`;
 - the maintenance thread drains the outbox buffer, heartbeats the worker
@@ -23,6 +29,7 @@ attempt; the others see `settled` and keep out.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import queue
@@ -35,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.models import AckOutcome
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
 from runnerq_cli.worker.handlers import (
@@ -65,7 +73,12 @@ REPAIR_GRACE = 30.0  # an outbox this old has no live writer left to copy it
 FLEET_STALE_AFTER = 3 * HEARTBEAT_EVERY
 PURGE_EVERY = 600.0
 ACK_RETRY_FOR = 30.0  # keep retrying an acknowledgement through a server hiccup this long
+ACK_BACKOFF_FIRST, ACK_BACKOFF_MAX = 0.2, 5.0
+OUTCOME_BACKLOG = 2  # outcomes waiting to be written, per slot, before claims wait for them
 RESULT_MAX_BYTES = 8 * 1024 * 1024  # the activity document (16 MiB max) carries it, payload too
+# The worker counter each acknowledged outcome adds to.
+OUTCOME_COUNTERS = {AckOutcome.COMPLETED: "succeeded", AckOutcome.RETRYING: "retried",
+                    AckOutcome.FAILED: "failed", AckOutcome.DEAD_LETTERED: "dead_lettered"}
 SELF_TIMED_GRACE = {"python": 0.0, "async": 2.0, "shell": 7.0}
 
 
@@ -85,6 +98,8 @@ class _InFlight:
     lock: threading.Lock = field(default_factory=threading.Lock)
     settled: bool = False
     presumed_lost: bool = False
+    finished: float = 0.0  # monotonic time the attempt was settled (its outcome known)
+    ack_give_up: float = 0.0  # set when a write of the outcome first fails
 
     @property
     def kind(self) -> str:
@@ -191,6 +206,20 @@ class Worker:
         self.counters = {"claimed": 0, "succeeded": 0, "retried": 0, "failed": 0,
                          "dead_lettered": 0, "claims_lost": 0, "released": 0}
         self._inflight: dict[str, _InFlight] = {}
+        # Outcomes waiting to be written, handed over by the slots and the lease keeper
+        # (see _write_outcomes); after a failed write, retried from _retry_writes_at.
+        self._finished: collections.deque[tuple[_InFlight, tuple[str, Any]]] = (
+            collections.deque())
+        self._write_lock = threading.Lock()  # one writer of outcomes at a time
+        self._retry_writes_at = 0.0
+        self._write_backoff = ACK_BACKOFF_FIRST
+        self._backlogged = False  # claims held back for outcomes to be written
+        self._running = 0  # attempts claimed and not yet settled
+        self._reserved = 0  # claims being made (see _reserve)
+        # What to claim, as (types, excluded types), or None when paused: the claim
+        # loop's view, shared with the slots that claim their next activity themselves.
+        self._scope: tuple[list[str] | None, list[str]] | None = None
+        self._claim_types = list(self.types) or None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._fleet = 1  # live workers on this queue, refreshed with each heartbeat
@@ -302,47 +331,67 @@ class Worker:
 
     # -------------------------------------------------------------- claim
 
-    def _capacity(self) -> int:
+    def _reserve(self, most: int) -> int:
+        """Reserve room for up to `most` claims about to be made; how many were reserved.
+
+        Room is what `concurrency` leaves beside the handlers running and the
+        claims being made (by the claim loop and by slots claiming their next
+        activity themselves), within `max_activities`, and none while too many outcomes
+        wait to be written. Give it back with `_unreserve`.
+        """
+        if len(self._finished) >= OUTCOME_BACKLOG * self.concurrency:
+            # Outcomes are written more slowly than handlers finish: claim nothing
+            # until they are (a claim's lease is not renewed once it has finished).
+            self._backlogged = True
+            return 0
         with self._lock:
-            free = self.concurrency - len(self._inflight)
-        free = min(free, self._slots.available())
-        if self.max_activities is not None:
-            free = min(free, self.max_activities - self.counters["claimed"])
-        return max(free, 0)
+            free = self.concurrency - self._running - self._reserved
+            if self.max_activities is not None:
+                free = min(free, self.max_activities - self.counters["claimed"] - self._reserved)
+            granted = max(0, min(free, most))
+            self._reserved += granted
+            return granted
+
+    def _unreserve(self, count: int) -> None:
+        with self._lock:
+            self._reserved -= count
 
     def _claim_loop(self) -> None:
         idle = MIN_IDLE
         error_wait = MIN_IDLE
-        claim_types = list(self.types) or None
         swept = False
         while not self._stopping.is_set():
             if self.max_activities is not None and self.counters["claimed"] >= self.max_activities:
                 return
             self._wake.clear()
-            capacity = self._capacity()
-            if capacity == 0:
-                self._wake.wait(self.poll_interval)
-                continue
-            scope = self._claim_scope()
+            self._write_outcomes()
+            # Refreshed every turn (the slots claim under it too): a pause takes effect
+            # within a poll interval even while the slots keep themselves busy.
+            scope = self._scope = self._claim_scope()
             if scope is None:  # everything this worker claims is paused
                 if self.burst and not self.in_flight:
                     return
-                self._wake.wait(self.poll_interval)
+                self._sleep(self.poll_interval)
+                continue
+            capacity = self._reserve(self._slots.available())
+            if capacity == 0:
+                self._sleep(self.poll_interval)
                 continue
             try:
-                claims = self.backend.dequeue(self.worker_id, types=scope[0] or claim_types,
+                claims = self.backend.dequeue(self.worker_id, types=scope[0] or self._claim_types,
                                               limit=capacity, lease_seconds=self.lease,
-                                              exclude_types=scope[1] or None)
+                                              exclude_types=scope[1] or None,
+                                              on_claim=self._start)
             except Exception as exc:  # server unavailable: back off, keep the process up
                 self.log.message("warning", "claim failed; retrying", error=_brief(exc),
                                  retry_in=f"{error_wait:.1f}s")
-                self._wake.wait(error_wait)
+                self._sleep(error_wait)
                 error_wait = min(error_wait * 2 if error_wait >= 1 else 1.0, 30.0)
                 continue
+            finally:
+                self._unreserve(capacity)
             error_wait = MIN_IDLE
             if claims:
-                for claim in claims:
-                    self._start(claim)
                 idle = MIN_IDLE
                 swept = False
                 continue
@@ -354,8 +403,16 @@ class Worker:
                 swept = self._sweep()
                 continue
             swept = False
-            self._wake.wait(idle)
+            self._sleep(idle)
             idle = min(idle * 2, self.poll_interval)
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait until woken (a slot freed, work due, stop) or `seconds`, or until outcomes
+        that could not be written are due for another try."""
+        retry_in = self._retry_writes_at - time.monotonic()
+        if self._finished and retry_in > 0:
+            seconds = min(seconds, retry_in)
+        self._wake.wait(seconds)
 
     def _claim_scope(self) -> tuple[list[str] | None, list[str]] | None:
         """(types, excluded types) to claim, or None when paused (read once per poll interval)."""
@@ -384,7 +441,32 @@ class Worker:
             return False
         return True
 
-    def _start(self, claim: Claim) -> None:
+    def _claim_next(self) -> _InFlight | None:
+        """A slot's next activity, claimed by the slot itself; None to go idle.
+
+        While the queue has work, a slot that has finished an attempt claims its
+        next one at once: no hand-off between threads per activity. It goes
+        idle (and the claim loop, one poller for the whole worker, takes over)
+        when the queue is empty, the worker is stopping or paused, outcomes
+        cannot be written, or a claim fails.
+        """
+        scope = self._scope
+        if (scope is None or self._stopping.is_set()
+                or self._retry_writes_at > time.monotonic()):
+            return None
+        if not self._reserve(1):
+            return None
+        try:
+            claims = self.backend.dequeue(self.worker_id, types=scope[0] or self._claim_types,
+                                          limit=1, lease_seconds=self.lease,
+                                          exclude_types=scope[1] or None)
+        except Exception:  # the claim loop tries again, backs off and says why
+            return None
+        finally:
+            self._unreserve(1)
+        return self._begin(claims[0]) if claims else None
+
+    def _begin(self, claim: Claim) -> _InFlight:
         act = claim.activity
         handler = self.registry.get(act.activity_type)
         now = time.monotonic()
@@ -400,16 +482,25 @@ class Worker:
         with self._lock:
             self._inflight[claim.lease_id] = flight
             self.counters["claimed"] += 1
-        self._slots.submit(self._execute, flight)
+            self._running += 1
+        return flight
+
+    def _start(self, claim: Claim) -> None:
+        self._slots.submit(self._execute, self._begin(claim))
 
     # ------------------------------------------------------------ execute
 
     def _execute(self, flight: _InFlight) -> None:
-        try:
-            outcome = self._call(flight)
-        except _Abandoned:
-            return
-        self._settle(flight, outcome)
+        """Run attempts on this slot until there is nothing to claim (see _claim_next)."""
+        current: _InFlight | None = flight
+        while current is not None:
+            try:
+                outcome = self._call(current)
+            except _Abandoned:
+                return
+            self._settle(current, outcome)
+            self._write_outcomes()
+            current = self._claim_next()
 
     def _call(self, flight: _InFlight) -> tuple[str, Any]:
         """Run the handler: ("ok", result) | ("fatal", error) | ("retry", error)."""
@@ -461,55 +552,117 @@ class Worker:
             if flight.settled:
                 return False
             flight.settled = True
-            return True
+        with self._lock:
+            self._running -= 1
+        return True
 
-    def _settle(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
-        if self._take(flight):
-            self._settle_taken(flight, outcome)
-
-    def _settle_taken(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
-        try:
-            self._acknowledge(flight, outcome)
-        finally:
-            self._forget(flight)
+    def _settle(self, flight: _InFlight, outcome: tuple[str, Any]) -> bool:
+        """Hand the outcome over to be written (_write_outcomes), unless the attempt was
+        settled elsewhere; True if it was handed over."""
+        if not self._take(flight):
+            return False
+        flight.finished = time.monotonic()
+        self._finished.append((flight, outcome))
+        return True
 
     def _forget(self, flight: _InFlight) -> None:
+        self._drop(flight)
+        self._wake.set()
+
+    def _drop(self, flight: _InFlight) -> None:
         flight.ctx.cancelled.set()
         with self._lock:
             self._inflight.pop(flight.claim.lease_id, None)
-        self._wake.set()
 
-    def _acknowledge(self, flight: _InFlight, outcome: tuple[str, Any]) -> None:
-        from runnerq_cli.backend.models import AckOutcome
+    def _write_outcomes(self) -> None:
+        """Write the outcomes handed over, unless another thread is writing them.
 
-        kind, value = outcome
-        claim = flight.claim
-        give_up = time.monotonic() + ACK_RETRY_FOR
-        wait = 0.2
-        while True:
-            try:
-                if kind == "ok":
-                    result = self.backend.ack_success(claim, value)
-                else:
-                    result = self.backend.ack_failure(claim, value, retryable=kind != "fatal")
-                break
-            except ClaimLost:
-                self._count("claims_lost")
-                self._log_outcome(flight, "claim_lost",
-                                  "claim lost: the activity was reclaimed; outcome dropped")
+        Any thread may call it (a slot after its attempt, the claim loop): one
+        writes at a time, everything waiting, and loops while more arrives, so
+        nothing handed over is left behind and nobody waits. All successes go in
+        one `ack_success_many` (two commands however many), failures one by
+        one; batches grow with the load by themselves. An outcome the server
+        does not take (it is away) is tried again after a back-off (the claim
+        loop wakes for it), for up to ACK_RETRY_FOR; after that the lease runs
+        out and the reaper hands the activity to another worker.
+        """
+        while self._finished and time.monotonic() >= self._retry_writes_at:
+            if not self._write_lock.acquire(blocking=False):
                 return
+            try:
+                self._write_batch()
+            finally:
+                self._write_lock.release()
+            if self._backlogged:
+                self._backlogged = False
+                self._wake.set()  # the claim loop may claim again
+
+    def _write_batch(self) -> None:
+        """Write what is waiting; on a server error, keep the rest for _retry_later."""
+        batch = [self._finished.popleft() for _ in range(len(self._finished))]
+        successes = [(flight, outcome) for flight, outcome in batch if outcome[0] == "ok"]
+        failures = [(flight, outcome) for flight, outcome in batch if outcome[0] != "ok"]
+        error: Exception | None = None
+        unwritten: list[tuple[_InFlight, tuple[str, Any]]] = []
+        if successes:
+            try:
+                answers: list[Any] = self.backend.ack_success_many(
+                    [(flight.claim, outcome[1]) for flight, outcome in successes])
+            except Exception as exc:  # the server is away: try nothing more now
+                error, answers = exc, [exc] * len(successes)
+            for (flight, outcome), answer in zip(successes, answers, strict=True):
+                if isinstance(answer, Exception) and not isinstance(answer, ClaimLost):
+                    error = error or answer
+                    unwritten.append((flight, outcome))
+                else:
+                    self._written(flight, outcome, answer)
+        for flight, outcome in failures:
+            if error is not None:
+                unwritten.append((flight, outcome))
+                continue
+            try:
+                answer = self.backend.ack_failure(flight.claim, outcome[1],
+                                                  retryable=outcome[0] != "fatal")
+            except ClaimLost as exc:
+                answer = exc
             except Exception as exc:
-                if time.monotonic() >= give_up or self._force.is_set():
-                    self.log.message("error", "could not acknowledge; the reaper will "
-                                     "requeue it when its lease expires",
-                                     activity_id=str(claim.activity_id), error=_brief(exc))
-                    return
-                time.sleep(wait)
-                wait = min(wait * 2, 5.0)
-        name = {AckOutcome.COMPLETED: "succeeded", AckOutcome.RETRYING: "retried",
-                AckOutcome.FAILED: "failed", AckOutcome.DEAD_LETTERED: "dead_lettered"}[result]
-        self._count(name)
-        self._log_outcome(flight, result.value, None if kind == "ok" else value)
+                error = exc
+                unwritten.append((flight, outcome))
+                continue
+            self._written(flight, outcome, answer)
+        if error is not None:
+            self._retry_later(unwritten, error)
+        else:
+            self._write_backoff = ACK_BACKOFF_FIRST
+
+    def _written(self, flight: _InFlight, outcome: tuple[str, Any],
+                 answer: AckOutcome | ClaimLost) -> None:
+        """Count and log an outcome the server took (or refused as a lost claim)."""
+        self._drop(flight)
+        if isinstance(answer, ClaimLost):
+            self._count("claims_lost")
+            self._log_outcome(flight, "claim_lost",
+                              "claim lost: the activity was reclaimed; outcome dropped")
+            return
+        self._count(OUTCOME_COUNTERS[answer])
+        self._log_outcome(flight, answer.value, None if outcome[0] == "ok" else outcome[1])
+
+    def _retry_later(self, unwritten: list[tuple[_InFlight, tuple[str, Any]]],
+                     error: BaseException) -> None:
+        now = time.monotonic()
+        keep = []
+        for flight, outcome in unwritten:
+            flight.ack_give_up = flight.ack_give_up or now + ACK_RETRY_FOR
+            if now >= flight.ack_give_up or self._force.is_set():
+                self._drop(flight)
+                self.log.message("error", "could not acknowledge; the reaper will "
+                                 "requeue it when its lease expires",
+                                 activity_id=str(flight.claim.activity_id), error=_brief(error))
+            else:
+                keep.append((flight, outcome))
+        self._finished.extendleft(reversed(keep))
+        self._retry_writes_at = now + self._write_backoff
+        self._write_backoff = min(self._write_backoff * 2, ACK_BACKOFF_MAX)
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -517,8 +670,9 @@ class Worker:
 
     def _log_outcome(self, flight: _InFlight, outcome: str, error: str | None) -> None:
         act = flight.claim.activity
+        ended = flight.finished or time.monotonic()
         self.log.outcome(outcome, act.activity_type, act.id, act.retry_count + 1,
-                         time.monotonic() - flight.started, error)
+                         ended - flight.started, error)
 
     # ------------------------------------------------------------- leases
 
@@ -556,13 +710,10 @@ class Worker:
                 if now >= flight.timeout_at + SELF_TIMED_GRACE[flight.kind]:
                     # A thread cannot be killed: settle the attempt as timed out and
                     # abandon the thread (its result will be dropped).
-                    # Acknowledged on a thread of its own: an ack may retry through a
-                    # server outage for a while, and the keeper must go on renewing
-                    # the other running claims meanwhile.
-                    if self._take(flight):
-                        outcome = ("retry", f"timed out after {flight.ctx.timeout_seconds:g}s")
-                        self._spawn(lambda f=flight, o=outcome: self._settle_taken(f, o),
-                                    "runnerq-timeout-ack")
+                    if self._settle(flight, ("retry", "timed out after "
+                                             f"{flight.ctx.timeout_seconds:g}s")):
+                        flight.ctx.cancelled.set()
+                        self._wake.set()
                     if flight.kind == "python":
                         self.log.message("warning", "abandoned a timed-out handler thread",
                                          activity_id=str(flight.claim.activity_id),
@@ -607,7 +758,11 @@ class Worker:
             if stopping and time.monotonic() >= deadline:
                 break
             self._wake.clear()
-            self._wake.wait(0.1)
+            self._write_outcomes()
+            if self.in_flight:
+                self._sleep(0.1)
+        if not self._force.is_set():
+            self._write_outcomes()  # what finished last (not while the server is away)
         if not self.in_flight:
             return 0
         with self._lock:
@@ -615,7 +770,8 @@ class Worker:
         released = 0
         if self._force.is_set():
             # Stop at once, but hand the work back if the server answers quickly.
-            thread = self._spawn(lambda: self._release_all(left), "runnerq-release")
+            thread = self._spawn(lambda: (self._write_outcomes(), self._release_all(left)),
+                                 "runnerq-release")
             thread.join(timeout=3.0)
             return len(left)
         released = self._release_all(left)

@@ -566,11 +566,12 @@ class Worker:
         return True
 
     def _forget(self, flight: _InFlight) -> None:
+        """Drop an attempt that ended without its handler (claim lost, released)."""
+        flight.ctx.cancelled.set()  # ctx.should_stop, for a handler still running
         self._drop(flight)
         self._wake.set()
 
     def _drop(self, flight: _InFlight) -> None:
-        flight.ctx.cancelled.set()
         with self._lock:
             self._inflight.pop(flight.claim.lease_id, None)
 

@@ -9,9 +9,10 @@ command a bulk write would send, with the collection's codec options and
 write concern, and answers what a bulk write reports: documents matched and
 the write errors by statement index.
 
-Size: a command is one BSON document (16 MiB at most), and a result may
-weigh 8 MiB, so statements go in as many commands as their size needs (as
-a bulk write splits its batches); a batch of small acknowledgements is one.
+Size: a command is one BSON document (16 MiB at most) and a result may
+weigh 8 MiB. A batch the driver finds too large to send (it says so before
+sending anything) goes in halves, as many times as needed, as a bulk write
+splits its batches; a batch of small acknowledgements is one command.
 
 Retries: the driver retries a bulk write once after a retryable error (a
 network error, a primary stepping down), under one transaction number so it
@@ -23,18 +24,18 @@ acknowledgement from a lost claim).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import bson
 from pymongo.collection import Collection
-from pymongo.errors import AutoReconnect, ServerSelectionTimeoutError, WriteConcernError
+from pymongo.errors import (
+    AutoReconnect,
+    DocumentTooLarge,
+    ServerSelectionTimeoutError,
+    WriteConcernError,
+)
 
 Statement = tuple[Mapping[str, Any], Mapping[str, Any], bool]  # filter, update, upsert
-# Statements per command: their BSON size (a command must stay under the server's 16 MiB
-# document limit, one statement may carry an 8 MiB result) and count.
-COMMAND_BYTES = 12 * 1024 * 1024
-COMMAND_STATEMENTS = 1000
 
 
 def update_statements(collection: Collection[Any], statements: Sequence[Statement],
@@ -46,31 +47,23 @@ def update_statements(collection: Collection[Any], statements: Sequence[Statemen
     not confirm the write concern (the caller may repeat them, as after a
     network error).
     """
-    matched = 0
-    errors: list[dict[str, Any]] = []
-    for offset, chunk in _chunks(collection, statements):
-        n, chunk_errors = _update(collection, chunk)
-        matched += n
-        errors += [{**error, "index": error["index"] + offset} for error in chunk_errors]
-    return matched, errors
+    return _update_in_parts(collection, [{"q": query, "u": update, "upsert": upsert}
+                                         for query, update, upsert in statements], 0)
 
 
-def _chunks(collection: Collection[Any], statements: Sequence[Statement],
-            ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-    """The statements as update documents, in chunks that fit one command each."""
-    options = collection.codec_options
-    chunk: list[dict[str, Any]] = []
-    start = size = 0
-    for index, (query, update, upsert) in enumerate(statements):
-        doc = {"q": query, "u": update, "upsert": upsert}
-        weight = len(bson.encode(doc, codec_options=options)) if len(statements) > 1 else 0
-        if chunk and (size + weight > COMMAND_BYTES or len(chunk) >= COMMAND_STATEMENTS):
-            yield start, chunk
-            chunk, start, size = [], index, 0
-        chunk.append(doc)
-        size += weight
-    if chunk:
-        yield start, chunk
+def _update_in_parts(collection: Collection[Any], updates: list[dict[str, Any]], offset: int,
+                     ) -> tuple[int, list[dict[str, Any]]]:
+    """One command, or halves of it when the driver finds it too large to send."""
+    try:
+        matched, errors = _update(collection, updates)
+    except DocumentTooLarge:  # raised before anything is sent
+        if len(updates) == 1:
+            raise
+        half = len(updates) // 2
+        first = _update_in_parts(collection, updates[:half], offset)
+        second = _update_in_parts(collection, updates[half:], offset + half)
+        return first[0] + second[0], first[1] + second[1]
+    return matched, [{**error, "index": error["index"] + offset} for error in errors]
 
 
 def _update(collection: Collection[Any], updates: list[dict[str, Any]],

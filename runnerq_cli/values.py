@@ -262,7 +262,7 @@ def json_object(text: str | bytes, what: str) -> dict[str, Any]:
     return value
 
 
-def _depth(value: Any, limit: int) -> bool:
+def nested_deeper_than(value: Mapping[str, Any], limit: int = JSON_MAX_DEPTH) -> bool:
     """True if dicts/lists in `value` nest deeper than `limit` (level by level, no recursion)."""
     level = [dict(value) if isinstance(value, Mapping) else value]
     for _ in range(limit):
@@ -283,7 +283,7 @@ def payload(value: Any, what: str = "payload") -> None:
     """
     if not isinstance(value, Mapping):
         raise InvalidArgument(f"{what} must be a JSON object")
-    if _depth(value, JSON_MAX_DEPTH):
+    if nested_deeper_than(value):
         raise InvalidArgument(f"{what}: nested deeper than {JSON_MAX_DEPTH} levels")
     import bson
 

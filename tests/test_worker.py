@@ -299,15 +299,25 @@ def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
     assert "SystemExit" in (act.last_error or "")
 
 
-def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_it(backend):
-    """A JSON-valid result BSON refuses (an int past 64 bits) made every ack raise: the
-    worker retried the ack for 30 s, then left the claim to the reaper, which ran the
-    handler again, and again."""
+def _nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("result", [{"n": 2**70}, _nested(120)], ids=["int-past-64-bits",
+                                                                      "nested-120-levels"])
+def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_it(backend,
+                                                                                   result):
+    """A JSON-valid result MongoDB refuses (an int past 64 bits; nesting past its 100
+    levels, which only a real MongoDB refuses) made every ack raise: the worker retried
+    the ack for 30 s, then left the claim to the reaper, which ran the handler again."""
     registry = HandlerRegistry()
 
     @registry.handler("huge_int")
     def huge_int(payload):
-        return {"n": 2**70}
+        return result
 
     aid = backend.enqueue("huge_int", {}, timeout_seconds=60).activity_id
     worker = Worker(backend, registry, burst=True, poll_interval=0.2,
@@ -390,3 +400,78 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     assert acts.count_documents({"status": "pending"}) > 0
     worker.stop()
     assert worker.join(15) == 0
+
+
+def test_a_burst_workers_abandoned_handler_thread_claims_nothing_once_run_returns(backend):
+    # A timed-out plain handler cannot be killed; when it finally returns, its thread
+    # must not claim new work for a worker that has already stopped.
+    registry = HandlerRegistry()
+    registry.add("slow", lambda payload: time.sleep(2.5))
+    registry.add("echo", lambda payload: payload)
+    backend.enqueue("slow", {}, timeout_seconds=1, max_retries=0)
+    worker = make_worker(backend, registry, concurrency=1)
+    assert worker.run(install_signals=False) == 0
+    late = backend.enqueue("echo", {"late": True}).activity_id
+    time.sleep(3.0)  # the abandoned thread's handler returns meanwhile
+    assert activity(backend, late).status == Status.PENDING
+
+
+def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
+    # The claim loop can end while a slot's own claim is on its way: the drain waits
+    # for it, so the activity is run (or released), never left held by a stopped worker.
+    import threading
+
+    registry = HandlerRegistry()
+    registry.add("echo", lambda payload: payload)
+    backend.enqueue_many([ActivitySpec("echo", {"i": i}) for i in range(200)])
+    in_claim, stopped = threading.Event(), threading.Event()
+    dequeue = backend.dequeue
+
+    def slow_slot_dequeue(*args, **kwargs):
+        if threading.current_thread().name.startswith("runnerq-slot") and not in_claim.is_set():
+            in_claim.set()
+            stopped.wait(10)
+            time.sleep(0.3)  # the claim loop has ended by now
+        return dequeue(*args, **kwargs)
+
+    backend.dequeue = slow_slot_dequeue
+    worker = make_worker(backend, registry, burst=False, concurrency=2)
+    worker.start()
+    assert in_claim.wait(20)
+    worker.stop()
+    stopped.set()
+    assert worker.join(20) == 0
+    returned_at = backend.collections.clock()
+    time.sleep(1.0)  # a slot left claiming would claim (and run) now, for nobody
+    acts = backend.db[backend.collections.names.activities]
+    assert acts.count_documents({"status": "processing"}) == 0
+    assert acts.count_documents({"started_at": {"$gt": returned_at}}) == 0
+    assert acts.count_documents({"status": "completed"}) == worker.counters["succeeded"]
+
+
+def test_a_graceful_stop_writes_outcomes_waiting_out_a_retry_back_off(backend):
+    # The server did not take an acknowledgement (a hiccup) and answers again; a stop
+    # arrives before the retry is due: the outcome is written at once, not left for
+    # the reaper to run the activity again.
+    from pymongo.errors import AutoReconnect
+
+    registry = HandlerRegistry()
+    registry.add("quick", lambda payload: "done")
+    failures = {"left": 4}
+    acks = backend.ack_success_many
+
+    def hiccup(batch):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise AutoReconnect("hiccup")
+        return acks(batch)
+
+    backend.ack_success_many = hiccup
+    worker = make_worker(backend, registry, burst=False, concurrency=2, shutdown_timeout=1.0)
+    worker.start()
+    quick = backend.enqueue("quick", {}).activity_id
+    wait_until(lambda: not failures["left"], timeout=30, message="the hiccup to pass")
+    worker.stop()
+    assert worker.join(20) == 0
+    assert activity(backend, quick).status == Status.COMPLETED
+    assert backend.get_result(quick).data == "done"

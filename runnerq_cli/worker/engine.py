@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli import values
 from runnerq_cli.backend.models import AckOutcome
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
@@ -216,6 +217,7 @@ class Worker:
         self._backlogged = False  # claims held back for outcomes to be written
         self._running = 0  # attempts claimed and not yet settled
         self._reserved = 0  # claims being made (see _reserve)
+        self._closed = False  # the claim loop has ended: no claim may start any more
         # What to claim, as (types, excluded types), or None when paused: the claim
         # loop's view, shared with the slots that claim their next activity themselves.
         self._scope: tuple[list[str] | None, list[str]] | None = None
@@ -299,6 +301,8 @@ class Worker:
                          handlers=",".join(self.registry.types))
         self.running.set()
         self._claim_loop()
+        with self._lock:
+            self._closed = True  # a slot (or an abandoned handler's thread) claims no more
         return self._exit_code(self._drain())
 
     def _exit_code(self, released: int) -> int:
@@ -345,6 +349,8 @@ class Worker:
             self._backlogged = True
             return 0
         with self._lock:
+            if self._closed or self._stopping.is_set():
+                return 0
             free = self.concurrency - self._running - self._reserved
             if self.max_activities is not None:
                 free = min(free, self.max_activities - self.counters["claimed"] - self._reserved)
@@ -364,7 +370,7 @@ class Worker:
             if self.max_activities is not None and self.counters["claimed"] >= self.max_activities:
                 return
             self._wake.clear()
-            self._write_outcomes()
+            self._write_outcomes(for_at_most=self.poll_interval)
             # Refreshed every turn (the slots claim under it too): a pause takes effect
             # within a poll interval even while the slots keep themselves busy.
             scope = self._scope = self._claim_scope()
@@ -412,6 +418,8 @@ class Worker:
         retry_in = self._retry_writes_at - time.monotonic()
         if self._finished and retry_in > 0:
             seconds = min(seconds, retry_in)
+        elif self._finished and not self._write_lock.locked():
+            return  # outcomes wait and nobody is writing them: no sleep
         self._wake.wait(seconds)
 
     def _claim_scope(self) -> tuple[list[str] | None, list[str]] | None:
@@ -460,11 +468,13 @@ class Worker:
             claims = self.backend.dequeue(self.worker_id, types=scope[0] or self._claim_types,
                                           limit=1, lease_seconds=self.lease,
                                           exclude_types=scope[1] or None)
+            # Counted as running before the reservation is given back: in between, the
+            # room would be counted nowhere and another claimer could take it.
+            return self._begin(claims[0]) if claims else None
         except Exception:  # the claim loop tries again, backs off and says why
             return None
         finally:
             self._unreserve(1)
-        return self._begin(claims[0]) if claims else None
 
     def _begin(self, claim: Claim) -> _InFlight:
         act = claim.activity
@@ -575,7 +585,7 @@ class Worker:
         with self._lock:
             self._inflight.pop(flight.claim.lease_id, None)
 
-    def _write_outcomes(self) -> None:
+    def _write_outcomes(self, for_at_most: float | None = None) -> None:
         """Write the outcomes handed over, unless another thread is writing them.
 
         Any thread may call it (a slot after its attempt, the claim loop): one
@@ -587,7 +597,10 @@ class Worker:
         loop wakes for it), for up to ACK_RETRY_FOR; after that the lease runs
         out and the reaper hands the activity to another worker.
         """
+        until = None if for_at_most is None else time.monotonic() + for_at_most
         while self._finished and time.monotonic() >= self._retry_writes_at:
+            if until is not None and time.monotonic() >= until:
+                return  # the claim loop has more to do (the pause); it comes back at once
             if not self._write_lock.acquire(blocking=False):
                 return
             try:
@@ -597,6 +610,13 @@ class Worker:
             if self._backlogged:
                 self._backlogged = False
                 self._wake.set()  # the claim loop may claim again
+
+    def _write_now(self) -> None:
+        """At shutdown: write what is waiting at once, back-off or not (after a slot's
+        write in progress): an outcome not written now would run the activity again."""
+        with self._write_lock:
+            self._retry_writes_at = 0.0
+        self._write_outcomes()
 
     def _write_batch(self) -> None:
         """Write what is waiting; on a server error, keep the rest for _retry_later."""
@@ -612,7 +632,9 @@ class Worker:
             except Exception as exc:  # the server is away: try nothing more now
                 error, answers = exc, [exc] * len(successes)
             for (flight, outcome), answer in zip(successes, answers, strict=True):
-                if isinstance(answer, Exception) and not isinstance(answer, ClaimLost):
+                if isinstance(answer, InvalidArgument):  # the server refused the result
+                    failures.append((flight, ("fatal", str(answer))))
+                elif isinstance(answer, Exception) and not isinstance(answer, ClaimLost):
                     error = error or answer
                     unwritten.append((flight, outcome))
                 else:
@@ -743,6 +765,8 @@ class Worker:
     def _drain(self) -> int:
         """After the claim loop: let running handlers finish (up to the shutdown timeout
         when stopping), then release what is left. Returns how many were released."""
+        while self._reserved:  # a slot's claim still on its way: it will be in flight
+            time.sleep(0.01)
         if not self.in_flight:
             return 0
         stopping = self._stopping.is_set()
@@ -763,7 +787,7 @@ class Worker:
             if self.in_flight:
                 self._sleep(0.1)
         if not self._force.is_set():
-            self._write_outcomes()  # what finished last (not while the server is away)
+            self._write_now()  # what finished last, even within a retry back-off
         if not self.in_flight:
             return 0
         with self._lock:
@@ -771,7 +795,7 @@ class Worker:
         released = 0
         if self._force.is_set():
             # Stop at once, but hand the work back if the server answers quickly.
-            thread = self._spawn(lambda: (self._write_outcomes(), self._release_all(left)),
+            thread = self._spawn(lambda: (self._write_now(), self._release_all(left)),
                                  "runnerq-release")
             thread.join(timeout=3.0)
             return len(left)
@@ -874,10 +898,14 @@ class Worker:
 
 
 def _storable(result: Any) -> tuple[str, Any]:
-    """("ok", result), or ("fatal", why) for a result BSON refuses (an int past 64 bits,
-    too large): its acknowledgement could never succeed, and the reaper would rerun it."""
+    """("ok", result), or ("fatal", why) for a result MongoDB refuses (an int past 64 bits,
+    too large, nested too deep): its acknowledgement could never succeed, and the reaper
+    would rerun it."""
     import bson
 
+    if values.nested_deeper_than({"data": result}):
+        return "fatal", (f"result cannot be stored in MongoDB: nested deeper than "
+                         f"{values.JSON_MAX_DEPTH} levels")
     try:
         size = len(bson.encode({"data": result}))
     except (bson.errors.InvalidDocument, OverflowError, TypeError, ValueError) as exc:

@@ -37,6 +37,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchserver import start_server
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TAB = ("source {script}; COMP_WORDS=(runnerq-mongo re); COMP_CWORD=1; _runnerq_mongo; "
@@ -85,18 +88,6 @@ client[os.environ.get("RUNNERQ_DATABASE", "runnerq")]["bench_bare"].insert_one(
      "status": "pending", "created_at": now, "retry_count": 0, "max_retries": 3})
 print(1)
 """
-
-
-def start_server() -> tuple[str, subprocess.Popen[str] | None]:
-    """A server for part 2: RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process."""
-    uri = os.environ.get("RUNNERQ_BENCH_MONGO_URI")
-    if uri:
-        return uri, None
-    code = ("import time\nfrom runnerq_cli.devserver import start_in_thread\n"
-            "s = start_in_thread()\nprint(s.uri, flush=True)\ntime.sleep(10**9)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc.stdout.readline().strip(), proc
 
 
 def child_cpu(argv: list[str], env: dict[str, str]) -> float:

@@ -28,10 +28,8 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -45,6 +43,7 @@ from typing import Any
 from pymongo import MongoClient, ReturnDocument, monitoring
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchserver import start_server
 from wirecount import IndexCatalog, Record, WireCounter, tally
 
 COUNTER = WireCounter()
@@ -56,17 +55,6 @@ TARGETS = (("documents written", "documents_written", 5.0),
            ("bytes sent+received", "bytes_total", 2048.0),
            ("commands", "commands", 2.2))
 CPU_TARGET_RATIO = 1.5
-
-
-def start_server() -> tuple[str, subprocess.Popen[str] | None]:
-    uri = os.environ.get("RUNNERQ_BENCH_MONGO_URI")
-    if uri:
-        return uri, None
-    code = ("import time\nfrom runnerq_cli.devserver import start_in_thread\n"
-            "s = start_in_thread()\nprint(s.uri, flush=True)\ntime.sleep(10**9)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc.stdout.readline().strip(), proc
 
 
 # ------------------------------------------------------------------ measuring

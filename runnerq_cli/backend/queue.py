@@ -335,8 +335,9 @@ class ActivityQueue:
     def ack_success(self, claim: Claim, result: Any = None) -> AckOutcome:
         """Complete the claimed activity and store its result (None is a result too).
 
-        Concurrent calls (a worker's handler threads) share their round trips
-        (group_commit.py): a success costs the activity one write and the
+        Concurrent calls from several threads share their round trips
+        (group_commit.py; a Worker batches its own outcomes and calls
+        `ack_success_many`): a success costs the activity one write and the
         results collection one, and stores no event (Completed and
         ResultStored are derived from completed_at).
         """

@@ -1,0 +1,36 @@
+"""literal(): untrusted text becomes one inert line (runnerq_cli/literal.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runnerq_cli.literal import literal, rich_text
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("send_email", "send_email"),
+    ("disk [/] full", "disk [/] full"),
+    ("\x1b[2J", "\\x1b[2J"),
+    ("\x1b]0;title\x07", "\\x1b]0;title\\x07"),
+    ("a\nb\rc\td", "a\\nb\\rc\\td"),
+    ("nul\x00", "nul\\x00"),
+    ("\x9bcsi", "\\x9bcsi"),
+    ("abc\u202eevil", "abc\\u202eevil"),
+    ("\u2066iso\u2069", "\\u2066iso\\u2069"),
+    ("caf\u00e9 \u65e5\u672c", "caf\u00e9 \u65e5\u672c"),
+])
+def test_literal_escapes_controls_and_keeps_the_rest(raw: str, shown: str) -> None:
+    assert literal(raw) == shown
+
+
+def test_literal_cuts_long_text_after_escaping() -> None:
+    assert literal("x" * 50, max_length=10) == "xxxxxxx..."
+    assert literal(12) == "12"
+
+
+def test_rich_text_is_never_markup() -> None:
+    from rich.console import Console
+
+    console = Console(width=80, no_color=True, record=True)
+    console.print(rich_text("[link=http://evil.example]see[/link] [/] [red]x"))
+    assert console.export_text().strip() == "[link=http://evil.example]see[/link] [/] [red]x"

@@ -130,6 +130,20 @@ def driver_message(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+_AUTH_WORDS = re.compile(r"(?i)\bauth(?:entication)? failed\b|\bunauthorized\b")
+
+
+def is_auth_refusal(exc: BaseException) -> bool:
+    """The server refused the credentials: by code (Unauthorized, AuthenticationFailed,
+    Atlas), or, from servers whose refusal carries no code, by its message."""
+    code = getattr(exc, "code", None)
+    if code in (13, 18, 8000):
+        return True
+    details = getattr(exc, "details", None) or {}
+    message = details.get("errmsg") if isinstance(details, dict) else None
+    return code is None and bool(_AUTH_WORDS.search(str(message or exc)))
+
+
 @contextmanager
 def translate_errors(uri: str) -> Iterator[None]:
     """Turn driver connection errors into `Unavailable` with the URI redacted.
@@ -153,7 +167,7 @@ def translate_errors(uri: str) -> Iterator[None]:
         raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: the connection "
                           f"failed ({driver_message(exc)})") from None
     except mongo_errors.OperationFailure as exc:
-        if exc.code in (13, 18, 8000):  # Unauthorized, AuthenticationFailed, Atlas auth
+        if is_auth_refusal(exc):
             raise Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "
                               f"{redact_uri(str(exc.details.get('errmsg', exc)))}",
                               reachable=True) from None

@@ -121,9 +121,15 @@ def root(
                                         help="Database (env RUNNERQ_DATABASE)."),
     queue: str | None = typer.Option(None, "--queue", metavar="NAME",
                                      help="Queue name (env RUNNERQ_QUEUE)."),
+    utc: bool = typer.Option(True, "--utc/--local",
+                             help="Show times in UTC (2026-12-01 05:05:17.503Z) or in the "
+                                  "local time zone with its offset. JSON keeps UTC."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
+    from runnerq_cli.cli.timefmt import use_local
+
+    use_local(not utc)
     ctx.obj = CliState(config_path=config,
                        overrides={"uri": uri, "database": database, "queue": queue})
 
@@ -191,6 +197,12 @@ def _handle_driver_error(exc: Exception) -> int:
 
         error_line(f"MongoDB is unreachable ({driver_message(exc)}): {SERVER_HINT}")
         return ExitCode.UNAVAILABLE
+    from runnerq_cli.backend.connection import is_auth_refusal
+
+    if isinstance(exc, mongo_errors.OperationFailure) and is_auth_refusal(exc):
+        error_line(f"MongoDB refused the credentials: "
+                   f"{redact_uri(str((exc.details or {}).get('errmsg') or exc))[:300]}")
+        return ExitCode.UNAVAILABLE
     error_line(f"MongoDB error: {redact_uri(str(exc))[:300]}")
     return ExitCode.FAILURE
 
@@ -217,10 +229,33 @@ def _silence_stdout() -> None:
         pass
 
 
+def undecodable_argument(argv: list[str]) -> str | None:
+    """A message naming the first argument that is not valid UTF-8, or None.
+
+    Python hands such bytes over as lone surrogates (PEP 383); anything that
+    later encodes them (a log line, a BSON document, an audit record) fails,
+    possibly after a write. They are refused here, once, before any command runs.
+    """
+    for position, arg in enumerate(argv):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = repr(arg.encode("utf-8", "surrogateescape")[:60])[2:-1]
+            before = argv[position - 1] if position else ""
+            after = f" after {before[:40]}" if before.startswith("-") else ""
+            return (f"argument {position + 1}{after} is not valid UTF-8 ({shown}): "
+                    "nothing was done")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code (see errors.ExitCode)."""
     from runnerq_cli.cli import typer_compat
 
+    bad = undecodable_argument(argv if argv is not None else sys.argv[1:])
+    if bad is not None:
+        error_line(bad)
+        return int(ExitCode.USAGE)
     click_exceptions = typer_compat.click_exceptions()
     typer_compat.install_fast_coercion()
     command = _root_command()

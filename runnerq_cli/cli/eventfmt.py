@@ -39,22 +39,52 @@ def event_record(event: Event) -> dict[str, Any]:
     }
 
 
+def _detail_value(value: Any) -> str:
+    """A detail value in words: times in the one format, structures as compact JSON."""
+    import json
+    from datetime import datetime
+
+    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.cli.timefmt import stamp
+
+    if isinstance(value, datetime):
+        return stamp(value)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(to_jsonable(value), separators=(",", ":"), ensure_ascii=False)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
 def event_line(event: Event) -> Any:
-    """A rich Text: time, type (coloured), activity id and type, worker, detail."""
+    """A rich Text, one line: time, event (coloured), short activity id, type, worker, detail.
+
+    Every value from the database goes through literal() (a type or an error can
+    carry markup, ESC sequences or newlines); the activity id is its first
+    SHORT_ID characters, accepted back as input (`events 3f0c2a9e`). Details
+    with no value are left out (never `None`).
+    """
     from rich.text import Text
 
-    stamp = event.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if event.timestamp else "?"
+    from runnerq_cli.cli.tables import SHORT_ID, short_id
+    from runnerq_cli.cli.timefmt import stamp
+    from runnerq_cli.literal import literal
+
     line = Text()
-    line.append(stamp, style="dim")
+    line.append(stamp(event.timestamp) if event.timestamp else "?", style="dim")
     line.append("  ")
-    line.append(f"{event.event_type:<15}", style=STYLES.get(event.event_type, "bold"))
+    kind = literal(event.event_type, max_length=40)
+    line.append(f"{kind:<11}", style=STYLES.get(event.event_type, "bold"))
     # Queue-level records (pause, resume, the audit) belong to no activity.
-    line.append(f" {event.activity_id if event.activity_id is not None else '(queue)'}")
+    owner = short_id(event.activity_id) if event.activity_id is not None else "(queue)"
+    line.append(f" {owner:<{SHORT_ID}}")
     if event.activity_type:
-        line.append(f"  {event.activity_type}", style="bold")
+        line.append(f"  {literal(event.activity_type, max_length=120)}", style="bold")
     if event.worker_id:
-        line.append(f"  worker={event.worker_id}", style="dim")
+        line.append(f"  worker={literal(event.worker_id, max_length=120)}", style="dim")
     for key, value in (event.detail or {}).items():
-        text = str(value)
-        line.append(f"  {key}={text if len(text) <= 120 else text[:117] + '...'}")
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        line.append(f"  {literal(key, max_length=40)}="
+                    f"{literal(_detail_value(value), max_length=120)}")
     return line

@@ -4,6 +4,8 @@ Conventions every command follows:
 - `-o text|json|jsonl`; JSON goes to stdout, one document (json) or one per line (jsonl).
 - Errors go to stderr as one line `error: ...`; the exit code says what kind.
 - Colour only on a terminal, and never with NO_COLOR set.
+- Text from the database or the command line is printed through
+  `runnerq_cli.literal` (escaped, never markup); consoles never read markup.
 """
 
 from __future__ import annotations
@@ -72,10 +74,13 @@ def colour_enabled(stream: Any = None) -> bool:
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
 
-def console(stderr: bool = False) -> Console:
+def console(stderr: bool = False, *, markup: bool = True) -> Console:
     """A rich Console on the current stdout (or stderr), honouring NO_COLOR and pipes.
 
     Made per call (it is cheap) so it always writes to the current sys.stdout.
+    Commands that print data pass `markup=False`: their text carries untrusted
+    values (a reason `disk [/] full` is text, not a closing tag), so styles are
+    given as Text styles, never as markup.
     """
     from rich.console import Console
 
@@ -85,26 +90,30 @@ def console(stderr: bool = False) -> Console:
     # tables into unreadable cells. Use COLUMNS if set, else room enough for a row.
     width = None if terminal else int(os.environ.get("COLUMNS") or 240)
     return Console(file=stream, stderr=stderr, no_color=not colour_enabled(stream),
-                   highlight=False, soft_wrap=not terminal, width=width)
+                   highlight=False, markup=markup, emoji=False, soft_wrap=not terminal,
+                   width=width)
+
+
+def one_line(message: object, limit: int = ERROR_LINE_MAX) -> str:
+    """`message` as one inert, password-safe line: whitespace runs folded to one space,
+    every other control character, ESC sequence and bidi override escaped (literal())."""
+    from runnerq_cli.literal import literal
+    from runnerq_cli.redaction import redact_uri
+
+    text = " ".join(redact_uri(str(message)).split())
+    return literal(text, max_length=limit)
 
 
 def error_line(message: str) -> None:
     """`error: message` on stderr, as one line (newlines folded), password-safe."""
-    from runnerq_cli.redaction import redact_uri
-
-    text = " ".join(redact_uri(str(message)).split())
-    if len(text) > ERROR_LINE_MAX:  # a huge value quoted back never floods the terminal
-        text = text[:ERROR_LINE_MAX - 3] + "..."
-    sys.stderr.write(f"error: {text}\n")
+    # A huge value quoted back never floods the terminal; an ESC in it never acts.
+    sys.stderr.write(f"error: {one_line(message)}\n")
     sys.stderr.flush()
 
 
 def warning_line(message: str) -> None:
     """`warning: message` on stderr, one line: something to know that stops nothing."""
-    from runnerq_cli.redaction import redact_uri
-
-    text = " ".join(redact_uri(str(message)).split())[:ERROR_LINE_MAX]
-    sys.stderr.write(f"warning: {text}\n")
+    sys.stderr.write(f"warning: {one_line(message)}\n")
     sys.stderr.flush()
 
 
@@ -128,7 +137,9 @@ def confirm(question: str, yes: bool, preview: list[str] | None = None) -> None:
     if not sys.stdin.isatty():
         fail(f"{question.rstrip('?')}: refusing without --yes when not on a terminal "
              "(use --dry-run to see what would change)")
+    from runnerq_cli.literal import literal
+
     for line in preview or []:
-        typer.echo(line)
-    if not typer.confirm(question, default=False):
+        typer.echo(literal(line))
+    if not typer.confirm(literal(question), default=False):
         fail("not confirmed: nothing changed")

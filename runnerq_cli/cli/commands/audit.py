@@ -6,6 +6,8 @@ TTL, `events_ttl`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.examples import examples
@@ -43,16 +45,33 @@ def audit(
     if not entries:
         typer.echo("no operator actions recorded")
         return
-    for entry in records:
-        ids = entry["ids"]
-        shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
-        extra = entry["detail"].get("types")
-        typer.echo(f"{entry['timestamp']}  {entry['action']:<12} {entry['actor'] or '-'}  "
-                   f"count={entry['count']}"
-                   + (f"  types={extra if isinstance(extra, str) else ','.join(extra)}"
-                      if extra else "")
-                   + (f"  reason={entry['reason']!r}" if entry["reason"] else "")
-                   + (f"  ids: {shown}" if ids else ""))
+    for entry in entries:
+        typer.echo(_line(entry))
+
+
+def _line(entry: Any) -> str:
+    """One action, one line: every recorded value escaped, so none can forge a second line."""
+    from runnerq_cli.cli.tables import unique_prefixes
+    from runnerq_cli.cli.timefmt import stamp
+    from runnerq_cli.literal import literal
+
+    ids = [literal(i) for i in entry.ids]
+    prefixes = unique_prefixes(ids)
+    shown = ", ".join(prefixes[i] for i in ids[:5]) + (
+        f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
+    types = entry.detail.get("types")
+    if isinstance(types, list | tuple):
+        types = ",".join(literal(t) for t in types)
+    parts = [stamp(entry.timestamp), f"{literal(entry.action):<12}",
+             literal(entry.actor, max_length=200) if entry.actor else "-",
+             f"count={entry.count}"]
+    if types:
+        parts.append(f"types={literal(types, max_length=200)}")
+    if entry.reason:
+        parts.append(f"reason='{literal(entry.reason, max_length=500)}'")
+    if ids:
+        parts.append(f"ids: {shown}")
+    return "  ".join(parts)
 
 
 def register(app: typer.Typer) -> None:

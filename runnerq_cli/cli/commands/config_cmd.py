@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from runnerq_cli.cli.examples import examples
-from runnerq_cli.cli.output import OutputFormat, emit, is_terminal, output_option
+from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 
 config_app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True)
@@ -64,21 +64,11 @@ def show(ctx: typer.Context, output: OutputFormat = output_option()) -> None:
                          for key, value, source in rows},
         })
         return
-    shown = [(key, _display(value, key), source) for key, value, source in rows]
-    header = f"config file: {config_file if config_file else 'none'}"
-    if is_terminal():
-        from rich.table import Table
+    from runnerq_cli.literal import literal
 
-        from runnerq_cli.cli.output import console
-
-        table = Table(title=header, title_justify="left")
-        for column in ("key", "value", "source"):
-            table.add_column(column)
-        for row in shown:
-            table.add_row(*row, style=None if row[2] == "default" else "bold")
-        console().print(table)
-        return
-    typer.echo(header)
+    # Values come from files and the environment: escaped, never markup or controls.
+    shown = [(key, literal(_display(value, key)), literal(source)) for key, value, source in rows]
+    typer.echo(f"config file: {literal(config_file) if config_file else 'none'}")
     width_key = max(len(r[0]) for r in shown)
     width_value = max(len(r[1]) for r in shown)
     for key, value, source in shown:

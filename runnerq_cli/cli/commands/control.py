@@ -28,7 +28,9 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "types": types or [], **paused.to_json()})
         return
-    typer.echo(f"queue {backend.queue}: {paused.describe()}")
+    from runnerq_cli.cli.words import describe_pause
+
+    typer.echo(f"queue {backend.queue}: {describe_pause(paused)}")
 
 
 def pause(

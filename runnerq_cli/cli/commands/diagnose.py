@@ -6,7 +6,7 @@ exposition.py), print. Heavy modules are imported inside the commands.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -41,10 +41,40 @@ def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queue
     return [validate_queue_name(n) for n in names]
 
 
+def _wrapped(first: str, text: str, indent: str, width: int) -> list[str]:
+    """`first` + `text` wrapped at word boundaries to `width`, later lines indented
+    (a word longer than a line stays whole on its own line)."""
+    import textwrap
+
+    return textwrap.wrap(text, width=max(width, 40), initial_indent=first,
+                         subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _print_checks(checks: list[Any], names: list[str], summary: dict[str, int],
+                  strict: bool) -> None:
+    """One check per line (wrapped at word boundaries to the screen), each problem's fix."""
+    from runnerq_cli.backend.diagnose import CheckStatus
+    from runnerq_cli.cli.output import console
+    from runnerq_cli.literal import literal
+
+    width = console(markup=False).width
+    for check in checks:
+        where = f" [{literal(check.queue)}]" if check.queue and len(names) > 1 else ""
+        first = f"{_LABEL[check.status.value]:<5} "
+        for line in _wrapped(first, f"{literal(check.name)}{where}: {literal(check.message)}",
+                             " " * len(first), width):
+            typer.echo(line)
+        if check.fix and check.status in (CheckStatus.FAIL, CheckStatus.WARN):
+            for line in _wrapped("      fix: ", literal(check.fix), " " * 11, width):
+                typer.echo(line)
+    counts = ", ".join(f"{n} {_LABEL[s]}" for s, n in summary.items() if n)
+    typer.echo(f"doctor: {counts}" + (" (strict)" if strict else ""))
+
+
 def doctor_cmd(
     ctx: typer.Context,
-    queue: list[str] | None = typer.Option(None, "--queue", "-q", metavar="NAME",
-                                           help=QUEUE_HELP),
+    queue: list[str] | None = typer.Option(None, "--queue", metavar="NAME", help=QUEUE_HELP),
     all_queues: bool = typer.Option(False, "--all-queues", help=ALL_QUEUES_HELP),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 7)."),
     output: OutputFormat = output_option(),
@@ -88,13 +118,7 @@ def doctor_cmd(
     elif output is OutputFormat.JSONL:
         emit(output, [c.to_json() for c in checks])
     else:
-        for check in checks:
-            where = f" [{check.queue}]" if check.queue and len(names) > 1 else ""
-            typer.echo(f"{_LABEL[check.status.value]:<5} {check.name}{where}: {check.message}")
-            if check.fix and check.status in (CheckStatus.FAIL, CheckStatus.WARN):
-                typer.echo(f"      fix: {check.fix}")
-        counts = ", ".join(f"{n} {_LABEL[s]}" for s, n in summary.items() if n)
-        typer.echo(f"doctor: {counts}" + (" (strict)" if strict else ""))
+        _print_checks(checks, names, summary, strict)
     if unreachable is not None:
         from runnerq_cli.cli.output import error_line
 
@@ -106,7 +130,9 @@ def doctor_cmd(
 
 def explain_cmd(
     ctx: typer.Context,
-    activity_id: str = typer.Argument(..., metavar="ID", help="The activity's id (a UUID)."),
+    activity_id: str = typer.Argument(..., metavar="ID",
+                                      help="The activity's id, or its first 8 or more hex "
+                                           "digits (as text views show it)."),
     output: OutputFormat = output_option(),
 ) -> None:
     """Why isn't this activity running? A sentence, then the facts behind it.
@@ -114,28 +140,32 @@ def explain_cmd(
     An id not in the configured queue is looked for in the database's other
     queues (the output names the queue).
 
-    Exit codes: 0 explained, 4 no such activity, 2 a malformed id.
+    Exit codes: 0 explained, 4 no such activity, 2 a malformed or ambiguous id.
     """
-    from runnerq_cli.backend.models import parse_activity_id, to_jsonable
-    from runnerq_cli.cli.output import emit
+    from runnerq_cli.cli.ids import activity_id as resolve_id
+    from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
+    from runnerq_cli.cli.words import words
+    from runnerq_cli.literal import literal
 
-    aid = parse_activity_id(activity_id)  # a malformed id fails before connecting
     backend = state(ctx).backend()
+    # A malformed id fails before connecting; a full UUID needs no query.
+    aid = resolve_id(backend, activity_id, any_queue=True)
     found = backend.explain(aid, any_queue=True)
     if output is not OutputFormat.TEXT:
         emit(output, found.to_json())
         return
-    typer.echo(found.sentence)
-    typer.echo(f"  id: {found.activity_id}  queue: {found.queue}  status: {found.status}")
-    for key, value in to_jsonable(found.facts).items():
+    width = console(markup=False).width
+    for line in _wrapped("", literal(found.sentence), "", width):
+        typer.echo(line)
+    typer.echo(f"  id: {found.activity_id}  queue: {literal(found.queue)}  "
+               f"status: {literal(found.status)}")
+    for key, value in found.facts.items():
         if value is None or value == [] or value == {}:
             continue
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        elif isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
-        typer.echo(f"  {key.replace('_', ' ')}: {value}")
+        for line in _wrapped(f"  {literal(key).replace('_', ' ')}: ", words(value), "    ",
+                             width):
+            typer.echo(line)
 
 
 def queues_cmd(
@@ -143,7 +173,7 @@ def queues_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Every RunnerQ queue in the database, with counts, oldest pending age and workers."""
-    from runnerq_cli.cli.output import console, emit
+    from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 
     cli = state(ctx)
@@ -158,25 +188,27 @@ def queues_cmd(
     if not rows:
         typer.echo(f"no RunnerQ queues in database {cli.settings().database}")
         return
-    from rich.table import Table
-
+    from runnerq_cli.cli.tables import Column, print_table
     from runnerq_cli.values import format_duration
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
     statuses = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                 "cancelled")
-    for column in ("queue", *(s.replace("processing", "running").replace("_", "-")
-                              for s in statuses), "oldest pending", "workers", "paused"):
-        table.add_column(column, justify="left" if column == "queue" else "right")
+    drops = {"completed": 3, "cancelled": 4, "scheduled": 2}
+    columns = [Column("queue", style="bold"),
+               *(Column(s.replace("processing", "running").replace("_", "-"),
+                        drop=drops.get(s, 0), right=True) for s in statuses),
+               Column("oldest pending", right=True), Column("workers", right=True),
+               Column("paused", right=True)]
+    table = []
     for row in rows:
         age = row["oldest_pending_age_seconds"]
         workers = row["workers"]
-        table.add_row(row["queue"], *(str(row["by_status"].get(s, 0)) for s in statuses),
+        table.append([row["queue"], *(str(row["by_status"].get(s, 0)) for s in statuses),
                       format_duration(age) if age is not None else "-",
                       f"{workers['live']} live" + (f", {workers['stale']} stale"
                                                     if workers["stale"] else ""),
-                      "yes" if row["paused"] else "no")
-    console().print(table)
+                      "yes" if row["paused"] else "no"])
+    print_table(columns, table)
 
 
 metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",
@@ -190,7 +222,7 @@ def metrics_serve(
                              help="TCP port (0: any free port; the URL is printed)."),
     host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
                              help="Address to listen on (0.0.0.0 for every interface)."),
-    queue: list[str] | None = typer.Option(None, "--queue", "-q", metavar="NAME",
+    queue: list[str] | None = typer.Option(None, "--queue", metavar="NAME",
                                            help="Expose this queue (repeatable; default: the "
                                                 "configured queue)."),
     all_queues: bool = typer.Option(False, "--all-queues",

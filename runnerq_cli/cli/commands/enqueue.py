@@ -85,6 +85,8 @@ def parse_metadata(items: list[str]) -> dict[str, str]:
 def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
                quiet: bool) -> None:
     """The id (-q), a sentence (text) or the whole activity (json)."""
+    from runnerq_cli.literal import literal
+
     if quiet:
         typer.echo(str(result.activity_id))
         return
@@ -98,10 +100,10 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
         emit(output, {**doc, "created": result.created})
         return
     if result.created:
-        typer.echo(f"enqueued {result.activity_id} ({result.status})")
+        typer.echo(f"enqueued {result.activity_id} ({literal(result.status)})")
     else:
-        typer.echo(f"existing {result.activity_id} ({result.status}): the idempotency key is "
-                   "held by it, nothing enqueued")
+        typer.echo(f"existing {result.activity_id} ({literal(result.status)}): the "
+                   "idempotency key is held by it, nothing enqueued")
 
 
 # ------------------------------------------------------------------ many
@@ -262,18 +264,20 @@ def _progress(total: int) -> _Progress | None:
 
 
 def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> None:
+    from runnerq_cli.literal import literal
+
     if quiet:
         for activity in summary.activities:
             typer.echo(activity["id"])
         # Only the ids on stdout, but which lines were rejected still goes to stderr.
         for rejected in summary.rejected:
-            typer.echo(f"line {rejected['line']}: {rejected['kind']}: {rejected['reason']}",
-                       err=True)
+            typer.echo(literal(f"line {rejected['line']}: {rejected['kind']}: "
+                               f"{rejected['reason']}", max_length=600), err=True)
     elif output is not OutputFormat.TEXT:
         emit(output, summary.to_json())
     else:
-        for line in summary.text():
-            typer.echo(line)
+        for line in summary.text():  # rejected lines quote the input back: escaped
+            typer.echo(literal(line, max_length=600))
 
 
 # ------------------------------------------------------------------ command

@@ -17,7 +17,6 @@ from runnerq_cli.cli.output import (
     confirm,
     emit,
     fail,
-    is_terminal,
     output_option,
 )
 from runnerq_cli.cli.state import state
@@ -32,41 +31,45 @@ def _keys(keys: dict[str, int]) -> str:
 
 
 def _options(options: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in options.items())
+    """Index options as the server reads them, values in JSON (never Python's repr)."""
+    import json
+
+    from runnerq_cli.backend.models import to_jsonable
+
+    return ", ".join(f"{k}={json.dumps(to_jsonable(v), separators=(',', ':'))}"
+                     for k, v in options.items())
 
 
-def _print_text(collections: list[dict[str, Any]], indexes: list[dict[str, Any]]) -> None:
-    """A rich table on a terminal; one plain line per collection and index otherwise."""
-    coll_lines = [c for c in collections if c["state"] != "present"]
-    if is_terminal():
-        from rich.table import Table
+def _print_text(collections: list[dict[str, Any]], indexes: list[dict[str, Any]],
+                prefix: str) -> None:
+    """One plain line per collection and index, the same on a terminal and off it.
 
-        from runnerq_cli.cli.output import console
+    The queue's prefix (`runnerq_QUEUE_`) is said once in the summary, not on
+    every line, and a line wider than the screen puts its options and difference
+    on indented lines of their own, so the lines fit 80 columns. Names from the
+    server are escaped.
+    """
+    from runnerq_cli.cli.output import console
+    from runnerq_cli.literal import literal
 
-        out = console()
-        for coll in coll_lines:
-            out.print(f"collection {coll['name']}: {_LABELS[coll['state']]}")
-        table = Table()
-        for column in ("collection", "index", "options", "state", "why / difference"):
-            table.add_column(column)
-        styles = {"created": "green", "present": "dim", "missing": "yellow", "conflict": "red",
-                  "obsolete": "yellow", "dropped": "green"}
-        for ix in indexes:
-            table.add_row(ix["collection"], _keys(ix["keys"]), _options(ix["options"]),
-                          f"[{styles[ix['state']]}]{_LABELS[ix['state']]}[/]",
-                          ix["difference"] or ix["why"])
-        out.print(table)
-        return
-    for coll in coll_lines:
-        typer.echo(f"collection {coll['name']}: {_LABELS[coll['state']]}")
+    for coll in collections:
+        if coll["state"] != "present":
+            typer.echo(f"collection {literal(coll['name'])}: {_LABELS[coll['state']]}")
+    width = console(markup=False).width
     for ix in indexes:
-        extra = f" ({_options(ix['options'])})" if ix["options"] else ""
-        line = f"{_LABELS[ix['state']]}: {ix['collection']} {_keys(ix['keys'])}{extra}"
-        if ix["state"] == "conflict":
-            line += f": {ix['difference']} (not dropped)"
-        elif ix["state"] in ("obsolete", "dropped"):
-            line += f": {ix['difference']}"
-        typer.echo(line)
+        head = (f"{_LABELS[ix['state']]}: {literal(ix['collection'].removeprefix(prefix))} "
+                f"{literal(_keys(ix['keys']))}")
+        options = f"({literal(_options(ix['options']))})" if ix["options"] else ""
+        difference = (f"{literal(ix['difference'])} (not dropped)" if ix["state"] == "conflict"
+                      else literal(ix["difference"]) if ix["state"] in ("obsolete", "dropped")
+                      else "")
+        parts = [p for p in (head, options, difference) if p]
+        line = f"{head} {options}".rstrip() + (f": {difference}" if difference else "")
+        if len(line) <= width:
+            typer.echo(line)
+        else:  # too wide: the options and the difference go on lines of their own
+            for n, part in enumerate(parts):
+                typer.echo(part if n == 0 else f"    {part}")
 
 
 def init_indexes(
@@ -117,7 +120,7 @@ def init_indexes(
                       "mode": "check" if check else "dry-run" if dry_run else "write",
                       "ok": ok, "collections": collections, "indexes": reports})
     else:
-        _print_text(collections, reports)
+        _print_text(collections, reports, f"runnerq_{settings.queue}_")
         counts = {s: states.count(s) for s in _LABELS if states.count(s)}
         summary = ", ".join(f"{n} {_LABELS[s]}" for s, n in counts.items())
         typer.echo(f"{settings.database}: queue {settings.queue}: {summary}")

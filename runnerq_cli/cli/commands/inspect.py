@@ -6,11 +6,15 @@ backend/pagination.py); nothing here scans the queue.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.choices import STATUSES, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
+
+ID_HELP = "The activity's id, or its first 8 or more hex digits (as text views show it)."
 
 
 def _ago(value: object, now: object) -> str:
@@ -21,8 +25,33 @@ def _ago(value: object, now: object) -> str:
     return format_duration((now - value).total_seconds()) + " ago"  # type: ignore[operator]
 
 
-def _short_time(value: object) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"  # type: ignore[attr-defined]
+def _print_list(status: str, items: list[Any]) -> None:
+    """`list` as text: a table that fits the screen, ids as unique prefixes."""
+    from runnerq_cli.backend.models import Priority
+    from runnerq_cli.cli.output import console
+    from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
+    from runnerq_cli.cli.timefmt import stamp
+
+    if not items:
+        console(markup=False).print(f"no {status.replace('_', '-')} activities")
+        return
+    time_col = {"pending": "created", "scheduled": "due", "processing": "lease until"}.get(
+        status, "finished")
+    # The status column says something only where it differs from the one listed
+    # (retrying among scheduled, running for processing): else it goes first.
+    same = all(a.display_status == status for a in items)
+    columns = [Column("id"), Column("type", style="bold"), Column("priority", drop=3),
+               Column("status", drop=9 if same else 2), Column("tries", drop=1, right=True),
+               Column(time_col), Column("last error", flexible=True, style="red")]
+    prefixes = unique_prefixes([a.id for a in items])
+    rows = []
+    for act in items:
+        when = {"pending": act.created_at, "scheduled": act.scheduled_at,
+                "processing": act.lease_deadline}.get(status, act.completed_at)
+        rows.append([prefixes[str(act.id)], act.activity_type, Priority.label(act.priority),
+                     act.display_status, f"{act.retry_count}/{act.max_retries or '∞'}",
+                     stamp(when), act.last_error or ""])
+    print_table(columns, rows)
 
 
 def list_cmd(
@@ -46,9 +75,9 @@ def list_cmd(
     import sys
 
     from runnerq_cli import values
-    from runnerq_cli.backend.models import Priority, Status
+    from runnerq_cli.backend.models import Status
     from runnerq_cli.backend.pagination import ListFilter, parse_metadata
-    from runnerq_cli.cli.output import console, emit
+    from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 
     parsed = Status.parse(status)
@@ -64,26 +93,7 @@ def list_cmd(
     if output is OutputFormat.JSONL:
         emit(output, [a.to_json() for a in page.items])
     else:
-        from rich.table import Table
-
-        time_col = {"pending": "created", "scheduled": "due", "processing": "lease until"}.get(
-            parsed.value, "finished")
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for col in ("id", "type", "priority", "status", "retries", time_col, "last error"):
-            table.add_column(col, min_width=36 if col == "id" else None, overflow="fold",
-                             no_wrap=col == "id")
-        for act in page.items:
-            when = {"pending": act.created_at, "scheduled": act.scheduled_at,
-                    "processing": act.lease_deadline}.get(parsed.value, act.completed_at)
-            prio = Priority.label(act.priority)
-            table.add_row(str(act.id), act.activity_type, prio, act.display_status,
-                          f"{act.retry_count}/{act.max_retries or '∞'}", _short_time(when),
-                          (act.last_error or "")[:60])
-        out = console()
-        if page.items:
-            out.print(table)
-        else:
-            out.print(f"no {parsed.value.replace('_', '-')} activities")
+        _print_list(parsed.value, page.items)
     if page.next_cursor:
         sys.stderr.write(f"next page: --after {page.next_cursor}\n")
         sys.stderr.flush()
@@ -91,19 +101,19 @@ def list_cmd(
 
 def show_cmd(
     ctx: typer.Context,
-    activity_id: str = typer.Argument(..., metavar="ID"),
+    activity_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
     output: OutputFormat = output_option(),
 ) -> None:
     """Every field of an activity, its payload, last error, result and event timeline."""
-    import json
 
-    from runnerq_cli.backend.models import Priority, to_jsonable
-    from runnerq_cli.cli.eventfmt import event_line, event_record
-    from runnerq_cli.cli.output import console, emit
+    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.cli.eventfmt import event_record
+    from runnerq_cli.cli.ids import activity_id as resolve_id
+    from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
-    act = backend.get_activity(activity_id)
+    act = backend.get_activity(resolve_id(backend, activity_id))
     result = backend.get_result(act.id)
     events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
     if output is not OutputFormat.TEXT:
@@ -111,47 +121,82 @@ def show_cmd(
                       "result": result.to_json() if result else None,
                       "events": [event_record(e) for e in events]})
         return
-    from rich.table import Table
+    _print_show(act, result, events)
 
-    out = console()
-    fields = Table(box=None, show_header=False, pad_edge=False)
-    fields.add_column(style="bold")
-    fields.add_column(overflow="fold")
-    data = act.to_json()
-    if act.priority in {int(p) for p in Priority}:
-        data["priority"] = f"{Priority.label(act.priority)} ({act.priority})"
-    if act.display_status != act.status:
-        data["status"] = f"{act.status} ({act.display_status})"
-    for name, value in data.items():
-        if name in ("payload", "display_status", "last_error"):
+
+def _field_text(value: Any) -> str:
+    """A field's value in words: times in the one format, structures as compact JSON."""
+    import json
+    from datetime import datetime
+
+    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.cli.timefmt import stamp
+
+    if value is None or value == {} or value == []:
+        return "-"
+    if isinstance(value, datetime):
+        return stamp(value)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(to_jsonable(value), ensure_ascii=False)
+    return str(to_jsonable(value))
+
+
+def _print_show(act: Any, result: Any, events: list[Any]) -> None:
+    """`show` as text: name/value lines, the payload, last error, result and events."""
+    import json
+
+    from rich.text import Text
+
+    from runnerq_cli.backend.models import Priority, to_jsonable
+    from runnerq_cli.cli.eventfmt import event_line
+    from runnerq_cli.cli.output import console
+    from runnerq_cli.literal import literal
+
+    out = console(markup=False)
+    rows: list[tuple[str, str]] = [("id", str(act.id))]
+    for name in act._FIELDS:
+        if name in ("payload", "last_error"):
             continue
-        if isinstance(value, dict):
-            value = json.dumps(value) if value else "-"
-        fields.add_row(name, "-" if value is None else str(value))
-    for name, value in to_jsonable(act.extra).items():
-        fields.add_row(name, json.dumps(value) if not isinstance(value, str) else value)
-    out.print(fields)
-    out.print("\n[bold]payload[/bold]")
-    out.print(json.dumps(to_jsonable(act.payload), indent=2), markup=False)
+        rows.append((name, _field_text(getattr(act, name))))
+    shown = dict(rows)
+    if act.priority in {int(p) for p in Priority}:
+        shown["priority"] = f"{Priority.label(act.priority)} ({act.priority})"
+    if act.display_status != act.status:
+        shown["status"] = f"{act.status} ({act.display_status})"
+    for name, value in act.extra.items():
+        shown[str(name)] = _field_text(value)
+    width = max(len(literal(n)) for n in shown)
+    for name, value in shown.items():
+        line = Text(f"{literal(name):<{width}}", style="bold")
+        line.append(f"  {literal(value)}")
+        out.print(line, soft_wrap=True)
+
+    def heading(title: str) -> None:
+        out.print()
+        out.print(Text(title, style="bold"))
+
+    heading("payload")
+    # JSON escapes every control character (ensure_ascii: bidi overrides too).
+    out.print(json.dumps(to_jsonable(act.payload), indent=2), soft_wrap=True)
     if act.last_error:
-        out.print("\n[bold]last error[/bold]")
-        out.print(act.last_error, markup=False, style="red")
-    out.print("\n[bold]result[/bold]")
+        heading("last error")
+        out.print(Text(literal(act.last_error), style="red"), soft_wrap=True)
+    heading("result")
     if result is None:
         out.print("(none)")
     else:
-        out.print(f"{result.state}: " + json.dumps(to_jsonable(result.data), indent=2),
-                  markup=False)
-    out.print("\n[bold]events[/bold]")
+        out.print(f"{literal(result.state)}: " + json.dumps(to_jsonable(result.data), indent=2),
+                  soft_wrap=True)
+    heading("events")
     for event in events:
-        out.print(event_line(event))
+        out.print(event_line(event), soft_wrap=True)
     if not events:
         out.print("(none)")
 
 
 def events_cmd(
     ctx: typer.Context,
-    activity_id: str = typer.Argument(..., metavar="ID"),
+    activity_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
     limit: int = typer.Option(100, "--limit", min=1, max=10_000,
                               help="Keep the newest N (still printed oldest first), like "
                                    "`tail -n`."),
@@ -159,17 +204,18 @@ def events_cmd(
 ) -> None:
     """The event timeline of one activity, printed oldest first (--limit keeps the newest)."""
     from runnerq_cli.cli.eventfmt import event_line, event_record
+    from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
-    act = backend.get_activity(activity_id)  # NotFound (exit 4) for an unknown id
+    act = backend.get_activity(resolve_id(backend, activity_id))  # NotFound: exit 4
     events = list(reversed(backend.get_activity_events(act.id, limit=limit)))
     if output is not OutputFormat.TEXT:
         emit(output, [event_record(e) for e in events] if output is OutputFormat.JSONL
              else {"activity_id": str(act.id), "events": [event_record(e) for e in events]})
         return
-    out = console()
+    out = console(markup=False)
     for event in events:
         out.print(event_line(event))
     if not events:
@@ -178,21 +224,22 @@ def events_cmd(
 
 def result_cmd(
     ctx: typer.Context,
-    activity_id: str = typer.Argument(..., metavar="ID"),
+    activity_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
     output: OutputFormat = output_option(),
 ) -> None:
     """Print an activity's result; the exit code says its state (docs/reference.md)."""
     import json
     import sys
 
-    from runnerq_cli.backend.models import parse_activity_id, to_jsonable
+    from runnerq_cli.backend.models import to_jsonable
     from runnerq_cli.backend.waiting import code_for_result
+    from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import ExitCode
 
-    aid = parse_activity_id(activity_id)
     backend = state(ctx).backend()
+    aid = resolve_id(backend, activity_id)
     result = backend.get_result(aid)
     act = None
     if result is None:
@@ -218,7 +265,7 @@ def result_cmd(
 
 def wait_cmd(
     ctx: typer.Context,
-    activity_id: str = typer.Argument(..., metavar="ID"),
+    activity_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
     timeout: str | None = typer.Option(None, "--timeout", metavar="DURATION",
                                        help="Give up after this long (exit 13); "
                                             "default: wait forever."),
@@ -226,12 +273,13 @@ def wait_cmd(
 ) -> None:
     """Block until the activity is terminal, print its result, exit by its outcome."""
     from runnerq_cli import values
+    from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.waiting import report
 
     seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
-    outcome = backend.wait(activity_id, seconds)
+    outcome = backend.wait(resolve_id(backend, activity_id), seconds)
     raise typer.Exit(report(outcome, output))
 
 
@@ -245,6 +293,7 @@ def workers_cmd(
     from runnerq_cli import values
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
+    from runnerq_cli.cli.words import describe_pause
 
     stale_seconds = values.duration(stale_after, "--stale-after")
     backend = state(ctx).backend()
@@ -256,28 +305,35 @@ def workers_cmd(
         emit(output, records if output is OutputFormat.JSONL
              else {"workers": records, "pause": pause.to_json()})
         return
-    from rich.table import Table
+    from rich.text import Text
 
-    out = console()
+    from runnerq_cli.cli.tables import Column, print_table
+
+    out = console(markup=False)
     if pause.active:
-        out.print(f"[bold yellow]queue {pause.describe()}[/]")
+        out.print(Text(f"queue {describe_pause(pause)}", style="bold yellow"), soft_wrap=True)
     if not workers:
         out.print("no workers registered")
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("worker", "host", "pid", "types", "in flight", "claimed", "ok", "retried",
-                "failed", "dead", "lost", "last seen", "state"):
-        table.add_column(col, overflow="fold")
+    # Narrow screens lose the counters first (stats has them), then host and pid.
+    columns = [Column("worker", style="bold"), Column("host", drop=3),
+               Column("pid", drop=4, right=True),
+               Column("types", flexible=True), Column("in flight", right=True),
+               Column("claimed", drop=5, right=True), Column("ok", drop=5, right=True),
+               Column("retried", drop=6, right=True), Column("failed", drop=5, right=True),
+               Column("dead", drop=5, right=True), Column("lost", drop=6, right=True),
+               Column("last seen", right=True), Column("state")]
+    rows = []
     for w in workers:
         c = w.counters
-        table.add_row(w.worker_id, w.host, str(w.pid), ",".join(w.types) or "*",
-                      f"{w.in_flight}/{w.concurrency}", str(c.get("claimed", 0)),
-                      str(c.get("succeeded", 0)), str(c.get("retried", 0)),
-                      str(c.get("failed", 0)), str(c.get("dead_lettered", 0)),
-                      str(c.get("claims_lost", 0)), _ago(w.last_heartbeat, now),
-                      "[red]stale[/red]" if w.stale else "[yellow]paused[/yellow]"
-                      if pause.covers(w.types) else "[green]live[/green]")
-    out.print(table)
+        state_cell = (("stale", "red") if w.stale else ("paused", "yellow")
+                      if pause.covers(w.types) else ("live", "green"))
+        rows.append([w.worker_id, w.host, str(w.pid), ",".join(w.types) or "*",
+                     f"{w.in_flight}/{w.concurrency}", str(c.get("claimed", 0)),
+                     str(c.get("succeeded", 0)), str(c.get("retried", 0)),
+                     str(c.get("failed", 0)), str(c.get("dead_lettered", 0)),
+                     str(c.get("claims_lost", 0)), _ago(w.last_heartbeat, now), state_cell])
+    print_table(columns, rows)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,133 @@
+"""Text tables that fit the screen without breaking a value (docs/cli.md, "Output conventions").
+
+Rich tables fold a cell over several lines when the screen is narrow (`send_`
+over `email`, a date over five lines). These tables never do: every value stays
+on its row, whole. When the row is too wide, the columns that matter least are
+left out first (each column says whether it may go), then the one free-text
+column (a last error, a reason) is cut and ends in `…`. Activity ids are shown
+as their shortest unique prefix (at least SHORT_ID characters), as git and
+docker do; every command that takes an id accepts such a prefix back.
+
+Every cell goes through literal(): values from the database are text, never
+markup or control sequences.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SHORT_ID = 8  # hex digits of an id shown in text views (its first group)
+GAP = "  "
+ELLIPSIS = "…"
+
+
+def short_id(value: Any) -> str:
+    """The first SHORT_ID hex digits of an activity id (any other value: its text)."""
+    text = str(value)
+    return text[:SHORT_ID] if isinstance(value, uuid.UUID) else text
+
+
+def unique_prefixes(ids: Sequence[Any]) -> dict[str, str]:
+    """Each id's shortest prefix (>= SHORT_ID hex digits) that no other id in `ids` shares."""
+    texts = sorted({str(i) for i in ids})
+    length = SHORT_ID
+    while length < 36 and len({t[:length] for t in texts}) < len(texts):
+        length += 1
+    if length < 36 and length > SHORT_ID:
+        # Never end on the dash of a UUID's text form: one more digit reads better.
+        while length < 36 and any(t[length - 1:length] == "-" for t in texts):
+            length += 1
+    return {t: t[:length] for t in texts}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: `drop` ranks how readily it is left out on a narrow screen (higher
+    goes first, 0 never); `flexible` columns are cut (with …) rather than left out."""
+
+    header: str
+    drop: int = 0
+    flexible: bool = False
+    right: bool = False
+    style: str = ""
+
+
+Cell = str | tuple[str, str]  # text, or (text, style)
+
+
+def _cell(value: Cell) -> tuple[str, str]:
+    from runnerq_cli.literal import literal
+
+    text, style = value if isinstance(value, tuple) else (value, "")
+    return literal(text), style
+
+
+def _width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _cut(text: str, width: int) -> str:
+    from rich.cells import set_cell_size
+
+    if _width(text) <= width:
+        return text
+    return set_cell_size(text, max(0, width - 1)) + ELLIPSIS if width > 0 else ""
+
+
+def layout(columns: Sequence[Column], rows: Iterable[Sequence[Cell]],
+           width: int) -> list[list[tuple[str, str]]]:
+    """The table as lines of (text, style) pieces, fitted to `width` columns."""
+    cells = [[_cell(c) for c in row] for row in rows]
+    keep = list(range(len(columns)))
+    widths = [max([_width(columns[i].header)] + [_width(r[i][0]) for r in cells])
+              for i in range(len(columns))]
+
+    def total() -> int:
+        return sum(widths[i] for i in keep) + len(GAP) * (len(keep) - 1)
+
+    for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
+        if total() <= width:
+            break
+        keep.remove(i)
+    for i in [i for i in keep if columns[i].flexible]:
+        excess = total() - width
+        if excess > 0:
+            widths[i] = max(_width(columns[i].header), 10, widths[i] - excess)
+    lines: list[list[tuple[str, str]]] = []
+    header = [(columns[i].header, "bold") for i in keep]
+    for row in [header, *cells]:
+        pieces: list[tuple[str, str]] = []
+        for n, i in enumerate(keep):
+            text, style = row[i]
+            text = _cut(text, widths[i])
+            last = n == len(keep) - 1
+            pad = " " * (widths[i] - _width(text))
+            if columns[i].right:
+                text = pad + text
+            elif not last:
+                text = text + pad
+            pieces.append((text, style or (columns[i].style if row is not header else style)))
+            if not last:
+                pieces.append((GAP, ""))
+        lines.append(pieces)
+    return lines
+
+
+def print_table(columns: Sequence[Column], rows: Iterable[Sequence[Cell]]) -> None:
+    """Print the table on stdout at the console's width (COLUMNS off a terminal)."""
+    from rich.text import Text
+
+    from runnerq_cli.cli.output import console
+
+    out = console(markup=False)
+    for pieces in layout(columns, rows, out.width):
+        line = Text(no_wrap=True, overflow="ignore")
+        for text, style in pieces:
+            line.append(text, style=style)
+        line.rstrip()
+        out.print(line, soft_wrap=True)

@@ -99,7 +99,7 @@ def layout(columns: Sequence[Column], rows: Iterable[Sequence[Cell]],
         if excess > 0:
             widths[i] = max(_width(columns[i].header), 10, widths[i] - excess)
     lines: list[list[tuple[str, str]]] = []
-    header = [(columns[i].header, "bold") for i in keep]
+    header = [(c.header, "bold") for c in columns]
     for row in [header, *cells]:
         pieces: list[tuple[str, str]] = []
         for n, i in enumerate(keep):

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.filters import ActivityFilter
     from runnerq_cli.backend.operator import ActionResult
 
-IDS_HELP = "Activity id(s) (UUID); or select by filter instead."
+IDS_HELP = "Activity id(s): UUIDs or their first 8+ hex digits; or select by filter instead."
 YES_HELP = "Act without asking (needed when not on a terminal)."
 DRY_RUN_HELP = "Show what would change; change nothing."
 REASON_HELP = "Why: recorded with the actor in each activity's event and in the audit."
@@ -136,6 +136,9 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
     _check_request(req, flt)
     backend = state(ctx).backend()
     if req.ids:
+        from runnerq_cli.cli.ids import activity_ids
+
+        req.ids = activity_ids(backend, req.ids)  # id prefixes, all resolved before acting
         return _by_ids(backend, action, req, params)
     return _by_filter(backend, action, req, flt, params)
 

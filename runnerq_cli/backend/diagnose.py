@@ -684,7 +684,10 @@ def _in(seconds: float) -> str:
 
 
 def _when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "?"
+    # The CLI's one text time format (cli/timefmt.py, docs/cli.md): UTC to the millisecond.
+    if value is None:
+        return "?"
+    return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 

@@ -49,6 +49,8 @@ def _detail_value(value: Any) -> str:
 
     if isinstance(value, datetime):
         return stamp(value)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
     if isinstance(value, dict | list | tuple):
         return json.dumps(to_jsonable(value), separators=(",", ":"), ensure_ascii=False)
     if isinstance(value, bool):
@@ -57,7 +59,7 @@ def _detail_value(value: Any) -> str:
 
 
 def event_line(event: Event) -> Any:
-    """A rich Text, one line: time, event (coloured), short activity id, type, worker, detail.
+    """A rich Text, one line: time, event (coloured), short activity id, type, detail, worker.
 
     Every value from the database goes through literal() (a type or an error can
     carry markup, ESC sequences or newlines); the activity id is its first
@@ -80,11 +82,15 @@ def event_line(event: Event) -> Any:
     line.append(f" {owner:<{SHORT_ID}}")
     if event.activity_type:
         line.append(f"  {literal(event.activity_type, max_length=120)}", style="bold")
-    if event.worker_id:
-        line.append(f"  worker={literal(event.worker_id, max_length=120)}", style="dim")
     for key, value in (event.detail or {}).items():
         if value is None or value == "" or value == [] or value == {}:
             continue
         line.append(f"  {literal(key, max_length=40)}="
                     f"{literal(_detail_value(value), max_length=120)}")
+    if event.worker_id:  # last: the detail (an error) matters more on a narrow screen
+        line.append(f"  worker={literal(event.worker_id, max_length=120)}", style="dim")
+    # On a terminal one event is one line, cut with … at its width (-o jsonl has it
+    # all); piped, consoles never cut, so grep sees every word.
+    line.no_wrap = True
+    line.overflow = "ellipsis"
     return line

@@ -45,3 +45,26 @@ def describe_pause(pause: Any) -> str:
     if pause.reason:
         text += f" ({literal(pause.reason, max_length=500)})"
     return text
+
+
+def wrap(first: str, text: str, indent: str, width: int) -> list[str]:
+    """`first` + `text` wrapped at word boundaries to `width`, later lines indented.
+
+    A word longer than a line stays whole on a line of its own, and a time keeps
+    its date and time together: a value is never split (an id, a type, a URL).
+    """
+    import re
+    import textwrap
+
+    glued = re.sub(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d)", "\\1\u00a0\\2", text)
+    lines = textwrap.wrap(glued, width=max(width, 40), initial_indent=first,
+                          subsequent_indent=indent, break_long_words=False,
+                          break_on_hyphens=False) or [first.rstrip()]
+    return [line.replace("\u00a0", " ") for line in lines]
+
+
+def screen_width() -> int:
+    """The width text is fitted to: the terminal's, else COLUMNS, else wide (console())."""
+    from runnerq_cli.cli.output import console
+
+    return console(markup=False).width

@@ -28,9 +28,11 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "types": types or [], **paused.to_json()})
         return
-    from runnerq_cli.cli.words import describe_pause
+    from runnerq_cli.cli.words import describe_pause, screen_width, wrap
 
-    typer.echo(f"queue {backend.queue}: {describe_pause(paused)}")
+    for line in wrap("", f"queue {backend.queue}: {describe_pause(paused)}", "  ",
+                     screen_width()):
+        typer.echo(line)
 
 
 def pause(

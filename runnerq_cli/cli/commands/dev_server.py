@@ -74,8 +74,8 @@ def dev_server(
     try:
         storage = f"SQLite file {path}" if path else "in memory, lost on exit"
         out = sys.stdout
-        out.write(f"runnerq dev server (mongoeco; {storage}) listening on "
-                  f"{server.host}:{server.port}\n"
+        out.write(f"runnerq dev server (mongoeco; {storage})\n"
+                  f"listening on {server.host}:{server.port}\n"
                   f"URI: {server.uri}\n"
                   f"  export RUNNERQ_MONGO_URI={server.uri}\n")
         out.flush()

@@ -41,24 +41,15 @@ def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queue
     return [validate_queue_name(n) for n in names]
 
 
-def _wrapped(first: str, text: str, indent: str, width: int) -> list[str]:
-    """`first` + `text` wrapped at word boundaries to `width`, later lines indented
-    (a word longer than a line stays whole on its own line)."""
-    import textwrap
-
-    return textwrap.wrap(text, width=max(width, 40), initial_indent=first,
-                         subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False) or [first.rstrip()]
-
-
 def _print_checks(checks: list[Any], names: list[str], summary: dict[str, int],
                   strict: bool) -> None:
     """One check per line (wrapped at word boundaries to the screen), each problem's fix."""
     from runnerq_cli.backend.diagnose import CheckStatus
-    from runnerq_cli.cli.output import console
+    from runnerq_cli.cli.words import screen_width
+    from runnerq_cli.cli.words import wrap as _wrapped
     from runnerq_cli.literal import literal
 
-    width = console(markup=False).width
+    width = screen_width()
     for check in checks:
         where = f" [{literal(check.queue)}]" if check.queue and len(names) > 1 else ""
         first = f"{_LABEL[check.status.value]:<5} "
@@ -143,9 +134,10 @@ def explain_cmd(
     Exit codes: 0 explained, 4 no such activity, 2 a malformed or ambiguous id.
     """
     from runnerq_cli.cli.ids import activity_id as resolve_id
-    from runnerq_cli.cli.output import console, emit
+    from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.words import words
+    from runnerq_cli.cli.words import screen_width, words
+    from runnerq_cli.cli.words import wrap as _wrapped
     from runnerq_cli.literal import literal
 
     backend = state(ctx).backend()
@@ -155,7 +147,7 @@ def explain_cmd(
     if output is not OutputFormat.TEXT:
         emit(output, found.to_json())
         return
-    width = console(markup=False).width
+    width = screen_width()
     for line in _wrapped("", literal(found.sentence), "", width):
         typer.echo(line)
     typer.echo(f"  id: {found.activity_id}  queue: {literal(found.queue)}  "

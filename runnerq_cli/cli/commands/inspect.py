@@ -293,7 +293,7 @@ def workers_cmd(
     from runnerq_cli import values
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.words import describe_pause
+    from runnerq_cli.cli.words import describe_pause, wrap
 
     stale_seconds = values.duration(stale_after, "--stale-after")
     backend = state(ctx).backend()
@@ -311,7 +311,8 @@ def workers_cmd(
 
     out = console(markup=False)
     if pause.active:
-        out.print(Text(f"queue {describe_pause(pause)}", style="bold yellow"), soft_wrap=True)
+        for line in wrap("", f"queue {describe_pause(pause)}", "  ", out.width):
+            out.print(Text(line, style="bold yellow"), soft_wrap=True)
     if not workers:
         out.print("no workers registered")
         return

@@ -56,7 +56,7 @@ def test_check_fails_before_and_holds_after(run_cli, db) -> None:
     assert before.code == ExitCode.CHECK_FAILED
     assert before.stderr.splitlines() == ["error: check failed: indexes are missing "
                                           "(run init-indexes)"]
-    assert "would create: activities {" in before.stdout
+    assert "would create: activities (" in before.stdout
     assert db.list_collection_names() == []  # --check writes nothing
 
     assert run_cli("init-indexes").code == 0
@@ -84,7 +84,7 @@ def test_conflicting_index_is_reported_and_never_dropped(run_cli, db) -> None:
     result = run_cli("init-indexes")
     assert result.code == ExitCode.CHECK_FAILED
     line = next(x for x in result.stdout.splitlines() if x.startswith("CONFLICT"))
-    assert line.startswith("CONFLICT: results {created_at: 1}")
+    assert line.startswith("CONFLICT: results (created_at)")
     assert "expireAfterSeconds: want 86400, have 60" in line and "not dropped" in line
     assert "an index conflicts" in result.stderr
     # everything else was still created, and the conflicting index is untouched

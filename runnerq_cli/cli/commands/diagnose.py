@@ -155,9 +155,29 @@ def explain_cmd(
     for key, value in found.facts.items():
         if value is None or value == [] or value == {}:
             continue
-        for line in _wrapped(f"  {literal(key).replace('_', ' ')}: ", words(value), "    ",
-                             width):
+        text = _pause_words(value) if key == "pause" else words(value)
+        for line in _wrapped(f"  {literal(key).replace('_', ' ')}: ", text, "    ", width):
             typer.echo(line)
+
+
+def _pause_words(pause: Any) -> str:
+    """The pause fact (its JSON form) in words: what, since when (one time format), who, why."""
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from runnerq_cli.cli.words import describe_pause, words
+
+    if not isinstance(pause, dict):
+        return words(pause)
+    at = pause.get("at")
+    try:
+        at = datetime.fromisoformat(at) if isinstance(at, str) else at
+    except ValueError:
+        at = None
+    state = SimpleNamespace(active=True, all=bool(pause.get("all") is True),
+                            types=[str(t) for t in pause.get("types") or []], at=at,
+                            actor=pause.get("actor"), reason=pause.get("reason"))
+    return describe_pause(state).removeprefix("paused: ")
 
 
 def queues_cmd(

@@ -27,7 +27,10 @@ _LABELS = {"created": "created", "present": "present", "missing": "would create"
 
 
 def _keys(keys: dict[str, int]) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in keys.items()) + "}"
+    """Index keys in sort notation, `(-priority, created_at, _id)`: short enough that a
+    line fits 80 columns (JSON output keeps MongoDB's `{priority: -1, ...}`)."""
+    return "(" + ", ".join(k if v == 1 else f"-{k}" if v == -1 else f"{k}: {v}"
+                           for k, v in keys.items()) + ")"
 
 
 def _options(options: dict[str, Any]) -> str:

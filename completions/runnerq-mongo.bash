@@ -6,7 +6,7 @@ _runnerq_mongo_node() {
     case "$1" in
         "")
             cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit doctor explain queues config tail dlq metrics completion'
-            flags='--version -h --help'
+            flags='--local --utc --version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
             cmds=''
@@ -99,7 +99,7 @@ _runnerq_mongo_node() {
         "doctor")
             cmds=''
             flags='--all-queues --strict -h --help'
-            valopts='-q --queue -o --output' ;;
+            valopts='--queue -o --output' ;;
         "explain")
             cmds=''
             flags='-h --help'
@@ -143,7 +143,7 @@ _runnerq_mongo_node() {
         "metrics serve")
             cmds=''
             flags='--all-queues -h --help'
-            valopts='--port --host -q --queue --min-interval --window' ;;
+            valopts='--port --host --queue --min-interval --window' ;;
         "completion")
             cmds='show install'
             flags='-h --help'
@@ -448,7 +448,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "audit|-o"|"audit|--output")
             kind=choice; choices='text json jsonl' ;;
-        "doctor|-q"|"doctor|--queue")
+        "doctor|--queue")
             kind=none; choices='' ;;
         "doctor|-o"|"doctor|--output")
             kind=choice; choices='text json jsonl' ;;
@@ -494,7 +494,7 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "metrics serve|--host")
             kind=none; choices='' ;;
-        "metrics serve|-q"|"metrics serve|--queue")
+        "metrics serve|--queue")
             kind=none; choices='' ;;
         "metrics serve|--min-interval")
             kind=none; choices='' ;;

@@ -137,3 +137,11 @@ def test_unique_prefixes_grow_only_as_needed() -> None:
            "bbbbbbbb-1111-4000-8000-000000000003"]
     assert unique_prefixes(ids[2:]) == {ids[2]: "bbbbbbbb"}
     assert set(unique_prefixes(ids).values()) == {"aaaaaaaa-1", "aaaaaaaa-2", "bbbbbbbb-1"}
+
+
+def test_local_time_is_a_choice(busy, run_cli_subprocess) -> None:
+    utc = run_cli_subprocess("list", "pending", env={"TZ": "Asia/Kolkata"})
+    local = run_cli_subprocess("--local", "list", "pending", env={"TZ": "Asia/Kolkata"})
+    assert utc.code == local.code == 0, (utc.stderr, local.stderr)
+    assert ONE_FORMAT.search(utc.stdout) and "+05:30" not in utc.stdout
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\+05:30", local.stdout)

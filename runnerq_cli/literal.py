@@ -36,14 +36,20 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def literal(value: object, *, max_length: int | None = None) -> str:
+_UNSAFE_MULTILINE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def literal(value: object, *, max_length: int | None = None, multiline: bool = False) -> str:
     """`value` as one line of inert text (see the module's docstring).
 
     With `max_length`, longer text is cut and ends in "..." (a huge value never
     floods a screen); the cut is made after escaping, so it never splits an escape
-    in a way that hides it.
+    in a way that hides it. With `multiline`, newlines and tabs are kept (a text
+    result printed as the value it is); every other control is still escaped.
     """
-    text = _UNSAFE.sub(_escape, value if isinstance(value, str) else str(value))
+    pattern = _UNSAFE_MULTILINE if multiline else _UNSAFE
+    text = pattern.sub(_escape, value if isinstance(value, str) else str(value))
     if max_length is not None and len(text) > max_length:
         text = text[: max(0, max_length - 3)] + "..."
     return text

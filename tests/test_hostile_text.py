@@ -158,3 +158,13 @@ def test_an_unknown_prefix_is_not_found(hostile, run_cli) -> None:
                    if not any(str(i).startswith(h) for i in hostile["ids"]))
     assert run_cli("show", missing).code == 4
     assert uuid.UUID(str(hostile["ids"][0]))
+
+
+def test_a_text_result_keeps_its_lines_and_escapes_the_rest(settings, run_cli) -> None:
+    rq = RunnerQ(settings)
+    aid = rq.enqueue("job", {}).activity_id
+    rq.ack_success(rq.dequeue("w1")[0], "line one\nline two \x1b[2J\u202e")
+    for args in (["result", str(aid)], ["wait", str(aid)]):
+        res = run_cli(*args)
+        assert res.code == 0, res.stderr
+        assert res.stdout == "line one\nline two \\x1b[2J\\u202e\n"

@@ -34,3 +34,7 @@ def test_rich_text_is_never_markup() -> None:
     console = Console(width=80, no_color=True, record=True)
     console.print(rich_text("[link=http://evil.example]see[/link] [/] [red]x"))
     assert console.export_text().strip() == "[link=http://evil.example]see[/link] [/] [red]x"
+
+
+def test_multiline_keeps_lines_and_tabs_and_escapes_the_rest() -> None:
+    assert literal("a\nb\tc\x1b[2J\r\u202e", multiline=True) == "a\nb\tc\\x1b[2J\\r\\u202e"

@@ -28,7 +28,11 @@ def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None
         emit(fmt, {**outcome.to_json(), **(extra or {})})
     elif outcome.result is not None:
         data = to_jsonable(outcome.result.data)
-        text = json.dumps(data, indent=2) if not isinstance(data, str) else data
+        from runnerq_cli.literal import literal
+
+        # A text result keeps its lines; every other control is escaped (-o json: exact).
+        text = json.dumps(data, indent=2) if not isinstance(data, str) else literal(
+            data, multiline=True)
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     if outcome.code is ExitCode.WAIT_TIMEOUT:

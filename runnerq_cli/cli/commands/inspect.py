@@ -256,8 +256,13 @@ def result_cmd(
     if output is not OutputFormat.TEXT:
         emit(output, {**result.to_json(), "exit_code": int(code)})
     else:
+        from runnerq_cli.literal import literal
+
         data = to_jsonable(result.data)
-        sys.stdout.write((data if isinstance(data, str) else json.dumps(data, indent=2)) + "\n")
+        # A text result is printed as its lines, every other control escaped (no ESC
+        # sequence acts); -o json has it exact.
+        sys.stdout.write((literal(data, multiline=True) if isinstance(data, str)
+                          else json.dumps(data, indent=2)) + "\n")
     if code is not ExitCode.OK:
         error_line(f"activity {aid} result is Err: {json.dumps(to_jsonable(result.data))}")
     raise typer.Exit(int(code))

@@ -113,3 +113,23 @@ def test_bytes_argv_in_a_real_process(seeded, cli_env, args) -> None:
     assert proc.stderr.startswith(b"error: argument ") and b"not valid UTF-8" in proc.stderr
     assert proc.stderr.count(b"\n") == 1 and b"Traceback" not in proc.stderr
     assert _state(seeded) == before
+
+
+def test_short_q_means_quiet_everywhere(run_cli) -> None:
+    """`-q` is `--quiet` wherever it exists (issue 19); `--queue` has no short form."""
+    root = typer.main.get_command(app)
+    meanings = set()
+
+    def walk(command: Any, ctx: Any) -> None:
+        for param in command.get_params(ctx):
+            if "-q" in getattr(param, "opts", []):
+                meanings.add(tuple(o for o in param.opts if o.startswith("--")))
+        for name in getattr(command, "list_commands", lambda c: [])(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                walk(sub, Context(sub, info_name=name, parent=ctx))
+
+    walk(root, Context(root, info_name="runnerq-mongo", **(root.context_settings or {})))
+    assert meanings == {("--quiet",)}
+    res = run_cli("doctor", "-q", "default")
+    assert res.code == ExitCode.USAGE and "-q" in res.stderr

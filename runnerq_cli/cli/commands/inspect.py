@@ -105,7 +105,6 @@ def show_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Every field of an activity, its payload, last error, result and event timeline."""
-
     from runnerq_cli.backend.models import to_jsonable
     from runnerq_cli.cli.eventfmt import event_record
     from runnerq_cli.cli.ids import activity_id as resolve_id

@@ -22,6 +22,7 @@ from typing import Any
 SHORT_ID = 8  # hex digits of an id shown in text views (its first group)
 GAP = "  "
 ELLIPSIS = "…"
+CELL_MAX = 120  # characters of one value: a 5,000-character type never floods a screen
 
 
 def short_id(value: Any) -> str:
@@ -62,7 +63,7 @@ def _cell(value: Cell) -> tuple[str, str]:
     from runnerq_cli.literal import literal
 
     text, style = value if isinstance(value, tuple) else (value, "")
-    return literal(text), style
+    return literal(text, max_length=CELL_MAX), style
 
 
 def _width(text: str) -> int:

@@ -168,3 +168,17 @@ def test_a_text_result_keeps_its_lines_and_escapes_the_rest(settings, run_cli) -
         res = run_cli(*args)
         assert res.code == 0, res.stderr
         assert res.stdout == "line one\nline two \\x1b[2J\\u202e\n"
+
+
+def test_init_indexes_prints_index_names_escaped(settings, run_cli) -> None:
+    rq = RunnerQ(settings)
+    rq.init_indexes()
+    rq.collections.activities.create_index([("zz", 1)], name="evil\x1b[2J[red]x\u202e")
+    res = run_cli("init-indexes")
+    _clean(res, shown=["evil\x1b[2J[red]x\u202e"])
+
+
+def test_config_show_prints_file_values_escaped(run_cli, tmp_path) -> None:
+    path = tmp_path / "runnerq.yaml"
+    path.write_text('worker:\n  app: "my\\e[2J[red]app\\u202e"\n')
+    _clean(run_cli("--config", str(path), "config", "show"), shown=["my\x1b[2J[red]app\u202e"])

@@ -39,8 +39,10 @@ def twins(rq: RunnerQ) -> tuple[uuid.UUID, ...]:
 
 
 def test_a_prefix_names_the_activity_in_every_command(rq, run_cli) -> None:
+    other = rq.enqueue("job", {}).activity_id
     aid = rq.enqueue("job", {}).activity_id
     prefix = str(aid)[:8]
+    assert not str(other).startswith(prefix)
     listed = run_cli("list", "pending").stdout
     assert prefix in listed and str(aid) not in listed
     show = run_cli("show", prefix, "-o", "json")
@@ -49,6 +51,9 @@ def test_a_prefix_names_the_activity_in_every_command(rq, run_cli) -> None:
     assert json.loads(run_cli("explain", prefix, "-o", "json").stdout)["activity_id"] == str(aid)
     assert run_cli("wait", prefix, "--timeout", "0.1").code == ExitCode.WAIT_TIMEOUT
     assert run_cli("result", prefix).code == ExitCode.NO_RESULT
+    tail = run_cli("tail", "events", "--no-follow", "--activity", prefix, "-o", "jsonl")
+    assert tail.code == 0 and {json.loads(line)["activity_id"] for line in
+                               tail.stdout.splitlines()} == {str(aid)}
     assert run_cli("cancel", str(aid)[:13].upper(), "--reason", "prefix").code == 0
     assert rq.get_activity(aid).status == "cancelled"
 

@@ -113,6 +113,10 @@ def tail_events(
         raise InvalidArgument(f"--mode {mode!r}: use auto, change-stream or poll")
     if since and (resume or (cursor_file and os.path.exists(cursor_file))):
         raise InvalidArgument("give --since or a cursor to resume from, not both")
+    if activity:  # a full id, or a prefix as text views print it (one query)
+        from runnerq_cli.cli.ids import activity_id
+
+        activity = str(activity_id(state(ctx).backend(), activity))
     filters = _filters(event_type, activity_type, activity, worker)
     start = values.time(since, "--since") if since else None
     values.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)

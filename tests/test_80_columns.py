@@ -145,3 +145,10 @@ def test_local_time_is_a_choice(busy, run_cli_subprocess) -> None:
     assert utc.code == local.code == 0, (utc.stderr, local.stderr)
     assert ONE_FORMAT.search(utc.stdout) and "+05:30" not in utc.stdout
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\+05:30", local.stdout)
+
+
+def test_a_cut_value_ends_after_a_whole_word() -> None:
+    columns = [Column("id"), Column("last error", flexible=True)]
+    lines = ["".join(text for text, _ in line)
+             for line in layout(columns, [["3f0c2a9e", ERROR]], 40)]
+    assert lines[1] == "3f0c2a9e  SMTP server at…"

@@ -73,11 +73,20 @@ def _width(text: str) -> int:
 
 
 def _cut(text: str, width: int) -> str:
+    """`text` in `width` cells: whole, or cut after the last whole word (or list item)
+    that fits, ending in …; inside a word only when not even the first one fits."""
     from rich.cells import set_cell_size
 
     if _width(text) <= width:
         return text
-    return set_cell_size(text, max(0, width - 1)) + ELLIPSIS if width > 0 else ""
+    if width <= 0:
+        return ""
+    head = set_cell_size(text, width - 1)
+    if text[len(head):len(head) + 1] not in (" ", ","):  # the cut falls inside a word
+        boundary = max(head.rfind(" "), head.rfind(","))
+        if boundary > 0:
+            head = head[:boundary + (head[boundary] == ",")]
+    return head.rstrip() + ELLIPSIS
 
 
 def layout(columns: Sequence[Column], rows: Iterable[Sequence[Cell]],

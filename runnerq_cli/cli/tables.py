@@ -4,9 +4,10 @@ Rich tables fold a cell over several lines when the screen is narrow (`send_`
 over `email`, a date over five lines). These tables never do: every value stays
 on its row, whole. When the row is too wide, the columns that matter least are
 left out first (each column says whether it may go), then the one free-text
-column (a last error, a reason) is cut and ends in `…`. Activity ids are shown
-as their shortest unique prefix (at least SHORT_ID characters), as git and
-docker do; every command that takes an id accepts such a prefix back.
+column (a last error, a list of types) is cut after its last whole word and ends
+in `…`. Activity ids are shown as their shortest unique prefix (at least
+SHORT_ID characters), as git and docker do; every command that takes an id
+accepts such a prefix back.
 
 Every cell goes through literal(): values from the database are text, never
 markup or control sequences.

@@ -152,3 +152,10 @@ def test_a_cut_value_ends_after_a_whole_word() -> None:
     lines = ["".join(text for text, _ in line)
              for line in layout(columns, [["3f0c2a9e", ERROR]], 40)]
     assert lines[1] == "3f0c2a9e  SMTP server at…"
+
+
+def test_config_show_keeps_short_values_aligned_within_80(run_cli) -> None:
+    lines = _run(run_cli, "config", "show")
+    long = [line for line in lines if len(line) > WIDTH]
+    assert [line.split()[0] for line in long] in ([], ["uri"])  # only a long URI's own line
+    assert any(line.split()[:3] == ["lease", "1m", "default"] for line in lines)

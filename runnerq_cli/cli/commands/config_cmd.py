@@ -69,8 +69,13 @@ def show(ctx: typer.Context, output: OutputFormat = output_option()) -> None:
     # Values come from files and the environment: escaped, never markup or controls.
     shown = [(key, literal(_display(value, key)), literal(source)) for key, value, source in rows]
     typer.echo(f"config file: {literal(config_file) if config_file else 'none'}")
+    from runnerq_cli.cli.words import screen_width
+
+    # Columns aligned for the values that fit the screen; a longer value (a URI)
+    # makes only its own line longer, never the others.
     width_key = max(len(r[0]) for r in shown)
-    width_value = max(len(r[1]) for r in shown)
+    budget = screen_width() - width_key - 4 - max(len(r[2]) for r in shown)
+    width_value = max([len(r[1]) for r in shown if len(r[1]) <= budget] or [1])
     for key, value, source in shown:
         typer.echo(f"{key:<{width_key}}  {value:<{width_value}}  {source}".rstrip())
 

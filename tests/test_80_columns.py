@@ -77,7 +77,7 @@ def test_tables_fit_and_keep_values_whole(busy, run_cli) -> None:
         assert len(lines) == 1 + len(ids)  # a header and one line per activity
     workers = _run(run_cli, "workers")
     _fits(workers)
-    _whole(workers, WORKER, "0/8", "live")
+    _whole(workers, WORKER, "0/8", "live", f"{TYPE},…")  # types cut after a whole one
     assert len(workers) == 2
     queues = _run(run_cli, "queues")
     _fits(queues)

@@ -320,14 +320,15 @@ def workers_cmd(
     if not workers:
         out.print("no workers registered")
         return
-    # Narrow screens lose the counters first (stats has them), then host and pid.
+    # Narrow screens lose the counters first (stats has them), then pid, host and
+    # last seen (the state says stale or live) before the types are cut.
     columns = [Column("worker", style="bold"), Column("host", drop=3),
                Column("pid", drop=4, right=True),
                Column("types", flexible=True), Column("in flight", right=True),
                Column("claimed", drop=5, right=True), Column("ok", drop=5, right=True),
                Column("retried", drop=6, right=True), Column("failed", drop=5, right=True),
                Column("dead", drop=5, right=True), Column("lost", drop=6, right=True),
-               Column("last seen", right=True), Column("state")]
+               Column("last seen", drop=2, right=True), Column("state")]
     rows = []
     for w in workers:
         c = w.counters

@@ -159,3 +159,27 @@ def test_config_show_keeps_short_values_aligned_within_80(run_cli) -> None:
     long = [line for line in lines if len(line) > WIDTH]
     assert [line.split()[0] for line in long] in ([], ["uri"])  # only a long URI's own line
     assert any(line.split()[:3] == ["lease", "1m", "default"] for line in lines)
+
+
+def test_an_event_line_on_a_terminal_is_cut_between_fields() -> None:
+    import io
+    import uuid
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from runnerq_cli.backend.models import Event
+    from runnerq_cli.cli.eventfmt import event_line
+
+    event = Event(id=1, activity_id=uuid.uuid4(), timestamp=datetime(2026, 12, 1, tzinfo=UTC),
+                  event_type="Failed", worker_id=WORKER, detail={"error": ERROR},
+                  activity_type=TYPE)
+    screen = io.StringIO()
+    Console(file=screen, width=WIDTH, force_terminal=True, color_system=None).print(
+        event_line(event))
+    assert screen.getvalue().splitlines() == [
+        f"2026-12-01 00:00:00.000Z  Failed      {str(event.activity_id)[:8]}  {TYPE}  …"]
+    piped = io.StringIO()
+    Console(file=piped, width=WIDTH, no_color=True, soft_wrap=True).print(event_line(event))
+    assert piped.getvalue().splitlines() == [event_line(event).plain]
+    assert piped.getvalue().rstrip("\n").endswith(f"error={ERROR}  worker={WORKER}")

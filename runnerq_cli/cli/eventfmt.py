@@ -39,6 +39,35 @@ def event_record(event: Event) -> dict[str, Any]:
     }
 
 
+class OneLine:
+    """A Text printed as one line: on a terminal cut with … at the screen's width (-o
+    jsonl has every field); printed with soft wrap (piped: consoles never cut), whole,
+    so grep sees every word.
+
+    Not a Text itself: rich joins consecutive Texts into a new one before rendering
+    and drops their `no_wrap`, so the choice is made here, at render time.
+    """
+
+    def __init__(self, text: Any) -> None:
+        self.text = text
+
+    @property
+    def plain(self) -> str:
+        return str(self.text.plain)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        text = self.text
+        if not options.no_wrap:  # a terminal: no soft wrap asked for
+            options = options.update(no_wrap=True, overflow="ellipsis")
+            width = options.max_width
+            if text.cell_len > width:  # cut between fields, so a value is whole or gone
+                cut = text.plain.rfind("  ", 0, width - 2)
+                if cut > 0:
+                    text = text[:cut]
+                    text.append("  …", style="dim")
+        yield from console.render(text, options)
+
+
 def _detail_value(value: Any) -> str:
     """A detail value in words: times in the one format, structures as compact JSON."""
     import json
@@ -58,8 +87,8 @@ def _detail_value(value: Any) -> str:
     return str(value)
 
 
-def event_line(event: Event) -> Any:
-    """A rich Text, one line: time, event (coloured), short activity id, type, detail, worker.
+def event_line(event: Event) -> OneLine:
+    """One line (OneLine): time, event (coloured), short activity id, type, detail, worker.
 
     Every value from the database goes through literal() (a type or an error can
     carry markup, ESC sequences or newlines); the activity id is its first
@@ -89,8 +118,4 @@ def event_line(event: Event) -> Any:
                     f"{literal(_detail_value(value), max_length=120)}")
     if event.worker_id:  # last: the detail (an error) matters more on a narrow screen
         line.append(f"  worker={literal(event.worker_id, max_length=120)}", style="dim")
-    # On a terminal one event is one line, cut with … at its width (-o jsonl has it
-    # all); piped, consoles never cut, so grep sees every word.
-    line.no_wrap = True
-    line.overflow = "ellipsis"
-    return line
+    return OneLine(line)

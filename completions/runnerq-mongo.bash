@@ -86,7 +86,7 @@ _runnerq_mongo_node() {
             valopts='--reason --actor -o --output' ;;
         "pause")
             cmds=''
-            flags='-h --help'
+            flags='--create -h --help'
             valopts='-t --type --reason --actor -o --output' ;;
         "resume")
             cmds=''
@@ -134,7 +134,7 @@ _runnerq_mongo_node() {
             valopts='-t --type --since --max -o --output' ;;
         "dlq import")
             cmds=''
-            flags='--redrive --dry-run -h --help'
+            flags='--redrive --dry-run --create -q --quiet -h --help'
             valopts='--reason --actor -o --output' ;;
         "metrics")
             cmds='serve'

@@ -406,6 +406,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'purge\'' -s h -l help -d 'Sh
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'pause\'' -s t -l type -x -d 'Only this activity type (repeatable) [default: the whole queue].'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'pause\'' -l reason -x -d 'Why (recorded, shown by stats and audit).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'pause\'' -l actor -x -d 'Who (recorded) [default: the operating-system user].'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'pause\'' -l create -d 'Pause a queue that does not exist yet (no activities collection); without it, that is r...'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'pause\'' -s o -l output -x -a 'text json jsonl' -d 'Output format: text (for people), json or jsonl (for scripts).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'pause\'' -s h -l help -d 'Show this message and exit.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'resume\'' -s t -l type -x -d 'Only this paused type (repeatable) [default: everything].'
@@ -457,6 +458,8 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -l redrive -d 
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -l dry-run -d 'Show what each line would do; write nothing.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -l reason -x -d 'Why (recorded in the events and the audit).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -l actor -x -d 'Who (recorded) [default: the operating-system user].'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -l create -d 'Import into a queue that does not exist yet (no activities collection); without it, tha...'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -s q -l quiet -d 'Print only the summary (and the refused lines on stderr); no progress bar.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -s o -l output -x -a 'text json jsonl' -d 'Output format: text (for people), json or jsonl (for scripts).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -s h -l help -d 'Show this message and exit.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dlq import\'' -F

@@ -67,6 +67,9 @@ DRY_RUN_OPT = typer.Option(False, "--dry-run", help=DRY_RUN_HELP)
 YES_OPT = typer.Option(False, "--yes", "-y", help=YES_HELP)
 REASON_OPT = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP)
 ACTOR_OPT = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP)
+BATCH_OPT = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
+                         help="Activities per batch (one read and one write each; the audit "
+                              "record is updated after each).")
 
 
 @dataclass
@@ -87,6 +90,7 @@ class Request:
     reason: str | None = None
     actor: str | None = None
     output: OutputFormat = OutputFormat.TEXT
+    batch_size: int = 500
 
 
 # ----------------------------------------------------------------- parsing
@@ -195,7 +199,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
     with stop_on_signal() as stop, BulkProgress(action, len(req.ids)) as bar:
         report = backend.apply(action, req.ids, reason=req.reason, actor=req.actor,
                                should_stop=stop.is_set, on_batch=lambda r: bar.update(r.reached),
-                               command=command, **params)
+                               command=command, batch_size=req.batch_size, **params)
     rows: list[dict[str, Any]] = []
     for outcome in report.outcomes:
         if isinstance(outcome, tuple):
@@ -238,7 +242,7 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     with stop_on_signal() as stop, BulkProgress(action, len(selection.ids)) as bar:
         report = backend.apply(action, selection, reason=req.reason, actor=req.actor,
                                should_stop=stop.is_set, on_batch=lambda r: bar.update(r.reached),
-                               command=command, **params)
+                               command=command, batch_size=req.batch_size, **params)
     _print_report(report, selection, req.output)
     if report.interrupted:
         error_line(_interrupted_line(action, len(report.applied), report.selected,
@@ -374,9 +378,10 @@ def _filter_command(action: str, summary: str) -> Callable[..., None]:
         worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
         dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
         actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+        batch_size: int = BATCH_OPT,
     ) -> None:
         req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                      max_count, dry_run, yes, reason, actor, output)
+                      max_count, dry_run, yes, reason, actor, output, batch_size)
         raise typer.Exit(_run(ctx, action, req))
 
     command.__doc__ = summary
@@ -407,11 +412,12 @@ def reschedule(
     worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
 ) -> None:
     """Schedule pending or scheduled activities to run at a time."""
     when = _when(at, delay)
     req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
+                  max_count, dry_run, yes, reason, actor, output, batch_size)
     raise typer.Exit(_run(ctx, "reschedule", req, at=when))
 
 
@@ -427,6 +433,7 @@ def set_priority(
     worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
 ) -> None:
     """Change the priority of pending or scheduled activities."""
     from runnerq_cli.backend.models import Priority
@@ -434,7 +441,7 @@ def set_priority(
     *ids, priority = args
     Priority.parse(priority)  # a bad priority is refused before anything is read
     req = Request(ids, status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
+                  max_count, dry_run, yes, reason, actor, output, batch_size)
     raise typer.Exit(_run(ctx, "set-priority", req, priority=priority))
 
 

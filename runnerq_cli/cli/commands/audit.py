@@ -6,6 +6,8 @@ TTL, `events_ttl`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.examples import examples
@@ -27,7 +29,8 @@ def audit(
     limit: int = typer.Option(100, "--limit", min=1, max=10000, help="At most this many."),
     output: OutputFormat = output_option(),
 ) -> None:
-    """Who did what, when and why: operator actions with their activity ids."""
+    """Who did what, when and why: operator actions with their activity ids. A run that was
+    stopped midway (a signal, a crash) is shown INTERRUPTED with how far it got."""
     from runnerq_cli import values
 
     when = values.time(since, "--since") if since else None
@@ -44,15 +47,38 @@ def audit(
         typer.echo("no operator actions recorded")
         return
     for entry in records:
-        ids = entry["ids"]
-        shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
-        extra = entry["detail"].get("types")
-        typer.echo(f"{entry['timestamp']}  {entry['action']:<12} {entry['actor'] or '-'}  "
-                   f"count={entry['count']}"
-                   + (f"  types={extra if isinstance(extra, str) else ','.join(extra)}"
-                      if extra else "")
-                   + (f"  reason={entry['reason']!r}" if entry["reason"] else "")
-                   + (f"  ids: {shown}" if ids else ""))
+        typer.echo(_line(entry))
+
+
+def _line(entry: dict[str, Any]) -> str:
+    """One record as one line; every recorded text through literal() (never two lines)."""
+    from runnerq_cli.literal import literal
+
+    detail = entry["detail"]
+    ids = entry["ids"]
+    shown = ", ".join(literal(i) for i in ids[:5]) + (
+        f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
+    extra = detail.get("types")
+    types = literal(extra) if isinstance(extra, str) else (
+        ",".join(literal(t) for t in extra) if isinstance(extra, list) else None)
+    who = literal(entry["actor"] or "-")
+    if detail.get("os_user"):
+        who += f" (os {literal(detail['os_user'])}@{literal(detail.get('host') or '?')})"
+    state = entry.get("state") or "done"
+    text = (f"{entry['timestamp']}  {literal(entry['action']):<12} {who}  "
+            f"count={entry['count']}")
+    if state != "done":
+        text += f"  {state.upper()}"
+        if detail.get("last_id") or detail.get("last_line"):
+            text += (f" (last id {literal(detail['last_id'])})" if detail.get("last_id")
+                     else f" (last line {literal(detail['last_line'])})")
+    if types:
+        text += f"  types={types}"
+    if entry["reason"]:
+        text += f"  reason={literal(repr(entry['reason']))}"
+    if ids:
+        text += f"  ids: {shown}"
+    return text
 
 
 def register(app: typer.Typer) -> None:

@@ -163,6 +163,9 @@ def import_(
                                 help="Import into a queue that does not exist yet (no "
                                      "activities collection); without it, that is refused "
                                      "(exit 4)."),
+    batch_size: int = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
+                                   help="Lines per batch (a few commands each; the audit "
+                                        "record is updated after each)."),
     quiet: bool = typer.Option(False, "--quiet", "-q",
                                help="Print only the summary (and the refused lines on "
                                     "stderr); no progress bar."),
@@ -199,7 +202,8 @@ def import_(
         report = backend.dlq_import(
             _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
             actor=actor, should_stop=stop.is_set, on_outcome=show,
-            command=command_line(ctx), collect=output is OutputFormat.JSON)
+            command=command_line(ctx), collect=output is OutputFormat.JSON,
+            batch_size=batch_size)
     _summary(report, output)
     code = _exit_code(report)
     if report.interrupted:

@@ -49,6 +49,7 @@ class ImportLine:
     original_id: uuid.UUID | None = None
     spec: ActivitySpec | None = None
     error: str | None = None
+    size: int = 0  # bytes of the line (a batch is bounded in bytes too)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class ImportOutcome:
 
 
 IMPORT_BATCH = 500
+# A batch also ends at this many bytes of lines: what one batch holds in memory (its
+# lines, their decoded payloads, their BSON) stays a few times this, whatever the file.
+IMPORT_BATCH_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -496,18 +500,23 @@ def parse_import_line(number: int, raw: str | bytes) -> ImportLine:
         data = values.json_value(raw, "")
         if isinstance(data, dict) and data.get("original_id") is not None:
             original = parse_activity_id(str(data["original_id"]))
-        return ImportLine(number, original, spec_from_data(data, {}))
+        return ImportLine(number, original, spec_from_data(data, {}), size=len(raw))
     except InvalidArgument as exc:
-        return ImportLine(number, original, error=str(exc))
+        return ImportLine(number, original, error=str(exc), size=len(raw))
 
 
-def _batches(lines: Iterable[ImportLine], size: int) -> Iterator[list[ImportLine]]:
+def _batches(lines: Iterable[ImportLine], size: int,
+             max_bytes: int = IMPORT_BATCH_BYTES) -> Iterator[list[ImportLine]]:
+    """`size` lines at a time, fewer when they reach `max_bytes` (big payloads)."""
     batch: list[ImportLine] = []
+    held = 0
     for item in lines:
         batch.append(item)
-        if len(batch) >= size:
+        held += item.size
+        if len(batch) >= size or held >= max_bytes:
             yield batch
             batch = []
+            held = 0
     if batch:
         yield batch
 

@@ -167,10 +167,12 @@ def command_line(ctx: typer.Context) -> str:
 def existing_backend(ctx: typer.Context, *, create: bool = False,
                       create_flag: str | None = None) -> RunnerQ:
     """The backend, once its queue is known to exist (a misspelt queue: exit 4)."""
+    from runnerq_cli.backend.connection import translate_errors
     from runnerq_cli.backend.existence import require_queue
 
     backend = state(ctx).backend()
-    require_queue(backend.db, backend.queue, create=create, create_flag=create_flag)
+    with translate_errors(backend.settings.uri):
+        require_queue(backend.db, backend.queue, create=create, create_flag=create_flag)
     return backend
 
 

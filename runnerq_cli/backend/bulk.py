@@ -252,12 +252,14 @@ class BulkActions:
                     break
                 chunk = ids[start:start + batch_size]
                 done = batches.run(action, chunk, note=note, expect=snapshots, params=params)
-                for result in done.applied:
-                    report.applied.append(result)
-                    report.outcomes.append(result)
-                for skip, exc in done.skipped:
-                    report.skipped.append(skip)
-                    report.outcomes.append((skip, exc))
+                by_id: dict[uuid.UUID, ActionResult | tuple[dict[str, Any], Exception]] = {
+                    r.activity_id: r for r in done.applied}
+                by_id.update({skip["id"]: (skip, exc) for skip, exc in done.skipped})
+                report.applied.extend(done.applied)
+                report.skipped.extend(skip for skip, _ in done.skipped)
+                for aid in dict.fromkeys(chunk):  # in the order of the ids
+                    if aid in by_id:
+                        report.outcomes.append(by_id[aid])
                 report.last_id = chunk[-1]
                 report.reached = start + len(chunk)
                 run.progress([r.activity_id for r in done.applied],

@@ -266,3 +266,20 @@ def test_enqueue_many_of_any_length_writes_in_chunks(
     assert [r.created for r in results] == [True] * 25  # type: ignore[union-attr]
     stored = {d["_id"]: d["payload"]["n"] for d in ctx.activities.find()}
     assert [stored[r.activity_id] for r in results] == list(range(25))  # type: ignore[union-attr]
+
+
+def test_pause_and_resume_with_a_forged_reason_or_actor_write_nothing(
+        backend: RunnerQ, run_cli: Any) -> None:
+    for args in (("pause", "--reason", "disk\nfull"), ("pause", "--actor", "m\udcffx"),
+                 ("pause", "--actor", "a\x1b]0;title\x07"), ("resume", "--reason", "x\ty")):
+        res = run_cli(*args)
+        assert res.code == 2 and res.stderr.count("\n") == 1, (args, res)
+    assert not backend.paused().active
+    assert backend.context.events.count_documents({}) == 0
+    assert backend.context.control.count_documents({}) == 0
+    ok = run_cli("pause", "--reason", "disk full – ünïcode ok", "--actor", "ana")
+    assert ok.code == 0, ok.stderr
+    [entry] = backend.audit()
+    assert (entry.action, entry.state, entry.actor, entry.reason) == (
+        "pause", "done", "ana", "disk full – ünïcode ok")
+    assert entry.detail["os_user"] and entry.detail["host"]

@@ -214,8 +214,7 @@ class BulkActions:
         reached, and so does the audit record. Running the same action again
         does nothing twice: what was done no longer applies.
         """
-        method = self._operator.action_method(action)  # an unknown action is refused here
-        del method
+        self._operator.action_method(action)  # an unknown action is refused here
         if isinstance(target, Selection):
             if target.action != action:
                 raise InvalidArgument(f"this selection was made for {target.action}, "

@@ -121,13 +121,7 @@ class Operator:
 
         A running activity is refused: its worker holds the lease.
         """
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            # No claim ended it: an earlier claim's late acknowledgement is a lost claim.
-            return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
-                             "last_outcome": "cancelled"}, "$unset": {"last_lease_id": ""}}
-        return self._act("cancel", activity_id, CANCELLABLE, EventType.CANCELLED, update,
-                         lambda doc: {"previous_status": doc["status"]},
-                         note=_note(reason, actor), expect=expect)
+        return self._planned("cancel", activity_id, {}, reason, actor, expect)
 
     def retry(self, activity_id: uuid.UUID | str, reason: str | None = None,
               actor: str | None = None, *, expect: Expect = None) -> ActionResult:
@@ -137,14 +131,11 @@ class Operator:
         activity the dead-letter record is removed after the activity update
         (see `_drop_dead_letter_record` for why in that order).
         """
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"status": Status.PENDING.value, "retry_count": 0},
-                    "$unset": dict(RESTART_UNSET)}
         result, before = self._act_with_before(
-            "retry", activity_id, RETRYABLE, EventType.RETRIED, update,
-            lambda doc: {"previous_status": doc["status"],
-                         "previous_retry_count": doc.get("retry_count", 0)},
-            note=_note(reason, actor), expect=expect)
+            "retry", activity_id, RETRYABLE, EventType.RETRIED,
+            lambda doc, now: plan_state("retry", doc, now, {}),
+            lambda doc: plan_detail("retry", doc, {}), note=_note(reason, actor),
+            expect=expect)
         if before["status"] == Status.DEAD_LETTER.value:
             self.drop_dead_letter_record(before)
         return result
@@ -152,25 +143,14 @@ class Operator:
     def run_now(self, activity_id: uuid.UUID | str, reason: str | None = None,
                 actor: str | None = None, *, expect: Expect = None) -> ActionResult:
         """scheduled -> pending now (skips a delay or a retry back-off)."""
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"status": Status.PENDING.value}, "$unset": {"scheduled_at": ""}}
-        return self._act("run-now", activity_id, (Status.SCHEDULED,), EventType.RUN_NOW, update,
-                         lambda doc: {"previous_scheduled_at": doc.get("scheduled_at")},
-                         note=_note(reason, actor), expect=expect)
+        return self._planned("run-now", activity_id, {}, reason, actor, expect)
 
     def reschedule(self, activity_id: uuid.UUID | str, at: datetime,
                    reason: str | None = None, actor: str | None = None, *,
                    expect: Expect = None) -> ActionResult:
         """pending or scheduled -> scheduled at `at` (timezone-aware, in the future)."""
-        at = self.future_time(at)
-
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": at}}
-        return self._act("reschedule", activity_id, WAITING, EventType.RESCHEDULED, update,
-                         lambda doc: {"previous_status": doc["status"],
-                                      "previous_scheduled_at": doc.get("scheduled_at"),
-                                      "scheduled_at": at},
-                         note=_note(reason, actor), expect=expect)
+        return self._planned("reschedule", activity_id, {"at": self.future_time(at)}, reason,
+                             actor, expect)
 
     def future_time(self, at: datetime) -> datetime:
         if not isinstance(at, datetime) or at.tzinfo is None:
@@ -185,13 +165,15 @@ class Operator:
                      reason: str | None = None, actor: str | None = None, *,
                      expect: Expect = None) -> ActionResult:
         """pending or scheduled -> the new priority (the event has the old and the new)."""
-        new = Priority.parse(priority)
+        return self._planned("set-priority", activity_id, {"priority": Priority.parse(priority)},
+                             reason, actor, expect)
 
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"priority": int(new)}}
-        return self._act("set-priority", activity_id, WAITING, EventType.PRIORITY_CHANGED,
-                         update, lambda doc: {"old_priority": doc.get("priority"),
-                                              "new_priority": int(new)},
+    def _planned(self, action: str, activity_id: uuid.UUID | str, params: dict[str, Any],
+                 reason: str | None, actor: str | None, expect: Expect) -> ActionResult:
+        """One activity through the action's plan (`plan_state`, `plan_detail`)."""
+        return self._act(action, activity_id, PLAN_STATUSES[action], ACTION_EVENTS[action],
+                         lambda doc, now: plan_state(action, doc, now, params),
+                         lambda doc: plan_detail(action, doc, params),
                          note=_note(reason, actor), expect=expect)
 
     def delete(self, activity_id: uuid.UUID | str, reason: str | None = None,

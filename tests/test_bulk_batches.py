@@ -4,6 +4,7 @@ SIGTERM midway that leaves an audit record of what was done (issue 15, issue 16 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -283,3 +284,33 @@ def test_pause_and_resume_with_a_forged_reason_or_actor_write_nothing(
     assert (entry.action, entry.state, entry.actor, entry.reason) == (
         "pause", "done", "ana", "disk full – ünïcode ok")
     assert entry.detail["os_user"] and entry.detail["host"]
+
+
+def test_sigkill_midway_leaves_the_intent_and_the_progress(
+        backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any) -> None:
+    ctx = backend.context
+    insert_activities(ctx, 100, "pending")
+    args = ("cancel", "--status", "pending", "--max", "1000", "--yes", "--batch-size", "4",
+            "--reason", "crash test")
+    proc = _popen(cli_env, *args)
+    try:
+        wait_until(lambda: any(r["detail"].get("count", 0) >= 8
+                               for r in _audit_records(ctx, "cancel")),
+                   timeout=60, interval=0.01, message="two batches")
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [record] = _audit_records(ctx, "cancel")
+    detail = record["detail"]
+    cancelled = ctx.activities.count_documents({"status": "cancelled"})
+    # the intent is there; the progress lags the changes by at most the batch in flight
+    assert detail["state"] == "running" and detail["reason"] == "crash test"
+    assert 8 <= detail["count"] <= cancelled <= detail["count"] + 4 < 100
+    shown = run_cli_subprocess("audit", "-o", "json")
+    assert [a["state"] for a in json.loads(shown.stdout)["actions"]] == ["running"]
+    rerun = run_cli_subprocess(*args)
+    assert rerun.code == 0, rerun.stderr
+    assert ctx.activities.count_documents({"status": "cancelled"}) == 100
+    assert _audit_records(ctx, "cancel")[1]["detail"]["count"] == 100 - cancelled

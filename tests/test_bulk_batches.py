@@ -314,3 +314,34 @@ def test_sigkill_midway_leaves_the_intent_and_the_progress(
     assert rerun.code == 0, rerun.stderr
     assert ctx.activities.count_documents({"status": "cancelled"}) == 100
     assert _audit_records(ctx, "cancel")[1]["detail"]["count"] == 100 - cancelled
+
+
+def test_progress_bar_on_a_terminal_once_the_work_takes_a_second(
+        backend: RunnerQ, cli_env: dict[str, str], server: Any) -> None:
+    """60 batches take seconds on the dev server (a real MongoDB may finish within the
+    second before a bar is due: then there is nothing to see)."""
+    import pty
+
+    if server.real_mongodb:
+        pytest.skip("a real MongoDB finishes these batches within a second")
+    insert_activities(backend.context, 120, "pending")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "cancel", "--status",
+                             "pending", "--max", "120", "--yes", "--batch-size", "2"],
+                            env={**cli_env, "COLUMNS": "80"}, stdout=subprocess.PIPE,
+                            stderr=slave, text=True)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the process closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = proc.communicate(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0
+    assert b"cancel" in seen and "\u2501".encode() in seen  # rich's bar, on stderr only
+    assert "\u2501" not in out and out.splitlines()[-1].startswith("cancel: matched 120")

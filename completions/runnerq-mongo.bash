@@ -55,27 +55,27 @@ _runnerq_mongo_node() {
         "cancel")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "retry")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "run-now")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "reschedule")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='--at --delay --status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+            valopts='--at --delay --status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "set-priority")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "delete")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output' ;;
+            valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "redrive")
             cmds=''
             flags='--dry-run -y --yes -h --help'
@@ -86,7 +86,7 @@ _runnerq_mongo_node() {
             valopts='--reason --actor -o --output' ;;
         "pause")
             cmds=''
-            flags='-h --help'
+            flags='--create -h --help'
             valopts='-t --type --reason --actor -o --output' ;;
         "resume")
             cmds=''
@@ -134,8 +134,8 @@ _runnerq_mongo_node() {
             valopts='-t --type --since --max -o --output' ;;
         "dlq import")
             cmds=''
-            flags='--redrive --dry-run -h --help'
-            valopts='--reason --actor -o --output' ;;
+            flags='--redrive --dry-run --create -q --quiet -h --help'
+            valopts='--reason --actor --batch-size -o --output' ;;
         "metrics")
             cmds='serve'
             flags='-h --help'
@@ -294,6 +294,8 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "cancel|-o"|"cancel|--output")
             kind=choice; choices='text json jsonl' ;;
+        "cancel|--batch-size")
+            kind=none; choices='' ;;
         "retry|--status")
             kind=none; choices='' ;;
         "retry|-t"|"retry|--type")
@@ -316,6 +318,8 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "retry|-o"|"retry|--output")
             kind=choice; choices='text json jsonl' ;;
+        "retry|--batch-size")
+            kind=none; choices='' ;;
         "run-now|--status")
             kind=none; choices='' ;;
         "run-now|-t"|"run-now|--type")
@@ -338,6 +342,8 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "run-now|-o"|"run-now|--output")
             kind=choice; choices='text json jsonl' ;;
+        "run-now|--batch-size")
+            kind=none; choices='' ;;
         "reschedule|--at")
             kind=none; choices='' ;;
         "reschedule|--delay")
@@ -364,6 +370,8 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "reschedule|-o"|"reschedule|--output")
             kind=choice; choices='text json jsonl' ;;
+        "reschedule|--batch-size")
+            kind=none; choices='' ;;
         "set-priority|--status")
             kind=none; choices='' ;;
         "set-priority|-t"|"set-priority|--type")
@@ -386,6 +394,8 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "set-priority|-o"|"set-priority|--output")
             kind=choice; choices='text json jsonl' ;;
+        "set-priority|--batch-size")
+            kind=none; choices='' ;;
         "delete|--status")
             kind=none; choices='' ;;
         "delete|-t"|"delete|--type")
@@ -408,6 +418,8 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "delete|-o"|"delete|--output")
             kind=choice; choices='text json jsonl' ;;
+        "delete|--batch-size")
+            kind=none; choices='' ;;
         "redrive|-t"|"redrive|--type")
             kind=none; choices='' ;;
         "redrive|--reason")
@@ -487,6 +499,8 @@ _runnerq_mongo_values() {
         "dlq import|--reason")
             kind=none; choices='' ;;
         "dlq import|--actor")
+            kind=none; choices='' ;;
+        "dlq import|--batch-size")
             kind=none; choices='' ;;
         "dlq import|-o"|"dlq import|--output")
             kind=choice; choices='text json jsonl' ;;

@@ -53,6 +53,39 @@ def shown(value: Any) -> str:
     return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
 
 
+# ------------------------------------------------------------------ one line of text
+
+# Characters that would let a value span lines, hide or reorder what follows it on a
+# screen: C0/C1 controls (Cc), surrogates (undecodable bytes, Cs), line and paragraph
+# separators, and the bidirectional embedding, override and isolate marks.
+_BIDI_MARKS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def one_line_text(value: Any, what: str, *, max_chars: int) -> str:
+    """A recorded free text (`--reason`, `--actor`): one line of printable text.
+
+    Refused (InvalidArgument, exit 2): not valid UTF-8 (an undecodable byte
+    reaches Python as a lone surrogate), a control character (newline, tab,
+    ESC, NUL, DEL, C1), a line separator or a bidirectional override, and more
+    than `max_chars` characters. So a recorded value can never forge a second
+    line of `audit` or repaint a terminal.
+    """
+    import unicodedata
+
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what}: expected text")
+    if len(value) > max_chars:
+        raise InvalidArgument(f"{what}: at most {max_chars} characters, got {len(value)}")
+    for position, char in enumerate(value):
+        category = unicodedata.category(char)
+        if category == "Cs":
+            raise InvalidArgument(f"{what}: not valid UTF-8 (at character {position + 1})")
+        if category in ("Cc", "Zl", "Zp") or char in _BIDI_MARKS:
+            raise InvalidArgument(f"{what}: one line of printable text: control character "
+                                  f"U+{ord(char):04X} at character {position + 1}")
+    return value
+
+
 # ------------------------------------------------------------------ numbers
 
 

@@ -6,23 +6,26 @@
     report = q.apply("retry", selection, reason="gateway fixed", actor="ana")
 
 `select` reads only: how many activities match, the ids of the first
-`max_count` (oldest first) and a snapshot of each. `apply` then runs one
-conditional update per selected id, fenced on the snapshot (status, retry
-count, priority, completion time): an activity that changed in between is
-skipped with the reason, never acted on, and one that appeared in between is
-not touched. Running the same action again is harmless: what it already did
-no longer matches (or no longer has the snapshot).
+`max_count` (oldest first) and a snapshot of each. `apply` then acts in
+batches (batches.py: one read and one bulk write of fenced updates per
+batch), each update conditional on the snapshot (status, retry count,
+priority, completion time) and on the document as read: an activity that
+changed in between is skipped with the reason, never acted on, and one that
+appeared in between is not touched. Running the same action again is
+harmless: what it already did no longer matches (or no longer has the
+snapshot). Its audit record is written before the first batch (audit.py).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from runnerq_cli.backend.audit import AuditLog
+from runnerq_cli.backend.batches import BATCH_SIZE, Batches
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.backend.models import Priority, display_status, parse_activity_id, to_jsonable
@@ -33,7 +36,7 @@ from runnerq_cli.backend.operator import (
     Operator,
     snapshot_of,
 )
-from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+from runnerq_cli.errors import ExitCode, InvalidArgument, WrongState
 
 MAX_BULK = 10_000  # largest --max: one action, one audit record, one report
 SAMPLE_SIZE = 10
@@ -73,9 +76,15 @@ class BulkReport:
     # Every outcome in the order of the ids: an ActionResult, or (the skip, its error).
     outcomes: list[ActionResult | tuple[dict[str, Any], Exception]] = field(
         default_factory=list)
+    interrupted: bool = False  # stopped between batches (a signal): the rest is left
+    last_id: uuid.UUID | None = None  # the last id of the last batch done
+    reached: int = 0  # how many of the selected ids were handled
 
     def exit_code(self) -> int:
-        """0 if everything shown was acted on; else the skips' exit code (1 if they differ)."""
+        """0 if everything shown was acted on; 130 if interrupted; else the skips' exit
+        code (1 if they differ)."""
+        if self.interrupted:
+            return int(ExitCode.INTERRUPTED)
         codes = {int(s["exit_code"]) for s in self.skipped}
         if not codes:
             return int(ExitCode.OK)
@@ -84,6 +93,8 @@ class BulkReport:
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action, "matched": self.matched, "selected": self.selected,
                 "applied": len(self.applied), "skipped": len(self.skipped),
+                "interrupted": self.interrupted,
+                "last_id": str(self.last_id) if self.last_id else None,
                 "results": [r.to_json() for r in self.applied],
                 "skips": to_jsonable(self.skipped)}
 
@@ -119,7 +130,7 @@ class BulkActions:
         if flt.worker is None:
             matched = self._ctx.activities.count_documents(query)
             docs = list(self._ctx.activities.find(query, SNAPSHOT_FIELDS).sort(order)
-                        .limit(limit))
+                        .limit(limit).batch_size(min(limit, 2000)))
         else:
             matched, docs = self._select_by_worker(query, flt.worker, order, limit)
         now = self._ctx.clock()
@@ -187,17 +198,23 @@ class BulkActions:
 
     def apply(self, action: str, target: Selection | Iterable[uuid.UUID | str], *,
               reason: str | None = None, actor: str | None = None,
-              **params: Any) -> BulkReport:
-        """Run `action` once on each id of `target`, conditionally; write one audit record.
+              batch_size: int = BATCH_SIZE, should_stop: Callable[[], bool] | None = None,
+              on_batch: Callable[[BulkReport], None] | None = None,
+              command: str | None = None, **params: Any) -> BulkReport:
+        """Run `action` on each id of `target` in batches (batches.py), audited before acting.
 
         With a `Selection`, each activity must still be as it was selected
         (else it is skipped as changed). `params` are the action's own
         (`at` for reschedule, `priority` for set-priority).
-        """
-        from runnerq_cli.backend.audit import default_actor
 
-        actor = actor or default_actor()
-        method = self._operator.action_method(action)
+        The audit record (audit.AuditRun) is written with the intent before
+        the first write and updated after each batch. `should_stop` is asked
+        between batches: when it says so, the run ends there (the batch in
+        progress is finished), the report says `interrupted` and the last id
+        reached, and so does the audit record. Running the same action again
+        does nothing twice: what was done no longer applies.
+        """
+        self._operator.action_method(action)  # an unknown action is refused here
         if isinstance(target, Selection):
             if target.action != action:
                 raise InvalidArgument(f"this selection was made for {target.action}, "
@@ -214,26 +231,45 @@ class BulkActions:
             params["at"] = self._operator.future_time(params["at"])
         if action == "set-priority" and "priority" in params:
             params["priority"] = Priority.parse(params["priority"])
+        if not 1 <= batch_size <= 10_000:
+            raise InvalidArgument("batch size must be between 1 and 10000")
+        intent: dict[str, Any] = {"matched": matched, "selected": len(ids), "command": command,
+                                  **{k: to_jsonable(v) for k, v in params.items()}}
+        if isinstance(target, Selection):
+            intent["filter"] = target.filter.to_json()
+            intent["max"] = target.max_count
         report = BulkReport(action, len(ids), matched)
-        for aid in ids:
-            try:
-                result = method(aid, reason=reason, actor=actor, expect=snapshots.get(aid),
-                                **params)
-            except (NotFound, WrongState, InvalidArgument) as exc:
-                skip = {"id": aid, "reason": str(exc), "status": getattr(exc, "status", None),
-                        "exit_code": int(exc.exit_code)}
-                report.skipped.append(skip)
-                report.outcomes.append((skip, exc))
-                continue
-            report.applied.append(result)
-            report.outcomes.append(result)
-        if report.applied:
-            extra: dict[str, Any] = {"matched": matched, "skipped": len(report.skipped)}
-            if isinstance(target, Selection):
-                extra["filter"] = target.filter.to_json()
-            extra.update({k: to_jsonable(v) for k, v in params.items()})
-            self._audit.record_action(action, [r.activity_id for r in report.applied],
-                               reason=reason, actor=actor, **extra)
+        if not ids:
+            return report
+        run = self._audit.begin(action, reason=reason, actor=actor, **intent)
+        note = {"reason": reason, "actor": actor or run.doc["detail"]["actor"]}
+        batches = Batches(self._ctx)
+        with run:
+            for start in range(0, len(ids), batch_size):
+                if should_stop is not None and should_stop():
+                    report.interrupted = True
+                    break
+                chunk = ids[start:start + batch_size]
+                done = batches.run(action, chunk, note=note, expect=snapshots, params=params)
+                by_id: dict[uuid.UUID, ActionResult | tuple[dict[str, Any], Exception]] = {
+                    r.activity_id: r for r in done.applied}
+                by_id.update({skip["id"]: (skip, exc) for skip, exc in done.skipped})
+                report.applied.extend(done.applied)
+                report.skipped.extend(skip for skip, _ in done.skipped)
+                for aid in dict.fromkeys(chunk):  # in the order of the ids
+                    if aid in by_id:
+                        report.outcomes.append(by_id[aid])
+                report.last_id = chunk[-1]
+                report.reached = start + len(chunk)
+                run.progress([r.activity_id for r in done.applied],
+                             applied=len(report.applied), skipped=len(report.skipped),
+                             last_id=str(report.last_id), reached=report.reached)
+                if on_batch is not None:
+                    on_batch(report)
+            run.finish("interrupted" if report.interrupted else "done",
+                       applied=len(report.applied), skipped=len(report.skipped),
+                       last_id=str(report.last_id) if report.last_id else None,
+                       reached=report.reached)
         return report
 
 

@@ -10,7 +10,8 @@ types. No document: nothing is paused. Workers read it at most once per poll
 interval (worker/engine.py) and claim only what is not paused; they finish
 what they already hold. Producers are not affected: `enqueue` still works.
 Each change writes a `Paused`/`Resumed` event (activity_id null), which is
-also its audit record (audit.py).
+also its audit record (audit.py), before the control document changes; a
+`resume` that finds nothing to resume writes nothing.
 """
 
 from __future__ import annotations
@@ -109,45 +110,62 @@ class Control:
         return PauseState.from_doc(self._ctx.control.find_one({"_id": PAUSE_ID}))
 
     def pause(self, types: Iterable[str] | None = None, *, reason: str | None = None,
-              actor: str | None = None) -> PauseState:
-        """Pause the whole queue, or add `types` to the paused ones."""
-        from runnerq_cli.backend.audit import default_actor
+              actor: str | None = None, command: str | None = None) -> PauseState:
+        """Pause the whole queue, or add `types` to the paused ones.
 
+        The audit record (`Paused`) is written first, with the intent, and
+        marked done after the control document changed (audit.AuditRun).
+        """
         names = _check_types(types)
-        actor = actor or default_actor()
-        now = self._ctx.clock()
-        note = {"reason": reason, "actor": actor, "at": now}
-        if not names:
-            self._ctx.control.replace_one({"_id": PAUSE_ID},
-                                          {"_id": PAUSE_ID, "all": True, "types": [], **note},
-                                          upsert=True)
-        else:
-            self._ctx.control.update_one(
-                {"_id": PAUSE_ID},
-                {"$addToSet": {"types": {"$each": names}}, "$set": note,
-                 "$setOnInsert": {"all": False}}, upsert=True)
-        state = self.paused()
-        self._audit.record_action("pause", [], reason=reason, actor=actor,
-                           event_type=EventType.PAUSED.value, types=names or "all")
+        run = self._audit.begin("pause", reason=reason, actor=actor,
+                                event_type=EventType.PAUSED.value, types=names or "all",
+                                command=command)
+        with run:
+            now = self._ctx.clock()
+            note = {"reason": reason, "actor": run.doc["detail"]["actor"], "at": now}
+            if not names:
+                self._ctx.control.replace_one({"_id": PAUSE_ID},
+                                              {"_id": PAUSE_ID, "all": True, "types": [],
+                                               **note}, upsert=True)
+            else:
+                self._ctx.control.update_one(
+                    {"_id": PAUSE_ID},
+                    {"$addToSet": {"types": {"$each": names}}, "$set": note,
+                     "$setOnInsert": {"all": False}}, upsert=True)
+            state = self.paused()
+            run.finish("done", paused=state.to_json()["types"] or "all")
         return state
 
     def resume(self, types: Iterable[str] | None = None, *, reason: str | None = None,
-               actor: str | None = None) -> PauseState:
-        """Resume everything, or only `types` (when those, not the whole queue, are paused)."""
+               actor: str | None = None, command: str | None = None) -> PauseState:
+        """Resume everything, or only `types` (when those, not the whole queue, are paused).
+
+        Nothing paused (or none of `types`): nothing is written, not even an
+        audit record; the state is returned as it is.
+        """
+        from runnerq_cli.backend.audit import check_text
+
         names = _check_types(types)
+        check_text(reason, "reason")
+        check_text(actor, "actor")
         before = self.paused()
         if names and before.all:
             raise InvalidArgument("the whole queue is paused: resume it (without --type), "
                                   "then pause the types that must stay paused")
-        if not names:
-            self._ctx.control.delete_one({"_id": PAUSE_ID})
-        else:
-            self._ctx.control.update_one({"_id": PAUSE_ID}, {"$pull": {"types": {"$in": names}}})
-            self._ctx.control.delete_one({"_id": PAUSE_ID, "all": False, "types": []})
-        state = self.paused()
-        self._audit.record_action("resume", [], reason=reason, actor=actor,
-                           event_type=EventType.RESUMED.value, types=names or "all",
-                           still_paused=list(state.types) or None)
+        if not before.active or (names and not set(names) & set(before.types)):
+            return before
+        run = self._audit.begin("resume", reason=reason, actor=actor,
+                                event_type=EventType.RESUMED.value, types=names or "all",
+                                command=command)
+        with run:
+            if not names:
+                self._ctx.control.delete_one({"_id": PAUSE_ID})
+            else:
+                self._ctx.control.update_one({"_id": PAUSE_ID},
+                                             {"$pull": {"types": {"$in": names}}})
+                self._ctx.control.delete_one({"_id": PAUSE_ID, "all": False, "types": []})
+            state = self.paused()
+            run.finish("done", still_paused=list(state.types) or None)
         return state
 
 

@@ -19,12 +19,12 @@ malformed id or value -> `InvalidArgument`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pymongo import ReturnDocument
+from pymongo import DeleteOne, ReturnDocument
 
 from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.context import QueueContext
@@ -81,13 +81,15 @@ class ActionResult:
                 "status": self.status, "detail": to_jsonable(self.detail)}
 
 
-@dataclass(frozen=True)
+@dataclass
 class RedriveReport:
     """The dead-lettered activities a redrive moved (or, dry run, would move)."""
 
     dry_run: bool
     activities: list[dict[str, Any]]
     stale_records: int  # dead-letter records whose activity is no longer dead_letter
+    interrupted: bool = False  # stopped between batches by a signal
+    last_id: uuid.UUID | None = None
 
     @property
     def count(self) -> int:
@@ -96,7 +98,8 @@ class RedriveReport:
     def to_json(self) -> dict[str, Any]:
         return {"action": "redrive", "dry_run": self.dry_run, "count": self.count,
                 "activities": to_jsonable(self.activities),
-                "stale_records": self.stale_records}
+                "stale_records": self.stale_records, "interrupted": self.interrupted,
+                "last_id": str(self.last_id) if self.last_id else None}
 
 
 class Operator:
@@ -118,13 +121,7 @@ class Operator:
 
         A running activity is refused: its worker holds the lease.
         """
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            # No claim ended it: an earlier claim's late acknowledgement is a lost claim.
-            return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
-                             "last_outcome": "cancelled"}, "$unset": {"last_lease_id": ""}}
-        return self._act("cancel", activity_id, CANCELLABLE, EventType.CANCELLED, update,
-                         lambda doc: {"previous_status": doc["status"]},
-                         note=_note(reason, actor), expect=expect)
+        return self._planned("cancel", activity_id, {}, reason, actor, expect)
 
     def retry(self, activity_id: uuid.UUID | str, reason: str | None = None,
               actor: str | None = None, *, expect: Expect = None) -> ActionResult:
@@ -134,14 +131,11 @@ class Operator:
         activity the dead-letter record is removed after the activity update
         (see `_drop_dead_letter_record` for why in that order).
         """
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"status": Status.PENDING.value, "retry_count": 0},
-                    "$unset": dict(RESTART_UNSET)}
         result, before = self._act_with_before(
-            "retry", activity_id, RETRYABLE, EventType.RETRIED, update,
-            lambda doc: {"previous_status": doc["status"],
-                         "previous_retry_count": doc.get("retry_count", 0)},
-            note=_note(reason, actor), expect=expect)
+            "retry", activity_id, RETRYABLE, EventType.RETRIED,
+            lambda doc, now: plan_state("retry", doc, now, {}),
+            lambda doc: plan_detail("retry", doc, {}), note=_note(reason, actor),
+            expect=expect)
         if before["status"] == Status.DEAD_LETTER.value:
             self.drop_dead_letter_record(before)
         return result
@@ -149,25 +143,14 @@ class Operator:
     def run_now(self, activity_id: uuid.UUID | str, reason: str | None = None,
                 actor: str | None = None, *, expect: Expect = None) -> ActionResult:
         """scheduled -> pending now (skips a delay or a retry back-off)."""
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"status": Status.PENDING.value}, "$unset": {"scheduled_at": ""}}
-        return self._act("run-now", activity_id, (Status.SCHEDULED,), EventType.RUN_NOW, update,
-                         lambda doc: {"previous_scheduled_at": doc.get("scheduled_at")},
-                         note=_note(reason, actor), expect=expect)
+        return self._planned("run-now", activity_id, {}, reason, actor, expect)
 
     def reschedule(self, activity_id: uuid.UUID | str, at: datetime,
                    reason: str | None = None, actor: str | None = None, *,
                    expect: Expect = None) -> ActionResult:
         """pending or scheduled -> scheduled at `at` (timezone-aware, in the future)."""
-        at = self.future_time(at)
-
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": at}}
-        return self._act("reschedule", activity_id, WAITING, EventType.RESCHEDULED, update,
-                         lambda doc: {"previous_status": doc["status"],
-                                      "previous_scheduled_at": doc.get("scheduled_at"),
-                                      "scheduled_at": at},
-                         note=_note(reason, actor), expect=expect)
+        return self._planned("reschedule", activity_id, {"at": self.future_time(at)}, reason,
+                             actor, expect)
 
     def future_time(self, at: datetime) -> datetime:
         if not isinstance(at, datetime) or at.tzinfo is None:
@@ -182,13 +165,15 @@ class Operator:
                      reason: str | None = None, actor: str | None = None, *,
                      expect: Expect = None) -> ActionResult:
         """pending or scheduled -> the new priority (the event has the old and the new)."""
-        new = Priority.parse(priority)
+        return self._planned("set-priority", activity_id, {"priority": Priority.parse(priority)},
+                             reason, actor, expect)
 
-        def update(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
-            return {"$set": {"priority": int(new)}}
-        return self._act("set-priority", activity_id, WAITING, EventType.PRIORITY_CHANGED,
-                         update, lambda doc: {"old_priority": doc.get("priority"),
-                                              "new_priority": int(new)},
+    def _planned(self, action: str, activity_id: uuid.UUID | str, params: dict[str, Any],
+                 reason: str | None, actor: str | None, expect: Expect) -> ActionResult:
+        """One activity through the action's plan (`plan_state`, `plan_detail`)."""
+        return self._act(action, activity_id, PLAN_STATUSES[action], ACTION_EVENTS[action],
+                         lambda doc, now: plan_state(action, doc, now, params),
+                         lambda doc: plan_detail(action, doc, params),
                          note=_note(reason, actor), expect=expect)
 
     def delete(self, activity_id: uuid.UUID | str, reason: str | None = None,
@@ -231,7 +216,9 @@ class Operator:
     def redrive(self, types: Iterable[str] | None = None, *, dry_run: bool = False,
                 ids: Iterable[uuid.UUID | str] | None = None,
                 limit: int | None = None, reason: str | None = None,
-                actor: str | None = None) -> RedriveReport:
+                actor: str | None = None, should_stop: Callable[[], bool] | None = None,
+                on_batch: Callable[[int], None] | None = None,
+                command: str | None = None) -> RedriveReport:
         """Every dead-lettered activity (of `types`, if given) back to pending.
 
         The activity documents are the truth (status dead_letter), not the
@@ -241,7 +228,12 @@ class Operator:
         done twice. `ids` limits it to those activities (what a preview
         showed and the operator confirmed). Records left by an interrupted retry or redrive (their
         activity is no longer dead_letter) are removed as well.
+
+        Batched (batches.py) and audited before acting, like `BulkActions.apply`;
+        `should_stop` is asked between batches.
         """
+        from runnerq_cli.backend.batches import BATCH_SIZE, Batches
+
         type_list = [t for t in (types or ()) if t]
         query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
         if type_list:
@@ -252,30 +244,44 @@ class Operator:
         cursor = self._ctx.activities.find(query, projection).sort([("completed_at", 1)])
         if limit is not None:
             cursor = cursor.limit(limit)
-        found = list(cursor)
-        moved: list[dict[str, Any]] = []
-        for doc in found:
-            summary = {"id": doc["_id"], "activity_type": doc.get("activity_type"),
-                       "retry_count": doc.get("retry_count", 0),
-                       "dead_lettered_at": doc.get("completed_at"),
-                       "last_error": doc.get("last_error")}
-            if dry_run:
-                moved.append(summary)
-                continue
-            changed = self.redrive_one(doc["_id"], reason=reason, actor=actor)
-            if changed is not None:
-                self.drop_dead_letter_record(changed)
-                moved.append(summary)
+        found = list(cursor.batch_size(2000))
+        summaries = {doc["_id"]: {"id": doc["_id"], "activity_type": doc.get("activity_type"),
+                                  "retry_count": doc.get("retry_count", 0),
+                                  "dead_lettered_at": doc.get("completed_at"),
+                                  "last_error": doc.get("last_error")} for doc in found}
         stale = self._stale_dead_letter_records(type_list)
-        if not dry_run:
-            for record in stale:
-                self._ctx.dead_letter.delete_one(
-                    {"_id": record["_id"], "failed_at": record.get("failed_at")})
-            if moved:
-                self._audit.record_action(
-                    "redrive", [m["id"] for m in moved], reason=reason, actor=actor,
-                    types=type_list or None)
-        return RedriveReport(dry_run, moved, len(stale))
+        if dry_run:
+            return RedriveReport(True, list(summaries.values()), len(stale))
+        moved: list[dict[str, Any]] = []
+        report = RedriveReport(False, moved, len(stale))
+        if not found and not stale:
+            return report
+        run = self._audit.begin("redrive", reason=reason, actor=actor,
+                                types=type_list or None, selected=len(found), command=command)
+        note = _note(reason, actor or run.doc["detail"]["actor"])
+        batches = Batches(self._ctx)
+        order = [doc["_id"] for doc in found]
+        with run:
+            for start in range(0, len(order), BATCH_SIZE):
+                if should_stop is not None and should_stop():
+                    report.interrupted = True
+                    break
+                chunk = order[start:start + BATCH_SIZE]
+                done = batches.run("redrive", chunk, note=note)
+                moved.extend(summaries[r.activity_id] for r in done.applied)
+                report.last_id = chunk[-1]
+                run.progress([r.activity_id for r in done.applied], last_id=str(chunk[-1]),
+                             redriven=len(moved))
+                if on_batch is not None:
+                    on_batch(len(moved))
+            if stale and not report.interrupted:
+                self._ctx.dead_letter.bulk_write(
+                    [DeleteOne({"_id": r["_id"], "failed_at": r.get("failed_at")})
+                     for r in stale], ordered=False)
+            run.finish("interrupted" if report.interrupted else "done", redriven=len(moved),
+                       stale_records_removed=0 if report.interrupted else len(stale),
+                       last_id=str(report.last_id) if report.last_id else None)
+        return report
 
     def redrive_one(self, aid: uuid.UUID, *, reason: str | None = None,
                      actor: str | None = None) -> dict[str, Any] | None:
@@ -340,28 +346,49 @@ class Operator:
 
     def purge(self, *, limits: dict[str, int] | None = None, batch: int = PURGE_BATCH,
               reason: str | None = None, actor: str | None = None,
-              audit: bool = False) -> dict[str, int]:
+              audit: bool = False, should_stop: Callable[[], bool] | None = None,
+              on_batch: Callable[[int], None] | None = None,
+              command: str | None = None) -> dict[str, int]:
         """Apply retention now (queue.purge_expired) until nothing is left to purge.
 
         `limits` caps each kind ("completed", "failed") at what an operator was
         shown and confirmed (`purge_preview`), so activities that age out in
-        between are left for the next purge.
+        between are left for the next purge. With `audit`, the record is written
+        before the first delete and updated per batch; `should_stop` is asked
+        between batches (then `PurgeInterrupted` carries the counts so far).
         """
         total = {"completed": 0, "failed": 0}
-        for kind in total:
-            remaining = limits.get(kind, 0) if limits is not None else None
-            while remaining is None or remaining > 0:
-                size = batch if remaining is None else min(batch, remaining)
-                done = self._maintenance.purge_expired(
-                    limit=size, kinds=(kind,))[kind]
-                total[kind] += done
-                if remaining is not None:
-                    remaining -= done
-                if done < size:
-                    break
-        if audit and sum(total.values()):
-            self._audit.record_action("purge", [], reason=reason, actor=actor,
-                               count=sum(total.values()), purged=total)
+        run = None
+        if audit:
+            run = self._audit.begin("purge", reason=reason, actor=actor, limits=limits,
+                                    command=command)
+        try:
+            for kind in total:
+                remaining = limits.get(kind, 0) if limits is not None else None
+                while remaining is None or remaining > 0:
+                    if should_stop is not None and should_stop():
+                        raise PurgeInterrupted(total)
+                    size = batch if remaining is None else min(batch, remaining)
+                    done = self._maintenance.purge_expired(limit=size, kinds=(kind,))[kind]
+                    total[kind] += done
+                    if remaining is not None:
+                        remaining -= done
+                    if run is not None:
+                        run.progress(count=done, purged=total)
+                    if on_batch is not None:
+                        on_batch(sum(total.values()))
+                    if done < size:
+                        break
+        except PurgeInterrupted:
+            if run is not None:
+                run.finish("interrupted", purged=total)
+            raise
+        except BaseException as exc:
+            if run is not None:
+                run.__exit__(type(exc), exc, None)
+            raise
+        if run is not None:
+            run.finish("done", purged=total)
         return total
 
     # ---------------------------------------------------------------- helpers
@@ -419,6 +446,95 @@ class Operator:
         if action not in methods:
             raise InvalidArgument(f"unknown action {action!r}: use one of {', '.join(methods)}")
         return methods[action]
+
+
+# ------------------------------------------------------------- action plans
+# What each state-changing action writes, from the document as read: one definition,
+# used by the one-activity methods above and by the batches (batches.py).
+
+ACTION_EVENTS: dict[str, EventType] = {
+    "cancel": EventType.CANCELLED, "retry": EventType.RETRIED, "run-now": EventType.RUN_NOW,
+    "reschedule": EventType.RESCHEDULED, "set-priority": EventType.PRIORITY_CHANGED,
+    "redrive": EventType.REDRIVEN,
+}
+PLAN_STATUSES: dict[str, tuple[Status, ...]] = {**ACTION_STATUSES,
+                                                "redrive": (Status.DEAD_LETTER,)}
+
+
+def plan_state(action: str, doc: dict[str, Any], now: datetime,
+               params: dict[str, Any]) -> dict[str, Any]:
+    """The state update of `action` on `doc` (no outbox part)."""
+    if action == "cancel":
+        # No claim ended it: an earlier claim's late acknowledgement is a lost claim.
+        return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
+                         "last_outcome": "cancelled"}, "$unset": {"last_lease_id": ""}}
+    if action in ("retry", "redrive"):
+        return {"$set": {"status": Status.PENDING.value, "retry_count": 0},
+                "$unset": dict(RESTART_UNSET)}
+    if action == "run-now":
+        return {"$set": {"status": Status.PENDING.value}, "$unset": {"scheduled_at": ""}}
+    if action == "reschedule":
+        return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": params["at"]}}
+    if action == "set-priority":
+        return {"$set": {"priority": int(params["priority"])}}
+    raise InvalidArgument(f"unknown action {action!r}")
+
+
+def plan_detail(action: str, doc: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The event detail of `action` on `doc` (the "previous" values)."""
+    if action == "cancel":
+        return {"previous_status": doc["status"]}
+    if action in ("retry", "redrive"):
+        return {"previous_status": doc["status"],
+                "previous_retry_count": doc.get("retry_count", 0)}
+    if action == "run-now":
+        return {"previous_scheduled_at": doc.get("scheduled_at")}
+    if action == "reschedule":
+        return {"previous_status": doc["status"],
+                "previous_scheduled_at": doc.get("scheduled_at"), "scheduled_at": params["at"]}
+    if action == "set-priority":
+        return {"old_priority": doc.get("priority"), "new_priority": int(params["priority"])}
+    raise InvalidArgument(f"unknown action {action!r}")
+
+
+def plan_update(action: str, doc: dict[str, Any], now: datetime, params: dict[str, Any],
+                note: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(the whole update with its outbox event, the event's detail, the event)."""
+    info = {k: v for k, v in {**plan_detail(action, doc, params), **note}.items()
+            if v is not None}
+    event = new_event(doc["_id"], doc.get("activity_type"), ACTION_EVENTS[action].value, now,
+                      OPERATOR, **info)
+    state = plan_state(action, doc, now, params)
+    update = merge_updates(state, outbox_update(now, _kept_steps(doc, state, event)))
+    return update, info, event
+
+
+def fence_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """The filter that makes an update apply only to `doc` as it was read.
+
+    Status, priority, retry count, completion time and lease: a claim, an
+    acknowledgement or another operator's change in between moves one of
+    them, and the update then matches nothing (the activity is left alone).
+    """
+    fence = {"_id": doc["_id"], "status": doc.get("status"), "priority": doc.get("priority"),
+             "completed_at": doc.get("completed_at"), "lease_id": doc.get("lease_id")}
+    if "retry_count" in doc:
+        fence["retry_count"] = doc["retry_count"]
+    return fence
+
+
+def check_expected(before: dict[str, Any], action: str, aid: uuid.UUID,
+                   allowed: list[str], expect: Expect) -> None:
+    """`_check` for other modules: WrongState or Changed, else nothing."""
+    _check(before, action, aid, allowed, expect)
+
+
+class PurgeInterrupted(Exception):
+    """A purge stopped between batches (a signal); `counts` is what it deleted."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        super().__init__("purge interrupted")
+        self.counts = counts
 
 
 class Changed(WrongState):

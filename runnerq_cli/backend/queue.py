@@ -56,6 +56,7 @@ ACTIVITY_TYPE_MAX = 200
 # younger, its enqueue may still be inserting the activity.
 ORPHAN_KEY_GRACE = timedelta(seconds=60)
 DUPLICATE_KEY = 11000
+ENQUEUE_CHUNK = 500  # activities per insert_many of enqueue_many
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
@@ -164,11 +165,16 @@ class ActivityQueue:
         if plain:
             docs = [doc for _, doc in plain]
             failed: dict[int, Exception] = {}
-            try:
-                self._ctx.activities.insert_many(docs, ordered=False)
-            except BulkWriteError as exc:
-                for error in exc.details.get("writeErrors", []):
-                    failed[error["index"]] = InvalidArgument(error.get("errmsg", "rejected"))
+            # Any length: written ENQUEUE_CHUNK at a time (one insert_many each), so a
+            # long list never becomes one command a slow server times out on.
+            for start in range(0, len(docs), ENQUEUE_CHUNK):
+                try:
+                    self._ctx.activities.insert_many(docs[start:start + ENQUEUE_CHUNK],
+                                                     ordered=False)
+                except BulkWriteError as exc:
+                    for error in exc.details.get("writeErrors", []):
+                        failed[start + error["index"]] = InvalidArgument(
+                            error.get("errmsg", "rejected"))
             for position, (index, doc) in enumerate(plain):
                 out[index] = failed.get(position) or EnqueueResult(doc["_id"], True, doc["status"])
         return [r for r in out if r is not None]

@@ -58,7 +58,11 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
 
 def spec_from_line(text: str | bytes, defaults: dict[str, Any]) -> ActivitySpec:
     """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
-    data = values.json_value(text, "")
+    return spec_from_data(values.json_value(text, ""), defaults)
+
+
+def spec_from_data(data: Any, defaults: dict[str, Any]) -> ActivitySpec:
+    """A decoded NDJSON line (see `spec_from_line`) into an ActivitySpec."""
     if not isinstance(data, dict):
         raise InvalidArgument("expected a JSON object per line")
     # A `dlq export` line's provenance fields are ignored; any other unknown one is a typo.

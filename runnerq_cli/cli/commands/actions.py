@@ -67,6 +67,9 @@ DRY_RUN_OPT = typer.Option(False, "--dry-run", help=DRY_RUN_HELP)
 YES_OPT = typer.Option(False, "--yes", "-y", help=YES_HELP)
 REASON_OPT = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP)
 ACTOR_OPT = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP)
+BATCH_OPT = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
+                         help="Activities per batch (one read and one write each; the audit "
+                              "record is updated after each).")
 
 
 @dataclass
@@ -87,6 +90,7 @@ class Request:
     reason: str | None = None
     actor: str | None = None
     output: OutputFormat = OutputFormat.TEXT
+    batch_size: int = 500
 
 
 # ----------------------------------------------------------------- parsing
@@ -134,16 +138,59 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
     """Parse, (preview, confirm,) act, print; returns the exit code."""
     flt = _filter(req)
     _check_request(req, flt)
-    backend = state(ctx).backend()
+    backend = existing_backend(ctx)
+    command = command_line(ctx)
     if req.ids:
         from runnerq_cli.cli.ids import activity_ids
 
         req.ids = activity_ids(backend, req.ids)  # id prefixes, all resolved before acting
-        return _by_ids(backend, action, req, params)
-    return _by_filter(backend, action, req, flt, params)
+        return _by_ids(backend, action, req, params, command)
+    return _by_filter(backend, action, req, flt, params, command)
 
 
-def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any]) -> int:
+def command_line(ctx: typer.Context) -> str:
+    """The command as recorded in the audit: its path and the options given (no root
+    options, so never a URI or a password)."""
+    parts = [ctx.command_path]
+    for name, value in ctx.params.items():
+        if value in (None, False, [], ()) or name == "output":
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name in ("ids", "args"):
+            parts.extend(str(v) for v in value)
+        elif value is True:
+            parts.append(flag)
+        elif isinstance(value, list | tuple):
+            parts.extend(f"{flag}={v}" for v in value)
+        else:
+            parts.append(f"{flag}={value}")
+    return " ".join(parts)
+
+
+def existing_backend(ctx: typer.Context, *, create: bool = False,
+                      create_flag: str | None = None) -> RunnerQ:
+    """The backend, once its queue is known to exist (a misspelt queue: exit 4)."""
+    from runnerq_cli.backend.connection import translate_errors
+    from runnerq_cli.backend.existence import require_queue
+
+    backend = state(ctx).backend()
+    with translate_errors(backend.settings.uri):
+        require_queue(backend.db, backend.queue, create=create, create_flag=create_flag)
+    return backend
+
+
+def _interrupted_line(action: str, done: int, total: int, skipped: int,
+                      last: Any) -> str:
+    return (f"interrupted: {action} stopped after {done + skipped} of {total} "
+            f"({done} applied, {skipped} skipped); last id reached {last}; "
+            "the audit record says so; run the same command again to go on")
+
+
+def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
+            command: str) -> int:
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.progress import BulkProgress
+
     if req.dry_run:
         rows = backend.preview_ids(action, req.ids)
         if req.output is not OutputFormat.TEXT:
@@ -154,7 +201,10 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any])
                 verdict = f"would {action}" if row["eligible"] else f"skip ({row['reason']})"
                 typer.echo(f"{verdict}: {row['id']}")
         return int(ExitCode.OK)
-    report = backend.apply(action, req.ids, reason=req.reason, actor=req.actor, **params)
+    with stop_on_signal() as stop, BulkProgress(action, len(req.ids)) as bar:
+        report = backend.apply(action, req.ids, reason=req.reason, actor=req.actor,
+                               should_stop=stop.is_set, on_batch=lambda r: bar.update(r.reached),
+                               command=command, batch_size=req.batch_size, **params)
     rows: list[dict[str, Any]] = []
     for outcome in report.outcomes:
         if isinstance(outcome, tuple):
@@ -168,11 +218,17 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any])
             typer.echo(_describe(outcome))
     if req.output is not OutputFormat.TEXT:
         emit(req.output, rows)
+    if report.interrupted:
+        error_line(_interrupted_line(action, len(report.applied), report.selected,
+                                     len(report.skipped), report.last_id))
     return report.exit_code()
 
 
 def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
-               params: dict[str, Any]) -> int:
+               params: dict[str, Any], command: str) -> int:
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.progress import BulkProgress
+
     if req.max_count is None and not req.dry_run:
         matched = backend.select(action, flt, 1).matched  # counts; reads one document
         raise InvalidArgument(f"{matched} activities match this filter: give --max N "
@@ -188,8 +244,14 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
         if sys.stdin.isatty() and req.output is OutputFormat.TEXT:
             _print_selection(selection, req.output, dry_run=False)
         confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
-    report = backend.apply(action, selection, reason=req.reason, actor=req.actor, **params)
+    with stop_on_signal() as stop, BulkProgress(action, len(selection.ids)) as bar:
+        report = backend.apply(action, selection, reason=req.reason, actor=req.actor,
+                               should_stop=stop.is_set, on_batch=lambda r: bar.update(r.reached),
+                               command=command, batch_size=req.batch_size, **params)
     _print_report(report, selection, req.output)
+    if report.interrupted:
+        error_line(_interrupted_line(action, len(report.applied), report.selected,
+                                     len(report.skipped), report.last_id))
     return report.exit_code()
 
 
@@ -232,7 +294,8 @@ def _print_report(report: BulkReport | None, selection: Selection,
     """Matched, applied and skipped (each skip with its reason)."""
     data = (report.to_json() if report is not None else
             {"action": selection.action, "matched": selection.matched, "selected": 0,
-             "applied": 0, "skipped": 0, "results": [], "skips": []})
+             "applied": 0, "skipped": 0, "interrupted": False, "last_id": None,
+             "results": [], "skips": []})
     data["filter"] = selection.filter.to_json()
     if output is OutputFormat.JSON:
         emit(output, data)
@@ -320,9 +383,10 @@ def _filter_command(action: str, summary: str) -> Callable[..., None]:
         worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
         dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
         actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+        batch_size: int = BATCH_OPT,
     ) -> None:
         req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                      max_count, dry_run, yes, reason, actor, output)
+                      max_count, dry_run, yes, reason, actor, output, batch_size)
         raise typer.Exit(_run(ctx, action, req))
 
     command.__doc__ = summary
@@ -353,11 +417,12 @@ def reschedule(
     worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
 ) -> None:
     """Schedule pending or scheduled activities to run at a time."""
     when = _when(at, delay)
     req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
+                  max_count, dry_run, yes, reason, actor, output, batch_size)
     raise typer.Exit(_run(ctx, "reschedule", req, at=when))
 
 
@@ -373,6 +438,7 @@ def set_priority(
     worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
 ) -> None:
     """Change the priority of pending or scheduled activities."""
     from runnerq_cli.backend.models import Priority
@@ -380,17 +446,18 @@ def set_priority(
     *ids, priority = args
     Priority.parse(priority)  # a bad priority is refused before anything is read
     req = Request(ids, status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output)
+                  max_count, dry_run, yes, reason, actor, output, batch_size)
     raise typer.Exit(_run(ctx, "set-priority", req, priority=priority))
 
 
 def _audited_backend(ctx: typer.Context, reason: str | None, actor: str | None) -> Any:
-    """The backend, once --reason and --actor (recorded in the audit) are checked."""
+    """The backend, once --reason and --actor (recorded in the audit) are checked and the
+    queue is known to exist."""
     from runnerq_cli.backend.audit import check_text
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
-    return state(ctx).backend()
+    return existing_backend(ctx)
 
 
 def redrive(
@@ -401,6 +468,9 @@ def redrive(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.progress import BulkProgress
+
     backend = _audited_backend(ctx, reason, actor)
     report = backend.redrive(types, dry_run=True)
     if not dry_run and (report.count or report.stale_records):
@@ -408,17 +478,25 @@ def redrive(
             confirm(f"Redrive {report.count} dead-lettered activities?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
-        report = backend.redrive(types, ids=[a["id"] for a in report.activities],
-                                 reason=reason, actor=actor)
+        with stop_on_signal() as stop, BulkProgress("redrive", report.count) as bar:
+            report = backend.redrive(types, ids=[a["id"] for a in report.activities],
+                                     reason=reason, actor=actor, should_stop=stop.is_set,
+                                     on_batch=bar.update, command=command_line(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
-        return
-    verb = "would redrive" if dry_run else "redrove"
-    for item in report.activities:
-        typer.echo(f"{verb}: {item['id']} ({item['activity_type']})")
-    typer.echo(f"{verb} {report.count} activities"
-               + (f"; {report.stale_records} stale dead-letter records "
-                  f"{'would be ' if dry_run else ''}removed" if report.stale_records else ""))
+    else:
+        verb = "would redrive" if dry_run else "redrove"
+        for item in report.activities:
+            typer.echo(f"{verb}: {item['id']} ({item['activity_type']})")
+        typer.echo(f"{verb} {report.count} activities"
+                   + (f"; {report.stale_records} stale dead-letter records "
+                      f"{'would be ' if dry_run else ''}removed"
+                      if report.stale_records and not report.interrupted else ""))
+    if report.interrupted:
+        error_line(f"interrupted: redrive stopped after {report.count} activities; last id "
+                   f"reached {report.last_id}; the audit record says so; run the same "
+                   "command again to go on")
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 def purge(
@@ -427,20 +505,36 @@ def purge(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Apply retention now: delete terminal activities past it, with results and events."""
+    from runnerq_cli.backend.operator import PurgeInterrupted
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.progress import BulkProgress
+
     backend = _audited_backend(ctx, reason, actor)
     counts = backend.purge_preview()
+    interrupted = False
     if not dry_run and sum(counts.values()):
         confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
                  _purge_preview(counts, state(ctx).settings()))
-        counts = backend.purge(limits=counts, reason=reason, actor=actor,
-                               audit=True)  # no more than was confirmed
-    data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values())}
+        try:
+            with stop_on_signal() as stop, BulkProgress("purge", sum(counts.values())) as bar:
+                counts = backend.purge(limits=counts, reason=reason, actor=actor,
+                                       audit=True, should_stop=stop.is_set,
+                                       on_batch=bar.update,
+                                       command=command_line(ctx))  # no more than confirmed
+        except PurgeInterrupted as stopped:
+            counts, interrupted = stopped.counts, True
+    data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values()),
+            "interrupted": interrupted}
     if output is not OutputFormat.TEXT:
         emit(output, data)
-        return
-    verb = "would purge" if dry_run else "purged"
-    typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} completed, "
-               f"{counts.get('failed', 0)} failed, dead-lettered or cancelled)")
+    else:
+        verb = "would purge" if dry_run else "purged"
+        typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} "
+                   f"completed, {counts.get('failed', 0)} failed, dead-lettered or cancelled)")
+    if interrupted:
+        error_line(f"interrupted: purge stopped after {data['total']} activities; the audit "
+                   "record says so; run the same command again to go on")
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 COMMANDS = (("cancel", cancel), ("retry", retry), ("run-now", run_now),

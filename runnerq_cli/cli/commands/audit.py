@@ -29,7 +29,8 @@ def audit(
     limit: int = typer.Option(100, "--limit", min=1, max=10000, help="At most this many."),
     output: OutputFormat = output_option(),
 ) -> None:
-    """Who did what, when and why: operator actions with their activity ids."""
+    """Who did what, when and why: operator actions with their activity ids. A run that was
+    stopped midway (a signal, a crash) is shown INTERRUPTED with how far it got."""
     from runnerq_cli import values
 
     when = values.time(since, "--since") if since else None
@@ -45,33 +46,41 @@ def audit(
     if not entries:
         typer.echo("no operator actions recorded")
         return
-    for entry in entries:
-        typer.echo(_line(entry))
+    for entry, record in zip(entries, records, strict=True):
+        typer.echo(_line(entry.timestamp, record))
 
 
-def _line(entry: Any) -> str:
-    """One action, one line: every recorded value escaped, so none can forge a second line."""
+def _line(when: Any, entry: dict[str, Any]) -> str:
+    """One record as one line; every recorded text through literal() (never two lines)."""
     from runnerq_cli.cli.tables import unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
     from runnerq_cli.literal import literal
 
-    ids = [literal(i) for i in entry.ids]
+    detail = entry["detail"]
+    ids = [literal(i) for i in entry["ids"]]
     prefixes = unique_prefixes(ids)
     shown = ", ".join(prefixes[i] for i in ids[:5]) + (
         f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
-    types = entry.detail.get("types")
-    if isinstance(types, list | tuple):
-        types = ",".join(literal(t) for t in types)
-    parts = [stamp(entry.timestamp), f"{literal(entry.action):<12}",
-             literal(entry.actor, max_length=200) if entry.actor else "-",
-             f"count={entry.count}"]
+    extra = detail.get("types")
+    types = literal(extra, max_length=200) if isinstance(extra, str) else (
+        ",".join(literal(t) for t in extra) if isinstance(extra, list) else None)
+    who = literal(entry["actor"] or "-", max_length=200)
+    if detail.get("os_user"):
+        who += f" (os {literal(detail['os_user'])}@{literal(detail.get('host') or '?')})"
+    state = entry.get("state") or "done"
+    text = f"{stamp(when)}  {literal(entry['action']):<12} {who}  count={entry['count']}"
+    if state != "done":
+        text += f"  {literal(state).upper()}"
+        if detail.get("last_id") or detail.get("last_line"):
+            text += (f" (last id {literal(detail['last_id'])})" if detail.get("last_id")
+                     else f" (last line {literal(detail['last_line'])})")
     if types:
-        parts.append(f"types={literal(types, max_length=200)}")
-    if entry.reason:
-        parts.append(f"reason='{literal(entry.reason, max_length=500)}'")
+        text += f"  types={types}"
+    if entry["reason"]:
+        text += f"  reason='{literal(entry['reason'], max_length=500)}'"
     if ids:
-        parts.append(f"ids: {shown}")
-    return "  ".join(parts)
+        text += f"  ids: {shown}"
+    return text
 
 
 def register(app: typer.Typer) -> None:

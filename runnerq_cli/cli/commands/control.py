@@ -11,20 +11,22 @@ import typer
 
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
-from runnerq_cli.cli.state import state
 
 TYPES_HELP = "Only this activity type (repeatable) [default: the whole queue]."
 
 
 def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str | None,
-            actor: str | None, output: OutputFormat) -> None:
+            actor: str | None, output: OutputFormat, create: bool = False) -> None:
     from runnerq_cli.backend.audit import check_text
+    from runnerq_cli.cli.commands.actions import command_line, existing_backend
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
-    backend = state(ctx).backend()
+    # A misspelt queue is refused (exit 4), not created; pausing a new queue needs --create.
+    backend = existing_backend(ctx, create=create,
+                                create_flag="--create" if verb == "pause" else None)
     method = backend.pause if verb == "pause" else backend.resume
-    paused = method(types or None, reason=reason, actor=actor)
+    paused = method(types or None, reason=reason, actor=actor, command=command_line(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "types": types or [], **paused.to_json()})
         return
@@ -44,10 +46,13 @@ def pause(
     actor: str | None = typer.Option(None, "--actor", metavar="NAME",
                                      help="Who (recorded) [default: the operating-system "
                                           "user]."),
+    create: bool = typer.Option(False, "--create",
+                                help="Pause a queue that does not exist yet (no activities "
+                                     "collection); without it, that is refused (exit 4)."),
     output: OutputFormat = output_option(),
 ) -> None:
     """Stop workers claiming from the queue (or these types); running work finishes."""
-    _change(ctx, "pause", types, reason, actor, output)
+    _change(ctx, "pause", types, reason, actor, output, create)
 
 
 def resume(
@@ -61,7 +66,8 @@ def resume(
                                           "user]."),
     output: OutputFormat = output_option(),
 ) -> None:
-    """Let workers claim again (everything, or these paused types)."""
+    """Let workers claim again (everything, or these paused types). With nothing to resume,
+    nothing is written (no audit record)."""
     _change(ctx, "resume", types, reason, actor, output)
 
 

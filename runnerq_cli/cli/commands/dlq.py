@@ -18,7 +18,9 @@ from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.dlq import ImportLine, ImportOutcome
+    from collections.abc import Iterator
+
+    from runnerq_cli.backend.dlq import ImportLine, ImportOutcome, ImportReport
 
 dlq_app = typer.Typer(help="Export and import dead-lettered activities.", no_args_is_help=True)
 
@@ -71,41 +73,68 @@ def export(
                      + (f" to {out_file}\n" if tmp is not None else "\n"))
 
 
-def _parse_lines(path: str) -> list[ImportLine]:
-    """Each non-blank line: its spec and original id, or why it is invalid."""
-    from runnerq_cli.backend.dlq import ImportLine
-    from runnerq_cli.backend.models import parse_activity_id
-    from runnerq_cli.backend.specs import spec_from_line
+def read_lines(path: str, what: str = "FILE") -> Iterator[tuple[int, bytes | None]]:
+    """The lines of `path` (- is stdin) one at a time, as bytes: memory stays bounded.
 
-    try:
-        if path == "-":
-            texts = sys.stdin.read().splitlines()
-        else:
-            with open(path, encoding="utf-8") as handle:
-                texts = handle.read().splitlines()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InvalidArgument(f"{path} is not UTF-8 text") from None
-    items: list[ImportLine] = []
-    for number, text in enumerate(texts, start=1):
-        if not text.strip():
-            continue
-        original = None
+    A line longer than values.PAYLOAD_TEXT_MAX is skipped to its end and
+    given as None (refused alone). The file is opened before the first line,
+    so a missing file is refused before anything is written.
+    """
+    from runnerq_cli import values
+
+    limit = values.PAYLOAD_TEXT_MAX
+    if path == "-":
+        handle = getattr(sys.stdin, "buffer", None) or sys.stdin
+        close = False
+    else:
+        values.readable_file(path, what)
         try:
-            data = json.loads(text)
-            if isinstance(data, dict) and data.get("original_id") is not None:
-                original = parse_activity_id(str(data["original_id"]))
-            items.append(ImportLine(number, original, spec_from_line(text, {})))
-        except (InvalidArgument, json.JSONDecodeError) as exc:
-            reason = f"malformed JSON: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
-                else str(exc)
-            items.append(ImportLine(number, original, error=reason))
-    return items
+            handle = open(path, "rb")  # noqa: SIM115 (closed below, after the generator)
+        except OSError as exc:
+            raise InvalidArgument(f"cannot read {path}: {exc.strerror or exc}") from None
+        close = True
+
+    def lines() -> Iterator[tuple[int, bytes | None]]:
+        try:
+            number = 0
+            while True:
+                chunk = handle.readline(limit + 1)
+                if not chunk:
+                    return
+                if isinstance(chunk, str):
+                    chunk = chunk.encode("utf-8", "surrogateescape")
+                number += 1
+                if len(chunk) > limit and not chunk.endswith(b"\n"):
+                    while chunk and not chunk.endswith(b"\n"):  # skip the rest of it
+                        chunk = handle.readline(limit + 1)
+                        if isinstance(chunk, str):
+                            chunk = chunk.encode("utf-8", "surrogateescape")
+                    yield number, None
+                    continue
+                yield number, chunk.rstrip(b"\r\n")
+        finally:
+            if close:
+                handle.close()
+
+    return lines()
 
 
-def _exit_code(outcomes: list[ImportOutcome]) -> int:
-    kinds = {o.outcome for o in outcomes}
+def _parse_lines(path: str) -> Iterator[ImportLine]:
+    """Each non-blank line: its spec and original id, or why it is refused (lazily)."""
+    from runnerq_cli import values
+    from runnerq_cli.backend.dlq import ImportLine, parse_import_line
+
+    for number, raw in read_lines(path):
+        if raw is None:
+            yield ImportLine(number, error=f"line longer than {values.PAYLOAD_TEXT_MAX} bytes")
+        elif raw.strip():
+            yield parse_import_line(number, raw)
+
+
+def _exit_code(report: ImportReport) -> int:
+    kinds = set(report.counts)
+    if report.interrupted:
+        return int(ExitCode.INTERRUPTED)
     if "invalid" in kinds:
         return int(ExitCode.USAGE)
     if "conflict" in kinds:
@@ -130,6 +159,16 @@ def import_(
     actor: str | None = typer.Option(None, "--actor", metavar="NAME",
                                      help="Who (recorded) [default: the operating-system "
                                           "user]."),
+    create: bool = typer.Option(False, "--create",
+                                help="Import into a queue that does not exist yet (no "
+                                     "activities collection); without it, that is refused "
+                                     "(exit 4)."),
+    batch_size: int = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
+                                   help="Lines per batch (a few commands each; the audit "
+                                        "record is updated after each)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="Print only the summary (and the refused lines on "
+                                    "stderr); no progress bar."),
     output: OutputFormat = output_option(),
 ) -> None:
     """Enqueue each exported line as a new activity (linked by metadata redriven_from to the
@@ -137,48 +176,83 @@ def import_(
 
     Exit codes: 0 every line done (or already done), 2 a line was invalid (the
     others were still imported), 4 --redrive: an original is not in this queue,
-    5 an idempotency conflict.
+    or the queue does not exist (without --create), 5 an idempotency conflict,
+    130 interrupted (Ctrl-C, SIGTERM) after the batch in progress: what was done
+    is printed and audited; the same command again goes on.
     """
     from runnerq_cli.backend.audit import check_text
+    from runnerq_cli.cli.commands.actions import command_line, existing_backend
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.progress import BulkProgress
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
-    items = _parse_lines(path)
-    backend = state(ctx).backend()
-    outcomes = backend.dlq_import(items, redrive=redrive, dry_run=dry_run, reason=reason,
-                                  actor=actor)
-    _print(outcomes, output, dry_run)
-    code = _exit_code(outcomes)
-    if code:
-        bad = sum(1 for o in outcomes if o.outcome in ("invalid", "conflict", "not_found"))
-        error_line(f"{bad} of {len(outcomes)} lines not imported")
+    items = _parse_lines(path)  # opens the file: a missing one is refused here
+    backend = existing_backend(ctx, create=create or dry_run, create_flag="--create")
+
+    def show(outcome: ImportOutcome) -> None:
+        if output is OutputFormat.JSONL:
+            emit(output, [outcome.to_json()])
+        elif output is OutputFormat.TEXT and not quiet:
+            typer.echo(_line_text(outcome))
+        elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
+            typer.echo(_line_text(outcome), err=True)
+
+    with stop_on_signal() as stop, BulkProgress("importing lines", None, quiet=quiet) as bar:
+        report = backend.dlq_import(
+            _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
+            actor=actor, should_stop=stop.is_set, on_outcome=show,
+            command=command_line(ctx), collect=output is OutputFormat.JSON,
+            batch_size=batch_size)
+    _summary(report, output)
+    code = _exit_code(report)
+    if report.interrupted:
+        error_line(f"interrupted: dlq import stopped after line {report.last_line} "
+                   f"({report.lines} lines done: {_counts_text(report.counts)}); the audit "
+                   "record says so; the same command again goes on without importing "
+                   "anything twice")
+    elif code:
+        bad = sum(n for k, n in report.counts.items()
+                  if k in ("invalid", "conflict", "not_found"))
+        error_line(f"{bad} of {report.lines} lines not imported")
     raise typer.Exit(code)
 
 
-def _print(outcomes: list[ImportOutcome], output: OutputFormat, dry_run: bool) -> None:
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
-    rows: list[dict[str, Any]] = [o.to_json() for o in outcomes]
+def _counting(items: Iterator[ImportLine], bar: Any) -> Iterator[ImportLine]:
+    """The lines, moving the progress bar (lines read; the total is not known ahead)."""
+    for count, item in enumerate(items, start=1):
+        if count % 100 == 0:
+            bar.update(count)
+        yield item
+
+
+def _line_text(o: ImportOutcome) -> str:
+    text = f"line {o.line}: {o.outcome.replace('_', ' ')}"
+    if o.id is not None:
+        text += f" {o.id}"
+    if o.original_id is not None and o.original_id != o.id:
+        text += f" (from {o.original_id})"
+    if o.reason:
+        text += f": {o.reason}"
+    return text
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items())) \
+        or "nothing to import"
+
+
+def _summary(report: ImportReport, output: OutputFormat) -> None:
     if output is OutputFormat.JSONL:
-        emit(output, rows)
         return
     if output is OutputFormat.JSON:
-        emit(output, {"lines": len(outcomes), "dry_run": dry_run, "counts": counts,
-                      "results": rows})
+        emit(output, {"lines": report.lines, "dry_run": report.dry_run,
+                      "counts": report.counts, "interrupted": report.interrupted,
+                      "last_line": report.last_line,
+                      "results": [o.to_json() for o in report.outcomes]})
         return
-    for o in outcomes:
-        text = f"line {o.line}: {o.outcome.replace('_', ' ')}"
-        if o.id is not None:
-            text += f" {o.id}"
-        if o.original_id is not None and o.original_id != o.id:
-            text += f" (from {o.original_id})"
-        if o.reason:
-            text += f": {o.reason}"
-        typer.echo(text)
-    summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items()))
-    typer.echo(f"{len(outcomes)} lines: {summary or 'nothing to import'}"
-               + (" (dry run: nothing written)" if dry_run else ""))
+    typer.echo(f"{report.lines} lines: {_counts_text(report.counts)}"
+               + (" (dry run: nothing written)" if report.dry_run else ""))
 
 
 def register(app: typer.Typer) -> None:

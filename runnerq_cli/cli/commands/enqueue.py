@@ -176,7 +176,7 @@ def _read_lines(source: str) -> list[bytes]:
 
 
 def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
-                 strict: bool, batch_size: int) -> BulkSummary:
+                 strict: bool, batch_size: int, quiet: bool = False) -> BulkSummary:
     """Validate every line, then write the valid ones in batches (none at all if strict)."""
     from runnerq_cli.backend.specs import spec_from_line
     from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, RunnerQError
@@ -196,8 +196,11 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
         return summary
     if not valid:
         return summary
+    from runnerq_cli.cli.progress import BulkProgress
+
     backend = backend_factory()
-    progress = _progress(len(valid))
+    progress = BulkProgress("enqueueing", len(valid), quiet=quiet)
+    written = 0
     try:
         for start in range(0, len(valid), batch_size):
             batch = valid[start:start + batch_size]
@@ -218,15 +221,14 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
                     summary.activities.append({"line": number, "id": str(result.activity_id),
                                                "created": result.created,
                                                "status": result.status})
-            if progress:
-                progress.advance(len(batch))
+            written += len(batch)
+            progress.update(written)
     except _Aborted as stop:
         summary.rejected.sort(key=lambda r: r["line"])
         stop.summary = summary
         raise
     finally:
-        if progress:
-            progress.close()
+        progress.close()
     summary.rejected.sort(key=lambda r: r["line"])
     return summary
 
@@ -238,29 +240,6 @@ class _Aborted(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.summary: BulkSummary | None = None
-
-
-class _Progress:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total: int) -> None:
-        from rich.progress import Progress
-
-        from runnerq_cli.cli.output import console
-
-        self._progress = Progress(console=console(stderr=True), transient=True)
-        self._progress.start()
-        self._task = self._progress.add_task("enqueueing", total=total)
-
-    def advance(self, n: int) -> None:
-        self._progress.advance(self._task, n)
-
-    def close(self) -> None:
-        self._progress.stop()
-
-
-def _progress(total: int) -> _Progress | None:
-    return _Progress(total) if sys.stderr.isatty() and total > 1 else None
 
 
 def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> None:
@@ -397,7 +376,7 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
 
     try:
         summary = enqueue_bulk(cli.backend, source, defaults, strict=strict,
-                               batch_size=batch_size)
+                               batch_size=batch_size, quiet=quiet)
     except _Aborted as stop:
         if stop.summary is not None and not stop.summary.activities:
             raise stop.cause from None  # nothing written yet: the plain error (exit 6)

@@ -1,0 +1,52 @@
+"""Stop a bulk command cleanly on Ctrl-C or SIGTERM: finish the batch, report, audit.
+
+    with stop_on_signal() as stop:
+        backend.apply(..., should_stop=stop.is_set)
+
+The first SIGINT or SIGTERM only sets the flag: the backend finishes the
+batch in progress, stops before the next one, records the run as
+interrupted in the audit with what it did, and the command prints that and
+exits 130 (ExitCode.INTERRUPTED). A second signal stops at once
+(KeyboardInterrupt: the batch in progress is abandoned; the audit record
+keeps the intent and the progress of the batches before it).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class StopFlag:
+    """Set by the first signal; the second raises KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signal_name: str | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def handle(self, signum: int, frame: Any) -> None:
+        if self._event.is_set():
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(signum).name
+        self._event.set()
+
+
+@contextmanager
+def stop_on_signal() -> Iterator[StopFlag]:
+    """Install the handlers for the block (main thread only; elsewhere the flag stays unset)."""
+    flag = StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = {sig: signal.signal(sig, flag.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,70 @@
+"""Fixtures for the bulk tests: many activities inserted directly, commands counted.
+
+The dev server writes about a hundred documents a second one by one, so the
+hundreds of activities these tests need are inserted with one insert_many,
+shaped as `ActivityQueue` shapes a new activity (then moved to a terminal status
+with the fields a worker leaves), not driven through a worker one by one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from pymongo import MongoClient, monitoring
+
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.queue import ActivityQueue, ActivitySpec
+from runnerq_cli.config import Settings
+
+
+class Commands(monitoring.CommandListener):
+    """Counts the commands a client sends (name -> count), since the last `take`."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> list[str]:
+        names, self.names = self.names, []
+        return names
+
+
+def counted_context(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
+    """A QueueContext on its own client, whose every command is counted."""
+    listener = Commands()
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        settings.uri, uuidRepresentation="standard", tz_aware=True,
+        event_listeners=[listener])
+    try:
+        yield QueueContext.create(settings, client[settings.database]), listener
+    finally:
+        client.close()
+
+
+def insert_activities(ctx: QueueContext, count: int, status: str = "pending",
+                      activity_type: str = "job") -> list[uuid.UUID]:
+    """`count` activities in `status` (pending, failed or dead_letter), oldest first."""
+    queue = ActivityQueue(ctx)
+    now = ctx.clock()
+    docs = []
+    for index in range(count):
+        doc = queue._new_document(ActivitySpec(activity_type, {"n": index}), uuid.uuid4(),
+                                  now - timedelta(seconds=count - index))
+        if status in ("failed", "dead_letter"):
+            doc.update(status=status, completed_at=now, last_error="boom",
+                       last_outcome=status, retry_count=1 if status == "failed" else 3)
+        docs.append(doc)
+    for start in range(0, len(docs), 500):
+        ctx.activities.insert_many(docs[start:start + 500])
+    return [d["_id"] for d in docs]

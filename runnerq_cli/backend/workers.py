@@ -6,7 +6,7 @@ data contract, docs/design.md "Workers"; other programs may ignore it):
     _id             worker id (string)
     host, pid       where it runs
     queue           queue name
-    types           activity types it claims ([] = all)
+    types           activity types it claims ([] = all: started with --all-types)
     concurrency     activities at once
     started_at      date
     last_heartbeat  date (a TTL index removes entries silent for 10 minutes)

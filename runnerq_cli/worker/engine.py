@@ -47,6 +47,7 @@ from runnerq_cli.backend.models import AckOutcome
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
 from runnerq_cli.worker.handlers import (
+    CATCH_ALL,
     ActivityContext,
     Handler,
     HandlerRegistry,
@@ -152,6 +153,37 @@ class _Slots:
                 self._on_free()
 
 
+def claim_types(registry: HandlerRegistry, types: tuple[str, ...],
+                all_types: bool) -> tuple[str, ...]:
+    """The activity types a worker claims, () for all of them; InvalidArgument if the
+    choice is incoherent.
+
+    By default a worker claims only the types it has handlers for: on a shared queue,
+    one started with a single handler must leave every other team's work alone.
+    Claiming every type is an explicit choice (`all_types`) and needs the catch-all
+    handler (`"*"`) to run the types without a handler of their own. `types` narrows
+    the handled types; each must have a handler.
+    """
+    if not len(registry):
+        raise InvalidArgument("no handlers: give --handler, --exec or --app "
+                              "(or worker.handlers / worker.exec / worker.app in the config)")
+    if all_types:
+        if registry.catch_all is None:
+            raise InvalidArgument(f"--all-types needs a catch-all handler: --handler "
+                                  f"'{CATCH_ALL}=MOD:FUNC' or --exec '{CATCH_ALL}=COMMAND'")
+        if types:
+            raise InvalidArgument("--all-types claims every type: leave out --types "
+                                  "(worker.types)")
+        return ()
+    if registry.catch_all is not None:
+        raise InvalidArgument(f"a catch-all handler ('{CATCH_ALL}') runs every type: "
+                              "give --all-types to claim every type")
+    missing = [t for t in types if t not in registry]
+    if missing:
+        raise InvalidArgument(f"--types names types without a handler: {', '.join(missing)}")
+    return types or tuple(registry.types)
+
+
 class Worker:
     """Run handlers for one queue until stopped (or, in burst mode, until idle).
 
@@ -171,7 +203,8 @@ class Worker:
                  shutdown_timeout: float | None = None, burst: bool = False,
                  fail_on_error: bool = False, max_activities: int | None = None,
                  worker_id: str | None = None, log: WorkerLog | None = None,
-                 outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True) -> None:
+                 outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True,
+                 all_types: bool = False) -> None:
         from runnerq_cli.backend.control import PauseWatch
         from runnerq_cli.backend.queue import default_worker_id
 
@@ -179,7 +212,9 @@ class Worker:
         self.backend = backend
         self.registry = registry
         self.concurrency = concurrency or ws.concurrency
-        self.types = tuple(types if types is not None else ws.types)
+        self.all_types = all_types
+        self.types = claim_types(registry, tuple(types if types is not None else ws.types),
+                                 all_types)
         # The same bounds as the settings (finite, in range): an API caller gets them too.
         self.lease = lease_seconds(lease or backend.settings.lease, "lease")
         self.poll_interval = poll_interval_seconds(poll_interval or ws.poll_interval,
@@ -198,12 +233,6 @@ class Worker:
             raise InvalidArgument("concurrency must be at least 1")
         if max_activities is not None and max_activities < 1:
             raise InvalidArgument("--max-activities must be at least 1")
-        if not len(registry):
-            raise InvalidArgument("no handlers: give --handler, --exec or --app "
-                                  "(or worker.handlers / worker.exec / worker.app in the config)")
-        missing = [t for t in self.types if t not in registry]
-        if missing:
-            raise InvalidArgument(f"--types names types without a handler: {', '.join(missing)}")
         self.counters = {"claimed": 0, "succeeded": 0, "retried": 0, "failed": 0,
                          "dead_lettered": 0, "claims_lost": 0, "released": 0}
         self._inflight: dict[str, _InFlight] = {}

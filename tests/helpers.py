@@ -114,3 +114,15 @@ def run_then_crash(settings: Settings, now: datetime, steps: str) -> Any:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def default_signals() -> None:
+    """`preexec_fn` for a child a test signals: SIGINT and SIGTERM at their defaults.
+
+    A test run started with `&` from a non-interactive shell has SIGINT ignored,
+    and its children would inherit that; a test that sends SIGINT would then
+    test nothing (or hang)."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)

@@ -46,6 +46,7 @@ from runnerq_cli import values
 from runnerq_cli.backend.models import AckOutcome
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
+from runnerq_cli.worker import startup
 from runnerq_cli.worker.handlers import (
     CATCH_ALL,
     ActivityContext,
@@ -319,6 +320,8 @@ class Worker:
 
     def _work(self, helpers: list[threading.Thread]) -> int:
         """Register, start the helper threads, claim until stopped, drain; the exit code."""
+        if self._stopping.is_set():  # stopped during start-up: nothing to start or undo
+            return self._exit_code(0)
         self.backend.register_worker(self.worker_id, types=list(self.types),
                                      concurrency=self.concurrency)
         helpers.append(self._spawn(self._keeper_loop, "runnerq-lease-keeper"))
@@ -346,11 +349,21 @@ class Worker:
         return int(ExitCode.OK)
 
     def _install_signals(self) -> dict[int, Any]:
+        """SIGTERM/SIGINT stop the worker (SIGINT too when inherited ignored); the
+        dispositions to put back at the end. Signals recorded during the process's
+        start-up (worker/startup.py) are obeyed now."""
         if threading.current_thread() is not threading.main_thread():
             return {}
         previous = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
+        early, originals = startup.take_over()
+        previous.update(originals)
+        if early:
+            self.log.message("info", "stop signal received during start-up: stopping",
+                             signals=len(early))
+        for _ in early:
+            self.stop()
         return previous
 
     def _on_signal(self, signum: int, frame: Any) -> None:

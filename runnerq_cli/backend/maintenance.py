@@ -22,6 +22,7 @@ from runnerq_cli.backend.queue import (
     flush_projection,
 )
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 
 
@@ -86,8 +87,9 @@ class Maintenance:
                 counts[kind] += 1
         return counts
 
-    def repair_outboxes(self, grace_seconds: float = 60.0) -> int:
-        """Copy out outboxes a crashed process left behind (see writes.py)."""
+    def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
+        """Copy out outboxes a crashed process left behind (see writes.py): those older
+        than the grace, by when no live writer is about to copy them itself."""
         return self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
 
     def retention_queries(self) -> dict[str, dict[str, Any]]:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
 from runnerq_cli.backend.models import AckOutcome
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import ClaimLost, ExitCode, InvalidArgument
 from runnerq_cli.worker import startup
@@ -64,18 +65,11 @@ if TYPE_CHECKING:
 
 MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
 OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
-OUTBOX_DRAIN_EVERY = 0.5
-HEARTBEAT_EVERY = 5.0
-REPAIR_EVERY = 15.0
-# Chores any one worker can do for all (see _maintenance_loop), and the largest
-# fleet they are spread over: past it, each worker still runs them every 64 intervals.
+# Chores any one worker can do for all (see _maintenance_loop), spread over the live
+# fleet (up to TIMING.max_fleet_share workers). Every interval: backend/timing.py.
 SHARED_CHORES = frozenset({"scheduler", "reaper", "repair", "purge"})
-MAX_FLEET_SHARE = 64
-REPAIR_GRACE = 30.0  # an outbox this old has no live writer left to copy it
 # A worker silent this long no longer counts in the fleet that shares the chores.
-FLEET_STALE_AFTER = 3 * HEARTBEAT_EVERY
-PURGE_EVERY = 600.0
-ACK_RETRY_FOR = 30.0  # keep retrying an acknowledgement through a server hiccup this long
+FLEET_STALE_AFTER = TIMING.fleet_stale_after
 ACK_BACKOFF_FIRST, ACK_BACKOFF_MAX = 0.2, 5.0
 OUTCOME_BACKLOG = 2  # outcomes waiting to be written, per slot, before claims wait for them
 RESULT_MAX_BYTES = 8 * 1024 * 1024  # the activity document (16 MiB max) carries it, payload too
@@ -636,7 +630,7 @@ class Worker:
         one `ack_success_many` (two commands however many), failures one by
         one; batches grow with the load by themselves. An outcome the server
         does not take (it is away) is tried again after a back-off (the claim
-        loop wakes for it), for up to ACK_RETRY_FOR; after that the lease runs
+        loop wakes for it), for up to TIMING.ack_retry_for; after that the lease runs
         out and the reaper hands the activity to another worker.
         """
         until = None if for_at_most is None else time.monotonic() + for_at_most
@@ -717,7 +711,7 @@ class Worker:
         now = time.monotonic()
         keep = []
         for flight, outcome in unwritten:
-            flight.ack_give_up = flight.ack_give_up or now + ACK_RETRY_FOR
+            flight.ack_give_up = flight.ack_give_up or now + TIMING.ack_retry_for
             if now >= flight.ack_give_up or self._force.is_set():
                 self._drop(flight)
                 self.log.message("error", "could not acknowledge; the reaper will "
@@ -865,14 +859,13 @@ class Worker:
     # -------------------------------------------------------- maintenance
 
     def _maintenance_loop(self) -> None:
-        reaper_every = max(1.0, min(self.lease / 4, 15.0))
         tasks: list[tuple[str, float, Callable[[], None]]] = [
-            ("outbox", OUTBOX_DRAIN_EVERY, self._drain_outbox),
-            ("heartbeat", HEARTBEAT_EVERY, self._heartbeat),
+            ("outbox", TIMING.outbox_drain_every, self._drain_outbox),
+            ("heartbeat", TIMING.heartbeat_every, self._heartbeat),
             ("scheduler", self.poll_interval, self._scheduler),
-            ("reaper", reaper_every, self._reaper),
-            ("repair", REPAIR_EVERY, self._repair),
-            ("purge", PURGE_EVERY, self._purge),
+            ("reaper", TIMING.reaper_every(self.lease), self._reaper),
+            ("repair", TIMING.repair_every, self._repair),
+            ("purge", TIMING.purge_every, self._purge),
         ]
         now = time.monotonic()
         # First runs spread over one interval, so workers started together don't align.
@@ -885,7 +878,7 @@ class Worker:
             # each runs them every N intervals, so a large fleet does not multiply the
             # load on the server. Computed afresh each time: when workers die, the
             # survivors' chores come due sooner at once (a crashed worker's outboxes
-            # are repaired within REPAIR_GRACE + REPAIR_EVERY of its death).
+            # are repaired within TIMING.repaired_within of its death).
             share = self._fleet if name in SHARED_CHORES else 1
             return last[name] + spacing[name] * share
 
@@ -898,8 +891,8 @@ class Worker:
                         self.log.message("warning", f"{name} failed; will retry",
                                          error=_brief(exc))
                     last[name] = time.monotonic()
-                    spacing[name] = every * (1.0 if name == "outbox"
-                                             else random.uniform(0.75, 1.25))
+                    jitter = 0.0 if name == "outbox" else TIMING.chore_jitter
+                    spacing[name] = every * random.uniform(1 - jitter, 1 + jitter)
             next_due = min(due(name) for name, _, _ in tasks)
             self._background_stop.wait(max(0.01, min(next_due - time.monotonic(), 1.0)))
 
@@ -912,7 +905,7 @@ class Worker:
             running = len(self._inflight)
         self.backend.heartbeat_worker(self.worker_id, in_flight=running, counters=counters)
         live = self.backend.count_live_workers(FLEET_STALE_AFTER)
-        self._fleet = max(1, min(live, MAX_FLEET_SHARE))
+        self._fleet = max(1, min(live, TIMING.max_fleet_share))
 
     def _scheduler(self) -> None:
         if self.backend.process_scheduled():
@@ -925,7 +918,7 @@ class Worker:
             self._wake.set()
 
     def _repair(self) -> None:
-        self.backend.repair_outboxes(REPAIR_GRACE)
+        self.backend.repair_outboxes(TIMING.repair_grace)
 
     def _purge(self) -> None:
         counts = self.backend.purge_expired()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -126,3 +129,17 @@ def default_signals() -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def worker_log(fmt: str = "json", level: str = "debug") -> Iterator[io.StringIO]:
+    """The `runnerq` loggers' lines, as the CLI's `--log-format FMT --log-level LEVEL`
+    writes them, captured in a stream while the block runs."""
+    from runnerq_cli.worker.logs import configure_logging, unconfigure_logging
+
+    stream = io.StringIO()
+    handler = configure_logging(fmt, level, stream=stream)
+    try:
+        yield stream
+    finally:
+        unconfigure_logging(handler)

@@ -7,7 +7,6 @@ results and counters.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 import time
@@ -21,16 +20,16 @@ from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.handlers import HandlerRegistry, load_app
-from runnerq_cli.worker.logs import WorkerLog
 from tests import worker_handlers
+from tests.helpers import worker_log
 from tests.waiting import wait_until
 
 
-def make_worker(backend, registry=None, log=None, **options) -> Worker:
+def make_worker(backend, registry=None, **options) -> Worker:
     options.setdefault("burst", True)
     options.setdefault("poll_interval", 0.2)
     return Worker(backend, registry if registry is not None else worker_handlers.registry,
-                  log=log or WorkerLog("json", "debug", stream=io.StringIO()), **options)
+                  **options)
 
 
 def activity(backend, activity_id):
@@ -39,9 +38,9 @@ def activity(backend, activity_id):
 
 def test_success_stores_result_and_counts(backend):
     aid = backend.enqueue("echo", {"x": 1}, metadata={"k": "v"}).activity_id
-    stream = io.StringIO()
-    worker = make_worker(backend, log=WorkerLog("json", "info", stream=stream))
-    assert worker.run(install_signals=False) == 0
+    worker = make_worker(backend)
+    with worker_log("json", "info") as stream:
+        assert worker.run(install_signals=False) == 0
     act = activity(backend, aid)
     assert act.status == Status.COMPLETED
     result = backend.get_result(aid)
@@ -271,9 +270,8 @@ def test_shell_command_not_found_is_non_retryable(backend):
 
 def test_plain_log_lines(backend):
     backend.enqueue("fatal", {})
-    stream = io.StringIO()
-    make_worker(backend, log=WorkerLog("plain", "info", stream=stream)).run(
-        install_signals=False)
+    with worker_log("plain", "info") as stream:
+        make_worker(backend).run(install_signals=False)
     lines = stream.getvalue().splitlines()
     assert any(" failed fatal " in line and 'error="bad input' in line for line in lines)
 
@@ -288,8 +286,7 @@ def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
         sys.exit(3)
 
     aid = backend.enqueue("quits", {}, max_retries=1, timeout_seconds=60).activity_id
-    worker = Worker(backend, registry, burst=True, poll_interval=0.2, concurrency=1,
-                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2, concurrency=1)
     worker.start()
     started = time.monotonic()
     worker.join(timeout=20)
@@ -321,8 +318,7 @@ def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_i
         return result
 
     aid = backend.enqueue("huge_int", {}, timeout_seconds=60).activity_id
-    worker = Worker(backend, registry, burst=True, poll_interval=0.2,
-                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2)
     worker.start()
     worker.join(timeout=15)
     assert worker.exit_code is not None, "worker stuck retrying an ack that cannot succeed"

@@ -8,7 +8,6 @@ catch-all handler (`*`) that runs them.
 
 from __future__ import annotations
 
-import io
 import sys
 import threading
 
@@ -18,7 +17,6 @@ from runnerq_cli.backend.models import Status
 from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.handlers import HandlerRegistry
-from runnerq_cli.worker.logs import WorkerLog
 from tests.waiting import wait_until
 
 
@@ -33,8 +31,7 @@ def _registry(*types: str) -> HandlerRegistry:
 def _worker(backend, registry, **options) -> Worker:
     options.setdefault("burst", True)
     options.setdefault("poll_interval", 0.2)
-    return Worker(backend, registry, log=WorkerLog("json", "debug", stream=io.StringIO()),
-                  **options)
+    return Worker(backend, registry, **options)
 
 
 def test_a_worker_leaves_the_types_it_has_no_handler_for_pending(backend):

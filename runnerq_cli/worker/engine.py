@@ -32,6 +32,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import logging
 import queue
 import random
 import signal
@@ -57,12 +58,20 @@ from runnerq_cli.worker.handlers import (
     NonRetryableError,
     RetryableError,
 )
-from runnerq_cli.worker.logs import WorkerLog
+from runnerq_cli.worker.logs import (
+    LEVELS,
+    OUTCOME_LEVEL,
+    WORKER_LOGGER,
+    attempt_details,
+    attempt_message,
+    details,
+)
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.backend.models import Claim
 
+log = logging.getLogger(WORKER_LOGGER)
 MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
 OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
 # Chores any one worker can do for all (see _maintenance_loop), spread over the live
@@ -188,6 +197,8 @@ class Worker:
     ... def send_email(payload, ctx): return {"sent": payload["to"]}
     >>> Worker(connect(queue="emails"), registry, concurrency=8).run()
 
+    It logs on the `runnerq.worker` logger (worker/logs.py).
+
     Thread-safe controls: `stop()` (graceful), `stop(force=True)`, `start()`
     to run in a background thread, `join()`.
     """
@@ -197,7 +208,7 @@ class Worker:
                  lease: float | None = None, poll_interval: float | None = None,
                  shutdown_timeout: float | None = None, burst: bool = False,
                  fail_on_error: bool = False, max_activities: int | None = None,
-                 worker_id: str | None = None, log: WorkerLog | None = None,
+                 worker_id: str | None = None,
                  outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True,
                  all_types: bool = False) -> None:
         from runnerq_cli.backend.control import PauseWatch
@@ -221,7 +232,6 @@ class Worker:
         self.fail_on_error = fail_on_error
         self.max_activities = max_activities
         self.worker_id = worker_id or default_worker_id()
-        self.log = log or WorkerLog(ws.log_format, ws.log_level)
         self.outbox_batch = outbox_batch
         self.maintenance = maintenance
         if self.concurrency < 1:
@@ -308,8 +318,8 @@ class Worker:
                 signal.signal(signum, handler)
             self.running.clear()
         self.exit_code = code
-        self.log.message("info" if code == 0 else "warning", "worker stopped",
-                         worker=self.worker_id, exit_code=code, **self.counters)
+        log.log(logging.INFO if code == 0 else logging.WARNING, "worker stopped",
+                extra=details(worker=self.worker_id, exit_code=code, **self.counters))
         return code
 
     def _work(self, helpers: list[threading.Thread]) -> int:
@@ -321,10 +331,10 @@ class Worker:
         helpers.append(self._spawn(self._keeper_loop, "runnerq-lease-keeper"))
         if self.maintenance:
             helpers.append(self._spawn(self._maintenance_loop, "runnerq-maintenance"))
-        self.log.message("info", "worker started", worker=self.worker_id,
-                         queue=self.backend.queue, concurrency=self.concurrency,
-                         types=",".join(self.types) or "*", lease=f"{self.lease:g}s",
-                         handlers=",".join(self.registry.types))
+        log.info("worker started", extra=details(
+            worker=self.worker_id, queue=self.backend.queue, concurrency=self.concurrency,
+            types=",".join(self.types) or "*", lease=f"{self.lease:g}s",
+            handlers=",".join(self.registry.types + ([CATCH_ALL] if self.all_types else []))))
         self.running.set()
         self._claim_loop()
         with self._lock:
@@ -354,8 +364,8 @@ class Worker:
         early, originals = startup.take_over()
         previous.update(originals)
         if early:
-            self.log.message("info", "stop signal received during start-up: stopping",
-                             signals=len(early))
+            log.info("stop signal received during start-up: stopping",
+                     extra=details(signals=len(early)))
         for _ in early:
             self.stop()
         return previous
@@ -425,8 +435,8 @@ class Worker:
                                               exclude_types=scope[1] or None,
                                               on_claim=self._start)
             except Exception as exc:  # server unavailable: back off, keep the process up
-                self.log.message("warning", "claim failed; retrying", error=_brief(exc),
-                                 retry_in=f"{error_wait:.1f}s")
+                log.warning("claim failed; retrying",
+                            extra=details(error=_brief(exc), retry_in=f"{error_wait:.1f}s"))
                 self._sleep(error_wait)
                 error_wait = min(error_wait * 2 if error_wait >= 1 else 1.0, 30.0)
                 continue
@@ -463,14 +473,14 @@ class Worker:
         state, changed = self._pause.current()
         if changed:
             if state.covers(self.types):
-                self.log.message("info", "queue paused: claiming nothing"
-                                 + (" (burst: exiting)" if self.burst else ""),
-                                 paused=state.describe())
+                log.info("queue paused: claiming nothing"
+                         + (" (burst: exiting)" if self.burst else ""),
+                         extra=details(paused=state.describe()))
             elif state.active:
-                self.log.message("info", "some types paused: not claiming them",
-                                 paused=state.describe())
+                log.info("some types paused: not claiming them",
+                         extra=details(paused=state.describe()))
             else:
-                self.log.message("info", "resumed: claiming again")
+                log.info("resumed: claiming again")
         return state.claim_scope(self.types)
 
     def _sweep(self) -> bool:
@@ -480,7 +490,7 @@ class Worker:
             self.backend.process_scheduled()
             self.backend.requeue_expired()
         except Exception as exc:
-            self.log.message("warning", "maintenance failed", error=_brief(exc))
+            log.warning("maintenance failed", extra=details(error=_brief(exc)))
             self._wake.wait(self.poll_interval)
             return False
         return True
@@ -568,8 +578,9 @@ class Worker:
             return "retry", str(exc) or type(exc).__name__
         except BaseException as exc:  # SystemExit, CancelledError too: else the slot
             # thread dies and the claim is held, unsettled, until its timeout.
-            self.log.message("debug", "handler raised", activity_id=str(act.id),
-                             traceback="".join(traceback.format_exception(exc))[-4000:])
+            log.debug("handler raised", extra=details(
+                activity_id=str(act.id),
+                traceback="".join(traceback.format_exception(exc))[-4000:]))
             return "retry", _brief(exc)
         try:
             json.dumps(result)
@@ -714,9 +725,9 @@ class Worker:
             flight.ack_give_up = flight.ack_give_up or now + TIMING.ack_retry_for
             if now >= flight.ack_give_up or self._force.is_set():
                 self._drop(flight)
-                self.log.message("error", "could not acknowledge; the reaper will "
-                                 "requeue it when its lease expires",
-                                 activity_id=str(flight.claim.activity_id), error=_brief(error))
+                log.error("could not acknowledge; the reaper will requeue it when its "
+                          "lease expires", extra=details(
+                              activity_id=str(flight.claim.activity_id), error=_brief(error)))
             else:
                 keep.append((flight, outcome))
         self._finished.extendleft(reversed(keep))
@@ -730,8 +741,12 @@ class Worker:
     def _log_outcome(self, flight: _InFlight, outcome: str, error: str | None) -> None:
         act = flight.claim.activity
         ended = flight.finished or time.monotonic()
-        self.log.outcome(outcome, act.activity_type, act.id, act.retry_count + 1,
-                         ended - flight.started, error)
+        level = LEVELS[OUTCOME_LEVEL.get(outcome, "info")]
+        if not log.isEnabledFor(level):  # one record per attempt: build nobody's text
+            return
+        args = (outcome, act.activity_type, act.id, act.retry_count + 1,
+                ended - flight.started, error)
+        log.log(level, attempt_message(*args), extra=attempt_details(*args))
 
     # ------------------------------------------------------------- leases
 
@@ -774,27 +789,26 @@ class Worker:
                         flight.ctx.cancelled.set()
                         self._wake.set()
                     if flight.kind == "python":
-                        self.log.message("warning", "abandoned a timed-out handler thread",
-                                         activity_id=str(flight.claim.activity_id),
-                                         abandoned=self._slots.busy - self.in_flight)
+                        log.warning("abandoned a timed-out handler thread", extra=details(
+                            activity_id=str(flight.claim.activity_id),
+                            abandoned=self._slots.busy - self.in_flight))
                     continue
                 if now >= flight.next_renew:
                     try:
                         self._extend(flight, self.lease)
                     except Exception as exc:  # server hiccup: try again soon
                         flight.next_renew = now + min(1.0, self.lease / 10)
-                        self.log.message("warning", "lease renewal failed; retrying",
-                                         activity_id=str(flight.claim.activity_id),
-                                         error=_brief(exc))
+                        log.warning("lease renewal failed; retrying", extra=details(
+                            activity_id=str(flight.claim.activity_id), error=_brief(exc)))
                 if now >= flight.lease_ends and not flight.presumed_lost:
                     # Renewals failed until the lease ran out: another worker may
                     # take the activity once the server is back. Tell the handler
                     # (ctx.should_stop); its acknowledgement will be fenced anyway.
                     flight.presumed_lost = True
                     flight.ctx.cancelled.set()
-                    self.log.message("warning", "lease ran out while the server was "
-                                     "unreachable; claim presumed lost",
-                                     activity_id=str(flight.claim.activity_id))
+                    log.warning("lease ran out while the server was unreachable; claim "
+                                "presumed lost",
+                                extra=details(activity_id=str(flight.claim.activity_id)))
 
     # ----------------------------------------------------------- shutdown
 
@@ -807,10 +821,9 @@ class Worker:
             return 0
         stopping = self._stopping.is_set()
         if stopping:
-            self.log.message("info", "stopping: waiting for running activities",
-                             running=self.in_flight,
-                             timeout=f"{self.shutdown_timeout:g}s",
-                             hint="signal again to stop at once")
+            log.info("stopping: waiting for running activities", extra=details(
+                running=self.in_flight, timeout=f"{self.shutdown_timeout:g}s",
+                hint="signal again to stop at once"))
         deadline = time.monotonic() + self.shutdown_timeout
         while self.in_flight and not self._force.is_set():
             if self._stopping.is_set() and not stopping:  # a signal during a burst's drain
@@ -850,8 +863,8 @@ class Worker:
                     self._count("released")
                     self._log_outcome(flight, "released", "released at shutdown")
             except Exception as exc:
-                self.log.message("warning", "could not release; the reaper will requeue it",
-                                 activity_id=str(flight.claim.activity_id), error=_brief(exc))
+                log.warning("could not release; the reaper will requeue it", extra=details(
+                    activity_id=str(flight.claim.activity_id), error=_brief(exc)))
             finally:
                 self._forget(flight)
         return released
@@ -888,8 +901,8 @@ class Worker:
                     try:
                         task()
                     except Exception as exc:
-                        self.log.message("warning", f"{name} failed; will retry",
-                                         error=_brief(exc))
+                        log.warning(f"{name} failed; will retry",
+                                    extra=details(error=_brief(exc)))
                     last[name] = time.monotonic()
                     jitter = 0.0 if name == "outbox" else TIMING.chore_jitter
                     spacing[name] = every * random.uniform(1 - jitter, 1 + jitter)
@@ -912,24 +925,21 @@ class Worker:
             self._wake.set()
 
     def _reaper(self) -> None:
-        counts = self.backend.requeue_expired()
+        counts = self.backend.requeue_expired()  # the backend logs what it did
         if counts["requeued"] or counts["dead_lettered"]:
-            self.log.message("info", "reaper: expired leases", **counts)
             self._wake.set()
 
     def _repair(self) -> None:
         self.backend.repair_outboxes(TIMING.repair_grace)
 
     def _purge(self) -> None:
-        counts = self.backend.purge_expired()
-        if any(counts.values()):
-            self.log.message("info", "retention purge", **counts)
+        self.backend.purge_expired()  # the backend logs what it did
 
     def _quietly(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         try:
             fn(*args)
         except Exception as exc:
-            self.log.message("warning", f"{what} failed", error=_brief(exc))
+            log.warning(f"{what} failed", extra=details(error=_brief(exc)))
 
 
 def _storable(result: Any) -> tuple[str, Any]:

@@ -67,7 +67,7 @@ def worker(
     from runnerq_cli.worker.api import build_registry
     from runnerq_cli.worker.engine import Worker, claim_types
     from runnerq_cli.worker.handlers import parse_assignment
-    from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
+    from runnerq_cli.worker.logs import configure_logging, unconfigure_logging
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
@@ -90,13 +90,13 @@ def worker(
     from runnerq_cli.backend.api import RunnerQ
 
     backend = RunnerQ(settings)
-    # The `runnerq` loggers to standard error in the chosen format (the library adds none).
+    # The `runnerq` loggers (worker and backend) to standard error in the chosen format
+    # (the library adds no handler of its own).
     handler = configure_logging(ws.log_format, ws.log_level)
     try:
-        log = WorkerLog(ws.log_format, ws.log_level)
         backend.ping()
         code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                      max_activities=max_activities, worker_id=worker_id, log=log,
+                      max_activities=max_activities, worker_id=worker_id,
                       all_types=all_types).run()
     finally:
         unconfigure_logging(handler)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -377,9 +377,25 @@ def test_max_activities_holds_while_busy_slots_claim(backend):
 
 def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     # The slots keep themselves busy without the claim loop; the pause still holds.
+    # The worker reads the pause state once per poll interval: the reads are counted
+    # (and timed by the server's clock) instead of sleeping through intervals.
+    import threading
+
     registry = HandlerRegistry()
     registry.add("overlap", _Overlap(0.01))
     backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(500)])
+    pause_done = threading.Event()
+    reads_after_pause: list = []  # server time at the end of each read begun after the pause
+    read_pause = backend.paused
+
+    def counted_read():
+        after = pause_done.is_set()
+        state = read_pause()
+        if after:
+            reads_after_pause.append(backend.collections.clock())
+        return state
+
+    backend.paused = counted_read
     poll = 0.3
     worker = make_worker(backend, registry, burst=False, concurrency=2, poll_interval=poll)
     worker.start()
@@ -387,13 +403,17 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     wait_until(lambda: acts.count_documents({"status": "completed"}) >= 20, timeout=30,
                message="the worker to be busy")
     backend.pause(reason="test")
-    paused_at = backend.collections.clock()
-    time.sleep(poll + 1.0)  # one poll interval, with room for a slow machine
+    pause_done.set()
+    # Three reads after the pause: the first one stopped the claims (within a poll
+    # interval); a claim a slot had begun before it is long over by the third.
+    wait_until(lambda: len(reads_after_pause) >= 3 and not worker.in_flight, timeout=30,
+               message="the worker to read the pause and finish what it had claimed")
     claimed = acts.count_documents({"status": {"$ne": "pending"}})
-    time.sleep(1.0)
+    settled_at = reads_after_pause[1]
+    wait_until(lambda: len(reads_after_pause) >= 6, timeout=30,
+               message="three more poll intervals of the paused worker")
     assert acts.count_documents({"status": {"$ne": "pending"}}) == claimed
-    assert acts.count_documents(
-        {"started_at": {"$gt": paused_at + timedelta(seconds=poll + 1.0)}}) == 0
+    assert acts.count_documents({"started_at": {"$gt": settled_at}}) == 0
     assert acts.count_documents({"status": "pending"}) > 0
     worker.stop()
     assert worker.join(15) == 0
@@ -402,14 +422,19 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
 def test_a_burst_workers_abandoned_handler_thread_claims_nothing_once_run_returns(backend):
     # A timed-out plain handler cannot be killed; when it finally returns, its thread
     # must not claim new work for a worker that has already stopped.
+    import threading
+
+    release = threading.Event()
     registry = HandlerRegistry()
-    registry.add("slow", lambda payload: time.sleep(2.5))
+    registry.add("slow", lambda payload: release.wait(30))
     registry.add("echo", lambda payload: payload)
     backend.enqueue("slow", {}, timeout_seconds=1, max_retries=0)
     worker = make_worker(backend, registry, concurrency=1)
     assert worker.run(install_signals=False) == 0
     late = backend.enqueue("echo", {"late": True}).activity_id
-    time.sleep(3.0)  # the abandoned thread's handler returns meanwhile
+    release.set()  # the abandoned thread's handler returns now
+    wait_until(lambda: worker._slots.busy == 0, timeout=30,
+               message="the abandoned thread to finish its turn")
     assert activity(backend, late).status == Status.PENDING
 
 

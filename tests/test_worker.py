@@ -454,7 +454,8 @@ def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
         if threading.current_thread().name.startswith("runnerq-slot") and not in_claim.is_set():
             in_claim.set()
             stopped.wait(10)
-            time.sleep(0.3)  # the claim loop has ended by now
+            wait_until(lambda: worker._flights.closed, timeout=10,
+                       message="the claim loop to end")
         return dequeue(*args, **kwargs)
 
     backend.dequeue = slow_slot_dequeue
@@ -465,7 +466,8 @@ def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
     stopped.set()
     assert worker.join(20) == 0
     returned_at = backend.collections.clock()
-    time.sleep(1.0)  # a slot left claiming would claim (and run) now, for nobody
+    # A slot left claiming would claim (and run) now, for nobody, before going idle.
+    wait_until(lambda: worker._slots.busy == 0, timeout=10, message="the slots to go idle")
     acts = backend.db[backend.collections.names.activities]
     assert acts.count_documents({"status": "processing"}) == 0
     assert acts.count_documents({"started_at": {"$gt": returned_at}}) == 0

@@ -98,6 +98,10 @@ class Flights:
         with self._lock:
             self.reserved -= count
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """No claim may start any more (a slot, or an abandoned handler's thread)."""
         with self._lock:

@@ -147,3 +147,23 @@ def test_cli_refuses_incoherent_choices_before_connecting(backend, run_cli, args
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
     assert backend.get_activity(aid).status == Status.PENDING
+
+
+def test_doctor_and_explain_name_the_type_no_live_worker_handles(backend, run_cli):
+    gate = threading.Event()
+    registry = _registry("send_email")
+    registry.add("audit", lambda payload: gate.wait(30))
+    backend.enqueue("audit", {})  # keeps the worker busy, live and registered
+    resize = backend.enqueue("resize", {}).activity_id
+    worker = _worker(backend, registry, burst=False)
+    worker.start()
+    try:
+        wait_until(lambda: worker.in_flight, message="the worker to run its audit")
+        doctor = run_cli("doctor")
+        assert "no live worker handles resize (1 pending)" in doctor.stdout, doctor.stdout
+        explain = run_cli("explain", str(resize))
+        assert "no live worker handles resize" in explain.stdout, explain.stdout
+    finally:
+        gate.set()
+        worker.stop()
+        assert worker.join(15) == 0

@@ -12,6 +12,7 @@ back to idle, and the claim loop takes over.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -190,7 +191,7 @@ class Claimer:
         flight = Flight(claim, self._registry.get(act.activity_type), ctx, started=now,
                         timeout_at=now + act.timeout_seconds,
                         next_renew=now + self._lease / 3, lease_ends=now + self._lease)
-        ctx._extend = lambda seconds, f=flight: self._keeper.extend(f, seconds)
+        ctx._extend = functools.partial(self._keeper.extend, flight)
         self._flights.add(flight)
         return flight
 

@@ -240,7 +240,7 @@ class Worker:
         start-up (worker/startup.py) are obeyed now."""
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {}
+        previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
         early, originals = startup.take_over()
@@ -293,8 +293,11 @@ class Worker:
         left = self._flights.all()
         if self._force.is_set():
             # Stop at once, but hand the work back if the server answers quickly.
-            thread = self._spawn(lambda: (self._writer.write_now(), self._release_all(left)),
-                                 "runnerq-release")
+            def hand_back() -> None:
+                self._writer.write_now()
+                self._release_all(left)
+
+            thread = self._spawn(hand_back, "runnerq-release")
             thread.join(timeout=3.0)
             return len(left)
         released = self._release_all(left)

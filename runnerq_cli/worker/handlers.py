@@ -223,7 +223,8 @@ def load_function(path: str) -> Callable[..., Any]:
                                   f"{attr!r}") from None
     if not callable(target):
         raise InvalidArgument(f"handler {path!r} is not callable")
-    return target
+    func: Callable[..., Any] = target
+    return func
 
 
 def load_app(module_name: str) -> HandlerRegistry:

@@ -48,7 +48,7 @@ class LeaseKeeper:
         if flight.settled:
             return False
         try:
-            ok = self._backend.extend_lease(flight.claim, seconds or self._lease)
+            ok = bool(self._backend.extend_lease(flight.claim, seconds or self._lease))
         except ClaimLost:
             self._lost(flight)
             return False

@@ -92,14 +92,14 @@ def worker(
     backend = RunnerQ(settings)
     # The `runnerq` loggers (worker and backend) to standard error in the chosen format
     # (the library adds no handler of its own).
-    handler = configure_logging(ws.log_format, ws.log_level)
+    log_handler = configure_logging(ws.log_format, ws.log_level)
     try:
         backend.ping()
         code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
                       max_activities=max_activities, worker_id=worker_id,
                       all_types=all_types).run()
     finally:
-        unconfigure_logging(handler)
+        unconfigure_logging(log_handler)
     raise typer.Exit(code)
 
 

@@ -22,7 +22,7 @@ _runnerq_mongo_node() {
             valopts='--host --port --path' ;;
         "worker")
             cmds=''
-            flags='--burst --fail-on-error -h --help'
+            flags='--all-types --burst --fail-on-error -h --help'
             valopts='--handler --app --exec --types -n --concurrency --lease --poll-interval --shutdown-timeout --max-activities --worker-id --log-format --log-level' ;;
         "stats")
             cmds=''

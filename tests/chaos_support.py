@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.helpers import default_signals
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,7 +55,8 @@ class TailProcess:
     def __init__(self, env: dict[str, str], *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "runnerq_cli", "tail", "events", "-o", "jsonl", *args],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=default_signals)  # the tests stop it with SIGINT
         self.lines: list[tuple[float, dict]] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)

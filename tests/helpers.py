@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -114,3 +117,29 @@ def run_then_crash(settings: Settings, now: datetime, steps: str) -> Any:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def default_signals() -> None:
+    """`preexec_fn` for a child a test signals: SIGINT and SIGTERM at their defaults.
+
+    A test run started with `&` from a non-interactive shell has SIGINT ignored,
+    and its children would inherit that; a test that sends SIGINT would then
+    test nothing (or hang)."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def worker_log(fmt: str = "json", level: str = "debug") -> Iterator[io.StringIO]:
+    """The `runnerq` loggers' lines, as the CLI's `--log-format FMT --log-level LEVEL`
+    writes them, captured in a stream while the block runs."""
+    from runnerq_cli.worker.logs import configure_logging, unconfigure_logging
+
+    stream = io.StringIO()
+    handler = configure_logging(fmt, level, stream=stream)
+    try:
+        yield stream
+    finally:
+        unconfigure_logging(handler)

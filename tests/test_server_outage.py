@@ -111,14 +111,13 @@ def test_worker_survives_a_server_restart_and_completes_everything_once(cli_env,
 def test_a_handler_learns_its_claim_is_presumed_lost_when_the_server_stays_away(
         cli_env, tmp_path):
     """Renewals fail until the lease runs out: the handler's ctx.should_stop turns true."""
-    import io
     import threading
 
     from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.config import load_settings
     from runnerq_cli.worker.engine import Worker
     from runnerq_cli.worker.handlers import HandlerRegistry
-    from runnerq_cli.worker.logs import WorkerLog
+    from tests.helpers import worker_log
 
     port = free_port()
     uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
@@ -136,7 +135,6 @@ def test_a_handler_learns_its_claim_is_presumed_lost_when_the_server_stays_away(
         seen["should_stop"] = ctx.should_stop
         return None
 
-    log = io.StringIO()
     try:
         settings = load_settings(None, overrides={
             "uri": uri, "database": "presumed", "queue": "tests",
@@ -144,17 +142,17 @@ def test_a_handler_learns_its_claim_is_presumed_lost_when_the_server_stays_away(
         backend = RunnerQ(settings)
         backend.init_indexes()
         backend.enqueue("long", {})
-        worker = Worker(backend, registry, lease=1.5, concurrency=1,
-                        log=WorkerLog("plain", "info", stream=log))
-        worker.start()
-        assert running.wait(30)
-        stop(server)  # gone for longer than the lease
-        wait_until(lambda: "should_stop" in seen, timeout=15,
-                   message="the handler to give up its claim")
-        assert seen.get("should_stop") is True
-        assert "claim presumed lost" in log.getvalue()
-        worker.stop(force=True)
-        worker.join(10)
+        worker = Worker(backend, registry, lease=1.5, concurrency=1)
+        with worker_log("plain", "info") as log:
+            worker.start()
+            assert running.wait(30)
+            stop(server)  # gone for longer than the lease
+            wait_until(lambda: "should_stop" in seen, timeout=15,
+                       message="the handler to give up its claim")
+            assert seen.get("should_stop") is True
+            assert "claim presumed lost" in log.getvalue()
+            worker.stop(force=True)
+            worker.join(10)
     finally:
         if server.poll() is None:
             stop(server)

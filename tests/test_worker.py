@@ -7,11 +7,10 @@ results and counters.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -21,16 +20,16 @@ from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.handlers import HandlerRegistry, load_app
-from runnerq_cli.worker.logs import WorkerLog
 from tests import worker_handlers
+from tests.helpers import worker_log
 from tests.waiting import wait_until
 
 
-def make_worker(backend, registry=None, log=None, **options) -> Worker:
+def make_worker(backend, registry=None, **options) -> Worker:
     options.setdefault("burst", True)
     options.setdefault("poll_interval", 0.2)
     return Worker(backend, registry if registry is not None else worker_handlers.registry,
-                  log=log or WorkerLog("json", "debug", stream=io.StringIO()), **options)
+                  **options)
 
 
 def activity(backend, activity_id):
@@ -39,9 +38,9 @@ def activity(backend, activity_id):
 
 def test_success_stores_result_and_counts(backend):
     aid = backend.enqueue("echo", {"x": 1}, metadata={"k": "v"}).activity_id
-    stream = io.StringIO()
-    worker = make_worker(backend, log=WorkerLog("json", "info", stream=stream))
-    assert worker.run(install_signals=False) == 0
+    worker = make_worker(backend)
+    with worker_log("json", "info") as stream:
+        assert worker.run(install_signals=False) == 0
     act = activity(backend, aid)
     assert act.status == Status.COMPLETED
     result = backend.get_result(aid)
@@ -104,16 +103,17 @@ def test_non_retryable_failure(backend):
     assert worker.counters["failed"] == 1
 
 
-def test_unknown_type_fails_without_types_and_is_left_with_types(backend):
+def test_unknown_type_is_left_pending_with_or_without_types(backend):
+    # A worker claims only the types it has handlers for (tests/test_worker_types.py).
     aid = backend.enqueue("nobody_handles_this", {}).activity_id
     limited = make_worker(backend, types=["echo"])
     assert limited.run(install_signals=False) == 0
     assert activity(backend, aid).status == Status.PENDING and limited.counters["claimed"] == 0
     worker = make_worker(backend)
-    worker.run(install_signals=False)
+    assert worker.run(install_signals=False) == 0
     act = activity(backend, aid)
-    assert act.status == Status.FAILED
-    assert act.last_error == "no handler for nobody_handles_this"
+    assert act.status == Status.PENDING and act.last_error is None
+    assert worker.counters["claimed"] == 0
 
 
 def test_types_without_a_handler_are_refused(backend):
@@ -270,9 +270,8 @@ def test_shell_command_not_found_is_non_retryable(backend):
 
 def test_plain_log_lines(backend):
     backend.enqueue("fatal", {})
-    stream = io.StringIO()
-    make_worker(backend, log=WorkerLog("plain", "info", stream=stream)).run(
-        install_signals=False)
+    with worker_log("plain", "info") as stream:
+        make_worker(backend).run(install_signals=False)
     lines = stream.getvalue().splitlines()
     assert any(" failed fatal " in line and 'error="bad input' in line for line in lines)
 
@@ -287,8 +286,7 @@ def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
         sys.exit(3)
 
     aid = backend.enqueue("quits", {}, max_retries=1, timeout_seconds=60).activity_id
-    worker = Worker(backend, registry, burst=True, poll_interval=0.2, concurrency=1,
-                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2, concurrency=1)
     worker.start()
     started = time.monotonic()
     worker.join(timeout=20)
@@ -320,8 +318,7 @@ def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_i
         return result
 
     aid = backend.enqueue("huge_int", {}, timeout_seconds=60).activity_id
-    worker = Worker(backend, registry, burst=True, poll_interval=0.2,
-                    log=WorkerLog("json", "debug", stream=io.StringIO()))
+    worker = Worker(backend, registry, burst=True, poll_interval=0.2)
     worker.start()
     worker.join(timeout=15)
     assert worker.exit_code is not None, "worker stuck retrying an ack that cannot succeed"
@@ -380,9 +377,26 @@ def test_max_activities_holds_while_busy_slots_claim(backend):
 
 def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     # The slots keep themselves busy without the claim loop; the pause still holds.
+    # The worker reads the pause state once per poll interval: the reads are counted
+    # (and timed by the server's clock) instead of sleeping through intervals.
+    import threading
+
     registry = HandlerRegistry()
     registry.add("overlap", _Overlap(0.01))
-    backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(500)])
+    for first in range(0, 500, 100):  # in parts: one large insert can time out on a busy box
+        backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(first, first + 100)])
+    pause_done = threading.Event()
+    reads_after_pause: list = []  # server time at the end of each read begun after the pause
+    read_pause = backend.paused
+
+    def counted_read():
+        after = pause_done.is_set()
+        state = read_pause()
+        if after:
+            reads_after_pause.append(backend.collections.clock())
+        return state
+
+    backend.paused = counted_read
     poll = 0.3
     worker = make_worker(backend, registry, burst=False, concurrency=2, poll_interval=poll)
     worker.start()
@@ -390,13 +404,17 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     wait_until(lambda: acts.count_documents({"status": "completed"}) >= 20, timeout=30,
                message="the worker to be busy")
     backend.pause(reason="test")
-    paused_at = backend.collections.clock()
-    time.sleep(poll + 1.0)  # one poll interval, with room for a slow machine
+    pause_done.set()
+    # Three reads after the pause: the first one stopped the claims (within a poll
+    # interval); a claim a slot had begun before it is long over by the third.
+    wait_until(lambda: len(reads_after_pause) >= 3 and not worker.in_flight, timeout=30,
+               message="the worker to read the pause and finish what it had claimed")
     claimed = acts.count_documents({"status": {"$ne": "pending"}})
-    time.sleep(1.0)
+    settled_at = reads_after_pause[1]
+    wait_until(lambda: len(reads_after_pause) >= 6, timeout=30,
+               message="three more poll intervals of the paused worker")
     assert acts.count_documents({"status": {"$ne": "pending"}}) == claimed
-    assert acts.count_documents(
-        {"started_at": {"$gt": paused_at + timedelta(seconds=poll + 1.0)}}) == 0
+    assert acts.count_documents({"started_at": {"$gt": settled_at}}) == 0
     assert acts.count_documents({"status": "pending"}) > 0
     worker.stop()
     assert worker.join(15) == 0
@@ -405,14 +423,19 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
 def test_a_burst_workers_abandoned_handler_thread_claims_nothing_once_run_returns(backend):
     # A timed-out plain handler cannot be killed; when it finally returns, its thread
     # must not claim new work for a worker that has already stopped.
+    import threading
+
+    release = threading.Event()
     registry = HandlerRegistry()
-    registry.add("slow", lambda payload: time.sleep(2.5))
+    registry.add("slow", lambda payload: release.wait(30))
     registry.add("echo", lambda payload: payload)
     backend.enqueue("slow", {}, timeout_seconds=1, max_retries=0)
     worker = make_worker(backend, registry, concurrency=1)
     assert worker.run(install_signals=False) == 0
     late = backend.enqueue("echo", {"late": True}).activity_id
-    time.sleep(3.0)  # the abandoned thread's handler returns meanwhile
+    release.set()  # the abandoned thread's handler returns now
+    wait_until(lambda: worker._slots.busy == 0, timeout=30,
+               message="the abandoned thread to finish its turn")
     assert activity(backend, late).status == Status.PENDING
 
 
@@ -431,7 +454,8 @@ def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
         if threading.current_thread().name.startswith("runnerq-slot") and not in_claim.is_set():
             in_claim.set()
             stopped.wait(10)
-            time.sleep(0.3)  # the claim loop has ended by now
+            wait_until(lambda: worker._flights.closed, timeout=10,
+                       message="the claim loop to end")
         return dequeue(*args, **kwargs)
 
     backend.dequeue = slow_slot_dequeue
@@ -442,7 +466,8 @@ def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
     stopped.set()
     assert worker.join(20) == 0
     returned_at = backend.collections.clock()
-    time.sleep(1.0)  # a slot left claiming would claim (and run) now, for nobody
+    # A slot left claiming would claim (and run) now, for nobody, before going idle.
+    wait_until(lambda: worker._slots.busy == 0, timeout=10, message="the slots to go idle")
     acts = backend.db[backend.collections.names.activities]
     assert acts.count_documents({"status": "processing"}) == 0
     assert acts.count_documents({"started_at": {"$gt": returned_at}}) == 0

@@ -7,13 +7,22 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.worker.engine import Worker
-from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
+from runnerq_cli.worker.handlers import HandlerRegistry, NonRetryableError
+from runnerq_cli.worker.logs import (
+    attempt_details,
+    attempt_message,
+    configure_logging,
+    details,
+    unconfigure_logging,
+)
 from tests import worker_handlers
+from tests.helpers import drive_to, run_then_crash, worker_log
 
 
 def _backend(settings) -> RunnerQ:
@@ -61,10 +70,10 @@ def test_cli_configuration_writes_json_lines_and_redacts(settings):
     stream = io.StringIO()
     handler = configure_logging("json", "info", stream=stream)
     try:
-        log = WorkerLog("json", "info")  # no stream: through the hierarchy
-        log.message("warning", "claim failed; retrying",
-                    error="connect mongodb://app:s3cret@db.example/x")
-        log.message("debug", "not shown at info")
+        log = logging.getLogger("runnerq.worker")
+        log.warning("claim failed; retrying",
+                    extra=details(error="connect mongodb://app:s3cret@db.example/x"))
+        log.debug("not shown at info", extra=details())
         logging.getLogger("runnerq.backend").info("from elsewhere in the library")
     finally:
         unconfigure_logging(handler)
@@ -80,11 +89,104 @@ def test_cli_configuration_writes_json_lines_and_redacts(settings):
 @pytest.mark.parametrize("fmt", ["plain", "json", "rich"])
 def test_worker_log_lines_never_show_a_uri_password(fmt):
     """Handler errors and driver messages may quote a MongoDB URI: the log redacts it."""
-    stream = io.StringIO()
-    log = WorkerLog(fmt, "debug", stream=stream)
+    log = logging.getLogger("runnerq.worker")
     uri = "mongodb://app:s3cr3t-pw@db.example:27017/x"
-    log.message("warning", "claim failed; retrying", error=f"ServerSelectionTimeoutError: {uri}")
-    log.outcome("retrying", "job", "id-1", 1, 0.1, f"could not reach {uri}")
+    with worker_log(fmt, "debug") as stream:
+        log.warning("claim failed; retrying",
+                    extra=details(error=f"ServerSelectionTimeoutError: {uri}"))
+        attempt = ("retrying", "job", "id-1", 1, 0.1, f"could not reach {uri}")
+        log.warning(attempt_message(*attempt), extra=attempt_details(*attempt))
     text = stream.getvalue()
     assert "s3cr3t-pw" not in text
     assert "app:****@db.example" in text
+
+
+FORGED = "job\x1b[2J\nINFO    completed forged 00000000 attempt=1 \u202e"
+
+
+@pytest.mark.parametrize("fmt", ["plain", "rich"])
+def test_an_activity_type_cannot_forge_log_lines(settings, fmt):
+    """A type or error holding ESC, a newline or a bidi override shows as inert text:
+    one line per record, no control character on the terminal."""
+    backend = _backend(settings)
+    registry = HandlerRegistry()
+
+    @registry.handler(FORGED)
+    def refuse(payload):
+        raise NonRetryableError("bad\r\nERROR   forged \x1b]0;title\x07")
+
+    aid = backend.enqueue(FORGED, {}).activity_id
+    with worker_log(fmt, "info") as stream:
+        Worker(backend, registry, burst=True, poll_interval=0.2).run(install_signals=False)
+    text = stream.getvalue()
+    assert not any(c in text for c in "\x1b\x07\r\u202e")
+    lines = text.splitlines()
+    if fmt == "rich":  # rich folds a long record into its message column, indented
+        # Records start with a time (left out when it repeats) and a level in columns 9-17.
+        records = [line for line in lines
+                   if re.match(r"(\d\d:\d\d:\d\d| {8}) (INFO|ERROR) ", line)]
+        assert len(records) == 3, text
+        assert "ERROR    failed        job\\x1b[2J\\nINFO" in text
+        return
+    assert len(lines) == 3, text  # worker started, the failed attempt, worker stopped
+    failed = [line for line in lines if "worker st" not in line]
+    assert len(failed) == 1 and "failed" in failed[0], text
+    assert "job\\x1b[2J\\nINFO" in failed[0] and "\\u202e" in failed[0]
+    assert "forged" in failed[0] and not any(
+        line.lstrip().startswith(("INFO    completed forged", "ERROR   forged"))
+        for line in text.splitlines())
+    if fmt == "plain":
+        assert str(aid) in failed[0]
+
+
+def test_json_lines_keep_the_exact_type(settings):
+    backend = _backend(settings)
+    registry = HandlerRegistry()
+    registry.add(FORGED, lambda payload: None)
+    backend.enqueue(FORGED, {})
+    with worker_log("json", "info") as stream:
+        Worker(backend, registry, burst=True, poll_interval=0.2).run(install_signals=False)
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    [done] = [r for r in records if r.get("event") == "activity"]
+    assert done["activity_type"] == FORGED and done["outcome"] == "completed"
+
+
+def test_the_backend_logs_what_its_maintenance_did(settings, queue, clock):
+    """The reaper, outbox repair and retention say at INFO on `runnerq.backend` what they
+    did, and say nothing when they did nothing."""
+    lease_lost = drive_to(queue, "pending", "job")
+    queue.dequeue("w1", types=["job"], lease_seconds=5)
+    finished = drive_to(queue, "completed", "done")
+    with worker_log("json", "info") as quiet:
+        assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0}
+        assert queue.repair_outboxes() == 0
+        assert queue.purge_expired() == {"completed": 0, "failed": 0}
+    assert quiet.getvalue() == ""
+
+    clock.advance(6)
+    with worker_log("json", "info") as stream:
+        assert queue.requeue_expired()["requeued"] == 1
+    [reaped] = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert reaped["logger"] == "runnerq.backend" and reaped["level"] == "info"
+    assert (reaped["msg"], reaped["requeued"], reaped["dead_lettered"]) == (
+        "reaper: expired leases", 1, 0)
+    assert queue.get_activity(lease_lost).status == "pending"
+
+    clock.advance(settings.retention_completed + 1)
+    with worker_log("plain", "info") as stream:
+        assert queue.purge_expired()["completed"] == 1
+    assert "retention purge" in stream.getvalue() and "completed=1 failed=0" in stream.getvalue()
+    assert queue.collections.activities.count_documents({"_id": finished}) == 0
+
+
+def test_outbox_repair_logs_how_many_it_copied(settings, backend):
+    from datetime import UTC, datetime
+
+    run_then_crash(settings, datetime.now(UTC), """
+        out = q.enqueue("job", {}, max_retries=1).activity_id
+        q.ack_failure(q.dequeue("w", types=["job"])[0], "boom")
+    """)
+    with worker_log("plain", "info") as stream:
+        assert backend.repair_outboxes(0) == 1
+    [line] = stream.getvalue().splitlines()
+    assert " INFO    outbox repair: " in line and line.endswith(" repaired=1")

@@ -19,6 +19,7 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.errors import ExitCode
+from tests.helpers import default_signals
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "runnerq_cli", "worker", "--log-format", "plain", *args],
             cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=self._log,
-            stderr=subprocess.STDOUT)
+            stderr=subprocess.STDOUT, preexec_fn=default_signals)
 
     @property
     def log(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import time
 import uuid
 from datetime import UTC, datetime
@@ -12,7 +11,6 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.worker.engine import FLEET_STALE_AFTER, Worker
 from runnerq_cli.worker.handlers import HandlerRegistry
-from runnerq_cli.worker.logs import WorkerLog
 from tests.waiting import wait_until
 
 
@@ -37,8 +35,7 @@ def test_a_running_worker_counts_in_the_fleet_that_shares_the_chores(settings) -
         backend.register_worker(f"peer-{n}")
     registry = HandlerRegistry()
     registry.add("noop", lambda payload: None)
-    worker = Worker(backend, registry, poll_interval=0.1,
-                    log=WorkerLog("plain", "error", stream=io.StringIO()))
+    worker = Worker(backend, registry, poll_interval=0.1)
     worker.start()
     try:
         wait_until(lambda: worker.worker_id in {w.worker_id for w in backend.list_workers()},
@@ -70,8 +67,7 @@ def test_a_crashed_workers_outbox_is_copied_within_a_minute(settings) -> None:
     """)
     activities = backend.collections.activities
     assert activities.count_documents({"outbox": {"$exists": True}}) == 1
-    worker = Worker(backend, worker_handlers.registry, poll_interval=0.2,
-                    log=WorkerLog("json", "warning"))
+    worker = Worker(backend, worker_handlers.registry, poll_interval=0.2)
     worker.start()
     try:
         wait_until(lambda: not activities.count_documents({"outbox": {"$exists": True}}),

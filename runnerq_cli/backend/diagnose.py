@@ -31,6 +31,7 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.naming import validate_queue_name
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.workers import WorkerInfo
     from runnerq_cli.config import Settings
 
-STALE_AFTER = 30.0  # seconds without a heartbeat: a worker is stale (workers.py's default)
-LEASE_GRACE = 30.0  # an expired lease older than this means no reaper ran (it runs <= 15 s)
-OUTBOX_MAX_AGE = 60.0  # outboxes older than this were left by a crash (repair grace)
+STALE_AFTER = TIMING.worker_stale_after  # the timings: backend/timing.py
+LEASE_GRACE = TIMING.lease_overdue
+OUTBOX_MAX_AGE = TIMING.outbox_overdue
 PENDING_AGE_WARN = 300.0  # the oldest pending activity waiting longer than this: warn
 CLOCK_SKEW_WARN = 1.0  # seconds
 COUNT_LIMIT = 100_000  # counts stop here ("at least N"): bounded on a queue of millions

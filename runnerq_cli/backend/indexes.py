@@ -16,9 +16,10 @@ from pymongo.database import Database
 from pymongo.errors import CollectionInvalid, OperationFailure
 
 from runnerq_cli.backend.naming import CollectionNames
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
-WORKER_REGISTRY_TTL = 600  # seconds without a heartbeat before a worker entry expires
+WORKER_REGISTRY_TTL = TIMING.registry_ttl  # no heartbeat this long: the entry expires
 _COMPARED_OPTIONS = ("unique", "sparse", "expireAfterSeconds", "partialFilterExpression")
 # Indexes earlier versions created that this one no longer uses (reported as obsolete).
 

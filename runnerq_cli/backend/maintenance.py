@@ -4,10 +4,15 @@ Every worker runs these chores (shared across the live fleet, worker/engine.py),
 and `purge` runs retention on an operator's request. Each is one indexed,
 fenced operation that is cheap when nothing is due, so no leader is needed and
 a dead worker stops nothing.
+
+Each logs what it did, when it did anything, at INFO on the `runnerq.backend`
+logger (the scheduler at DEBUG: it moves retries due every second), with the
+counts as the record's `fields`.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +27,10 @@ from runnerq_cli.backend.queue import (
     flush_projection,
 )
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
+
+log = logging.getLogger("runnerq.backend")
 
 
 class Maintenance:
@@ -39,6 +47,9 @@ class Maintenance:
             ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
             query = {**query, "_id": {"$in": ids}}
         moved = self._ctx.activities.update_many(query, {"$set": {"status": Status.PENDING.value}})
+        if moved.modified_count:
+            log.debug("scheduler: scheduled activities due",
+                      extra={"fields": {"pending": moved.modified_count}})
         return moved.modified_count
 
     def requeue_expired(self, limit: int = 100) -> dict[str, int]:
@@ -84,11 +95,18 @@ class Maintenance:
             if changed is not None:
                 self._ctx.outbox.submit(changed)
                 counts[kind] += 1
+        if any(counts.values()):
+            log.info("reaper: expired leases", extra={"fields": counts})
         return counts
 
-    def repair_outboxes(self, grace_seconds: float = 60.0) -> int:
-        """Copy out outboxes a crashed process left behind (see writes.py)."""
-        return self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
+    def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
+        """Copy out outboxes a crashed process left behind (see writes.py): those older
+        than the grace, by when no live writer is about to copy them itself."""
+        repaired = self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
+        if repaired:
+            log.info("outbox repair: copied out outboxes a writer left behind",
+                     extra={"fields": {"repaired": repaired}})
+        return repaired
 
     def retention_queries(self) -> dict[str, dict[str, Any]]:
         """{"completed"|"failed": query of the terminal activities past their retention}.
@@ -127,4 +145,7 @@ class Maintenance:
                 self._ctx.results.delete_many({"_id": {"$in": gone}})
                 self._ctx.events.delete_many({"activity_id": {"$in": gone}})
             counts[name] = len(gone)
+        if any(counts.values()):
+            log.info("retention purge: deleted activities past their retention",
+                     extra={"fields": counts})
         return counts

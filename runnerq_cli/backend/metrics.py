@@ -24,6 +24,7 @@ from typing import Any
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.indexes import EVER, index_name
 from runnerq_cli.backend.models import TERMINAL_STATUSES, Priority, Status, to_jsonable
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
 SCHEMA = "runnerq.stats/1"
@@ -51,7 +52,7 @@ class StatsOptions:
     throughput_minutes: int = 5
     latency_window_seconds: float = 900.0
     sample_cap: int = 10_000
-    stale_after: float = 30.0
+    stale_after: float = TIMING.worker_stale_after
 
 
 
@@ -265,7 +266,7 @@ def check_values(snap: dict[str, Any]) -> dict[str, float]:
 class MetricsOptions:
     window_seconds: float = 300.0  # outcomes and latency percentiles over this window
     sample_cap: int = 10_000
-    stale_after: float = 30.0
+    stale_after: float = TIMING.worker_stale_after
 
 
 def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:

@@ -6,15 +6,15 @@ data contract, docs/design.md "Workers"; other programs may ignore it):
     _id             worker id (string)
     host, pid       where it runs
     queue           queue name
-    types           activity types it claims ([] = all)
+    types           activity types it claims ([] = all: started with --all-types)
     concurrency     activities at once
     started_at      date
-    last_heartbeat  date (a TTL index removes entries silent for 10 minutes)
+    last_heartbeat  date (a TTL index removes entries silent for TIMING.registry_ttl)
     in_flight       activities running now
     counters        {claimed, succeeded, retried, failed, dead_lettered, claims_lost}
     version         runnerq-mongo version
 
-A worker registers at start, heartbeats every few seconds, and removes its
+A worker registers at start, heartbeats every TIMING.heartbeat_every seconds, and removes its
 entry on a clean stop. An entry whose heartbeat is older than `stale_after`
 is shown as stale (the process probably died).
 """
@@ -29,9 +29,10 @@ from typing import Any
 
 from runnerq_cli import __version__
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.timing import TIMING
 
 COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost")
-DEFAULT_STALE_AFTER = 30.0  # seconds without a heartbeat before an entry is stale
+DEFAULT_STALE_AFTER = TIMING.worker_stale_after  # no heartbeat this long: stale
 
 
 @dataclass(frozen=True)

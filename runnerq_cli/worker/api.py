@@ -12,7 +12,10 @@
     run_worker(registry, uri="mongodb://db1,db2/?replicaSet=rs0", queue="images",
                concurrency=8)
 
-`Worker` gives finer control (`start()` in a background thread, `stop()`).
+`Worker` gives finer control (`start()` in a background thread, `stop()`). Pass
+`all_types=True` with a catch-all handler (`registry.add("*", func)`) to claim every
+activity type; by default a worker claims only the types it has handlers for.
+Logs are `logging` records on `runnerq.worker` and `runnerq.backend`.
 """
 
 from __future__ import annotations
@@ -32,14 +35,13 @@ from runnerq_cli.worker.handlers import (
     load_function,
     make_handler,
 )
-from runnerq_cli.worker.logs import WorkerLog
 from runnerq_cli.worker.shell import EXIT_NON_RETRYABLE, shell_handler
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
 __all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
-           "RetryableError", "Worker", "WorkerLog", "create_worker", "handler", "run_worker"]
+           "RetryableError", "Worker", "create_worker", "handler", "run_worker"]
 
 
 def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ | None = None,

@@ -113,6 +113,11 @@ def make_handler(activity_type: str, func: Callable[..., Any], source: str = "")
     return Handler(activity_type, func, is_async, _takes_context(func), "python", source)
 
 
+# The catch-all handler's type: it runs every type without a handler of its own, and
+# only for a worker started with `all_types` (`--all-types`), the one that claims all.
+CATCH_ALL = "*"
+
+
 class HandlerRegistry:
     """Activity type → handler. Use its decorator in your app module::
 
@@ -155,11 +160,19 @@ class HandlerRegistry:
         self._handlers.update(other._handlers)
 
     def get(self, activity_type: str) -> Handler | None:
-        return self._handlers.get(activity_type)
+        """The handler of this type, else the catch-all (`"*"`), else None."""
+        found = self._handlers.get(activity_type)
+        return found if found is not None else self._handlers.get(CATCH_ALL)
 
     @property
     def types(self) -> list[str]:
-        return sorted(self._handlers)
+        """The types with a handler of their own (not the catch-all): what a worker claims."""
+        return sorted(t for t in self._handlers if t != CATCH_ALL)
+
+    @property
+    def catch_all(self) -> Handler | None:
+        """The handler registered as `"*"`, if any."""
+        return self._handlers.get(CATCH_ALL)
 
     def __contains__(self, activity_type: object) -> bool:
         return activity_type in self._handlers
@@ -210,7 +223,8 @@ def load_function(path: str) -> Callable[..., Any]:
                                   f"{attr!r}") from None
     if not callable(target):
         raise InvalidArgument(f"handler {path!r} is not callable")
-    return target
+    func: Callable[..., Any] = target
+    return func
 
 
 def load_app(module_name: str) -> HandlerRegistry:

@@ -1,20 +1,19 @@
-"""Worker logs over the standard `logging` module: the `runnerq` logger hierarchy.
+"""Worker and backend logs over the standard `logging` module: the `runnerq` hierarchy.
 
 The worker emits records on `runnerq.worker` (lifecycle messages and one
-record per finished attempt); an application that embeds it routes, filters
-and formats them with `logging` like any library's. The library adds no
-handler but a NullHandler; the CLI installs one (`configure_logging`): rich's
-RichHandler on a terminal, plain text lines, or JSON lines for log shippers,
-chosen by --log-format, filtered by --log-level.
+record per finished attempt), the backend's maintenance on `runnerq.backend`
+(what the reaper, outbox repair and retention did); an application that embeds
+them routes, filters and formats them with `logging` like any library's. The
+library adds no handler but a NullHandler; the CLI installs one
+(`configure_logging`): rich's RichHandler on a terminal, plain text lines, or
+JSON lines for log shippers, chosen by --log-format, filtered by --log-level.
 
-Each record carries its key=value details as `record.fields` (a dict) and,
-for an attempt, `record.outcome`, `record.activity_type`, `record.activity_id`,
-`record.attempt`, `record.seconds` and `record.error`.
-
-`WorkerLog` keeps the call-site API the engine uses (`message`, `outcome`,
-`enabled`). Given a `stream`, it writes there through its own handler and a
-logger of its own (not in the hierarchy: tests and benchmarks that run several
-workers in one process keep their lines apart).
+Each record carries its key=value details as `record.fields` (a dict: build it
+with `details(...)`) and, for an attempt (`attempt_details(...)`),
+`record.outcome`, `record.activity_type`, `record.activity_id`,
+`record.attempt`, `record.seconds` and `record.error`. Text lines show every
+value through `literal()`: an activity type or error holding an ESC sequence or
+a newline cannot forge a log line (JSON lines escape on their own).
 """
 
 from __future__ import annotations
@@ -26,10 +25,12 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from runnerq_cli.literal import literal
 from runnerq_cli.redaction import redact_uri
 
 ROOT_LOGGER = "runnerq"
 WORKER_LOGGER = "runnerq.worker"
+BACKEND_LOGGER = "runnerq.backend"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
 OUTCOME_STYLE = {"completed": "green", "retrying": "yellow", "failed": "red",
@@ -37,10 +38,30 @@ OUTCOME_STYLE = {"completed": "green", "retrying": "yellow", "failed": "red",
                  "timed_out": "yellow"}
 OUTCOME_LEVEL = {"completed": "info", "retrying": "warning", "failed": "error",
                  "dead_lettered": "error", "claim_lost": "warning", "released": "warning"}
-_LEVEL_STYLE = {"ERROR": "red", "CRITICAL": "bold red", "WARNING": "yellow", "DEBUG": "dim"}
 
 # A library adds no handler of its own (logging HOWTO, "Configuring Logging for a Library").
 logging.getLogger(ROOT_LOGGER).addHandler(logging.NullHandler())
+
+
+def details(**fields: Any) -> dict[str, Any]:
+    """`extra=` for a record with key=value details: `log.info("started", extra=details(a=1))`."""
+    return {"fields": fields}
+
+
+def attempt_details(outcome: str, activity_type: str, activity_id: Any, attempt: int,
+                    seconds: float, error: str | None = None) -> dict[str, Any]:
+    """`extra=` for the record of a finished attempt (see the module's docstring)."""
+    return {"fields": {}, "outcome": outcome, "activity_type": activity_type,
+            "activity_id": str(activity_id), "attempt": attempt, "seconds": seconds,
+            "error": str(error) if error else None}
+
+
+def attempt_message(outcome: str, activity_type: str, activity_id: Any, attempt: int,
+                    seconds: float, error: str | None = None) -> str:
+    """The message of an attempt's record, for handlers that show only messages."""
+    short = _short_error(error)
+    return (f"{outcome} {literal(activity_type)} {literal(activity_id)} attempt={attempt} "
+            f"seconds={seconds:.3f}" + (f" error={json.dumps(short)}" if short else ""))
 
 
 def resolve_format(fmt: str, stream: TextIO) -> str:
@@ -73,7 +94,7 @@ def _iso(created: float) -> str:
 
 
 def _show(value: Any) -> str:
-    text = str(value)
+    text = literal(value)
     return json.dumps(text) if (" " in text or not text) else text
 
 
@@ -93,13 +114,13 @@ class PlainFormatter(logging.Formatter):
         head = f"{_iso(record.created)} {record.levelname:<7}"
         outcome = getattr(record, "outcome", None)
         if outcome is not None:
-            text = (f"{head} {outcome} {record.activity_type} {record.activity_id} "  # type: ignore[attr-defined]
-                    f"attempt={record.attempt} seconds={record.seconds:.3f}")  # type: ignore[attr-defined]
-            short = _short_error(getattr(record, "error", None))
-            return text + (f" error={json.dumps(short)}" if short else "")
+            return f"{head} " + attempt_message(
+                outcome, getattr(record, "activity_type", ""), getattr(record, "activity_id", ""),
+                getattr(record, "attempt", 0), getattr(record, "seconds", 0.0),
+                getattr(record, "error", None))
         fields = getattr(record, "fields", None) or {}
         extra = " ".join(f"{k}={_show(v)}" for k, v in fields.items())
-        text = f"{head} {record.getMessage()} {extra}".rstrip()
+        text = f"{head} {literal(record.getMessage())} {extra}".rstrip()
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         return text
@@ -115,10 +136,10 @@ class JsonFormatter(logging.Formatter):
         if outcome is not None:
             data: dict[str, Any] = {
                 "ts": _iso(record.created), "level": level, "event": "activity",
-                "outcome": outcome, "activity_type": record.activity_type,  # type: ignore[attr-defined]
-                "activity_id": str(record.activity_id),  # type: ignore[attr-defined]
-                "attempt": record.attempt,  # type: ignore[attr-defined]
-                "seconds": round(record.seconds, 4), **fields}  # type: ignore[attr-defined]
+                "outcome": outcome, "activity_type": getattr(record, "activity_type", ""),
+                "activity_id": str(getattr(record, "activity_id", "")),
+                "attempt": getattr(record, "attempt", 0),
+                "seconds": round(getattr(record, "seconds", 0.0), 4), **fields}
             error = getattr(record, "error", None)
             if error:
                 data["error"] = str(error)[-2048:]
@@ -141,17 +162,19 @@ class RichMarkupFormatter(logging.Formatter):
         outcome = getattr(record, "outcome", None)
         if outcome is not None:
             style = OUTCOME_STYLE.get(outcome, "white")
-            text = (f"[{style}]{outcome:<13}[/{style}] {escape(str(record.activity_type))} "  # type: ignore[attr-defined]
-                    f"[dim]{str(record.activity_id)[:8]}[/dim] "  # type: ignore[attr-defined]
-                    f"attempt {record.attempt} {record.seconds:.3f}s")  # type: ignore[attr-defined]
+            activity_type = literal(getattr(record, "activity_type", ""))
+            activity_id = literal(getattr(record, "activity_id", ""))[:8]
+            text = (f"[{style}]{outcome:<13}[/{style}] {escape(activity_type)} "
+                    f"[dim]{escape(activity_id)}[/dim] attempt {getattr(record, 'attempt', 0)} "
+                    f"{getattr(record, 'seconds', 0.0):.3f}s")
             short = _short_error(getattr(record, "error", None))
-            return text + (f" [{style}]{escape(short)}[/{style}]" if short else "")
+            return text + (f" [{style}]{escape(literal(short))}[/{style}]" if short else "")
         fields = getattr(record, "fields", None) or {}
-        extra = " ".join(f"[dim]{k}=[/dim]{escape(str(v))}" for k, v in fields.items())
-        return f"{escape(record.getMessage())} {extra}".rstrip()
+        extra = " ".join(f"[dim]{k}=[/dim]{escape(literal(v))}" for k, v in fields.items())
+        return f"{escape(literal(record.getMessage()))} {extra}".rstrip()
 
 
-class _QuietStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _QuietStreamHandler(logging.StreamHandler[TextIO]):
     """A closed or broken log stream must not stop the worker, nor print tracebacks."""
 
     def handleError(self, record: logging.LogRecord) -> None:
@@ -184,6 +207,10 @@ def make_handler(fmt: str = "auto", stream: TextIO | None = None) -> logging.Han
     return handler
 
 
+# The `runnerq` logger's level before each `configure_logging`, put back by `unconfigure_logging`.
+_previous_levels: dict[logging.Handler, int] = {}
+
+
 def configure_logging(fmt: str = "auto", level: str = "info",
                       stream: TextIO | None = None) -> logging.Handler:
     """What the CLI does: one handler on the `runnerq` logger at `level`.
@@ -193,7 +220,7 @@ def configure_logging(fmt: str = "auto", level: str = "info",
     """
     handler = make_handler(fmt, stream)
     logger = logging.getLogger(ROOT_LOGGER)
-    handler.previous_level = logger.level  # type: ignore[attr-defined]
+    _previous_levels[handler] = logger.level
     logger.addHandler(handler)
     logger.setLevel(LEVELS.get(level, logging.INFO))
     return handler
@@ -203,51 +230,5 @@ def unconfigure_logging(handler: logging.Handler) -> None:
     """Undo `configure_logging`: the handler removed, the logger's level as it was."""
     logger = logging.getLogger(ROOT_LOGGER)
     logger.removeHandler(handler)
-    logger.setLevel(getattr(handler, "previous_level", logging.NOTSET))
+    logger.setLevel(_previous_levels.pop(handler, logging.NOTSET))
     handler.close()
-
-
-# ------------------------------------------------------------------- adapter
-
-class WorkerLog:
-    """The engine's logging calls, as `logging` records on `runnerq.worker`.
-
-    `WorkerLog()` (no stream) only emits records: where they go is the
-    application's logging configuration (the CLI's: `configure_logging`).
-    `WorkerLog(fmt, level, stream)` writes to `stream` through a handler of its own.
-    """
-
-    def __init__(self, fmt: str = "auto", level: str = "info",
-                 stream: TextIO | None = None) -> None:
-        self.stream = stream
-        self.format = resolve_format(fmt, stream or sys.stderr)
-        self.level = LEVELS.get(level, logging.INFO)
-        if stream is None:
-            self.logger = logging.getLogger(WORKER_LOGGER)
-        else:
-            # Outside the hierarchy: this worker's lines go to this stream only.
-            self.logger = logging.Logger(WORKER_LOGGER, self.level)
-            self.logger.addHandler(make_handler(self.format, stream))
-
-    def enabled(self, level: str) -> bool:
-        return self.logger.isEnabledFor(LEVELS.get(level, logging.INFO))
-
-    def message(self, level: str, text: str, **fields: Any) -> None:
-        """A lifecycle record (started, stopping, maintenance errors...)."""
-        levelno = LEVELS.get(level, logging.INFO)
-        if self.logger.isEnabledFor(levelno):
-            self.logger.log(levelno, text, extra={"fields": fields})
-
-    def outcome(self, outcome: str, activity_type: str, activity_id: Any, attempt: int,
-                seconds: float, error: str | None = None, **fields: Any) -> None:
-        """One record per finished attempt."""
-        levelno = LEVELS[OUTCOME_LEVEL.get(outcome, "info")]
-        if not self.logger.isEnabledFor(levelno):
-            return
-        short = _short_error(error)
-        text = (f"{outcome} {activity_type} {activity_id} attempt={attempt} "
-                f"seconds={seconds:.3f}" + (f" error={json.dumps(short)}" if short else ""))
-        self.logger.log(levelno, text, extra={
-            "fields": fields, "outcome": outcome, "activity_type": activity_type,
-            "activity_id": str(activity_id), "attempt": attempt, "seconds": seconds,
-            "error": str(error) if error else None})

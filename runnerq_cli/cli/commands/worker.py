@@ -13,10 +13,15 @@ HELP = (
     "that registers handlers), --exec TYPE='command args' (payload as JSON on stdin, "
     "result as JSON on stdout; exit 100 = non-retryable failure). Also from the config "
     "file: worker.handlers, worker.app, worker.exec.\n\n"
+    "A worker claims only the activity types it has handlers for (--types narrows "
+    "them), so other types on a shared queue stay pending for their own workers. "
+    "To claim every type, give --all-types and a catch-all handler for the types "
+    "without one of their own: --handler '*=MOD:FUNC' or --exec '*=COMMAND'.\n\n"
     "SIGTERM/SIGINT stop claiming and let running handlers finish (up to "
     "--shutdown-timeout), then release the rest; a second signal stops at once.\n\n"
-    "Exit codes: 0 ok, 20 --burst --fail-on-error saw failed attempts, 21 running work "
-    "was released at shutdown, 130 stopped by a second signal."
+    "Exit codes: 0 ok, 2 bad options, 6 MongoDB unreachable at start, 20 --burst "
+    "--fail-on-error saw failed attempts, 21 running work was released at shutdown, "
+    "130 stopped by a second signal."
 )
 
 
@@ -29,7 +34,9 @@ def worker(
     exec_: list[str] = typer.Option([], "--exec", metavar="TYPE=COMMAND",
                                     help="Shell handler (repeatable); payload JSON on stdin."),
     types: str | None = typer.Option(None, "--types", metavar="A,B",
-                                     help="Claim only these activity types."),
+                                     help="Claim only these of the handled types."),
+    all_types: bool = typer.Option(False, "--all-types",
+                                   help="Claim every type (needs a '*' catch-all handler)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-n", min=1, max=10_000,
                                            help="Activities run at once (default 4)."),
     lease: str | None = typer.Option(None, "--lease", metavar="DURATION",
@@ -58,9 +65,9 @@ def worker(
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.worker.api import build_registry
-    from runnerq_cli.worker.engine import Worker
+    from runnerq_cli.worker.engine import Worker, claim_types
     from runnerq_cli.worker.handlers import parse_assignment
-    from runnerq_cli.worker.logs import WorkerLog, configure_logging, unconfigure_logging
+    from runnerq_cli.worker.logs import configure_logging, unconfigure_logging
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
@@ -77,19 +84,22 @@ def worker(
                               queue=settings.queue, secrets=(settings.uri,))
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
+    if len(registry):  # incoherent type choices: exit 2 before connecting
+        claim_types(registry, tuple(ws.types), all_types)
 
     from runnerq_cli.backend.api import RunnerQ
 
     backend = RunnerQ(settings)
-    # The `runnerq` loggers to standard error in the chosen format (the library adds none).
-    handler = configure_logging(ws.log_format, ws.log_level)
+    # The `runnerq` loggers (worker and backend) to standard error in the chosen format
+    # (the library adds no handler of its own).
+    log_handler = configure_logging(ws.log_format, ws.log_level)
     try:
-        log = WorkerLog(ws.log_format, ws.log_level)
         backend.ping()
         code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                      max_activities=max_activities, worker_id=worker_id, log=log).run()
+                      max_activities=max_activities, worker_id=worker_id,
+                      all_types=all_types).run()
     finally:
-        unconfigure_logging(handler)
+        unconfigure_logging(log_handler)
     raise typer.Exit(code)
 
 

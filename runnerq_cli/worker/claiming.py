@@ -1,0 +1,211 @@
+"""Claiming: the claim loop (one poller per worker) and the slots that claim for themselves.
+
+The caller's thread runs the claim loop: it claims for idle slots, backs off
+(doubling up to `poll_interval`) when the queue is idle, reads the pause
+state, and writes outcomes the server did not take when their retry is due.
+`concurrency` handler slots (daemon threads) run handlers. A slot that
+finishes an attempt hands its outcome over, writes every outcome waiting if no
+other thread is writing, and claims its next activity itself while the queue
+has work: no hand-off between threads per activity. An empty queue sends it
+back to idle, and the claim loop takes over.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from runnerq_cli.worker.execute import Abandoned, call
+from runnerq_cli.worker.flights import Flight, Flights, Slots
+from runnerq_cli.worker.handlers import ActivityContext
+from runnerq_cli.worker.logs import WORKER_LOGGER, details
+from runnerq_cli.worker.outcomes import brief
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.models import Claim
+    from runnerq_cli.worker.handlers import HandlerRegistry
+    from runnerq_cli.worker.leases import LeaseKeeper
+    from runnerq_cli.worker.outcomes import OutcomeWriter
+
+log = logging.getLogger(WORKER_LOGGER)
+MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
+Scope = tuple[list[str] | None, list[str]]  # (types to claim or None for any, types excluded)
+
+
+class Claimer:
+    """Claims activities of `types` (() for every type) and runs them on the slots."""
+
+    def __init__(self, backend: RunnerQ, registry: HandlerRegistry, flights: Flights,
+                 writer: OutcomeWriter, keeper: LeaseKeeper, *, worker_id: str,
+                 types: tuple[str, ...], lease: float, poll_interval: float, burst: bool,
+                 stopping: threading.Event) -> None:
+        from runnerq_cli.backend.control import PauseWatch
+
+        self._backend = backend
+        self._registry = registry
+        self._flights = flights
+        self._writer = writer
+        self._keeper = keeper
+        self._worker_id = worker_id
+        self._types = types
+        self._claim_types = list(types) or None
+        self._lease = lease
+        self._poll_interval = poll_interval
+        self._burst = burst
+        self._stopping = stopping
+        self.slots = Slots(flights.concurrency * 2, "runnerq-slot", on_free=flights.wake.set)
+        self._pause = PauseWatch(backend.paused, poll_interval)  # pause/resume
+        # What to claim, or None when paused: the claim loop's view, shared with the
+        # slots that claim their next activity themselves.
+        self._scope: Scope | None = None
+
+    def _reserve(self, most: int) -> int:
+        """Room for up to `most` claims (flights.py), none while too many outcomes wait
+        to be written; give it back with `flights.unreserve`."""
+        if self._writer.backlogged():
+            return 0
+        return self._flights.reserve(most, self._stopping.is_set())
+
+    def loop(self) -> None:
+        """Claim until stopped (or, in burst mode, until nothing is due)."""
+        flights = self._flights
+        idle = error_wait = MIN_IDLE
+        swept = False
+        while not self._stopping.is_set():
+            if (flights.max_activities is not None
+                    and flights.counters["claimed"] >= flights.max_activities):
+                return
+            flights.wake.clear()
+            self._writer.write(for_at_most=self._poll_interval)
+            # Refreshed every turn (the slots claim under it too): a pause takes effect
+            # within a poll interval even while the slots keep themselves busy.
+            scope = self._scope = self._claim_scope()
+            if scope is None:  # everything this worker claims is paused
+                if self._burst and not len(flights):
+                    return
+                self.sleep(self._poll_interval)
+                continue
+            capacity = self._reserve(self.slots.available())
+            if capacity == 0:
+                self.sleep(self._poll_interval)
+                continue
+            try:
+                claims = self._backend.dequeue(
+                    self._worker_id, types=scope[0] or self._claim_types, limit=capacity,
+                    lease_seconds=self._lease, exclude_types=scope[1] or None,
+                    on_claim=self._start)
+            except Exception as exc:  # server unavailable: back off, keep the process up
+                log.warning("claim failed; retrying",
+                            extra=details(error=brief(exc), retry_in=f"{error_wait:.1f}s"))
+                self.sleep(error_wait)
+                error_wait = min(error_wait * 2 if error_wait >= 1 else 1.0, 30.0)
+                continue
+            finally:
+                flights.unreserve(capacity)
+            error_wait = MIN_IDLE
+            if claims:
+                idle = MIN_IDLE
+                swept = False
+                continue
+            if self._burst and not len(flights):
+                # Done only after an empty claim that followed a maintenance pass (the
+                # maintenance thread may have made work due in between).
+                if swept:
+                    return
+                swept = self._sweep()
+                continue
+            swept = False
+            self.sleep(idle)
+            idle = min(idle * 2, self._poll_interval)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait until woken (a slot freed, work due, stop) or `seconds`, or until outcomes
+        that could not be written are due for another try."""
+        bound = self._writer.sleep_bound(seconds)
+        if bound is not None:  # None: outcomes wait and nobody is writing them
+            self._flights.wake.wait(bound)
+
+    def _claim_scope(self) -> Scope | None:
+        """What to claim, or None when paused (read once per poll interval)."""
+        state, changed = self._pause.current()
+        if changed:
+            if state.covers(self._types):
+                log.info("queue paused: claiming nothing"
+                         + (" (burst: exiting)" if self._burst else ""),
+                         extra=details(paused=state.describe()))
+            elif state.active:
+                log.info("some types paused: not claiming them",
+                         extra=details(paused=state.describe()))
+            else:
+                log.info("resumed: claiming again")
+        return state.claim_scope(self._types)
+
+    def _sweep(self) -> bool:
+        """Burst mode: make due scheduled work and expired leases claimable; True once
+        done (so the next empty claim means nothing is due)."""
+        try:
+            self._backend.process_scheduled()
+            self._backend.requeue_expired()
+        except Exception as exc:
+            log.warning("maintenance failed", extra=details(error=brief(exc)))
+            self._flights.wake.wait(self._poll_interval)
+            return False
+        return True
+
+    def _claim_next(self) -> Flight | None:
+        """A slot's next activity, claimed by the slot itself; None to go idle.
+
+        While the queue has work, a slot that has finished an attempt claims its
+        next one at once. It goes idle (and the claim loop takes over) when the
+        queue is empty, the worker is stopping or paused, outcomes cannot be
+        written, or a claim fails.
+        """
+        scope = self._scope
+        if scope is None or self._stopping.is_set() or self._writer.retry_pending():
+            return None
+        if not self._reserve(1):
+            return None
+        try:
+            claims = self._backend.dequeue(self._worker_id, types=scope[0] or self._claim_types,
+                                           limit=1, lease_seconds=self._lease,
+                                           exclude_types=scope[1] or None)
+            # Counted as running before the reservation is given back: in between, the
+            # room would be counted nowhere and another claimer could take it.
+            return self._begin(claims[0]) if claims else None
+        except Exception:  # the claim loop tries again, backs off and says why
+            return None
+        finally:
+            self._flights.unreserve(1)
+
+    def _begin(self, claim: Claim) -> Flight:
+        act = claim.activity
+        now = time.monotonic()
+        ctx = ActivityContext(
+            activity_id=act.id, activity_type=act.activity_type, attempt=act.retry_count + 1,
+            metadata=dict(act.metadata), worker_id=self._worker_id,
+            timeout_seconds=float(act.timeout_seconds), _enqueue=self._backend.enqueue)
+        flight = Flight(claim, self._registry.get(act.activity_type), ctx, started=now,
+                        timeout_at=now + act.timeout_seconds,
+                        next_renew=now + self._lease / 3, lease_ends=now + self._lease)
+        ctx._extend = functools.partial(self._keeper.extend, flight)
+        self._flights.add(flight)
+        return flight
+
+    def _start(self, claim: Claim) -> None:
+        self.slots.submit(self._execute, self._begin(claim))
+
+    def _execute(self, flight: Flight) -> None:
+        """Run attempts on this slot until there is nothing to claim (see _claim_next)."""
+        current: Flight | None = flight
+        while current is not None:
+            try:
+                outcome = call(current)
+            except Abandoned:
+                return
+            self._writer.hand_over(current, outcome)
+            self._writer.write()
+            current = self._claim_next()

@@ -1,0 +1,201 @@
+"""Writing attempts' outcomes: one writer at a time, successes in batches, retried.
+
+The slots and the lease keeper hand outcomes over (`hand_over`); any thread may
+then call `write` (a slot after its attempt, the claim loop): one writes at a
+time, everything waiting, and loops while more arrives, so nothing handed over
+is left behind and nobody waits. All successes go in one `ack_success_many` (two
+commands however many), failures one by one; batches grow with the load by
+themselves. An outcome the server does not take (it is away) is tried again
+after a back-off (the claim loop wakes for it), for up to TIMING.ack_retry_for;
+after that the lease runs out and the reaper hands the activity to another worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.backend.models import AckOutcome
+from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.errors import ClaimLost, InvalidArgument
+from runnerq_cli.worker.logs import (
+    LEVELS,
+    OUTCOME_LEVEL,
+    WORKER_LOGGER,
+    attempt_details,
+    attempt_message,
+    details,
+)
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.worker.flights import Flight, Flights
+
+log = logging.getLogger(WORKER_LOGGER)
+ACK_BACKOFF_FIRST, ACK_BACKOFF_MAX = 0.2, 5.0
+OUTCOME_BACKLOG = 2  # outcomes waiting to be written, per slot, before claims wait for them
+# The worker counter each acknowledged outcome adds to.
+OUTCOME_COUNTERS = {AckOutcome.COMPLETED: "succeeded", AckOutcome.RETRYING: "retried",
+                    AckOutcome.FAILED: "failed", AckOutcome.DEAD_LETTERED: "dead_lettered"}
+Outcome = tuple[str, Any]  # ("ok", result) | ("fatal", error) | ("retry", error)
+
+
+def log_attempt(flight: Flight, outcome: str, error: str | None) -> None:
+    """The record of a finished attempt (worker/logs.py)."""
+    level = LEVELS[OUTCOME_LEVEL.get(outcome, "info")]
+    if not log.isEnabledFor(level):  # one record per attempt: build nobody's text
+        return
+    act = flight.claim.activity
+    ended = flight.finished or time.monotonic()
+    args = (outcome, act.activity_type, act.id, act.retry_count + 1,
+            ended - flight.started, error)
+    log.log(level, attempt_message(*args), extra=attempt_details(*args))
+
+
+def brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class OutcomeWriter:
+    """The outcomes waiting to be written, and the one thread writing them."""
+
+    def __init__(self, backend: RunnerQ, flights: Flights, force: threading.Event) -> None:
+        self._backend = backend
+        self._flights = flights
+        self._force = force  # stopping at once: give up on unwritten outcomes
+        self._finished: collections.deque[tuple[Flight, Outcome]] = collections.deque()
+        self._lock = threading.Lock()  # one writer of outcomes at a time
+        self._retry_at = 0.0  # after a failed write, the next try
+        self._backoff = ACK_BACKOFF_FIRST
+        self._backlogged = False  # claims held back for outcomes to be written
+
+    # ---------------------------------------------------------- for claimers
+
+    def backlogged(self) -> bool:
+        """Outcomes are written more slowly than handlers finish: claim nothing until
+        they are (a claim's lease is not renewed once it has finished)."""
+        if len(self._finished) >= OUTCOME_BACKLOG * self._flights.concurrency:
+            self._backlogged = True
+            return True
+        return False
+
+    def retry_pending(self) -> bool:
+        """A failed write waits for its back-off (the server is away)."""
+        return self._retry_at > time.monotonic()
+
+    def sleep_bound(self, seconds: float) -> float | None:
+        """How long the claim loop may sleep while outcomes wait: `seconds`, or less
+        until the next retry, or None for no sleep (outcomes wait and nobody writes)."""
+        retry_in = self._retry_at - time.monotonic()
+        if self._finished and retry_in > 0:
+            return min(seconds, retry_in)
+        if self._finished and not self._lock.locked():
+            return None
+        return seconds
+
+    # ------------------------------------------------------------- writing
+
+    def hand_over(self, flight: Flight, outcome: Outcome) -> bool:
+        """Settle the attempt with this outcome, to be written, unless it was settled
+        elsewhere; True if it was handed over."""
+        if not self._flights.take(flight):
+            return False
+        flight.finished = time.monotonic()
+        self._finished.append((flight, outcome))
+        return True
+
+    def write(self, for_at_most: float | None = None) -> None:
+        """Write the outcomes handed over, unless another thread is writing them."""
+        until = None if for_at_most is None else time.monotonic() + for_at_most
+        while self._finished and time.monotonic() >= self._retry_at:
+            if until is not None and time.monotonic() >= until:
+                return  # the claim loop has more to do (the pause); it comes back at once
+            if not self._lock.acquire(blocking=False):
+                return
+            try:
+                self._write_batch()
+            finally:
+                self._lock.release()
+            if self._backlogged:
+                self._backlogged = False
+                self._flights.wake.set()  # the claim loop may claim again
+
+    def write_now(self) -> None:
+        """At shutdown: write what is waiting at once, back-off or not (after a slot's
+        write in progress): an outcome not written now would run the activity again."""
+        with self._lock:
+            self._retry_at = 0.0
+        self.write()
+
+    def _write_batch(self) -> None:
+        """Write what is waiting; on a server error, keep the rest for _retry_later."""
+        batch = [self._finished.popleft() for _ in range(len(self._finished))]
+        successes = [(flight, outcome) for flight, outcome in batch if outcome[0] == "ok"]
+        failures = [(flight, outcome) for flight, outcome in batch if outcome[0] != "ok"]
+        error: Exception | None = None
+        unwritten: list[tuple[Flight, Outcome]] = []
+        if successes:
+            try:
+                answers: list[Any] = self._backend.ack_success_many(
+                    [(flight.claim, outcome[1]) for flight, outcome in successes])
+            except Exception as exc:  # the server is away: try nothing more now
+                error, answers = exc, [exc] * len(successes)
+            for (flight, outcome), answer in zip(successes, answers, strict=True):
+                if isinstance(answer, InvalidArgument):  # the server refused the result
+                    failures.append((flight, ("fatal", str(answer))))
+                elif isinstance(answer, Exception) and not isinstance(answer, ClaimLost):
+                    error = error or answer
+                    unwritten.append((flight, outcome))
+                else:
+                    self._written(flight, outcome, answer)
+        for flight, outcome in failures:
+            if error is not None:
+                unwritten.append((flight, outcome))
+                continue
+            try:
+                answer = self._backend.ack_failure(flight.claim, outcome[1],
+                                                   retryable=outcome[0] != "fatal")
+            except ClaimLost as exc:
+                answer = exc
+            except Exception as exc:
+                error = exc
+                unwritten.append((flight, outcome))
+                continue
+            self._written(flight, outcome, answer)
+        if error is not None:
+            self._retry_later(unwritten, error)
+        else:
+            self._backoff = ACK_BACKOFF_FIRST
+
+    def _written(self, flight: Flight, outcome: Outcome,
+                 answer: AckOutcome | ClaimLost) -> None:
+        """Count and log an outcome the server took (or refused as a lost claim)."""
+        self._flights.drop(flight)
+        if isinstance(answer, ClaimLost):
+            self._flights.count("claims_lost")
+            log_attempt(flight, "claim_lost",
+                        "claim lost: the activity was reclaimed; outcome dropped")
+            return
+        self._flights.count(OUTCOME_COUNTERS[answer])
+        log_attempt(flight, answer.value, None if outcome[0] == "ok" else outcome[1])
+
+    def _retry_later(self, unwritten: list[tuple[Flight, Outcome]],
+                     error: BaseException) -> None:
+        now = time.monotonic()
+        keep = []
+        for flight, outcome in unwritten:
+            flight.ack_give_up = flight.ack_give_up or now + TIMING.ack_retry_for
+            if now >= flight.ack_give_up or self._force.is_set():
+                self._flights.drop(flight)
+                log.error("could not acknowledge; the reaper will requeue it when its "
+                          "lease expires", extra=details(
+                              activity_id=str(flight.claim.activity_id), error=brief(error)))
+            else:
+                keep.append((flight, outcome))
+        self._finished.extendleft(reversed(keep))
+        self._retry_at = now + self._backoff
+        self._backoff = min(self._backoff * 2, ACK_BACKOFF_MAX)

@@ -1,0 +1,78 @@
+"""Signals during a worker process's start-up: recorded from its first moment, obeyed later.
+
+Starting `runnerq-mongo worker` imports typer, pymongo and the handlers' modules
+and connects before the engine runs and installs its own signal handlers. A
+SIGTERM (or SIGINT) in that time used to kill the process the default way
+(exit 143, no log line). `install_if_worker` runs first thing in the
+entry point (`runnerq_cli.__main__`), before anything heavy is imported: for
+the worker command it installs handlers that only record the signal. The
+engine takes the record over when it installs its own handlers
+(`take_over`) and obeys it: one signal stops it cleanly (exit 0, "worker
+stopped" logged), a second stops it at once, as documented.
+
+SIGINT is handled even if the process inherited it ignored (as anything started
+with `&` from a non-interactive shell does): an operator's Ctrl-C or `kill -INT`
+must stop a worker.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+COMMAND = "worker"
+# The root command's options that take a value (cli/app.py; tests/test_worker_startup.py
+# checks this list against the real root command).
+ROOT_OPTIONS_WITH_VALUE = frozenset({"--config", "-c", "--uri", "--database", "--db",
+                                     "--queue"})
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+_received: list[int] = []
+_originals: dict[int, Any] = {}
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` (without the program name) runs: its first word that is
+    neither a root option nor a root option's value."""
+    expect_value = False
+    for word in argv:
+        if expect_value:
+            expect_value = False
+        elif word == "--":
+            return None
+        elif word.startswith("-"):
+            expect_value = word in ROOT_OPTIONS_WITH_VALUE
+        else:
+            return word
+    return None
+
+
+def _record(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+
+
+def install_if_worker(argv: Sequence[str]) -> bool:
+    """For the worker command, record SIGTERM/SIGINT from now on; True if installed."""
+    if command_word(argv) != COMMAND or _originals:
+        return False
+    for signum in SIGNALS:
+        _originals[signum] = signal.signal(signum, _record)
+    return True
+
+
+def take_over() -> tuple[list[int], dict[int, Any]]:
+    """For the engine, once its own handlers are installed: the signals received
+    during start-up, and the dispositions the process had before them (to put back
+    when the engine is done). Empty when nothing was installed early."""
+    received, originals = list(_received), dict(_originals)
+    _received.clear()
+    _originals.clear()
+    return received, originals
+
+
+def received() -> int:
+    """How many stop signals arrived during start-up so far."""
+    return len(_received)
+

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo.collection import Collection
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
+from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.models import Event, Status
-from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.errors import InvalidArgument, Unavailable
 
 DEFAULT_SETTLE_SECONDS = 2.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -171,7 +171,7 @@ def change_streams_supported(collection: Collection) -> bool:
     try:
         with collection.watch([{"$match": {"operationType": "insert"}}], max_await_time_ms=1):
             return True
-    except ConnectionFailure:
+    except (ConnectionFailure, Unavailable):
         raise
     except (OperationFailure, PyMongoError):
         return False
@@ -258,7 +258,9 @@ class EventStream:
                         attempt = 0
                         yield event
                 return
-            except ConnectionFailure as exc:
+            except (ConnectionFailure, Unavailable) as exc:
+                if isinstance(exc, Unavailable) and exc.reachable:
+                    raise  # refused credentials: reconnecting is no help
                 # The position is in self.cursor: resume from it, nothing lost or repeated.
                 if self.on_reconnect is not None:
                     self.on_reconnect(exc)
@@ -413,7 +415,7 @@ class EventStream:
             stream = self._watched().watch(
                 [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}}],
                 max_await_time_ms=int(max(self.poll_interval, 0.05) * 1000))
-        except ConnectionFailure:
+        except (ConnectionFailure, Unavailable):
             raise
         except (OperationFailure, PyMongoError) as exc:
             raise ChangeStreamsUnavailable(

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pymongo.database import Database
+from runnerq_cli.backend.driver import Database
 from pymongo.errors import CollectionInvalid, OperationFailure
 
 from runnerq_cli.backend.naming import CollectionNames

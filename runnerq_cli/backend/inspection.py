@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
@@ -18,14 +19,12 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.pagination import (
     MAX_LIMIT,
-    ORDERS,
     ListFilter,
     Page,
     after_clause,
     decode_cursor,
     encode_cursor,
     sort_values,
-    status_query,
 )
 from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.errors import InvalidArgument, NotFound
@@ -66,33 +65,33 @@ class Inspector:
         workers = self._registry.list_workers(options.stale_after)
         return snapshot(self._ctx, workers, options)
 
-    def _list(self, query: dict[str, Any], sort: list[tuple[str, int]], offset: int,
-              limit: int) -> list[Activity]:
+    def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
         offset, limit = _page(offset, limit)
-        cursor = self._ctx.activities.find(query, {"outbox": 0}).sort(sort).skip(offset)
+        listing = queries.list_page(status)
+        cursor = self._ctx.activities.find(listing.filter, {"outbox": 0}).sort(
+            listing.sort_list).skip(offset)
         return [Activity.from_doc(doc) for doc in cursor.limit(limit)]
 
     def list_pending(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.PENDING.value},
-                          [("priority", -1), ("created_at", 1)], offset, limit)
+        return self._list(Status.PENDING, offset, limit)
 
     def list_processing(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.PROCESSING.value},
-                          [("lease_deadline", 1)], offset, limit)
+        return self._list(Status.PROCESSING, offset, limit)
 
     def list_scheduled(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.SCHEDULED.value}, [("scheduled_at", 1)], offset, limit)
+        return self._list(Status.SCHEDULED, offset, limit)
 
     def list_completed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(status_query(Status.COMPLETED),
-                          [("completed_at", -1)], offset, limit)
+        return self._list(Status.COMPLETED, offset, limit)
 
     def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(status_query(Status.FAILED), [("completed_at", -1)], offset, limit)
+        return self._list(Status.FAILED, offset, limit)
 
     def list_dead_letter(self, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         offset, limit = _page(offset, limit)
-        cursor = self._ctx.dead_letter.find().sort([("failed_at", -1)]).skip(offset).limit(limit)
+        listing = queries.dead_letter_list()
+        cursor = self._ctx.dead_letter.find(listing.filter).sort(listing.sort_list).skip(
+            offset).limit(limit)
         return [DeadLetterRecord(Activity.from_doc(doc["activity"]), doc.get("error", ""),
                                  doc.get("failed_at")) for doc in cursor]
 
@@ -106,7 +105,7 @@ class Inspector:
         status = Status.parse(status) if isinstance(status, str) else status
         if limit < 1 or limit > MAX_LIMIT:
             raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
-        order = ORDERS[status][0]
+        order = queries.list_page(status).sort
         query = (filters or ListFilter()).query(status)
         if after:
             query = {"$and": [query, after_clause(order, decode_cursor(after, status))]}
@@ -133,7 +132,8 @@ class Inspector:
         # The activity first: an outbox is cleared only after its copy, so whatever a flush
         # moves between the two reads is in the second one.
         doc = self._ctx.activities.find_one({"_id": aid}, {**DERIVE_FIELDS, "outbox.events": 1})
-        stored = list(self._ctx.events.find({"activity_id": aid}))
+        of_activity = queries.events_of(aid)
+        stored = list(self._ctx.events.find(of_activity.filter).sort(of_activity.sort_list))
         if doc is not None:
             known = {e["_id"] for e in stored}
             for event in (doc.get("outbox") or {}).get("events", []):

@@ -35,6 +35,8 @@ from pymongo.errors import (
     WriteConcernError,
 )
 
+from runnerq_cli.backend.connection import ConnectionInterrupted
+
 Statement = tuple[Mapping[str, Any], Mapping[str, Any], bool]  # filter, update, upsert
 
 
@@ -76,7 +78,8 @@ def _update(collection: Collection[Any], updates: list[dict[str, Any]],
         reply = _run(collection, command)
     except ServerSelectionTimeoutError:
         raise  # no server to retry on: it waited for one already
-    except AutoReconnect:  # a network error or a stepdown: once more, as the driver would
+    except (AutoReconnect, ConnectionInterrupted):  # a network error or a stepdown: once
+        # more, as the driver would (ConnectionInterrupted: the same, through driver.py)
         reply = _run(collection, command)
     if "writeConcernError" in reply:
         error = reply["writeConcernError"]

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from runnerq_cli import __version__
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.version import __version__
 
 COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost")
 DEFAULT_STALE_AFTER = 30.0  # seconds without a heartbeat before an entry is stale
@@ -102,8 +102,10 @@ class WorkerRegistry:
 
     def count_live_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> int:
         """Workers whose heartbeat is fresh: the size of the fleet sharing maintenance."""
-        since = self._ctx.clock() - timedelta(seconds=stale_after)
-        return self._ctx.workers.count_documents({"last_heartbeat": {"$gte": since}})
+        from runnerq_cli.backend.queries import live_workers
+
+        return self._ctx.workers.count_documents(
+            live_workers(self._ctx.clock(), stale_after).filter)
 
     def list_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> list[WorkerInfo]:
         """Every registered worker, freshest first, stale ones marked."""

@@ -186,9 +186,9 @@ def result_cmd(
     import sys
 
     from runnerq_cli.backend.models import parse_activity_id, to_jsonable
-    from runnerq_cli.cli.waiting import code_for_result
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
+    from runnerq_cli.cli.waiting import code_for_result
     from runnerq_cli.errors import ExitCode
 
     aid = parse_activity_id(activity_id)

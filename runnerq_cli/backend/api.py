@@ -10,24 +10,22 @@ facade.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.audit import AuditEntry, AuditLog
 from runnerq_cli.backend.bulk import BulkActions, BulkReport, Selection
-from runnerq_cli.backend.checks import Check
 from runnerq_cli.backend.connection import client_for
 from runnerq_cli.backend.context import QueueContext, utc_now
 from runnerq_cli.backend.control import Control, PauseState
-from runnerq_cli.backend.diagnose import Diagnosis
 from runnerq_cli.backend.dlq import DeadLetters, ImportLine, ImportOutcome
 from runnerq_cli.backend.driver import Database
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
-from runnerq_cli.backend.explain import Explanation
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.inspection import Inspector
@@ -51,6 +49,11 @@ from runnerq_cli.backend.waiting import WaitOutcome, wait_for
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.config import Settings, load_settings
 
+if TYPE_CHECKING:
+    from runnerq_cli.backend.checks import Check
+    from runnerq_cli.backend.diagnose import Diagnosis
+    from runnerq_cli.backend.explain import Explanation
+
 
 class RunnerQ:
     """RunnerQ's queue, inspection, operator and diagnosis operations on one MongoDB queue.
@@ -72,9 +75,15 @@ class RunnerQ:
         self.bulk = BulkActions(ctx, self.operator, self.audit_log)
         self.control = Control(ctx, self.audit_log)
         self.dead_letters = DeadLetters(ctx, self.activities, self.operator, self.audit_log)
-        self.diagnosis = Diagnosis(ctx, self.registry, self.inspector.get_activity,
-                                   self.control.paused,
-                                   lambda queue: self.for_queue(queue).diagnosis)
+
+    @functools.cached_property
+    def diagnosis(self) -> Diagnosis:
+        """The doctor's checks, explanations and queue discovery (made on first use: the
+        commands that enqueue or work never import them)."""
+        from runnerq_cli.backend.diagnose import Diagnosis
+
+        return Diagnosis(self._ctx, self.registry, self.inspector.get_activity,
+                         self.control.paused, lambda queue: self.for_queue(queue).diagnosis)
 
     @property
     def queue(self) -> str:

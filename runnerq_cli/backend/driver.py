@@ -259,8 +259,9 @@ class Collection:
     def index_information(self) -> dict[str, Any]:
         return self._boundary.call(self._collection.index_information)
 
-    def create_index(self, keys: Sequence[tuple[str, int]], **kwargs: Any) -> str:
-        return self._boundary.call(self._collection.create_index, list(keys), **kwargs)
+    def create_index(self, keys: str | Sequence[tuple[str, int]], **kwargs: Any) -> str:
+        spec = keys if isinstance(keys, str) else list(keys)
+        return self._boundary.call(self._collection.create_index, spec, **kwargs)
 
     def drop_index(self, name: str) -> None:
         self._boundary.call(self._collection.drop_index, name)

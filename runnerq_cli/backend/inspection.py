@@ -26,6 +26,7 @@ from runnerq_cli.backend.pagination import (
     encode_cursor,
     sort_values,
 )
+from runnerq_cli.backend.shapes import readable
 from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.errors import InvalidArgument, NotFound
 
@@ -36,6 +37,11 @@ def _page(offset: int, limit: int) -> tuple[int, int]:
     if offset < 0 or limit < 1 or limit > MAX_PAGE:
         raise InvalidArgument(f"offset must be >= 0 and limit between 1 and {MAX_PAGE}")
     return offset, limit
+
+
+def _well_formed_event(doc: dict[str, Any]) -> dict[str, Any]:
+    Event.from_doc(doc)  # MalformedDocument: skipped
+    return doc
 
 
 class Inspector:
@@ -70,7 +76,7 @@ class Inspector:
         listing = queries.list_page(status)
         cursor = self._ctx.activities.find(listing.filter, {"outbox": 0}).sort(
             listing.sort_list).skip(offset)
-        return [Activity.from_doc(doc) for doc in cursor.limit(limit)]
+        return readable(cursor.limit(limit), Activity.from_doc, self._ctx.activities.name)[0]
 
     def list_pending(self, offset: int = 0, limit: int = 50) -> list[Activity]:
         return self._list(Status.PENDING, offset, limit)
@@ -92,8 +98,7 @@ class Inspector:
         listing = queries.dead_letter_list()
         cursor = self._ctx.dead_letter.find(listing.filter).sort(listing.sort_list).skip(
             offset).limit(limit)
-        return [DeadLetterRecord(Activity.from_doc(doc["activity"]), doc.get("error", ""),
-                                 doc.get("failed_at")) for doc in cursor]
+        return readable(cursor, DeadLetterRecord.from_doc, self._ctx.dead_letter.name)[0]
 
     def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
                   limit: int = 50, after: str | None = None) -> Page:
@@ -114,7 +119,8 @@ class Inspector:
         more = len(docs) > limit
         docs = docs[:limit]
         cursor = encode_cursor(status, sort_values(docs[-1], order)) if more and docs else None
-        return Page([Activity.from_doc(d) for d in docs], cursor)
+        items, skipped = readable(docs, Activity.from_doc, self._ctx.activities.name)
+        return Page(items, cursor, skipped)
 
     def get_activity(self, activity_id: uuid.UUID | str) -> Activity:
         """The activity, or NotFound."""
@@ -133,7 +139,8 @@ class Inspector:
         # moves between the two reads is in the second one.
         doc = self._ctx.activities.find_one({"_id": aid}, {**DERIVE_FIELDS, "outbox.events": 1})
         of_activity = queries.events_of(aid)
-        stored = list(self._ctx.events.find(of_activity.filter).sort(of_activity.sort_list))
+        stored = readable(self._ctx.events.find(of_activity.filter).sort(of_activity.sort_list),
+                          _well_formed_event, self._ctx.events.name)[0]
         if doc is not None:
             known = {e["_id"] for e in stored}
             for event in (doc.get("outbox") or {}).get("events", []):
@@ -141,7 +148,7 @@ class Inspector:
                     stored.append({**event, "activity_id": aid})
             stored += derive(doc, stored)
         events = sorted(unique(stored), key=event_order, reverse=True)
-        return [Event.from_doc(e) for e in events[:limit]]
+        return readable(events[:limit], Event.from_doc, self._ctx.events.name)[0]
 
     def event_stream(self, *, cursor: EventCursor | None = None,
                      filters: EventFilter | None = None, mode: str = "auto",

@@ -35,6 +35,7 @@ MAX_LIMIT = 1000
 class Page:
     items: list[Activity]
     next_cursor: str | None  # None: this was the last page
+    skipped: int = 0  # malformed documents left out of `items` (shapes.py)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,8 @@ def events_of(activity_id: Any) -> Query:
 def oldest_pending() -> Query:
     """The longest-waiting pending activity: one seek per priority (the ranges merged)."""
     return Query("stats oldest pending", "activities",
-                 {"status": Status.PENDING.value, "priority": {"$in": [int(p) for p in Priority]}},
+                 {"status": Status.PENDING.value, "priority": {"$in": [int(p) for p in Priority]},
+                  "created_at": {"$type": "date"}},  # a stray document's text sorts first
                  (("created_at", 1),), "claim order")
 
 

@@ -51,6 +51,9 @@ class WorkerInfo:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any], now: datetime, stale_after: float) -> WorkerInfo:
+        from runnerq_cli.backend.shapes import WORKER
+
+        WORKER.check(doc)  # MalformedDocument: list_workers skips it
         last = doc.get("last_heartbeat") or doc.get("started_at")
         return cls(
             worker_id=str(doc["_id"]), host=doc.get("host", "?"), pid=int(doc.get("pid", 0)),
@@ -110,5 +113,8 @@ class WorkerRegistry:
     def list_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> list[WorkerInfo]:
         """Every registered worker, freshest first, stale ones marked."""
         now = self._ctx.clock()
+        from runnerq_cli.backend.shapes import readable
+
         docs = self._ctx.workers.find().sort([("last_heartbeat", -1)])
-        return [WorkerInfo.from_doc(doc, now, stale_after) for doc in docs]
+        return readable(docs, lambda doc: WorkerInfo.from_doc(doc, now, stale_after),
+                        self._ctx.workers.name)[0]

@@ -186,7 +186,7 @@ def check_metadata_key(key: str) -> str:
     return key
 
 
-def parse_metadata_pairs(items: Iterable[str], option: str = "--metadata") -> dict[str, str]:
+def parse_metadata_pairs(items: Iterable[str], option: str = "metadata") -> dict[str, str]:
     """`KEY=VALUE` strings (a repeatable option) into a dict; a later key wins."""
     out: dict[str, str] = {}
     for item in items:

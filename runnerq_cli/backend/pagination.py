@@ -57,9 +57,10 @@ class ListFilter:
         return query
 
 
-def parse_metadata(pairs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """`--metadata KEY=VALUE` filters, by the same key rule as enqueue."""
-    return tuple(parse_metadata_pairs(pairs).items())
+def parse_metadata(pairs: list[str] | tuple[str, ...],
+                   option: str = "metadata") -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` metadata filters, by the same key rule as enqueue (errors name `option`)."""
+    return tuple(parse_metadata_pairs(pairs, option).items())
 
 
 def _dump(value: Any) -> Any:

@@ -310,7 +310,7 @@ def _yaml_loader() -> type:
     class NoAliasLoader(yaml.SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
+                event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(
                     None, None, "aliases (*name) are not allowed in the config file",
                     event.start_mark)

@@ -6,7 +6,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
 from pymongo import errors as mongo_errors
@@ -17,11 +17,11 @@ from runnerq_cli.redaction import redact_uri
 if TYPE_CHECKING:
     from runnerq_cli.config import Settings
 
-_clients: dict[tuple, MongoClient] = {}
+_clients: dict[tuple[str, float, float, float], MongoClient[dict[str, Any]]] = {}
 _lock = threading.Lock()
 
 
-def client_for(settings: Settings) -> MongoClient:
+def client_for(settings: Settings) -> MongoClient[dict[str, Any]]:
     """The process-wide client for these connection settings (created once, lazily).
 
     pymongo clients are thread-safe and pool connections; making one per
@@ -43,11 +43,11 @@ def _uri_options(uri: str) -> set[str]:
     return {part.split("=", 1)[0].lower() for part in query.split("&") if part}
 
 
-def _new_client(settings: Settings) -> MongoClient:
+def _new_client(settings: Settings) -> MongoClient[dict[str, Any]]:
     # Timeouts come from the settings unless the URI sets them itself: an
     # option written in the connection string is the most specific wish.
     in_uri = _uri_options(settings.uri)
-    timeouts = {
+    timeouts: dict[str, Any] = {
         name: int(seconds * 1000)
         for name, seconds in (("serverSelectionTimeoutMS", settings.server_selection_timeout),
                               ("connectTimeoutMS", settings.connect_timeout),

@@ -44,18 +44,21 @@ class QueueContext:
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
-    success_acks: GroupCommit[tuple[Claim, Any], AckOutcome | Exception] | None = None
+    success_acks: GroupCommit[tuple[Claim, Any], AckOutcome] | None = None
 
     @classmethod
-    def create(cls, settings: Settings, db: PyDatabase[dict[str, Any]],
+    def create(cls, settings: Settings, db: PyDatabase[Any],
                clock: Callable[[], datetime] = utc_now) -> QueueContext:
         names = CollectionNames(settings.queue)
         database = Database.wrap(settings.uri, db)
-        cols = {role: database[name] for role, name in names.all().items()}
-        outbox = OutboxWriter(cols["activities"], cols["events"], cols["results"],
-                              cols["dead_letter"], clock)
-        return cls(settings=settings, db=database, names=names, outbox=outbox, clock=clock,
-                   **cols)
+        activities, events = database[names.activities], database[names.events]
+        results, dead_letter = database[names.results], database[names.dead_letter]
+        outbox = OutboxWriter(activities, events, results, dead_letter, clock)
+        return cls(settings=settings, db=database, names=names, activities=activities,
+                   dead_letter=dead_letter, results=results,
+                   idempotency=database[names.idempotency], events=events,
+                   workers=database[names.workers], control=database[names.control],
+                   outbox=outbox, clock=clock)
 
     def collection(self, role: str) -> Collection:
         """The collection of a role ("activities", "events", ...: CollectionNames.all())."""

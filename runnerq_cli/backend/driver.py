@@ -64,7 +64,7 @@ class Cursor:
 
     __slots__ = ("_boundary", "_cursor")
 
-    def __init__(self, boundary: _Boundary, cursor: PyCursor[Document]) -> None:
+    def __init__(self, boundary: _Boundary, cursor: PyCursor[Any]) -> None:
         self._boundary = boundary
         self._cursor = cursor
 
@@ -113,7 +113,7 @@ class CommandResults:
 
     __slots__ = ("_boundary", "_cursor")
 
-    def __init__(self, boundary: _Boundary, cursor: CommandCursor[Document]) -> None:
+    def __init__(self, boundary: _Boundary, cursor: CommandCursor[Any]) -> None:
         self._boundary = boundary
         self._cursor = cursor
 
@@ -132,7 +132,7 @@ class ChangeStream:
 
     __slots__ = ("_boundary", "_stream")
 
-    def __init__(self, boundary: _Boundary, stream: CollectionChangeStream[Document]) -> None:
+    def __init__(self, boundary: _Boundary, stream: CollectionChangeStream[Any]) -> None:
         self._boundary = boundary
         self._stream = stream
 
@@ -158,7 +158,7 @@ class Collection:
 
     __slots__ = ("_boundary", "_collection")
 
-    def __init__(self, boundary: _Boundary, collection: PyCollection[Document]) -> None:
+    def __init__(self, boundary: _Boundary, collection: PyCollection[Any]) -> None:
         self._boundary = boundary
         self._collection = collection
 
@@ -254,10 +254,10 @@ class Collection:
     # ---------------------------------------------------------------- indexes
 
     def list_indexes(self) -> list[Document]:
-        return self._boundary.call(lambda: list(self._collection.list_indexes()))
+        return self._boundary.call(lambda: [dict(ix) for ix in self._collection.list_indexes()])
 
     def index_information(self) -> dict[str, Any]:
-        return self._boundary.call(self._collection.index_information)
+        return self._boundary.call(lambda: dict(self._collection.index_information()))
 
     def create_index(self, keys: str | Sequence[tuple[str, int]], **kwargs: Any) -> str:
         spec = keys if isinstance(keys, str) else list(keys)
@@ -272,12 +272,12 @@ class Database:
 
     __slots__ = ("_boundary", "_db")
 
-    def __init__(self, boundary: _Boundary, db: PyDatabase[Document]) -> None:
+    def __init__(self, boundary: _Boundary, db: PyDatabase[Any]) -> None:
         self._boundary = boundary
         self._db = db
 
     @classmethod
-    def wrap(cls, uri: str, db: PyDatabase[Document]) -> Database:
+    def wrap(cls, uri: str, db: PyDatabase[Any]) -> Database:
         """The boundary for the database `db`, reached by the (unredacted) `uri`."""
         return cls(_Boundary(uri), db)
 
@@ -292,13 +292,16 @@ class Database:
     def __getitem__(self, name: str) -> Collection:
         return Collection(self._boundary, self._db[name])
 
-    def command(self, command: str | Mapping[str, Any], value: Any = 1,
+    def command(self, command: str | dict[str, Any], value: Any = 1,
                 **kwargs: Any) -> Document:
-        return self._boundary.call(self._db.command, command, value, **kwargs)
+        answer: Document = self._boundary.call(lambda: self._db.command(command, value, **kwargs))
+        return answer
 
     def admin_command(self, command: str, value: Any = 1, **kwargs: Any) -> Document:
         """A command of the server (`admin` database): hello, buildInfo, getParameter..."""
-        return self._boundary.call(self._db.client.admin.command, command, value, **kwargs)
+        admin = self._db.client.admin
+        answer: Document = self._boundary.call(lambda: admin.command(command, value, **kwargs))
+        return answer
 
     def list_collection_names(self) -> list[str]:
         return self._boundary.call(self._db.list_collection_names)

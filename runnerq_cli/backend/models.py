@@ -334,8 +334,8 @@ class Result:
 @dataclass(frozen=True)
 class Event:
     id: Any
-    activity_id: uuid.UUID
-    timestamp: datetime
+    activity_id: uuid.UUID | None  # None: a queue's event (Paused, an operator action)
+    timestamp: datetime | None
     event_type: str
     worker_id: str | None
     detail: dict[str, Any]
@@ -367,7 +367,7 @@ class Event:
 class DeadLetterRecord:
     activity: Activity
     error: str
-    failed_at: datetime
+    failed_at: datetime | None
 
     _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
         "activity": (dict,), "error": (str, _NONE), "failed_at": (datetime, _NONE)}

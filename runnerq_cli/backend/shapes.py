@@ -112,8 +112,9 @@ def malformed(ctx: QueueContext) -> list[Malformed]:
     found: list[Malformed] = []
     mismatch = ACTIVITY.mismatch()
     for status in LIVE_STATUSES:
-        pipeline = [{"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
-                    {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
+            {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]
         found += _named(ctx.activities, ctx.activities.aggregate(pipeline), ACTIVITY)
     found += _named(ctx.workers, ctx.workers.find(WORKER.mismatch()).limit(MALFORMED_LIMIT),
                     WORKER)

@@ -31,8 +31,9 @@ def code_for_result(result: Result) -> ExitCode:
     """The exit code a stored result stands for (its Err's type says how it ended)."""
     if result.state == "Ok":
         return ExitCode.OK
-    kind = (result.data or {}).get("type") if isinstance(result.data, dict) else None
-    return RESULT_ERR_CODES.get(kind, ExitCode.ACTIVITY_FAILED)
+    kind = result.data.get("type") if isinstance(result.data, dict) else None
+    return RESULT_ERR_CODES.get(kind, ExitCode.ACTIVITY_FAILED) if isinstance(kind, str) \
+        else ExitCode.ACTIVITY_FAILED
 
 
 def exit_code(outcome: WaitOutcome) -> ExitCode:

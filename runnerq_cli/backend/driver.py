@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
+from bson.codec_options import CodecOptions
 from pymongo import errors as mongo_errors
 from pymongo.change_stream import CollectionChangeStream
 from pymongo.collection import Collection as PyCollection
@@ -28,6 +29,7 @@ from pymongo.results import (
     InsertOneResult,
     UpdateResult,
 )
+from pymongo.write_concern import WriteConcern
 
 from runnerq_cli.backend import connection
 
@@ -167,11 +169,11 @@ class Collection:
         return self._collection.name
 
     @property
-    def codec_options(self) -> Any:
+    def codec_options(self) -> CodecOptions[Any]:
         return self._collection.codec_options
 
     @property
-    def write_concern(self) -> Any:
+    def write_concern(self) -> WriteConcern:
         return self._collection.write_concern
 
     @property
@@ -286,7 +288,7 @@ class Database:
         return self._db.name
 
     @property
-    def codec_options(self) -> Any:
+    def codec_options(self) -> CodecOptions[Any]:
         return self._db.codec_options
 
     def __getitem__(self, name: str) -> Collection:

@@ -190,3 +190,32 @@ def test_a_backlog_of_a_type_not_paused_still_asks_for_workers(queue: RunnerQ, c
     backlog = next(c for c in queue.doctor(server=False) if c.name == "backlog")
     assert backlog.status.value == "warn" and "paused" not in backlog.message
     assert "add workers" in (backlog.fix or "")
+
+
+@pytest.fixture
+def stray_finished(queue: RunnerQ, raw: Database) -> dict[str, object]:
+    """A good dead-lettered and a good failed activity, and a stray one in each status."""
+    names = queue.context.names
+    good_dead = drive_to(queue, "dead_letter", "dead")
+    good_failed = drive_to(queue, "failed", "broken")
+    now = datetime.now(UTC)
+    raw[names.activities].insert_many([
+        _activity(status="dead_letter", retry_count="two", completed_at=now),
+        _activity(status="failed", retry_count="two", completed_at=now),
+    ])
+    raw[names.dead_letter].insert_one({"_id": uuid.uuid4(), "failed_at": now,
+                                       "activity": {"activity_type": 5, "retry_count": "x"}})
+    return {"dead": good_dead, "failed": good_failed}
+
+
+def test_dlq_export_skips_malformed_documents(run_cli, stray_finished) -> None:
+    res = run_cli("dlq", "export")
+    assert res.code == 0, res.stderr
+    lines = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    assert [line["original_id"] for line in lines] == [str(stray_finished["dead"])]
+
+
+def test_retry_dry_run_reads_past_malformed_documents(run_cli, stray_finished) -> None:
+    res = run_cli("retry", "--status", "failed", "--dry-run", "-o", "json")
+    assert res.code == 0, res.stderr
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr

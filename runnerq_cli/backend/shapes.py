@@ -13,7 +13,7 @@ finished history.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -93,6 +93,18 @@ def readable(docs: Iterable[dict[str, Any]], build: Callable[[dict[str, Any]], T
             skipped += 1
             log.warning("skipped a malformed document in %s: %s", where, exc)
     return out, skipped
+
+
+def well_formed(docs: Iterable[dict[str, Any]], shape: Shape,
+                where: str) -> Iterator[dict[str, Any]]:
+    """The documents of `docs` that have `shape`; the others are skipped (logged)."""
+    for doc in docs:
+        problem = shape.problem(doc)
+        if problem is None:
+            yield doc
+        else:
+            log.warning("skipped a malformed document in %s: %s %s: %s", where, shape.what,
+                        doc.get("_id"), problem)
 
 
 @dataclass(frozen=True)

@@ -219,3 +219,15 @@ def test_retry_dry_run_reads_past_malformed_documents(run_cli, stray_finished) -
     res = run_cli("retry", "--status", "failed", "--dry-run", "-o", "json")
     assert res.code == 0, res.stderr
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+
+
+def test_tail_skips_a_malformed_stored_event(queue: RunnerQ, raw: Database, run_cli) -> None:
+    good = queue.enqueue("job", {}).activity_id
+    now = datetime.now(UTC)
+    raw[queue.context.names.events].insert_one({
+        "_id": "e-bad", "activity_id": good, "event_type": 5, "timestamp": now,
+        "ingested_at": now, "detail": {}})
+    res = run_cli("tail", "events", "--no-follow", "-o", "jsonl")
+    assert res.code == 0, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [e["event_type"] for e in events] == ["Enqueued"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 import uuid
 import zlib
@@ -40,7 +41,7 @@ from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.driver import Collection
-from runnerq_cli.backend.models import Event, Status
+from runnerq_cli.backend.models import Event, MalformedDocument, Status
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
 DEFAULT_SETTLE_SECONDS = 2.0
@@ -274,7 +275,11 @@ class EventStream:
     # ------------------------------------------------------------- reading
 
     def _deliver(self, doc: dict[str, Any]) -> Event | None:
-        event = Event.from_doc(_normalise(doc))
+        try:
+            event = Event.from_doc(_normalise(doc))
+        except MalformedDocument as exc:  # another program's event of the wrong shape
+            logging.getLogger("runnerq.backend").warning("skipped a malformed event: %s", exc)
+            return None
         if str(event.id) in self.cursor.seen:
             return None
         if _stamp(event) < self.cursor.window_start(self.settle):

@@ -153,7 +153,8 @@ def test_doctor_on_a_clean_queue_finds_no_malformed_document(queue: RunnerQ) -> 
     assert check.status.value == "ok" and check.facts["malformed"] == []
 
 
-@pytest.mark.parametrize("args", [("workers",), ("queues",), ("doctor", "--all-queues"),
+@pytest.mark.parametrize("args", [("workers",), ("queues",), ("doctor", "--all-queues"), ("stats",),
+                                  ("stats", "-o", "json"), ("audit",),
                                   ("list", "pending"), ("list", "dead-letter")])
 def test_commands_read_past_stray_documents(run_cli, strays, args) -> None:
     res = run_cli(*args)

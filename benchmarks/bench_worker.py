@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchserver import start_server
 from wirecount import IndexCatalog, Record, WireCounter, tally
 
+from runnerq_cli.backend.connection import client_for
+
 COUNTER = WireCounter()
 monitoring.register(COUNTER)  # before any client exists
 
@@ -220,7 +222,7 @@ def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, Any]:
 
     database = f"bench_worker_{uuid.uuid4().hex[:8]}"
     backend = new_backend(uri, database, "bench")
-    catalog = IndexCatalog(backend.db.client)
+    catalog = IndexCatalog(client_for(backend.settings))
     catalog.prime(database)
     registry = HandlerRegistry()
     registry.add("noop", lambda payload: None)
@@ -238,7 +240,7 @@ def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, Any]:
         "results_of_20_sampled": sum(backend.get_result(i) is not None for i in ids),
         "outboxes_left": acts.count_documents({"outbox": {"$exists": True}}),
     }
-    backend.db.client.drop_database(database)
+    client_for(backend.settings).drop_database(database)
     assert code == 0 and check["completed"] == n and check["results_of_20_sampled"] == len(ids), \
         check
     figures.update(seconds=round(run.seconds, 3), activities_per_second=round(n / run.seconds, 1),
@@ -277,7 +279,7 @@ def bench_failures(uri: str, m: int, concurrency: int) -> dict[str, Any]:
     try:
         # A retry: the first attempt fails (retryable, no back-off), the second succeeds.
         backend = new_backend(uri, database, "retry")
-        client = backend.db.client
+        client = client_for(backend.settings)
         catalog = IndexCatalog(client)
         flaky = Attempts()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +120,27 @@ _uri = _named(values.mongo_uri)
 
 @dataclass(frozen=True)
 class Key:
-    """One setting: its dotted path in YAML, its parser, default and help."""
+    """One setting: its dotted path in YAML, its parser and help (its default is the
+    dataclasses' below: `default`)."""
 
     path: str
     parse: Callable[[Any, str], Any]
-    default: Any
     help: str
     expects: str
     env: str = ""
+
+    @property
+    def default(self) -> Any:
+        """The value when nothing sets it: the field's default in Settings/WorkerSettings."""
+        owner: type = Settings
+        name = self.attr
+        if self.path.startswith("worker."):
+            owner, name = WorkerSettings, self.path.split(".", 1)[1]
+        spec = {f.name: f for f in fields(owner)}[name]
+        if spec.default is not MISSING:
+            return spec.default
+        factory: Callable[[], Any] = spec.default_factory  # type: ignore[assignment]
+        return factory()
 
     @property
     def env_var(self) -> str:
@@ -144,42 +157,42 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("uri", _uri, "mongodb://localhost:27017", "MongoDB connection string",
+    Key("uri", _uri, "MongoDB connection string",
         "a mongodb:// URI", env="RUNNERQ_MONGO_URI"),
-    Key("database", _database, "runnerq", "database holding the queue collections", "a name"),
-    Key("queue", _queue, "default", "queue name (letters, digits, _ and -)", "a queue name"),
-    Key("server_selection_timeout", _timeout, 5.0,
+    Key("database", _database, "database holding the queue collections", "a name"),
+    Key("queue", _queue, "queue name (letters, digits, _ and -)", "a queue name"),
+    Key("server_selection_timeout", _timeout,
         "how long to wait for a reachable server before failing", "a duration"),
-    Key("connect_timeout", _timeout, 5.0, "TCP connect timeout", "a duration"),
-    Key("socket_timeout", _timeout, 30.0, "timeout of one server round trip", "a duration"),
-    Key("lease", lease_seconds, 60.0, "lease length of a claim; workers renew it", "a duration"),
-    Key("max_retry_delay", _duration, 3600.0,
+    Key("connect_timeout", _timeout, "TCP connect timeout", "a duration"),
+    Key("socket_timeout", _timeout, "timeout of one server round trip", "a duration"),
+    Key("lease", lease_seconds, "lease length of a claim; workers renew it", "a duration"),
+    Key("max_retry_delay", _duration,
         "cap of the exponential retry back-off (0 means the default, 1h)", "a duration"),
-    Key("results_ttl", _ttl, 86400.0, "how long results are kept", "a duration"),
-    Key("idempotency_ttl", _ttl, 86400.0, "how long idempotency keys hold", "a duration"),
-    Key("events_ttl", _ttl, 604800.0, "how long lifecycle events are kept", "a duration"),
-    Key("retention.completed", _duration, 604800.0,
+    Key("results_ttl", _ttl, "how long results are kept", "a duration"),
+    Key("idempotency_ttl", _ttl, "how long idempotency keys hold", "a duration"),
+    Key("events_ttl", _ttl, "how long lifecycle events are kept", "a duration"),
+    Key("retention.completed", _duration,
         "completed activities are purged this long after completion (0 keeps them)",
         "a duration"),
-    Key("retention.failed", _duration, 2592000.0,
+    Key("retention.failed", _duration,
         "failed and dead-lettered activities are purged this long after (0 keeps them)",
         "a duration"),
-    Key("worker.concurrency", _concurrency, 4, "activities run at once per worker process",
+    Key("worker.concurrency", _concurrency, "activities run at once per worker process",
         "a whole number"),
-    Key("worker.types", _string_list, (), "activity types this worker claims (empty: all)",
+    Key("worker.types", _string_list, "activity types this worker claims (empty: all)",
         "a list of types"),
-    Key("worker.app", _optional_string, None, "module that registers handlers", "a module path"),
-    Key("worker.handlers", _string_map, {}, "TYPE: package.module:function",
+    Key("worker.app", _optional_string, "module that registers handlers", "a module path"),
+    Key("worker.handlers", _string_map, "TYPE: package.module:function",
         "a mapping of type to import path"),
-    Key("worker.exec", _string_map, {}, "TYPE: shell command (payload on stdin)",
+    Key("worker.exec", _string_map, "TYPE: shell command (payload on stdin)",
         "a mapping of type to command"),
-    Key("worker.shutdown_timeout", shutdown_timeout_seconds, 30.0,
+    Key("worker.shutdown_timeout", shutdown_timeout_seconds,
         "how long running handlers may finish after SIGTERM", "a duration"),
-    Key("worker.poll_interval", poll_interval_seconds, 1.0, "longest idle wait between claims",
+    Key("worker.poll_interval", poll_interval_seconds, "longest idle wait between claims",
         "a duration"),
-    Key("worker.log_format", _choice("auto", "rich", "plain", "json"), "auto",
+    Key("worker.log_format", _choice("auto", "rich", "plain", "json"),
         "log line format", "auto, rich, plain or json"),
-    Key("worker.log_level", _choice("debug", "info", "warning", "error"), "info",
+    Key("worker.log_level", _choice("debug", "info", "warning", "error"),
         "log level", "debug, info, warning or error"),
 )
 KEYS_BY_PATH = {key.path: key for key in KEYS}
@@ -297,7 +310,7 @@ def _yaml_loader() -> type:
     class NoAliasLoader(yaml.SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
+                event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(
                     None, None, "aliases (*name) are not allowed in the config file",
                     event.start_mark)

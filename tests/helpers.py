@@ -75,14 +75,14 @@ def drive_to(queue: RunnerQ, status: str, activity_type: str = "job", *,
 
 def raw(queue: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
     """The stored activity document (its outbox left out)."""
-    doc = queue.collections.activities.find_one({"_id": aid}, {"outbox": 0})
+    doc = queue.context.activities.find_one({"_id": aid}, {"outbox": 0})
     assert doc is not None
     return doc
 
 
 def snapshot(queue: RunnerQ) -> list[dict[str, Any]]:
     """Every stored activity document: compare two to prove nothing was written."""
-    return sorted(queue.collections.activities.find({}, {"outbox": 0}), key=lambda d: d["_id"])
+    return sorted(queue.context.activities.find({}, {"outbox": 0}), key=lambda d: d["_id"])
 
 
 _CRASHING_WRITER = """

@@ -79,7 +79,7 @@ def seeded(settings, cli_env) -> RunnerQ:
 
 
 def _state(rq: RunnerQ) -> dict[str, list[Any]]:
-    db = rq.collections.activities.database
+    db = rq.context.activities.database
     return {name: sorted(map(repr, db[name].find())) for name in db.list_collection_names()}
 
 

@@ -57,9 +57,9 @@ def test_audit_lists_actions_with_reason_and_actor(run_cli, cq: RunnerQ) -> None
 
 def test_audit_records_live_as_long_as_events(cq: RunnerQ) -> None:
     cq.pause()
-    record = cq.collections.events.find_one({"event_type": "Paused"})
+    record = cq.context.events.find_one({"event_type": "Paused"})
     assert record["activity_id"] is None and isinstance(record["timestamp"], datetime)
-    ttl = [ix for ix in cq.collections.events.list_indexes()
+    ttl = [ix for ix in cq.context.events.list_indexes()
            if dict(ix["key"]) == {"timestamp": 1}]
     assert ttl and ttl[0]["expireAfterSeconds"] == int(cq.settings.events_ttl)
 

@@ -28,7 +28,7 @@ ELIGIBLE = {
 
 def params(action: str, queue: RunnerQ) -> dict:
     if action == "reschedule":
-        return {"at": queue.collections.clock() + timedelta(hours=2)}
+        return {"at": queue.context.clock() + timedelta(hours=2)}
     if action == "set-priority":
         return {"priority": "critical"}
     return {}
@@ -66,8 +66,8 @@ def test_filter_acts_on_eligible_statuses_only(queue: RunnerQ, action: str) -> N
         assert raw(queue, ids[state]) == before, state
     for state in ELIGIBLE[action]:
         if action == "delete":
-            assert queue.collections.activities.count_documents({"_id": ids[state]}) == 0
-            assert queue.collections.events.count_documents({"activity_id": ids[state]}) == 0
+            assert queue.context.activities.count_documents({"_id": ids[state]}) == 0
+            assert queue.context.events.count_documents({"activity_id": ids[state]}) == 0
             continue
         event = queue.get_activity_events(ids[state])[0]
         assert (event.detail["reason"], event.detail["actor"]) == ("incident 42", "ana")
@@ -177,7 +177,7 @@ def test_filter_fields(queue: RunnerQ, clock) -> None:
 def test_delete_removes_everything_of_a_terminal_activity(queue: RunnerQ) -> None:
     aid = make(queue, "dead_letter", idempotency_key="k1")
     queue.flush_outbox()
-    col = queue.collections
+    col = queue.context
     assert col.results.count_documents({"_id": aid}) == 1
     assert col.dead_letter.count_documents({"_id": aid}) == 1
     result = queue.delete(aid, reason="junk", actor="ana")
@@ -278,7 +278,7 @@ def test_cli_actions_by_filter(run_cli, cq: RunnerQ) -> None:
     assert res.code == 0 and "applied 2" in res.stdout
     res = run_cli("delete", "--status", "cancelled", "--max", "5", "-y", "--reason", "cleanup")
     assert res.code == 0, res.stderr
-    assert cq.collections.activities.count_documents({}) == 0
+    assert cq.context.activities.count_documents({}) == 0
     audit = [e.action for e in cq.audit()]
     assert audit == ["delete", "cancel", "run-now", "reschedule", "set-priority"]
 
@@ -293,7 +293,7 @@ def test_cli_ids_still_work_and_delete_refuses_live_work(run_cli, cq: RunnerQ) -
     assert cq.get_activity(pending).status == "pending"
     assert run_cli("cancel", str(pending), "--reason", "dup").code == 0
     assert run_cli("delete", str(pending), "-o", "json").code == 0
-    assert cq.collections.activities.count_documents({"_id": pending}) == 0
+    assert cq.context.activities.count_documents({"_id": pending}) == 0
     assert run_cli("delete", str(pending)).code == ExitCode.NOT_FOUND
 
 

@@ -53,7 +53,7 @@ def procs():
 
 
 def count(backend: RunnerQ, status: Status) -> int:
-    return backend.collections.activities.count_documents({"status": status.value})
+    return backend.context.activities.count_documents({"status": status.value})
 
 
 @dataclass
@@ -161,7 +161,7 @@ def run_chaos(backend: RunnerQ, env: dict[str, str], tmp_path: Path, procs: list
     final = tail_no_follow(env, "--cursor-file", str(cursor_file))
 
     # --- the figures
-    docs = {str(d["_id"]): d for d in backend.collections.activities.find()}
+    docs = {str(d["_id"]): d for d in backend.context.activities.find()}
     report.lost = activities - sum(1 for i in ids if i in docs
                                    and docs[i]["status"] == Status.COMPLETED.value
                                    and backend.get_result(i) is not None)
@@ -244,14 +244,14 @@ def run_sigterm_drain(backend, env, tmp_path, procs, *, activities: int, workers
     # Every worker busy: both slots of each hold an activity.
     wait_for(lambda: count(backend, Status.PROCESSING) >= 2 * workers, timeout=60,
              what="every slot busy")
-    in_flight = {d["_id"] for d in backend.collections.activities.find(
+    in_flight = {d["_id"] for d in backend.context.activities.find(
         {"status": Status.PROCESSING.value}, {"_id": 1})}
     for proc in started:
         proc.proc.send_signal(signal.SIGTERM)
     for proc in started:
         assert proc.wait(60) == 0, proc.log
         assert "stopping: waiting for running activities" in proc.log
-    docs = {d["_id"]: d for d in backend.collections.activities.find()}
+    docs = {d["_id"]: d for d in backend.context.activities.find()}
     # In flight at the signal: finished, not released; no attempt lost or counted twice.
     assert {docs[i]["status"] for i in in_flight} == {Status.COMPLETED.value}
     assert all(docs[i]["retry_count"] == 0 for i in ids)
@@ -265,7 +265,7 @@ def run_sigterm_drain(backend, env, tmp_path, procs, *, activities: int, workers
                          "--poll-interval", "0.2")
     procs.append(rest)
     assert rest.wait(120) == 0, rest.log
-    assert {d["status"] for d in backend.collections.activities.find()} == {
+    assert {d["status"] for d in backend.context.activities.find()} == {
         Status.COMPLETED.value}
     runs = collections.Counter("-".join(p.name.split("-")[:5]) for p in marks.iterdir())
     assert sorted(runs) == sorted(str(i) for i in ids) and set(runs.values()) == {1}

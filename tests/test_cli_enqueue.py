@@ -17,7 +17,7 @@ ENQUEUED = "enqueued "
 @pytest.fixture
 def docs(queue):
     """The activities collection of the test queue (read straight from MongoDB)."""
-    return queue.collections.activities
+    return queue.context.activities
 
 
 def _id(result) -> uuid.UUID:

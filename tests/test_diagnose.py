@@ -10,13 +10,10 @@ import pytest
 from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.diagnose import (
-    check_clock,
-    plan_problems,
-    plan_stages,
-    representative_queries,
-)
 from runnerq_cli.backend.indexes import index_name, index_plan
+from runnerq_cli.backend.plans import plan_problems, plan_stages
+from runnerq_cli.backend.queries import representative_queries
+from runnerq_cli.backend.server_checks import check_clock
 from runnerq_cli.errors import ExitCode, NotFound
 from tests.helpers import drive_to as make
 from tests.helpers import run_then_crash
@@ -47,7 +44,8 @@ def test_doctor_healthy_after_fresh_init_indexes(run_cli) -> None:
     code, statuses, doc = doctor(run_cli)
     assert code == 0 and doc["ok"] is True
     assert set(statuses) == {"server", "clock", "indexes", "ttl", "query plans", "workers",
-                             "coverage", "leases", "outbox", "backlog", "dead letters"}
+                             "coverage", "leases", "outbox", "pause", "backlog", "dead letters",
+                             "documents"}
     assert all(s in ("ok", "not_checked") for s in statuses.values()), statuses
     strict = run_cli("doctor", "--strict")
     assert strict.code == 0, strict.stdout
@@ -143,7 +141,7 @@ def test_old_outbox_fails(queue: RunnerQ, settings, clock, run_cli) -> None:
         out = q.enqueue("job", {}).activity_id
         q.ack_failure(q.dequeue("w", types=["job"])[0], "boom", retryable=False)
     """))
-    assert "outbox" in queue.collections.activities.find_one({"_id": aid})
+    assert "outbox" in queue.context.activities.find_one({"_id": aid})
     code, statuses, doc = doctor(run_cli)
     assert code == 7
     assert failing(statuses) == {"outbox"}
@@ -157,7 +155,7 @@ def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server) -> None:
     from runnerq_cli.backend.queue import ActivitySpec
 
     def operations(run) -> dict[str, int]:
-        status = queue.db.client.admin.command
+        status = queue.db.admin_command
         before = status("serverStatus")["opcounters"]
         run()
         after = status("serverStatus")["opcounters"]
@@ -196,7 +194,7 @@ def test_doctor_every_queue_and_unknown_queue(queue: RunnerQ, run_cli) -> None:
     assert [c["name"] for c in doc["checks"] if c["queue"] is None] == ["server", "clock"]
     assert {c["queue"] for c in doc["checks"] if c["name"] == "indexes"} == {"other", "tests"}
     jsonl = run_cli("doctor", "--all-queues", "-o", "jsonl")
-    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 9
+    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 11
     # A queue with no collections: its indexes are missing.
     code, statuses, _ = doctor(run_cli, "--queue", "nowhere")
     assert code == 7 and statuses["indexes"] == "fail"
@@ -223,7 +221,7 @@ def test_clock_skew_thresholds(queue: RunnerQ, skew: float, status: str) -> None
     here = datetime.now(UTC)
     info = {"hello": {"localTime": (here + timedelta(seconds=skew)).replace(tzinfo=None)},
             "midpoint": here.timestamp(), "rtt": 0.002}
-    check = check_clock(queue, info)
+    check = check_clock(queue.settings, info)
     assert check.status.value == status
     assert check.facts["skew_seconds"] == pytest.approx(skew, abs=0.01)
     assert check.facts["fail_at_seconds"] == queue.settings.lease / 4
@@ -293,12 +291,13 @@ def test_each_query_is_served_by_the_index_meant_for_it(queue: RunnerQ, clock) -
     queue.init_indexes()
     planned = {spec.name for spec in index_plan(queue.settings)}
     for query in representative_queries(queue.settings, clock()):
-        assert query.index in planned, query.name
+        index = query.index(queue.settings)
+        assert index in planned, query.name
         collection = queue.db[f"runnerq_{queue.queue}_{query.role}"]
         if query.pipeline is not None:
-            list(collection.aggregate(list(query.pipeline), hint=query.index))
+            list(collection.aggregate(list(query.pipeline), hint=index))
         else:
-            cursor = collection.find(query.filter).hint(query.index)
+            cursor = collection.find(query.filter).hint(index)
             if query.sort:
                 cursor = cursor.sort(list(query.sort))
             list(cursor.limit(1))

@@ -66,7 +66,7 @@ def test_export_import_round_trip(run_cli, cq: RunnerQ, staging: RunnerQ, tmp_pa
     dry = run_cli("dlq", "import", str(out), "--dry-run", "-o", "json", env=env)
     assert dry.code == 0, dry.stderr
     assert json.loads(dry.stdout)["counts"] == {"would_enqueue": 3}
-    assert staging.collections.activities.count_documents({}) == 0
+    assert staging.context.activities.count_documents({}) == 0
 
     res = run_cli("dlq", "import", str(out), "--reason", "replay", "-o", "jsonl", env=env)
     assert res.code == 0, res.stderr
@@ -84,7 +84,7 @@ def test_export_import_round_trip(run_cli, cq: RunnerQ, staging: RunnerQ, tmp_pa
     again = run_cli("dlq", "import", str(out), "-o", "json", env=env)
     assert again.code == 0
     assert json.loads(again.stdout)["counts"] == {"existing": 3}
-    assert staging.collections.activities.count_documents({}) == 3
+    assert staging.context.activities.count_documents({}) == 3
     entry = staging.audit()[0]
     assert (entry.action, entry.count, entry.reason) == ("dlq-import", 3, "replay")
     assert len(staging.audit()) == 1  # the second import did nothing, so no record
@@ -118,8 +118,8 @@ def test_import_redrive_revives_the_originals(run_cli, cq: RunnerQ, tmp_path) ->
         assert (act.status, act.retry_count) == ("pending", 0)
         event = cq.get_activity_events(aid)[0]
         assert (event.event_type, event.detail["actor"]) == ("Redriven", "ana")
-    assert cq.collections.dead_letter.count_documents({}) == 0
-    assert cq.collections.activities.count_documents({}) == 2  # no copies
+    assert cq.context.dead_letter.count_documents({}) == 0
+    assert cq.context.activities.count_documents({}) == 2  # no copies
     again = run_cli("dlq", "import", str(out), "--redrive", "-o", "json")
     assert again.code == 0
     assert json.loads(again.stdout)["counts"] == {"skipped": 2}
@@ -149,7 +149,7 @@ def test_a_bad_line_does_not_stop_the_others(run_cli, cq: RunnerQ, tmp_path) -> 
     assert [r["line"] for r in report["results"]] == [1, 2, 3, 4, 5, 6]
     assert "priority" in report["results"][4]["reason"]
     assert res.stderr.startswith("error: 4 of 6 lines not imported")
-    assert cq.collections.activities.count_documents({}) == 2
+    assert cq.context.activities.count_documents({}) == 2
 
 
 def test_export_filters_and_aged_out_records(queue: RunnerQ, clock) -> None:

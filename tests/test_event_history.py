@@ -212,8 +212,8 @@ def legacy_activity(queue: RunnerQ, clock, status: str) -> uuid.UUID:
              if k not in ("activity_id", "activity_type", "ingested_at")}
             for t in ("Completed", "ResultStored")],
             "result": {"state": "Ok", "data": "old", "created_at": done}}
-    queue.collections.activities.insert_one(doc)
-    queue.collections.events.insert_many(events)
+    queue.context.activities.insert_one(doc)
+    queue.context.events.insert_many(events)
     return aid
 
 

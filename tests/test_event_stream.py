@@ -33,7 +33,7 @@ def insert_event(queue, stamp, event_type="Enqueued", ingested=None):
     doc = {"_id": ObjectId(), "activity_id": None, "activity_type": "x", "timestamp": stamp,
            "event_type": event_type, "worker_id": None, "detail": {},
            "ingested_at": ingested or stamp}
-    queue.collections.events.insert_one(doc)
+    queue.context.events.insert_one(doc)
     return doc["_id"]
 
 

@@ -45,7 +45,7 @@ def hostile(settings) -> dict[str, object]:
     """A queue where every field that reaches a screen holds a hostile string."""
     rq = RunnerQ(settings)
     rq.init_indexes()
-    coll = rq.collections
+    coll = rq.context
     now = datetime.now(UTC).replace(microsecond=0)
     ids = []
     for n, text in enumerate(HOSTILE):
@@ -173,7 +173,7 @@ def test_a_text_result_keeps_its_lines_and_escapes_the_rest(settings, run_cli) -
 def test_init_indexes_prints_index_names_escaped(settings, run_cli) -> None:
     rq = RunnerQ(settings)
     rq.init_indexes()
-    rq.collections.activities.create_index([("zz", 1)], name="evil\x1b[2J[red]x\u202e")
+    rq.context.activities.create_index([("zz", 1)], name="evil\x1b[2J[red]x\u202e")
     res = run_cli("init-indexes")
     _clean(res, shown=["evil\x1b[2J[red]x\u202e"])
 

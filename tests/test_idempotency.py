@@ -20,7 +20,7 @@ def enqueue(queue: RunnerQ, key: str, on_duplicate: OnDuplicate, activity_type: 
 
 
 def key_holder(queue: RunnerQ, key: str, activity_type: str = "charge"):
-    doc = queue.collections.idempotency.find_one(
+    doc = queue.context.idempotency.find_one(
         {"_id": {"activity_type": activity_type, "key": key}})
     return doc["activity_id"] if doc else None
 
@@ -35,7 +35,7 @@ def test_return_existing_enqueues_nothing(queue: RunnerQ) -> None:
     second = enqueue(queue, "k", OnDuplicate.RETURN_EXISTING)
     assert first.created and not second.created
     assert second.activity_id == first.activity_id
-    assert queue.collections.activities.count_documents({}) == 1
+    assert queue.context.activities.count_documents({}) == 1
 
 
 def test_no_reuse_raises_duplicate(queue: RunnerQ) -> None:
@@ -43,7 +43,7 @@ def test_no_reuse_raises_duplicate(queue: RunnerQ) -> None:
     with pytest.raises(DuplicateActivity) as raised:
         enqueue(queue, "k", OnDuplicate.NO_REUSE)
     assert raised.value.existing_id == first.activity_id
-    assert queue.collections.activities.count_documents({}) == 1
+    assert queue.context.activities.count_documents({}) == 1
 
 
 def test_allow_reuse_enqueues_and_moves_the_key(queue: RunnerQ) -> None:
@@ -51,7 +51,7 @@ def test_allow_reuse_enqueues_and_moves_the_key(queue: RunnerQ) -> None:
     second = enqueue(queue, "k", OnDuplicate.ALLOW_REUSE)
     assert second.created and second.activity_id != first.activity_id
     assert key_holder(queue, "k") == second.activity_id
-    assert queue.collections.activities.count_documents({}) == 2
+    assert queue.context.activities.count_documents({}) == 2
 
 
 def test_allow_reuse_on_failure(queue: RunnerQ) -> None:
@@ -130,7 +130,7 @@ def test_racing_enqueues_on_one_key_never_both_win(queue: RunnerQ, behaviour: On
     created = [o for o in outcomes if getattr(o, "created", False)]
     assert len(outcomes) == 8
     assert len(created) == 1
-    assert queue.collections.activities.count_documents({}) == 1
+    assert queue.context.activities.count_documents({}) == 1
     assert key_holder(queue, "race") == created[0].activity_id
 
 
@@ -151,5 +151,5 @@ def test_racing_reuse_after_failure_has_one_winner(queue: RunnerQ) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert len(wins) == 1
-    assert queue.collections.activities.count_documents({"status": "pending"}) == 1
+    assert queue.context.activities.count_documents({"status": "pending"}) == 1
 

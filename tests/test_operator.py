@@ -85,7 +85,7 @@ def test_retry_restarts_terminal_activity(queue: RunnerQ, state: str) -> None:
     for gone in ("completed_at", "last_outcome", "last_lease_id", "scheduled_at"):
         assert gone not in doc
     assert event_types(queue, aid)[-1] == "Retried"
-    assert queue.collections.dead_letter.count_documents({"_id": aid}) == 0
+    assert queue.context.dead_letter.count_documents({"_id": aid}) == 0
     claims = queue.dequeue("w2")
     assert [c.activity_id for c in claims] == [aid]
 
@@ -104,7 +104,7 @@ def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock, monkeypat
     from pymongo.collection import Collection
 
     aid = make(queue, "dead_letter")
-    dead_letter = queue.collections.dead_letter.name
+    dead_letter = queue.context.dead_letter.name
     committed, go_on = threading.Event(), threading.Event()
     real_delete_one = Collection.delete_one
 
@@ -125,7 +125,7 @@ def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock, monkeypat
     go_on.set()
     operator.join(20)
     assert not operator.is_alive()
-    record = queue.collections.dead_letter.find_one({"_id": aid})
+    record = queue.context.dead_letter.find_one({"_id": aid})
     assert record is not None and record["error"] == "again"
     assert queue.get_activity(aid).status == "dead_letter"
 
@@ -187,7 +187,7 @@ def test_redrive_all_and_by_type(queue: RunnerQ) -> None:
     preview = queue.redrive(["email"], dry_run=True)
     assert {a["id"] for a in preview.activities} == {a1, a2}
     assert raw(queue, a1)["status"] == "dead_letter"  # dry run wrote nothing
-    assert queue.collections.dead_letter.count_documents({}) == 3
+    assert queue.context.dead_letter.count_documents({}) == 3
     done = queue.redrive(["email"])
     assert done.count == 2
     assert raw(queue, a1)["status"] == raw(queue, a2)["status"] == "pending"
@@ -195,23 +195,23 @@ def test_redrive_all_and_by_type(queue: RunnerQ) -> None:
     assert raw(queue, b1)["status"] == "dead_letter"
     assert raw(queue, other)["status"] == "failed"
     assert event_types(queue, a1)[-1] == "Redriven"
-    assert queue.collections.dead_letter.count_documents({}) == 1
+    assert queue.context.dead_letter.count_documents({}) == 1
     assert queue.redrive().count == 1
-    assert queue.collections.dead_letter.count_documents({}) == 0
+    assert queue.context.dead_letter.count_documents({}) == 0
     assert queue.redrive().count == 0
 
 
 def test_redrive_removes_stale_records(queue: RunnerQ) -> None:
     """A crash between a retry's activity update and its record delete leaves a stale record."""
     aid = make(queue, "dead_letter")
-    record = queue.collections.dead_letter.find_one({"_id": aid})
+    record = queue.context.dead_letter.find_one({"_id": aid})
     queue.retry(aid)
-    queue.collections.dead_letter.insert_one(record)  # as if the delete never happened
+    queue.context.dead_letter.insert_one(record)  # as if the delete never happened
     preview = queue.redrive(dry_run=True)
     assert (preview.count, preview.stale_records) == (0, 1)
-    assert queue.collections.dead_letter.count_documents({}) == 1
+    assert queue.context.dead_letter.count_documents({}) == 1
     queue.redrive()
-    assert queue.collections.dead_letter.count_documents({}) == 0
+    assert queue.context.dead_letter.count_documents({}) == 0
     assert raw(queue, aid)["status"] == "pending"
 
 
@@ -223,7 +223,7 @@ def test_purge_preview_and_purge(queue: RunnerQ, clock) -> None:
     clock.advance(queue.settings.retention_failed + 1)
     assert queue.purge_preview() == {"completed": 1, "failed": 1}
     assert queue.purge() == {"completed": 1, "failed": 1}
-    assert queue.collections.activities.count_documents({"_id": {"$in": [done, dead]}}) == 0
+    assert queue.context.activities.count_documents({"_id": {"$in": [done, dead]}}) == 0
     assert raw(queue, alive)["status"] == "pending"
 
 
@@ -302,12 +302,12 @@ def test_cli_redrive_needs_yes_and_dry_run_writes_nothing(run_cli, cq: RunnerQ) 
     assert (report["dry_run"], report["count"]) == (True, 1)
     assert report["activities"][0]["id"] == str(aid)
     assert cq.get_activity(aid).status == "dead_letter"
-    assert cq.collections.dead_letter.count_documents({}) == 1
+    assert cq.context.dead_letter.count_documents({}) == 1
     done = run_cli("redrive", "--yes", "--type", "job")
     assert done.code == 0, done.stderr
     assert "redrove 1 activities" in done.stdout
     assert cq.get_activity(aid).status == "pending"
-    assert cq.collections.dead_letter.count_documents({}) == 0
+    assert cq.context.dead_letter.count_documents({}) == 0
     assert run_cli("redrive").code == 0  # nothing to do needs no --yes
 
 
@@ -318,13 +318,13 @@ def test_cli_purge(run_cli, cq: RunnerQ) -> None:
     dry = run_cli("purge", "--dry-run", "-o", "json", env=env)
     assert dry.code == 0, dry.stderr
     assert json.loads(dry.stdout)["failed"] == 1
-    assert cq.collections.activities.count_documents({"_id": aid}) == 1
+    assert cq.context.activities.count_documents({"_id": aid}) == 1
     assert run_cli("purge", env=env).code == ExitCode.USAGE
-    assert cq.collections.activities.count_documents({"_id": aid}) == 1
+    assert cq.context.activities.count_documents({"_id": aid}) == 1
     done = run_cli("purge", "--yes", env=env)
     assert done.code == 0, done.stderr
     assert "purged 1 activities" in done.stdout
-    assert cq.collections.activities.count_documents({"_id": aid}) == 0
+    assert cq.context.activities.count_documents({"_id": aid}) == 0
 
 
 def test_redrive_keeps_dead_letter_records_of_activities_aged_out(queue, clock):
@@ -336,7 +336,7 @@ def test_redrive_keeps_dead_letter_records_of_activities_aged_out(queue, clock):
     assert queue.purge_expired()["failed"] == 1
     report = queue.redrive()
     assert report.stale_records == 0
-    assert queue.collections.dead_letter.count_documents({"_id": aid}) == 1
+    assert queue.context.dead_letter.count_documents({"_id": aid}) == 1
 
 
 def test_purge_deletes_no_more_than_the_operator_confirmed(queue, clock):
@@ -410,4 +410,4 @@ def test_bulk_confirmations_show_what_will_be_acted_on(cli_env, cq: RunnerQ) -> 
     assert "past their retention (deleted with their results and events):" in shown
     assert "12 failed, dead-lettered or cancelled, finished over" in shown
     assert "(retention.failed)" in shown and "0 completed" in shown
-    assert cq.collections.activities.count_documents({}) == 12
+    assert cq.context.activities.count_documents({}) == 12

@@ -16,7 +16,7 @@ from tests.waiting import wait_until
 
 def stored_events(queue: RunnerQ, activity_id) -> list[str]:
     """What is in the events collection (steps the activity's fields prove are not)."""
-    docs = queue.collections.events.find({"activity_id": activity_id})
+    docs = queue.context.events.find({"activity_id": activity_id})
     return [d["event_type"] for d in sorted(docs, key=event_order)]
 
 
@@ -38,7 +38,7 @@ def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, settings, clock)
     # The activity's state is committed; the copies are not there yet ...
     assert queue.get_activity(activity_id).status == "dead_letter"
     assert stored_events(queue, activity_id) == []
-    assert queue.collections.dead_letter.count_documents({}) == 0
+    assert queue.context.dead_letter.count_documents({}) == 0
     # ... but readers already see them through the outbox.
     assert queue.get_result(activity_id).data == {"error": "boom", "type": "dead_letter"}
     assert shown_events(queue, activity_id) == ["Enqueued", "Dequeued", "Started", "DeadLetter"]
@@ -48,9 +48,9 @@ def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, settings, clock)
     assert queue.repair_outboxes(grace_seconds=60) == 1
     assert stored_events(queue, activity_id) == ["DeadLetter"]  # one event for the attempt
     assert shown_events(queue, activity_id) == ["Enqueued", "Dequeued", "Started", "DeadLetter"]
-    assert queue.collections.results.count_documents({"_id": activity_id}) == 1
-    assert queue.collections.dead_letter.count_documents({"_id": activity_id}) == 1
-    assert "outbox" not in queue.collections.activities.find_one({"_id": activity_id})
+    assert queue.context.results.count_documents({"_id": activity_id}) == 1
+    assert queue.context.dead_letter.count_documents({"_id": activity_id}) == 1
+    assert "outbox" not in queue.context.activities.find_one({"_id": activity_id})
 
 
 def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: RunnerQ, settings,
@@ -62,11 +62,11 @@ def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: Runn
         q.ack_failure(claim, "fatal", retryable=False)
         out = activity_id
     """))
-    doc = queue.collections.activities.find_one({"_id": activity_id})
+    doc = queue.context.activities.find_one({"_id": activity_id})
     # Half a flush: the events were copied, then the process died before the clear.
     events = [{**e, "activity_id": activity_id, "activity_type": "t", "ingested_at": clock.now}
               for e in doc["outbox"]["events"]]
-    queue.collections.events.insert_many(events)
+    queue.context.events.insert_many(events)
 
     clock.advance(120)
     assert queue.repair_outboxes() == 1
@@ -81,25 +81,25 @@ def test_buffered_outbox_drains_in_batches(queue: RunnerQ) -> None:
         queue.enqueue_many([ActivitySpec("t", {"i": i}, max_retries=1) for i in range(5)])
         for claim in queue.dequeue("w", limit=5):
             queue.ack_failure(claim, f"e{claim.activity.payload['i']}")  # dead-letters
-        assert queue.collections.dead_letter.count_documents({}) == 0  # held in memory
-        assert queue.collections.results.count_documents({}) == 0
-    assert queue.collections.dead_letter.count_documents({}) == 5
-    assert queue.collections.results.count_documents({}) == 5
-    assert queue.collections.events.count_documents({"event_type": "DeadLetter"}) == 5
-    assert queue.collections.activities.count_documents({"outbox": {"$exists": True}}) == 0
+        assert queue.context.dead_letter.count_documents({}) == 0  # held in memory
+        assert queue.context.results.count_documents({}) == 0
+    assert queue.context.dead_letter.count_documents({}) == 5
+    assert queue.context.results.count_documents({}) == 5
+    assert queue.context.events.count_documents({"event_type": "DeadLetter"}) == 5
+    assert queue.context.activities.count_documents({"outbox": {"$exists": True}}) == 0
 
 
 def test_a_success_writes_its_result_and_no_event(queue: RunnerQ) -> None:
     queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(5)])
     for claim in queue.dequeue("w", limit=5):
         queue.ack_success(claim, claim.activity.payload["i"])
-    assert queue.collections.results.count_documents({}) == 5
+    assert queue.context.results.count_documents({}) == 5
     # A success stores no event: Completed is derived from the activity's fields.
-    assert queue.collections.events.count_documents({}) == 0
+    assert queue.context.events.count_documents({}) == 0
     done = queue.list_page("completed", limit=10).items
     assert len(done) == 5
     assert all(shown_events(queue, a.id)[-2:] == ["Completed", "ResultStored"] for a in done)
-    assert queue.collections.activities.count_documents({"outbox": {"$exists": True}}) == 0
+    assert queue.context.activities.count_documents({"outbox": {"$exists": True}}) == 0
 
 
 def test_one_event_per_lifecycle_step(queue: RunnerQ, clock) -> None:
@@ -136,12 +136,12 @@ def test_retention_purges_terminal_activities_with_their_results_and_events(
     waiting = queue.enqueue("t", {}).activity_id
     clock.advance(queue.settings.retention_completed + 1)
     assert queue.purge_expired() == {"completed": 1, "failed": 0}
-    assert queue.collections.activities.count_documents({"_id": done}) == 0
-    assert queue.collections.results.count_documents({"_id": done}) == 0
-    assert queue.collections.events.count_documents({"activity_id": done}) == 0
+    assert queue.context.activities.count_documents({"_id": done}) == 0
+    assert queue.context.results.count_documents({"_id": done}) == 0
+    assert queue.context.events.count_documents({"activity_id": done}) == 0
     clock.advance(queue.settings.retention_failed)
     assert queue.purge_expired() == {"completed": 0, "failed": 1}
-    assert queue.collections.activities.count_documents({"_id": failed}) == 0
+    assert queue.context.activities.count_documents({"_id": failed}) == 0
     # Pending work never ages out.
     assert queue.get_activity(waiting).status == "pending"
 
@@ -164,21 +164,21 @@ def test_init_indexes_is_idempotent_and_reports_conflicts(queue: RunnerQ) -> Non
     ]:
         assert (prefix + expected[0], expected[1]) in names
 
-    indexes = {ix["name"]: ix for ix in queue.collections.results.list_indexes()}
+    indexes = {ix["name"]: ix for ix in queue.context.results.list_indexes()}
     assert indexes["created_at_1"]["expireAfterSeconds"] == 86400
-    indexes = {ix["name"]: ix for ix in queue.collections.events.list_indexes()}
+    indexes = {ix["name"]: ix for ix in queue.context.events.list_indexes()}
     assert indexes["timestamp_1"]["expireAfterSeconds"] == 604800
-    indexes = {ix["name"]: ix for ix in queue.collections.activities.list_indexes()}
+    indexes = {ix["name"]: ix for ix in queue.context.activities.list_indexes()}
     assert indexes["idempotency_key_1"].get("sparse") is True
 
     # Another program made the results TTL a day longer: shown, never dropped.
-    queue.collections.results.drop_index("created_at_1")
-    queue.collections.results.create_index("created_at", expireAfterSeconds=172800)
+    queue.context.results.drop_index("created_at_1")
+    queue.context.results.create_index("created_at", expireAfterSeconds=172800)
     reports = {(r.collection_name, r.spec.name): r for r in queue.init_indexes()}
     conflict = reports[(prefix + "results", "created_at_1")]
     assert conflict.state.value == "conflict"
     assert "expireAfterSeconds" in conflict.difference
-    indexes = {ix["name"]: ix for ix in queue.collections.results.list_indexes()}
+    indexes = {ix["name"]: ix for ix in queue.context.results.list_indexes()}
     assert indexes["created_at_1"]["expireAfterSeconds"] == 172800
 
 
@@ -186,12 +186,12 @@ def test_ttl_indexes_expire_documents(queue: RunnerQ, server) -> None:
     if server.real_mongodb:
         pytest.skip("a real server's TTL monitor runs every 60 s; index options are "
                     "checked in test_init_indexes_is_idempotent_and_reports_conflicts")
-    old = queue.collections.clock() - timedelta(days=2)
-    queue.collections.results.insert_one({"_id": "old", "created_at": old})
-    queue.collections.results.insert_one({"_id": "new", "created_at": queue.collections.clock()})
-    wait_until(lambda: queue.collections.results.count_documents({"_id": "old"}) == 0,
+    old = queue.context.clock() - timedelta(days=2)
+    queue.context.results.insert_one({"_id": "old", "created_at": old})
+    queue.context.results.insert_one({"_id": "new", "created_at": queue.context.clock()})
+    wait_until(lambda: queue.context.results.count_documents({"_id": "old"}) == 0,
                timeout=10, interval=0.2, message="the TTL monitor to remove the old result")
-    assert queue.collections.results.count_documents({"_id": "new"}) == 1
+    assert queue.context.results.count_documents({"_id": "new"}) == 1
 
 
 def test_a_late_flush_does_not_bring_back_what_an_operator_withdrew(queue, settings, clock):
@@ -205,7 +205,7 @@ def test_a_late_flush_does_not_bring_back_what_an_operator_withdrew(queue, setti
         worker_side.ack_failure(claim, "gone")  # dead-lettered; copies buffered
         assert queue.redrive().count == 1  # the operator, in another process
     assert queue.get_activity(activity_id).status == "pending"
-    assert queue.collections.dead_letter.count_documents({"_id": activity_id}) == 0
+    assert queue.context.dead_letter.count_documents({"_id": activity_id}) == 0
     assert queue.get_result(activity_id) is None  # pending again: no result yet
     # The history is whole: the dead-lettering and the redrive are both recorded.
     types = [e.event_type for e in queue.get_activity_events(activity_id)]
@@ -293,4 +293,4 @@ def test_a_copy_overtaken_by_an_operator_leaves_no_dead_letter_record(queue, mon
         monkeypatch.setattr(OutboxWriter, "_still_current", racing)
     assert raced
     assert queue.get_activity(aid).status == "pending"
-    assert queue.collections.dead_letter.find_one({"_id": aid}) is None
+    assert queue.context.dead_letter.find_one({"_id": aid}) is None

@@ -25,7 +25,7 @@ def test_pause_state_round_trip(queue: RunnerQ) -> None:
     assert queue.pause(["sms", "mail"]).types == ("mail", "sms")
     assert queue.resume(["mail"]).types == ("sms",)
     assert not queue.resume(["sms"]).active
-    assert queue.collections.control.count_documents({}) == 0
+    assert queue.context.control.count_documents({}) == 0
     whole = queue.pause(reason="deploy")
     assert whole.all and whole.covers([]) and whole.covers(["x"])
     with pytest.raises(InvalidArgument, match="whole queue is paused"):
@@ -36,7 +36,7 @@ def test_pause_state_round_trip(queue: RunnerQ) -> None:
     assert not queue.resume().active
     kinds = [e.action for e in queue.audit()]
     assert kinds == ["resume", "pause", "resume", "resume", "pause", "pause"]
-    events = list(queue.collections.events.find({"event_type": {"$in": ["Paused", "Resumed"]}}))
+    events = list(queue.context.events.find({"event_type": {"$in": ["Paused", "Resumed"]}}))
     assert len(events) == 6 and all(e["activity_id"] is None for e in events)
 
 
@@ -133,7 +133,7 @@ def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: Runn
     # What a worker already holds finishes.
     wait_until(lambda: backend.get_activity(held).status == Status.COMPLETED, message="held work")
 
-    enqueued_at = backend.collections.clock()
+    enqueued_at = backend.context.clock()
     waiting = [backend.enqueue("echo", {"n": n}).activity_id for n in range(4)]
     # Both workers are alive and polling (a heartbeat after the enqueue, several poll
     # intervals later) and have claimed none of it.
@@ -141,7 +141,7 @@ def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: Runn
                timeout=20, message="a heartbeat of each worker after the enqueue")
     assert {backend.get_activity(a).status for a in waiting} == {"pending"}
 
-    resumed_at = backend.collections.clock()
+    resumed_at = backend.context.clock()
     backend.resume()
     wait_until(lambda: all(backend.get_activity(a).status == Status.COMPLETED for a in waiting),
                timeout=30, message="the work enqueued while paused")
@@ -159,5 +159,5 @@ def test_pause_bad_input(run_cli, backend: RunnerQ, args: list[str]) -> None:
     res = run_cli(*args)
     assert res.code == ExitCode.USAGE
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
-    assert backend.collections.control.count_documents({}) == 0
+    assert backend.context.control.count_documents({}) == 0
     assert backend.audit() == []

@@ -15,7 +15,7 @@ from runnerq_cli.errors import ClaimLost, InvalidArgument, NotFound
 
 
 def raw(queue: RunnerQ, activity_id: uuid.UUID) -> dict:
-    return queue.collections.activities.find_one({"_id": activity_id})
+    return queue.context.activities.find_one({"_id": activity_id})
 
 
 def event_types(queue: RunnerQ, activity_id: uuid.UUID) -> list[str]:
@@ -47,8 +47,8 @@ def test_uuid_is_stored_as_binary_subtype_4(queue: RunnerQ) -> None:
     from bson.raw_bson import RawBSONDocument
 
     result = queue.enqueue("t", {})
-    raw_doc = queue.collections.activities.with_options(
-        codec_options=queue.collections.activities.codec_options.with_options(
+    raw_doc = queue.context.activities.with_options(
+        codec_options=queue.context.activities.codec_options.with_options(
             document_class=RawBSONDocument)).find_one({"_id": result.activity_id})
     raw_id = raw_doc.raw[raw_doc.raw.index(b"_id\x00") + 4:]
     assert raw_id[4] == 4  # BSON binary subtype 4: standard UUID
@@ -74,7 +74,7 @@ def test_delayed_enqueue_is_scheduled(queue: RunnerQ, clock) -> None:
 def test_invalid_enqueue_is_refused_and_writes_nothing(queue: RunnerQ, bad: dict) -> None:
     with pytest.raises(InvalidArgument):
         queue.enqueue(ActivitySpec(**bad))
-    assert queue.collections.activities.count_documents({}) == 0
+    assert queue.context.activities.count_documents({}) == 0
 
 
 # -------------------------------------------------------------------- claim
@@ -189,7 +189,7 @@ def test_acking_twice_is_harmless_and_answers_the_same(queue: RunnerQ) -> None:
     failing = queue.dequeue("w")[0]
     assert queue.ack_failure(failing, "x") is AckOutcome.DEAD_LETTERED
     assert queue.ack_failure(failing, "x") is AckOutcome.DEAD_LETTERED
-    assert queue.collections.dead_letter.count_documents({}) == 1
+    assert queue.context.dead_letter.count_documents({}) == 1
 
 
 def test_retryable_failure_schedules_a_retry_with_backoff(queue: RunnerQ, clock) -> None:
@@ -233,7 +233,7 @@ def test_dead_letter_after_the_last_attempt(queue: RunnerQ, clock) -> None:
     assert doc["status"] == "dead_letter"
     assert doc["retry_count"] == 1  # terminal outcomes do not increment
     assert doc["completed_at"] == clock.now
-    record = queue.collections.dead_letter.find_one({"_id": activity_id})
+    record = queue.context.dead_letter.find_one({"_id": activity_id})
     assert record["error"] == "second" and record["failed_at"] == clock.now
     assert record["activity"]["payload"] == {"k": 1}
     result = queue.get_result(activity_id)
@@ -252,7 +252,7 @@ def test_non_retryable_failure_is_terminal_whatever_the_attempts(queue: RunnerQ,
     assert doc["status"] == "failed" and doc["retry_count"] == 0
     assert doc["completed_at"] == clock.now
     assert queue.get_result(activity_id).data == {"error": "bad input", "type": "non_retryable"}
-    assert queue.collections.dead_letter.count_documents({}) == 0
+    assert queue.context.dead_letter.count_documents({}) == 0
 
 
 # ------------------------------------------------------------------ fencing
@@ -319,7 +319,7 @@ def test_reaper_dead_letters_when_no_attempt_remains(queue: RunnerQ, clock) -> N
     doc = raw(queue, activity_id)
     assert doc["status"] == "dead_letter" and doc["retry_count"] == 0
     assert queue.get_result(activity_id).data["type"] == "dead_letter"
-    assert queue.collections.dead_letter.count_documents({"_id": activity_id}) == 1
+    assert queue.context.dead_letter.count_documents({"_id": activity_id}) == 1
 
 
 def test_scheduled_work_becomes_due(queue: RunnerQ, clock) -> None:
@@ -392,7 +392,7 @@ def test_metadata_keys_that_would_act_as_query_syntax_are_refused(queue: RunnerQ
                                                                    key: str) -> None:
     with pytest.raises(InvalidArgument):
         queue.enqueue("t", {}, metadata={key: "v"})
-    assert queue.collections.activities.count_documents({}) == 0
+    assert queue.context.activities.count_documents({}) == 0
 
 
 def test_a_lease_must_be_positive(queue: RunnerQ) -> None:
@@ -505,18 +505,20 @@ def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
 
 
 def test_wait_returns_the_outcome_or_times_out(queue: RunnerQ) -> None:
+    from runnerq_cli.cli.waiting import exit_code
     from runnerq_cli.errors import ExitCode
 
     aid = queue.enqueue("t", {}).activity_id
     timed_out = queue.wait(aid, timeout=0.2, poll=0.05)
-    assert (timed_out.status, timed_out.last_status, timed_out.code) == (
+    assert (timed_out.status, timed_out.last_status, exit_code(timed_out)) == (
         None, "pending", ExitCode.WAIT_TIMEOUT)
+    assert timed_out.timed_out
     claim = queue.dequeue("w")[0]
     finisher = threading.Thread(target=lambda: queue.ack_success(claim, {"done": 1}))
     finisher.start()
     outcome = queue.wait(aid, timeout=30, poll=0.05)
     finisher.join(timeout=30)
-    assert (outcome.status, outcome.code) == ("completed", ExitCode.OK)
+    assert (outcome.status, exit_code(outcome)) == ("completed", ExitCode.OK)
     assert outcome.result.data == {"done": 1}
     with pytest.raises(NotFound):
         queue.wait(uuid.uuid4(), timeout=1)

@@ -54,7 +54,7 @@ def test_success_stores_result_and_counts(backend):
     # events and results are copied out of the outbox by the end of the run
     types = [e.event_type for e in backend.get_activity_events(aid)]
     assert {"Completed", "ResultStored"} <= set(types)
-    assert "outbox" not in backend.db[backend.collections.names.activities].find_one({"_id": aid})
+    assert "outbox" not in backend.db[backend.context.names.activities].find_one({"_id": aid})
     # a clean stop removes the worker from the registry
     assert backend.list_workers() == []
 
@@ -174,7 +174,7 @@ def test_max_activities(backend):
     worker = make_worker(backend, burst=False, max_activities=2, concurrency=1)
     assert worker.run(install_signals=False) == 0
     assert worker.counters["succeeded"] == 2
-    assert backend.db[backend.collections.names.activities].count_documents(
+    assert backend.db[backend.context.names.activities].count_documents(
         {"status": "pending"}) == 1
 
 
@@ -369,7 +369,7 @@ def test_max_activities_holds_while_busy_slots_claim(backend):
     backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(30)])
     worker = make_worker(backend, registry, burst=False, concurrency=4, max_activities=10)
     assert worker.run(install_signals=False) == 0
-    acts = backend.db[backend.collections.names.activities]
+    acts = backend.db[backend.context.names.activities]
     assert worker.counters["claimed"] == worker.counters["succeeded"] == 10
     assert acts.count_documents({"status": "completed"}) == 10
     assert acts.count_documents({"status": "pending"}) == 20
@@ -393,14 +393,14 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
         after = pause_done.is_set()
         state = read_pause()
         if after:
-            reads_after_pause.append(backend.collections.clock())
+            reads_after_pause.append(backend.context.clock())
         return state
 
     backend.paused = counted_read
     poll = 0.3
     worker = make_worker(backend, registry, burst=False, concurrency=2, poll_interval=poll)
     worker.start()
-    acts = backend.db[backend.collections.names.activities]
+    acts = backend.db[backend.context.names.activities]
     wait_until(lambda: acts.count_documents({"status": "completed"}) >= 20, timeout=30,
                message="the worker to be busy")
     backend.pause(reason="test")
@@ -465,10 +465,10 @@ def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
     worker.stop()
     stopped.set()
     assert worker.join(20) == 0
-    returned_at = backend.collections.clock()
+    returned_at = backend.context.clock()
     # A slot left claiming would claim (and run) now, for nobody, before going idle.
     wait_until(lambda: worker._slots.busy == 0, timeout=10, message="the slots to go idle")
-    acts = backend.db[backend.collections.names.activities]
+    acts = backend.db[backend.context.names.activities]
     assert acts.count_documents({"status": "processing"}) == 0
     assert acts.count_documents({"started_at": {"$gt": returned_at}}) == 0
     assert acts.count_documents({"status": "completed"}) == worker.counters["succeeded"]
@@ -518,7 +518,7 @@ def test_claims_wait_while_outcomes_pile_up_unwritten(backend):
     backend.ack_success_many = slow_acks
     worker = make_worker(backend, registry, concurrency=2)
     worker.start()
-    acts = backend.db[backend.collections.names.activities]
+    acts = backend.db[backend.context.names.activities]
     most = 0
     while worker.join(0.05) is None:
         most = max(most, acts.count_documents({"status": "processing"}))

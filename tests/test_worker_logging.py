@@ -176,7 +176,7 @@ def test_the_backend_logs_what_its_maintenance_did(settings, queue, clock):
     with worker_log("plain", "info") as stream:
         assert queue.purge_expired()["completed"] == 1
     assert "retention purge" in stream.getvalue() and "completed=1 failed=0" in stream.getvalue()
-    assert queue.collections.activities.count_documents({"_id": finished}) == 0
+    assert queue.context.activities.count_documents({"_id": finished}) == 0
 
 
 def test_outbox_repair_logs_how_many_it_copied(settings, backend):

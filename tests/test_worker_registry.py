@@ -65,7 +65,7 @@ def test_a_crashed_workers_outbox_is_copied_within_a_minute(settings) -> None:
         out = q.enqueue("job", {}, max_retries=1).activity_id
         q.ack_failure(q.dequeue("w", types=["job"])[0], "boom")
     """)
-    activities = backend.collections.activities
+    activities = backend.context.activities
     assert activities.count_documents({"outbox": {"$exists": True}}) == 1
     worker = Worker(backend, worker_handlers.registry, poll_interval=0.2)
     worker.start()
@@ -73,7 +73,7 @@ def test_a_crashed_workers_outbox_is_copied_within_a_minute(settings) -> None:
         wait_until(lambda: not activities.count_documents({"outbox": {"$exists": True}}),
                    timeout=90, interval=0.5, message="the crashed writer's outbox was copied")
         assert time.monotonic() - crashed_at < 65
-        assert backend.collections.dead_letter.count_documents({"_id": uuid.UUID(aid)}) == 1
+        assert backend.context.dead_letter.count_documents({"_id": uuid.UUID(aid)}) == 1
     finally:
         worker.stop()
         worker.join(timeout=30)

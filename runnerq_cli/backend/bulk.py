@@ -36,6 +36,7 @@ from runnerq_cli.backend.operator import (
     Operator,
     snapshot_of,
 )
+from runnerq_cli.backend.shapes import ACTIVITY, Shape, well_formed
 from runnerq_cli.errors import ExitCode, InvalidArgument, WrongState
 
 MAX_BULK = 10_000  # largest --max: one action, one audit record, one report
@@ -99,6 +100,10 @@ class BulkReport:
                 "skips": to_jsonable(self.skipped)}
 
 
+# The fields a selection reads (SNAPSHOT_FIELDS), with the types activities must have.
+SNAPSHOT_SHAPE = Shape("activity", {k: v for k, v in ACTIVITY.types.items()
+                                    if k in SNAPSHOT_FIELDS}, ("_id",))
+
 class BulkActions:
     """`select` then `apply`, for every operator action (mixed into `RunnerQ`)."""
 
@@ -129,8 +134,9 @@ class BulkActions:
         order = [("created_at", 1), ("_id", 1)]
         if flt.worker is None:
             matched = self._ctx.activities.count_documents(query)
-            docs = list(self._ctx.activities.find(query, SNAPSHOT_FIELDS).sort(order)
-                        .limit(limit).batch_size(min(limit, 2000)))
+            docs = list(well_formed(self._ctx.activities.find(query, SNAPSHOT_FIELDS)
+                                    .sort(order).limit(limit).batch_size(min(limit, 2000)),
+                                    SNAPSHOT_SHAPE, self._ctx.activities.name))
         else:
             matched, docs = self._select_by_worker(query, flt.worker, order, limit)
         now = self._ctx.clock()

@@ -6,7 +6,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
 from pymongo import errors as mongo_errors
@@ -17,11 +17,11 @@ from runnerq_cli.redaction import redact_uri
 if TYPE_CHECKING:
     from runnerq_cli.config import Settings
 
-_clients: dict[tuple, MongoClient] = {}
+_clients: dict[tuple[str, float, float, float], MongoClient[dict[str, Any]]] = {}
 _lock = threading.Lock()
 
 
-def client_for(settings: Settings) -> MongoClient:
+def client_for(settings: Settings) -> MongoClient[dict[str, Any]]:
     """The process-wide client for these connection settings (created once, lazily).
 
     pymongo clients are thread-safe and pool connections; making one per
@@ -43,11 +43,11 @@ def _uri_options(uri: str) -> set[str]:
     return {part.split("=", 1)[0].lower() for part in query.split("&") if part}
 
 
-def _new_client(settings: Settings) -> MongoClient:
+def _new_client(settings: Settings) -> MongoClient[dict[str, Any]]:
     # Timeouts come from the settings unless the URI sets them itself: an
     # option written in the connection string is the most specific wish.
     in_uri = _uri_options(settings.uri)
-    timeouts = {
+    timeouts: dict[str, Any] = {
         name: int(seconds * 1000)
         for name, seconds in (("serverSelectionTimeoutMS", settings.server_selection_timeout),
                               ("connectTimeoutMS", settings.connect_timeout),
@@ -144,32 +144,70 @@ def is_auth_refusal(exc: BaseException) -> bool:
     return code is None and bool(_AUTH_WORDS.search(str(message or exc)))
 
 
+class ConnectionInterrupted(Unavailable):
+    """The connection broke during a command (a network error, a primary stepping down).
+
+    Unlike a server that never answered (`Unavailable` itself), one more try may
+    succeed at once: statements.py retries once, as the driver would.
+    """
+
+
+def probe(uri: str) -> None:
+    """The first time `uri` is used in this process, raise `Unavailable` at once when
+    every seed refuses the connection (instead of waiting out server selection)."""
+    if uri not in _answered:
+        reason = _refused(uri, PROBE_TIMEOUT)
+        if reason:
+            raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {reason}")
+
+
+def translation(exc: BaseException, uri: str) -> Unavailable | None:
+    """The `Unavailable` a driver error stands for (URI redacted), or None to let it pass.
+
+    Connection errors, timeouts and refused credentials are translated; every other
+    error (a duplicate key, a refused document...) is the caller's to handle.
+    """
+    if isinstance(exc, mongo_errors.ServerSelectionTimeoutError):
+        waited = re.search(r"Timeout: ([0-9.]+)s", str(exc))
+        within = f" within {float(waited.group(1)):g}s" if waited else ""
+        return Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: no answer{within} "
+                           f"({driver_message(exc)})")
+    if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
+                  | mongo_errors.ConnectionFailure):
+        kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)
+                else Unavailable)
+        return kind(f"MongoDB at {redact_uri(uri)} is unreachable: the connection "
+                    f"failed ({driver_message(exc)})")
+    if isinstance(exc, mongo_errors.OperationFailure) and is_auth_refusal(exc):
+        details = exc.details or {}
+        return Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "
+                           f"{redact_uri(str(details.get('errmsg', exc)))}", reachable=True)
+    return None
+
+
+def answered(uri: str) -> None:
+    """Note that the server of `uri` answered: no more probing for it."""
+    _answered.add(uri)
+
+
+def is_answered(uri: str) -> bool:
+    return uri in _answered
+
+
 @contextmanager
 def translate_errors(uri: str) -> Iterator[None]:
     """Turn driver connection errors into `Unavailable` with the URI redacted.
 
     The first time a URI is used in this process, its seeds are probed: when
-    every one refuses the connection, `Unavailable` is raised at once.
+    every one refuses the connection, `Unavailable` is raised at once. (The
+    queue's collections translate every call themselves: driver.py.)
     """
-    if uri not in _answered:
-        reason = _refused(uri, PROBE_TIMEOUT)
-        if reason:
-            raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {reason}")
+    probe(uri)
     try:
         yield
-    except mongo_errors.ServerSelectionTimeoutError as exc:
-        waited = re.search(r"Timeout: ([0-9.]+)s", str(exc))
-        within = f" within {float(waited.group(1)):g}s" if waited else ""
-        raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: no answer{within} "
-                          f"({driver_message(exc)})") from None
-    except (mongo_errors.AutoReconnect, mongo_errors.NetworkTimeout,
-            mongo_errors.ConnectionFailure) as exc:
-        raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: the connection "
-                          f"failed ({driver_message(exc)})") from None
-    except mongo_errors.OperationFailure as exc:
-        if is_auth_refusal(exc):
-            raise Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "
-                              f"{redact_uri(str(exc.details.get('errmsg', exc)))}",
-                              reachable=True) from None
-        raise
+    except mongo_errors.PyMongoError as exc:
+        translated = translation(exc, uri)
+        if translated is None:
+            raise
+        raise translated from None
     _answered.add(uri)

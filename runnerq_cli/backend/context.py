@@ -1,18 +1,26 @@
-"""What every backend operation needs: the queue's collections, settings and a clock."""
+"""What every backend operation needs: the queue's collections, settings and a clock.
+
+The collections are driver.py's: every call through them translates driver
+errors, so whatever holds a context holds no untranslated way to MongoDB.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pymongo.collection import Collection
-from pymongo.database import Database
+from pymongo.database import Database as PyDatabase
 
+from runnerq_cli.backend.driver import Collection, Database
 from runnerq_cli.backend.naming import CollectionNames
 from runnerq_cli.backend.writes import OutboxWriter
 from runnerq_cli.config import Settings
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.group_commit import GroupCommit
+    from runnerq_cli.backend.models import AckOutcome, Claim
 
 
 def utc_now() -> datetime:
@@ -35,13 +43,26 @@ class QueueContext:
     control: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
-    success_acks: Any = None  # GroupCommit of ack_success, made on first use
+    # ActivityQueue.ack_success's group commit, made on its first use
+    success_acks: GroupCommit[tuple[Claim, Any], AckOutcome] | None = None
 
     @classmethod
-    def create(cls, settings: Settings, db: Database,
+    def create(cls, settings: Settings, db: PyDatabase[Any],
                clock: Callable[[], datetime] = utc_now) -> QueueContext:
         names = CollectionNames(settings.queue)
-        cols = {role: db[name] for role, name in names.all().items()}
-        outbox = OutboxWriter(cols["activities"], cols["events"], cols["results"],
-                              cols["dead_letter"], clock)
-        return cls(settings=settings, db=db, names=names, outbox=outbox, clock=clock, **cols)
+        database = Database.wrap(settings.uri, db)
+        activities, events = database[names.activities], database[names.events]
+        results, dead_letter = database[names.results], database[names.dead_letter]
+        outbox = OutboxWriter(activities, events, results, dead_letter, clock)
+        return cls(settings=settings, db=database, names=names, activities=activities,
+                   dead_letter=dead_letter, results=results,
+                   idempotency=database[names.idempotency], events=events,
+                   workers=database[names.workers], control=database[names.control],
+                   outbox=outbox, clock=clock)
+
+    def collection(self, role: str) -> Collection:
+        """The collection of a role ("activities", "events", ...: CollectionNames.all())."""
+        value = getattr(self, role) if role in self.names.all() else None
+        if not isinstance(value, Collection):
+            raise KeyError(role)
+        return value

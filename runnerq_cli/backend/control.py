@@ -47,9 +47,11 @@ class PauseState:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any] | None) -> PauseState:
-        if not doc:
+        from runnerq_cli.backend.shapes import PAUSE
+
+        if not doc or PAUSE.problem(doc) is not None:  # malformed: doctor names it
             return cls()
-        return cls(all=bool(doc.get("all")), types=tuple(sorted(doc.get("types") or ())),
+        return cls(all=doc.get("all") is True, types=tuple(sorted(doc.get("types") or ())),
                    reason=doc.get("reason"), actor=doc.get("actor"), at=doc.get("at"))
 
     def covers(self, worker_types: Iterable[str]) -> bool:

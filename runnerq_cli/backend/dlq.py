@@ -32,6 +32,7 @@ from runnerq_cli.backend.audit import AuditLog, AuditRun, check_text, default_ac
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import OnDuplicate, Priority, Status, to_jsonable
 from runnerq_cli.backend.queue import DUPLICATE_KEY, ORPHAN_KEY_GRACE
+from runnerq_cli.backend.shapes import ACTIVITY, well_formed
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ class DeadLetters:
         if left is not None:
             cursor = cursor.limit(left)
         queue = self._ctx.settings.queue
-        for doc in cursor:
+        for doc in well_formed(cursor, ACTIVITY, self._ctx.activities.name):
             yield export_line(doc, doc.get("last_error"), doc.get("completed_at"), queue)
             if left is not None:
                 left -= 1
@@ -172,7 +173,8 @@ class DeadLetters:
             present = {d["_id"] for d in self._ctx.activities.find(
                 {"_id": {"$in": [r["_id"] for r in batch]}}, {"_id": 1})}
             for record in batch:
-                if record["_id"] not in present and isinstance(record.get("activity"), dict):
+                if record["_id"] not in present and isinstance(record.get("activity"), dict) \
+                        and ACTIVITY.problem({**record["activity"], "_id": record["_id"]}) is None:
                     yield export_line({**record["activity"], "_id": record["_id"]},
                                       record.get("error"), record.get("failed_at"), queue)
             batch.clear()

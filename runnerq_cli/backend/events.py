@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 import uuid
 import zlib
@@ -36,12 +37,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo.collection import Collection
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
-from runnerq_cli.backend.models import Event, Status
-from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.backend.driver import Collection
+from runnerq_cli.backend.models import Event, MalformedDocument, Status
+from runnerq_cli.errors import InvalidArgument, Unavailable
 
 DEFAULT_SETTLE_SECONDS = 2.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -171,7 +172,7 @@ def change_streams_supported(collection: Collection) -> bool:
     try:
         with collection.watch([{"$match": {"operationType": "insert"}}], max_await_time_ms=1):
             return True
-    except ConnectionFailure:
+    except (ConnectionFailure, Unavailable):
         raise
     except (OperationFailure, PyMongoError):
         return False
@@ -258,7 +259,9 @@ class EventStream:
                         attempt = 0
                         yield event
                 return
-            except ConnectionFailure as exc:
+            except (ConnectionFailure, Unavailable) as exc:
+                if isinstance(exc, Unavailable) and exc.reachable:
+                    raise  # refused credentials: reconnecting is no help
                 # The position is in self.cursor: resume from it, nothing lost or repeated.
                 if self.on_reconnect is not None:
                     self.on_reconnect(exc)
@@ -272,7 +275,11 @@ class EventStream:
     # ------------------------------------------------------------- reading
 
     def _deliver(self, doc: dict[str, Any]) -> Event | None:
-        event = Event.from_doc(_normalise(doc))
+        try:
+            event = Event.from_doc(_normalise(doc))
+        except MalformedDocument as exc:  # another program's event of the wrong shape
+            logging.getLogger("runnerq.backend").warning("skipped a malformed event: %s", exc)
+            return None
         if str(event.id) in self.cursor.seen:
             return None
         if _stamp(event) < self.cursor.window_start(self.settle):
@@ -413,7 +420,7 @@ class EventStream:
             stream = self._watched().watch(
                 [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}}],
                 max_await_time_ms=int(max(self.poll_interval, 0.05) * 1000))
-        except ConnectionFailure:
+        except (ConnectionFailure, Unavailable):
             raise
         except (OperationFailure, PyMongoError) as exc:
             raise ChangeStreamsUnavailable(

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pymongo.database import Database
 from pymongo.errors import CollectionInvalid, OperationFailure
 
+from runnerq_cli.backend.driver import Database
 from runnerq_cli.backend.naming import CollectionNames
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings

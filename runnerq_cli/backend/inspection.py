@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
@@ -18,15 +19,14 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.pagination import (
     MAX_LIMIT,
-    ORDERS,
     ListFilter,
     Page,
     after_clause,
     decode_cursor,
     encode_cursor,
     sort_values,
-    status_query,
 )
+from runnerq_cli.backend.shapes import readable
 from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.errors import InvalidArgument, NotFound
 
@@ -37,6 +37,11 @@ def _page(offset: int, limit: int) -> tuple[int, int]:
     if offset < 0 or limit < 1 or limit > MAX_PAGE:
         raise InvalidArgument(f"offset must be >= 0 and limit between 1 and {MAX_PAGE}")
     return offset, limit
+
+
+def _well_formed_event(doc: dict[str, Any]) -> dict[str, Any]:
+    Event.from_doc(doc)  # MalformedDocument: skipped
+    return doc
 
 
 class Inspector:
@@ -66,35 +71,34 @@ class Inspector:
         workers = self._registry.list_workers(options.stale_after)
         return snapshot(self._ctx, workers, options)
 
-    def _list(self, query: dict[str, Any], sort: list[tuple[str, int]], offset: int,
-              limit: int) -> list[Activity]:
+    def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
         offset, limit = _page(offset, limit)
-        cursor = self._ctx.activities.find(query, {"outbox": 0}).sort(sort).skip(offset)
-        return [Activity.from_doc(doc) for doc in cursor.limit(limit)]
+        listing = queries.list_page(status)
+        cursor = self._ctx.activities.find(listing.filter, {"outbox": 0}).sort(
+            listing.sort_list).skip(offset)
+        return readable(cursor.limit(limit), Activity.from_doc, self._ctx.activities.name)[0]
 
     def list_pending(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.PENDING.value},
-                          [("priority", -1), ("created_at", 1)], offset, limit)
+        return self._list(Status.PENDING, offset, limit)
 
     def list_processing(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.PROCESSING.value},
-                          [("lease_deadline", 1)], offset, limit)
+        return self._list(Status.PROCESSING, offset, limit)
 
     def list_scheduled(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list({"status": Status.SCHEDULED.value}, [("scheduled_at", 1)], offset, limit)
+        return self._list(Status.SCHEDULED, offset, limit)
 
     def list_completed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(status_query(Status.COMPLETED),
-                          [("completed_at", -1)], offset, limit)
+        return self._list(Status.COMPLETED, offset, limit)
 
     def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(status_query(Status.FAILED), [("completed_at", -1)], offset, limit)
+        return self._list(Status.FAILED, offset, limit)
 
     def list_dead_letter(self, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         offset, limit = _page(offset, limit)
-        cursor = self._ctx.dead_letter.find().sort([("failed_at", -1)]).skip(offset).limit(limit)
-        return [DeadLetterRecord(Activity.from_doc(doc["activity"]), doc.get("error", ""),
-                                 doc.get("failed_at")) for doc in cursor]
+        listing = queries.dead_letter_list()
+        cursor = self._ctx.dead_letter.find(listing.filter).sort(listing.sort_list).skip(
+            offset).limit(limit)
+        return readable(cursor, DeadLetterRecord.from_doc, self._ctx.dead_letter.name)[0]
 
     def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
                   limit: int = 50, after: str | None = None) -> Page:
@@ -106,7 +110,7 @@ class Inspector:
         status = Status.parse(status) if isinstance(status, str) else status
         if limit < 1 or limit > MAX_LIMIT:
             raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
-        order = ORDERS[status][0]
+        order = queries.list_page(status).sort
         query = (filters or ListFilter()).query(status)
         if after:
             query = {"$and": [query, after_clause(order, decode_cursor(after, status))]}
@@ -115,7 +119,8 @@ class Inspector:
         more = len(docs) > limit
         docs = docs[:limit]
         cursor = encode_cursor(status, sort_values(docs[-1], order)) if more and docs else None
-        return Page([Activity.from_doc(d) for d in docs], cursor)
+        items, skipped = readable(docs, Activity.from_doc, self._ctx.activities.name)
+        return Page(items, cursor, skipped)
 
     def get_activity(self, activity_id: uuid.UUID | str) -> Activity:
         """The activity, or NotFound."""
@@ -133,7 +138,9 @@ class Inspector:
         # The activity first: an outbox is cleared only after its copy, so whatever a flush
         # moves between the two reads is in the second one.
         doc = self._ctx.activities.find_one({"_id": aid}, {**DERIVE_FIELDS, "outbox.events": 1})
-        stored = list(self._ctx.events.find({"activity_id": aid}))
+        of_activity = queries.events_of(aid)
+        stored = readable(self._ctx.events.find(of_activity.filter).sort(of_activity.sort_list),
+                          _well_formed_event, self._ctx.events.name)[0]
         if doc is not None:
             known = {e["_id"] for e in stored}
             for event in (doc.get("outbox") or {}).get("events", []):
@@ -141,7 +148,7 @@ class Inspector:
                     stored.append({**event, "activity_id": aid})
             stored += derive(doc, stored)
         events = sorted(unique(stored), key=event_order, reverse=True)
-        return [Event.from_doc(e) for e in events[:limit]]
+        return readable(events[:limit], Event.from_doc, self._ctx.events.name)[0]
 
     def event_stream(self, *, cursor: EventCursor | None = None,
                      filters: EventFilter | None = None, mode: str = "auto",

@@ -18,6 +18,7 @@ from typing import Any
 
 from pymongo import ReturnDocument
 
+from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import Activity, EventType, Status
@@ -42,7 +43,7 @@ class Maintenance:
     def process_scheduled(self, limit: int | None = None) -> int:
         """Scheduled activities that are due become pending; returns how many."""
         now = self._ctx.clock()
-        query = {"status": Status.SCHEDULED.value, "scheduled_at": {"$lte": now}}
+        query = queries.due_scheduled(now).filter
         if limit is not None:
             ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
             query = {**query, "_id": {"$in": ids}}
@@ -61,8 +62,7 @@ class Maintenance:
         """
         now = self._ctx.clock()
         expired = list(self._ctx.activities.find(
-            {"status": Status.PROCESSING.value, "lease_deadline": {"$lt": now}},
-            {"outbox": 0, "payload": 0}).limit(limit))
+            queries.expired_leases(now).filter, {"outbox": 0, "payload": 0}).limit(limit))
         counts = {"requeued": 0, "dead_lettered": 0}
         for doc in expired:
             act = Activity.from_doc({**doc, "payload": {}})
@@ -114,13 +114,8 @@ class Maintenance:
         A retention of 0 keeps them forever (no query). Pending, scheduled and
         running work never ages out.
         """
-        now = self._ctx.clock()
-        plans = (("completed", [Status.COMPLETED.value], self._ctx.settings.retention_completed),
-                 ("failed", [Status.FAILED.value, Status.DEAD_LETTER.value,
-                             Status.CANCELLED.value], self._ctx.settings.retention_failed))
-        return {name: {"status": {"$in": statuses},
-                       "completed_at": {"$lt": now - timedelta(seconds=keep)}}
-                for name, statuses, keep in plans if keep > 0}
+        plans = queries.retention(self._ctx.settings, self._ctx.clock())
+        return {name: query.filter for name, query in plans.items()}
 
     def purge_expired(self, limit: int = 1000,
                       kinds: tuple[str, ...] = ("completed", "failed")) -> dict[str, int]:

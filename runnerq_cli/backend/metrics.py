@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.indexes import EVER, index_name
-from runnerq_cli.backend.models import TERMINAL_STATUSES, Priority, Status, to_jsonable
+from runnerq_cli.backend.indexes import index_name
+from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
@@ -81,13 +81,9 @@ def _hinted(collection: Any, pipeline: list[dict[str, Any]],
 
 def count_queries(settings: Settings) -> list[tuple[dict[str, Any], str]]:
     """(match, index) pairs that together count every activity, each from index keys."""
-    return [
-        ({"status": Status.PENDING.value}, index_name(settings, "claim order")),
-        ({"status": Status.SCHEDULED.value}, index_name(settings, "due scheduled")),
-        ({"status": Status.PROCESSING.value}, index_name(settings, "expired leases")),
-        ({"status": {"$in": [s.value for s in TERMINAL_STATUSES]}, "completed_at": {"$gte": EVER}},
-         index_name(settings, "list finished")),
-    ]
+    from runnerq_cli.backend.queries import status_counts
+
+    return [(query.filter, index_name(settings, str(query.purpose))) for query in status_counts()]
 
 
 def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
@@ -124,9 +120,10 @@ def counts_by_type(ctx: QueueContext) -> dict[str, dict[str, int]]:
 
 def oldest_pending(ctx: QueueContext, now: datetime) -> dict[str, Any] | None:
     """One seek per priority on the claim-order index (the four ranges merged)."""
-    doc = ctx.activities.find_one(
-        {"status": Status.PENDING.value, "priority": {"$in": [int(p) for p in Priority]}},
-        {"_id": 1, "created_at": 1, "activity_type": 1}, sort=[("created_at", 1)])
+    from runnerq_cli.backend.queries import oldest_pending as query
+
+    doc = ctx.activities.find_one(query().filter, {"_id": 1, "created_at": 1, "activity_type": 1},
+                                  sort=query().sort_list)
     if doc is None:
         return None
     age = max(0.0, (now - doc["created_at"]).total_seconds())

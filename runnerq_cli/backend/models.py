@@ -7,9 +7,47 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, IntEnum, StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
-from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.errors import InvalidArgument, RunnerQError
+
+
+class MalformedDocument(RunnerQError, ValueError):
+    """A stored document lacks a field its reader needs, or has it with the wrong type
+    (another program's, or a hand edit). Lists skip such documents (shapes.py); a read
+    of that one document fails with this (exit 1, one line)."""
+
+
+_NONE = type(None)
+
+
+def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: str,
+                 required: tuple[str, ...] = (), items: dict[str, type] | None = None) -> None:
+    """Raise MalformedDocument unless each of `required` is present and every field of
+    `types` that is present has one of its types (a bool is not a number); a list
+    named in `items` must hold only that type."""
+    for name in required:
+        if name not in doc:
+            raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} is missing")
+    for name, kinds in types.items():
+        if name in doc:
+            value = doc[name]
+            if type(value) in kinds:  # the common case, fast (a worker reads every claim)
+                continue
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
+                raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} is "
+                                        f"{_short(value)}, not {wanted}")
+    for name, kind in (items or {}).items():
+        value = doc.get(name)
+        if isinstance(value, list) and not all(isinstance(v, kind) for v in value):
+            raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} holds "
+                                    f"something other than {kind.__name__}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class Priority(IntEnum):
@@ -150,7 +188,7 @@ def check_metadata_key(key: str) -> str:
     return key
 
 
-def parse_metadata_pairs(items: Iterable[str], option: str = "--metadata") -> dict[str, str]:
+def parse_metadata_pairs(items: Iterable[str], option: str = "metadata") -> dict[str, str]:
     """`KEY=VALUE` strings (a repeatable option) into a dict; a later key wins."""
     out: dict[str, str] = {}
     for item in items:
@@ -213,11 +251,27 @@ class Activity:
         "last_error_at", "idempotency_key",
     )
 
+    # The fields a reader relies on, by type (MalformedDocument otherwise).
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "activity_type": (str,), "priority": (int,), "status": (str,),
+        "created_at": (datetime,), "retry_count": (int,), "max_retries": (int,),
+        "timeout_seconds": (int, float), "retry_delay_seconds": (int, float),
+        "metadata": (dict, _NONE), "scheduled_at": (datetime, _NONE),
+        "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
+        "lease_deadline": (datetime, _NONE), "last_error_at": (datetime, _NONE),
+        "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
+    }
+    _REQUIRED = ("_id", "activity_type", "priority", "status", "created_at")
+
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Activity:
+        """The activity of a stored document; MalformedDocument if its fields are not
+        what the contract says (docs/design.md)."""
+        check_fields(doc, cls._TYPES, "activity", cls._REQUIRED)
         known = {name: doc[name] for name in cls._FIELDS if name in doc}
         known.setdefault("payload", {})
-        known.setdefault("metadata", {})
+        if known.get("metadata") is None:
+            known["metadata"] = {}
         extra = {k: v for k, v in doc.items() if k != "_id" and k not in cls._FIELDS}
         return cls(id=doc["_id"], extra=extra, **known)
 
@@ -282,16 +336,23 @@ class Result:
 @dataclass(frozen=True)
 class Event:
     id: Any
-    activity_id: uuid.UUID
-    timestamp: datetime
+    activity_id: uuid.UUID | None  # None: a queue's event (Paused, an operator action)
+    timestamp: datetime | None
     event_type: str
     worker_id: str | None
     detail: dict[str, Any]
     ingested_at: datetime | None = None
     activity_type: str | None = None
 
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "event_type": (str,), "timestamp": (datetime, _NONE), "detail": (dict, _NONE),
+        "activity_type": (str, _NONE), "worker_id": (str, _NONE),
+        "ingested_at": (datetime, _NONE)}
+
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Event:
+        """The event of a stored document; MalformedDocument if its fields are wrong."""
+        check_fields(doc, cls._TYPES, "event", ("_id",))
         return cls(id=doc["_id"], activity_id=doc.get("activity_id"),
                    timestamp=doc.get("timestamp"), event_type=str(doc.get("event_type")),
                    worker_id=doc.get("worker_id"), detail=doc.get("detail") or {},
@@ -308,7 +369,17 @@ class Event:
 class DeadLetterRecord:
     activity: Activity
     error: str
-    failed_at: datetime
+    failed_at: datetime | None
+
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "activity": (dict,), "error": (str, _NONE), "failed_at": (datetime, _NONE)}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> DeadLetterRecord:
+        """The record of a stored document; MalformedDocument if its fields are wrong."""
+        check_fields(doc, cls._TYPES, "dead-letter record", ("activity",))
+        return cls(Activity.from_doc(doc["activity"]), doc.get("error") or "",
+                   doc.get("failed_at"))
 
     def to_json(self) -> dict[str, Any]:
         return {"activity": self.activity.to_json(), "error": self.error,

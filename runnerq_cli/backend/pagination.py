@@ -7,8 +7,8 @@ the status) while someone pages: a new activity sorts either before the
 cursor (not shown, it was not there when that part was read) or after it
 (shown once). `_id` breaks ties, so equal sort keys are never split wrongly.
 
-Each order below is served by a partial index holding `_id` after the sort keys (indexes.py),
-so a page costs an index seek plus `limit` documents, at any depth.
+Each order (queries.LIST_ORDERS) is served by a partial index holding `_id` after the
+sort keys (indexes.py), so a page costs an index seek plus `limit` documents, at any depth.
 """
 
 from __future__ import annotations
@@ -21,20 +21,13 @@ from datetime import datetime
 from typing import Any
 
 from runnerq_cli import values as values_mod
-from runnerq_cli.backend.indexes import EVER
 from runnerq_cli.backend.models import Activity, Status, check_metadata_key, parse_metadata_pairs
+from runnerq_cli.backend.queries import LIST_ORDERS, status_query
 from runnerq_cli.errors import InvalidArgument
 
 # status -> (sort fields with direction, field `--since` applies to)
-ORDERS: dict[Status, tuple[tuple[tuple[str, int], ...], str]] = {
-    Status.PENDING: ((("priority", -1), ("created_at", 1), ("_id", 1)), "created_at"),
-    Status.SCHEDULED: ((("scheduled_at", 1), ("_id", 1)), "created_at"),
-    Status.PROCESSING: ((("lease_deadline", 1), ("_id", 1)), "started_at"),
-    Status.COMPLETED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
-    Status.FAILED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
-    Status.DEAD_LETTER: ((("completed_at", -1), ("_id", -1)), "completed_at"),
-    Status.CANCELLED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
-}
+ORDERS = LIST_ORDERS
+__all__ = ["ORDERS", "ListFilter", "Page", "status_query"]
 MAX_LIMIT = 1000
 
 
@@ -42,6 +35,7 @@ MAX_LIMIT = 1000
 class Page:
     items: list[Activity]
     next_cursor: str | None  # None: this was the last page
+    skipped: int = 0  # malformed documents left out of `items` (shapes.py)
 
 
 @dataclass(frozen=True)
@@ -63,17 +57,10 @@ class ListFilter:
         return query
 
 
-def status_query(status: Status) -> dict[str, Any]:
-    """Activities in `status`, in the form its partial index answers (indexes.py)."""
-    query: dict[str, Any] = {"status": status.value}
-    if status.is_terminal:
-        query["completed_at"] = {"$gte": EVER}
-    return query
-
-
-def parse_metadata(pairs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """`--metadata KEY=VALUE` filters, by the same key rule as enqueue."""
-    return tuple(parse_metadata_pairs(pairs).items())
+def parse_metadata(pairs: list[str] | tuple[str, ...],
+                   option: str = "metadata") -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` metadata filters, by the same key rule as enqueue (errors name `option`)."""
+    return tuple(parse_metadata_pairs(pairs, option).items())
 
 
 def _dump(value: Any) -> Any:

@@ -20,6 +20,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli import values
+from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.group_commit import GroupCommit
@@ -59,7 +60,6 @@ DUPLICATE_KEY = 11000
 ENQUEUE_CHUNK = 500  # activities per insert_many of enqueue_many
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
-CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
 # What a claim returns: the activity without the bookkeeping of earlier attempts.
 CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0}
 # What an acknowledgement returns: only what the outbox flush needs.
@@ -308,12 +308,7 @@ class ActivityQueue:
         """
         if limit < 1:
             raise InvalidArgument("limit must be at least 1")
-        query: dict[str, Any] = {"status": Status.PENDING.value}
-        type_list = list(types or ())
-        if type_list:
-            query["activity_type"] = {"$in": type_list}
-        elif exclude_types:
-            query["activity_type"] = {"$nin": list(exclude_types)}
+        claimable = queries.claim(types, exclude_types)
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
         for _ in range(limit):
@@ -322,11 +317,11 @@ class ActivityQueue:
             deadline = now + lease
             # No event is stored: Dequeued/Started are derived from started_at (derived.py).
             doc = self._ctx.activities.find_one_and_update(
-                query, {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                                 "lease_id": lease_id, "lease_deadline": deadline,
-                                 "started_at": now},
-                        "$inc": {"claims": 1}},
-                projection=CLAIM_PROJECTION, sort=CLAIM_ORDER,
+                claimable.filter,
+                {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                          "lease_id": lease_id, "lease_deadline": deadline, "started_at": now},
+                 "$inc": {"claims": 1}},
+                projection=CLAIM_PROJECTION, sort=claimable.sort_list,
                 return_document=ReturnDocument.AFTER)
             if doc is None:
                 break

@@ -7,6 +7,7 @@ whole, so a line is refused once, with one message, whatever reads it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from runnerq_cli import values
@@ -22,11 +23,13 @@ LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "m
 def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
                  max_retries: Any = None, timeout: Any = None, retry_delay: Any = None,
                  metadata: dict[str, str] | None = None, idempotency_key: Any = None,
-                 on_duplicate: Any = None, prefix: str = "--") -> dict[str, Any]:
-    """ActivitySpec keyword arguments for the options given (None: the spec's default)."""
+                 on_duplicate: Any = None,
+                 name: Callable[[str], str] = str) -> dict[str, Any]:
+    """ActivitySpec keyword arguments for the options given (None: the spec's default).
 
-    def name(flag: str) -> str:
-        return prefix + (flag.replace("_", "-") if prefix == "--" else flag)
+    Errors name a value by its line field ("delay"), or by what `name` makes of
+    that (the CLI passes its flag names).
+    """
 
     options: dict[str, Any] = {}
     if priority is not None:
@@ -90,6 +93,5 @@ def spec_from_data(data: Any, defaults: dict[str, Any]) -> ActivitySpec:
         max_retries=data.get("max_retries"), timeout=data.get("timeout"),
         retry_delay=data.get("retry_delay"),
         metadata={**defaults.get("metadata", {}), **(metadata or {})} or None,
-        idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate"),
-        prefix=""))
+        idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate")))
     return ActivitySpec(activity_type, payload, **options)

@@ -35,10 +35,15 @@ from pymongo.errors import (
     WriteConcernError,
 )
 
+from runnerq_cli.backend import driver
+from runnerq_cli.backend.connection import ConnectionInterrupted
+
 Statement = tuple[Mapping[str, Any], Mapping[str, Any], bool]  # filter, update, upsert
+# The queue's collections (driver.py) or a plain pymongo one (tests, tools)
+AnyCollection = Collection[Any] | driver.Collection
 
 
-def update_statements(collection: Collection[Any], statements: Sequence[Statement],
+def update_statements(collection: AnyCollection, statements: Sequence[Statement],
                       ) -> tuple[int, list[dict[str, Any]]]:
     """Apply unordered updates, in one command unless their size needs more: (documents
     matched, write errors by statement index).
@@ -51,7 +56,7 @@ def update_statements(collection: Collection[Any], statements: Sequence[Statemen
                                          for query, update, upsert in statements], 0)
 
 
-def _update_in_parts(collection: Collection[Any], updates: list[dict[str, Any]], offset: int,
+def _update_in_parts(collection: AnyCollection, updates: list[dict[str, Any]], offset: int,
                      ) -> tuple[int, list[dict[str, Any]]]:
     """One command, or halves of it when the driver finds it too large to send."""
     try:
@@ -66,7 +71,7 @@ def _update_in_parts(collection: Collection[Any], updates: list[dict[str, Any]],
     return matched, [{**error, "index": error["index"] + offset} for error in errors]
 
 
-def _update(collection: Collection[Any], updates: list[dict[str, Any]],
+def _update(collection: AnyCollection, updates: list[dict[str, Any]],
             ) -> tuple[int, list[dict[str, Any]]]:
     command: dict[str, Any] = {"update": collection.name, "ordered": False, "updates": updates}
     concern = collection.write_concern
@@ -76,7 +81,8 @@ def _update(collection: Collection[Any], updates: list[dict[str, Any]],
         reply = _run(collection, command)
     except ServerSelectionTimeoutError:
         raise  # no server to retry on: it waited for one already
-    except AutoReconnect:  # a network error or a stepdown: once more, as the driver would
+    except (AutoReconnect, ConnectionInterrupted):  # a network error or a stepdown: once
+        # more, as the driver would (ConnectionInterrupted: the same, through driver.py)
         reply = _run(collection, command)
     if "writeConcernError" in reply:
         error = reply["writeConcernError"]
@@ -86,5 +92,5 @@ def _update(collection: Collection[Any], updates: list[dict[str, Any]],
             list(reply.get("writeErrors", ())))
 
 
-def _run(collection: Collection[Any], command: dict[str, Any]) -> Mapping[str, Any]:
+def _run(collection: AnyCollection, command: dict[str, Any]) -> Mapping[str, Any]:
     return collection.database.command(command, codec_options=collection.codec_options)

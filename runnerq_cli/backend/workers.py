@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from runnerq_cli import __version__
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.version import __version__
 
 COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost")
 DEFAULT_STALE_AFTER = TIMING.worker_stale_after  # no heartbeat this long: stale
@@ -52,6 +52,9 @@ class WorkerInfo:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any], now: datetime, stale_after: float) -> WorkerInfo:
+        from runnerq_cli.backend.shapes import WORKER
+
+        WORKER.check(doc)  # MalformedDocument: list_workers skips it
         last = doc.get("last_heartbeat") or doc.get("started_at")
         return cls(
             worker_id=str(doc["_id"]), host=doc.get("host", "?"), pid=int(doc.get("pid", 0)),
@@ -103,11 +106,16 @@ class WorkerRegistry:
 
     def count_live_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> int:
         """Workers whose heartbeat is fresh: the size of the fleet sharing maintenance."""
-        since = self._ctx.clock() - timedelta(seconds=stale_after)
-        return self._ctx.workers.count_documents({"last_heartbeat": {"$gte": since}})
+        from runnerq_cli.backend.queries import live_workers
+
+        return self._ctx.workers.count_documents(
+            live_workers(self._ctx.clock(), stale_after).filter)
 
     def list_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> list[WorkerInfo]:
         """Every registered worker, freshest first, stale ones marked."""
         now = self._ctx.clock()
+        from runnerq_cli.backend.shapes import readable
+
         docs = self._ctx.workers.find().sort([("last_heartbeat", -1)])
-        return [WorkerInfo.from_doc(doc, now, stale_after) for doc in docs]
+        return readable(docs, lambda doc: WorkerInfo.from_doc(doc, now, stale_after),
+                        self._ctx.workers.name)[0]

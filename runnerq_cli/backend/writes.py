@@ -33,8 +33,10 @@ from typing import Any
 
 from bson import ObjectId
 from pymongo import ReplaceOne, UpdateMany
-from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError
+
+from runnerq_cli.backend.driver import Collection
+from runnerq_cli.backend.queries import stale_outboxes
 
 DUPLICATE_KEY = 11000
 
@@ -226,7 +228,7 @@ class OutboxWriter:
 
     def repair(self, older_than: datetime, limit: int = 500) -> int:
         """Flush outboxes left behind by a crash (older than `older_than`)."""
-        stale = list(self._activities.find({"outbox.since": {"$lt": older_than}}).limit(limit))
+        stale = list(self._activities.find(stale_outboxes(older_than).filter).limit(limit))
         if stale:
             self.flush(stale)
         return len(stale)

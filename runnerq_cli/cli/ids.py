@@ -28,9 +28,9 @@ def activity_id(backend: RunnerQ, text: str, *, any_queue: bool = False) -> uuid
     from runnerq_cli.errors import NotFound
 
     if is_full(text) or prefix_of(text) is None:
-        return resolve(backend.collections.activities, text)  # parsed, or refused: no query
+        return resolve(backend.context.activities, text)  # parsed, or refused: no query
     try:
-        return resolve(backend.collections.activities, text)
+        return resolve(backend.context.activities, text)
     except NotFound:
         if not any_queue:
             raise
@@ -38,7 +38,7 @@ def activity_id(backend: RunnerQ, text: str, *, any_queue: bool = False) -> uuid
         if name == backend.queue:
             continue
         try:
-            return resolve(backend.for_queue(name).collections.activities, text)
+            return resolve(backend.for_queue(name).context.activities, text)
         except NotFound:
             continue
     raise NotFound(f"no activity id starts with {prefix_of(text)} in any queue")

@@ -1,5 +1,10 @@
 """Report a waited-for activity: shared by `wait ID` and `enqueue --wait` (the waiting
-itself is the backend's: `RunnerQ.wait`, backend/waiting.py)."""
+itself is the backend's: `RunnerQ.wait`, backend/waiting.py).
+
+The exit codes are the CLI's (errors.ExitCode): 0 completed; ACTIVITY_FAILED (10);
+ACTIVITY_DEAD_LETTERED (11); ACTIVITY_CANCELLED (12); WAIT_TIMEOUT (13) not
+terminal in time.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,43 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.errors import ExitCode
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.models import Result
     from runnerq_cli.backend.waiting import WaitOutcome
     from runnerq_cli.cli.output import OutputFormat
+
+STATUS_CODES = {
+    "completed": ExitCode.OK,
+    "failed": ExitCode.ACTIVITY_FAILED,
+    "dead_letter": ExitCode.ACTIVITY_DEAD_LETTERED,
+    "cancelled": ExitCode.ACTIVITY_CANCELLED,
+}
+RESULT_ERR_CODES = {"non_retryable": ExitCode.ACTIVITY_FAILED,
+                    "dead_letter": ExitCode.ACTIVITY_DEAD_LETTERED}
+
+
+def code_for_result(result: Result) -> ExitCode:
+    """The exit code a stored result stands for (its Err's type says how it ended)."""
+    if result.state == "Ok":
+        return ExitCode.OK
+    kind = result.data.get("type") if isinstance(result.data, dict) else None
+    return RESULT_ERR_CODES.get(kind, ExitCode.ACTIVITY_FAILED) if isinstance(kind, str) \
+        else ExitCode.ACTIVITY_FAILED
+
+
+def exit_code(outcome: WaitOutcome) -> ExitCode:
+    """The exit code of a wait: how the activity ended, or that it did not in time."""
+    if outcome.timed_out:
+        return ExitCode.WAIT_TIMEOUT
+    if outcome.last_status is None and outcome.result is not None:
+        return code_for_result(outcome.result)  # aged out: its result says how it ended
+    return STATUS_CODES.get(outcome.status or "", ExitCode.FAILURE)
+
+
+def outcome_json(outcome: WaitOutcome) -> dict[str, Any]:
+    """The outcome as JSON, with the exit code the command ends with."""
+    doc = outcome.to_json()
+    waited = doc.pop("waited_seconds")
+    return {**doc, "exit_code": int(exit_code(outcome)), "waited_seconds": waited}
 
 
 def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None = None) -> int:
@@ -24,8 +64,9 @@ def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None
     from runnerq_cli.backend.models import to_jsonable
     from runnerq_cli.cli.output import OutputFormat, emit, error_line
 
+    code = exit_code(outcome)
     if fmt is not OutputFormat.TEXT:
-        emit(fmt, {**outcome.to_json(), **(extra or {})})
+        emit(fmt, {**outcome_json(outcome), **(extra or {})})
     elif outcome.result is not None:
         data = to_jsonable(outcome.result.data)
         from runnerq_cli.literal import literal
@@ -35,10 +76,10 @@ def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None
             data, multiline=True)
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
-    if outcome.code is ExitCode.WAIT_TIMEOUT:
+    if code is ExitCode.WAIT_TIMEOUT:
         error_line(f"activity {outcome.activity_id} is still {outcome.last_status} after "
                    f"{outcome.waited_seconds:.1f}s")
-    elif outcome.code is not ExitCode.OK:
+    elif code is not ExitCode.OK:
         reason = f": {outcome.last_error}" if outcome.last_error else ""
         error_line(f"activity {outcome.activity_id} ended {outcome.status}{reason}")
-    return int(outcome.code)
+    return int(code)

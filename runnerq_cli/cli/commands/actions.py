@@ -107,7 +107,7 @@ def _filter(req: Request) -> ActivityFilter:
         types=tuple(req.types or ()),
         since=values.time(req.since, "--since") if req.since else None,
         until=values.time(req.until, "--until") if req.until else None,
-        metadata=tuple(parse_metadata_pairs(req.metadata or []).items()),
+        metadata=tuple(parse_metadata_pairs(req.metadata or [], "--metadata").items()),
         error_contains=req.error_contains, worker=req.worker)
 
 

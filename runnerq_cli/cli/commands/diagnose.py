@@ -26,7 +26,6 @@ ALL_QUEUES_HELP = "Every RunnerQ queue in the database (found from collection na
 def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queues: bool,
             *, must_exist: bool) -> list[str]:
     """The queues a command works on: given, discovered, or the configured one."""
-    from runnerq_cli.backend.diagnose import require_queues
     from runnerq_cli.errors import InvalidArgument
 
     if wanted and all_queues:
@@ -35,7 +34,7 @@ def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queue
         return backend.discover_queues()
     names = list(dict.fromkeys(wanted or [cli.settings().queue]))
     if must_exist:
-        return require_queues(backend.db, cli.settings().database, names)
+        return backend.require_queues(names)
     from runnerq_cli.backend.naming import validate_queue_name
 
     return [validate_queue_name(n) for n in names]
@@ -75,7 +74,7 @@ def doctor_cmd(
     Exit codes: 0 every check ok (warnings too, unless --strict), 7 a check
     failed, 6 the server is unreachable, 2 bad options.
     """
-    from runnerq_cli.backend.diagnose import Check, CheckStatus, failed, server_checks
+    from runnerq_cli.backend.diagnose import Check, CheckStatus, failed
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import ExitCode, InvalidArgument, Unavailable
@@ -92,7 +91,7 @@ def doctor_cmd(
         for index, name in enumerate(names):
             checks += backend.for_queue(name).doctor(server=index == 0)
         if not names:
-            checks = [*server_checks(backend),
+            checks = [*backend.server_checks(),
                       Check("queues", CheckStatus.WARN,
                             f"no RunnerQ queue in database {cli.settings().database}",
                             "runnerq-mongo --queue NAME init-indexes")]

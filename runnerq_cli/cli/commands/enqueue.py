@@ -75,8 +75,9 @@ def read_payload(payload: str | None) -> dict[str, Any]:
 def parse_metadata(items: list[str]) -> dict[str, str]:
     """`k=v` pairs (repeatable --metadata) into a dict; later keys win."""
     from runnerq_cli.backend.models import parse_metadata_pairs
+    from runnerq_cli.cli.flags import METADATA
 
-    return parse_metadata_pairs(items)
+    return parse_metadata_pairs(items, METADATA)
 
 
 # ------------------------------------------------------------------ one
@@ -321,6 +322,7 @@ def enqueue(
         raise InvalidArgument("--wait-timeout needs --wait")
     from runnerq_cli import values
     from runnerq_cli.backend.specs import spec_options
+    from runnerq_cli.cli.flags import flag as flag_name
 
     wait_seconds = values.duration(wait_timeout, "--wait-timeout") if wait_timeout else None
     if from_file is not None:
@@ -331,7 +333,8 @@ def enqueue(
                 raise InvalidArgument(f"{flag} does not apply to --from (set it on each line)")
         defaults = spec_options(priority=priority, delay=delay, at=at, max_retries=max_retries,
                                 timeout=timeout, retry_delay=retry_delay,
-                                metadata=parse_metadata(metadata), on_duplicate=on_duplicate)
+                                metadata=parse_metadata(metadata), on_duplicate=on_duplicate,
+                                name=flag_name)
         cli.settings()  # config and queue name are checked before any line is written
         _enqueue_from(cli, from_file, defaults, strict=strict, batch_size=batch_size,
                       output=output, quiet=quiet)
@@ -344,7 +347,7 @@ def enqueue(
     spec = _spec_of_flags(activity_type, payload, spec_options(
         priority=priority, delay=delay, at=at, max_retries=max_retries, timeout=timeout,
         retry_delay=retry_delay, metadata=parse_metadata(metadata),
-        idempotency_key=idempotency_key, on_duplicate=on_duplicate))
+        idempotency_key=idempotency_key, on_duplicate=on_duplicate, name=flag_name))
     cli.settings()  # config errors before connecting
     _enqueue_one(cli.backend(), spec, output=output, quiet=quiet, wait=wait,
                  wait_seconds=wait_seconds)

@@ -83,7 +83,7 @@ def list_cmd(
     parsed = Status.parse(status)
     filters = ListFilter(activity_type=activity_type,
                          since=values.time(since, "--since") if since else None,
-                         metadata=parse_metadata(metadata or []))
+                         metadata=parse_metadata(metadata or [], "--metadata"))
     backend = state(ctx).backend()
     page = backend.list_page(parsed, filters=filters, limit=limit, after=after)
     if output is OutputFormat.JSON:
@@ -231,10 +231,10 @@ def result_cmd(
     import sys
 
     from runnerq_cli.backend.models import to_jsonable
-    from runnerq_cli.backend.waiting import code_for_result
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
+    from runnerq_cli.cli.waiting import code_for_result
     from runnerq_cli.errors import ExitCode
 
     backend = state(ctx).backend()

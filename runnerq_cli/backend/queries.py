@@ -1,0 +1,239 @@
+"""Every filter and sort the backend sends on a hot or growing path, named, in one place.
+
+The code that runs a query builds it here (queue.py claims, maintenance.py's
+chores, writes.py's repair, inspection.py's lists, metrics.py, workers.py), and
+`doctor` explains the same objects (`representative_queries`): a query cannot
+drift from the index check that vouches for it. tests/test_queries.py runs each
+code path and asserts it sent exactly the query doctor checks.
+
+Each query names the index meant to serve it by its purpose (indexes.py:
+`IndexSpec.why`); `index_name(settings, purpose)` turns that into the name.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.backend.indexes import EVER, index_name
+from runnerq_cli.backend.models import TERMINAL_STATUSES, Priority, Status, display_status
+
+if TYPE_CHECKING:
+    from runnerq_cli.config import Settings
+
+Sort = tuple[tuple[str, int], ...]
+
+CLAIM_ORDER: Sort = (("priority", -1), ("created_at", 1))
+# status -> (sort fields with direction, field `--since` applies to): keyset pagination
+# (pagination.py); `_id` last breaks ties.
+LIST_ORDERS: dict[Status, tuple[Sort, str]] = {
+    Status.PENDING: ((("priority", -1), ("created_at", 1), ("_id", 1)), "created_at"),
+    Status.SCHEDULED: ((("scheduled_at", 1), ("_id", 1)), "created_at"),
+    Status.PROCESSING: ((("lease_deadline", 1), ("_id", 1)), "started_at"),
+    Status.COMPLETED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.FAILED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.DEAD_LETTER: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.CANCELLED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+}
+# Which index serves a status's list (finished statuses: "list finished").
+_LIST_INDEX = {Status.PENDING: "claim order", Status.SCHEDULED: "due scheduled",
+               Status.PROCESSING: "expired leases"}
+FAILED_STATUSES = (Status.FAILED.value, Status.DEAD_LETTER.value, Status.CANCELLED.value)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query the code runs: on which collection, what it matches, in which order."""
+
+    name: str
+    role: str  # collection role: activities, events, dead_letter, workers, ...
+    filter: dict[str, Any]
+    sort: Sort = ()
+    purpose: str | None = None  # the index meant to serve it (IndexSpec.why's start)
+    pipeline: tuple[dict[str, Any], ...] | None = None  # an aggregation instead of a find
+    hinted: bool = False  # the code runs it with a hint naming that index
+    # An in-memory sort is harmless where the matching set is bounded by something
+    # other than the queue's size (running activities: by the workers' concurrency).
+    sort_in_memory_ok: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sort_list(self) -> list[tuple[str, int]]:
+        """The sort as pymongo takes it."""
+        return list(self.sort)
+
+    def index(self, settings: Settings) -> str | None:
+        """The name of the index meant to serve it."""
+        return index_name(settings, self.purpose) if self.purpose else None
+
+
+# ---------------------------------------------------------------- the queue
+
+
+def claim(types: Iterable[str] | None = None,
+          exclude_types: Iterable[str] | None = None) -> Query:
+    """The next pending activity in claim order (of `types`, or not of `exclude_types`)."""
+    query: dict[str, Any] = {"status": Status.PENDING.value}
+    type_list = list(types or ())
+    if type_list:
+        query["activity_type"] = {"$in": type_list}
+        return Query("claim by type", "activities", query, CLAIM_ORDER, "claims limited")
+    if exclude_types:
+        query["activity_type"] = {"$nin": list(exclude_types)}
+        return Query("claim around paused types", "activities", query, CLAIM_ORDER,
+                     "claim order")
+    return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
+
+
+def due_scheduled(now: datetime) -> Query:
+    """Scheduled activities whose time has come (the scheduler makes them pending)."""
+    return Query("scheduler", "activities",
+                 {"status": Status.SCHEDULED.value, "scheduled_at": {"$lte": now}},
+                 purpose="due scheduled")
+
+
+def expired_leases(now: datetime) -> Query:
+    """Running activities past their lease (the reaper requeues or dead-letters them)."""
+    return Query("reaper", "activities",
+                 {"status": Status.PROCESSING.value, "lease_deadline": {"$lt": now}},
+                 purpose="expired leases")
+
+
+def stale_outboxes(older_than: datetime) -> Query:
+    """Outboxes a crashed writer left (the repair copies them out)."""
+    return Query("outbox repair", "activities", {"outbox.since": {"$lt": older_than}},
+                 purpose="repair of outboxes")
+
+
+def retention(settings: Settings, now: datetime) -> dict[str, Query]:
+    """{"completed"|"failed": terminal activities past their retention}; a retention of 0
+    keeps them forever (no query)."""
+    plans = (("completed", [Status.COMPLETED.value], settings.retention_completed),
+             ("failed", list(FAILED_STATUSES), settings.retention_failed))
+    return {name: Query(f"retention {name}", "activities",
+                        {"status": {"$in": statuses},
+                         "completed_at": {"$lt": now - timedelta(seconds=keep)}},
+                        purpose="list finished")
+            for name, statuses, keep in plans if keep > 0}
+
+
+# ---------------------------------------------------------------- the views
+
+
+def status_query(status: Status) -> dict[str, Any]:
+    """Activities in `status`, in the form its partial index answers (indexes.py)."""
+    query: dict[str, Any] = {"status": status.value}
+    if status.is_terminal:
+        query["completed_at"] = {"$gte": EVER}
+    return query
+
+
+def list_page(status: Status) -> Query:
+    """A page of activities in `status`, in the status's natural order (pagination.py
+    adds the filters and the keyset clause to `filter`)."""
+    return Query(f"list {display_status(status.value)}", "activities", status_query(status),
+                 LIST_ORDERS[status][0], _LIST_INDEX.get(status, "list finished"))
+
+
+def dead_letter_list() -> Query:
+    """Dead-letter records, newest first."""
+    return Query("dead-letter list", "dead_letter", {}, (("failed_at", -1),),
+                 "dead-letter listing")
+
+
+def events_of(activity_id: Any) -> Query:
+    """The stored events of one activity, newest first."""
+    return Query("events of an activity", "events", {"activity_id": activity_id},
+                 (("timestamp", -1),), "events of an activity")
+
+
+def oldest_pending() -> Query:
+    """The longest-waiting pending activity: one seek per priority (the ranges merged)."""
+    return Query("stats oldest pending", "activities",
+                 {"status": Status.PENDING.value, "priority": {"$in": [int(p) for p in Priority]},
+                  "created_at": {"$type": "date"}},  # a stray document's text sorts first
+                 (("created_at", 1),), "claim order")
+
+
+def live_workers(now: datetime, stale_after: float) -> Query:
+    """Workers whose heartbeat is fresh."""
+    return Query("live workers", "workers",
+                 {"last_heartbeat": {"$gte": now - timedelta(seconds=stale_after)}},
+                 purpose="stale worker")
+
+
+def status_counts() -> list[Query]:
+    """Aggregations that together count every activity by status and priority, each
+    covered by one state's partial index (hinted)."""
+    terminal = [s.value for s in TERMINAL_STATUSES]
+    parts = ((Status.PENDING.value, {"status": Status.PENDING.value}, "claim order"),
+             (Status.SCHEDULED.value, {"status": Status.SCHEDULED.value}, "due scheduled"),
+             (Status.PROCESSING.value, {"status": Status.PROCESSING.value}, "expired leases"),
+             ("finished", {"status": {"$in": terminal}, "completed_at": {"$gte": EVER}},
+              "list finished"))
+    return [Query(f"stats counts ({label})", "activities", match, purpose=purpose, hinted=True,
+                  pipeline=({"$match": match},
+                            {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                                        "count": {"$sum": 1}}}))
+            for label, match, purpose in parts]
+
+
+# ----------------------------------------------- what doctor explains (only)
+
+
+def _restated(now: datetime) -> list[Query]:
+    """Queries whose code builds them itself (events.py's tails, metrics.py's window):
+    restated here until that code takes them from this module."""
+    recent = now - timedelta(seconds=10)
+    done = [Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value]
+    return [
+        Query("stats window", "activities",
+              {"status": {"$in": done}, "completed_at": {"$gte": now - timedelta(minutes=15)}},
+              (("completed_at", -1),), "list finished"),
+        Query("tail: enqueued", "activities", {"created_at": {"$gte": recent}},
+              (("created_at", 1),), "derived Enqueued"),
+        Query("tail: started", "activities", {"started_at": {"$gte": recent}},
+              (("started_at", 1),), "derived Dequeued"),
+        Query("tail: completed", "activities",
+              {"status": Status.COMPLETED.value, "completed_at": {"$gte": recent}},
+              (("completed_at", 1),), "list finished"),
+        Query("tail: steps not copied out yet", "activities", {"outbox.since": {"$exists": True}},
+              purpose="repair of outboxes"),
+        Query("event stream polling", "events", {"ingested_at": {"$gte": now}},
+              (("ingested_at", 1), ("_id", 1)), "event stream polling"),
+    ]
+
+
+RESTATED = frozenset({"stats window", "tail: enqueued", "tail: started", "tail: completed",
+                      "tail: steps not copied out yet", "event stream polling"})
+# Sample arguments doctor explains the parameterised queries with.
+SAMPLE_TYPES = ("a", "b")
+SAMPLE_PAUSED = ("a",)
+SAMPLE_ACTIVITY = uuid.UUID(int=0)
+STALE_AFTER_SAMPLE = 30.0
+
+
+def representative_queries(settings: Settings, now: datetime,
+                           repair_grace: float = 60.0) -> list[Query]:
+    """The claim, scheduler, reaper, repair, retention, list, stats, tail and worker
+    queries, as the code builds them (with sample arguments): doctor's plan check."""
+    queries = [
+        claim(),
+        claim(types=SAMPLE_TYPES),
+        claim(exclude_types=SAMPLE_PAUSED),
+        due_scheduled(now),
+        expired_leases(now),
+        stale_outboxes(now - timedelta(seconds=repair_grace)),
+        *retention(settings, now).values(),
+        *(list_page(status) for status in LIST_ORDERS),
+        *status_counts(),
+        oldest_pending(),
+        events_of(SAMPLE_ACTIVITY),
+        dead_letter_list(),
+        live_workers(now, STALE_AFTER_SAMPLE),
+        *_restated(now),
+    ]
+    return queries

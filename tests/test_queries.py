@@ -1,0 +1,125 @@
+"""Named queries (backend/queries.py): what doctor explains is what the code sends.
+
+Each code path runs against the server with the driver boundary recording every
+filter, sort and pipeline it sends; every query `doctor` checks must be among
+them, equal in filter and order. A query the code built inline, drifting from
+the one doctor vouches for, fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runnerq_cli.backend import driver, queries
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.queries import RESTATED, representative_queries
+
+Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[Sent]:
+    """Every query the backend sends through driver.py while the test runs."""
+    log: list[Sent] = []
+    entries: dict[int, int] = {}  # id(cursor) -> its entry in the log
+
+    def sorted_by(sort: Any) -> tuple[tuple[str, int], ...]:
+        return tuple(tuple(s) for s in sort) if sort else ()
+
+    def recording(name: str) -> None:
+        original = getattr(driver.Collection, name)
+
+        def method(self, filter=None, *args, **kwargs):
+            log.append((self.name, filter, sorted_by(kwargs.get("sort"))))
+            return original(self, filter, *args, **kwargs)
+        monkeypatch.setattr(driver.Collection, name, method)
+
+    for name in ("find_one", "find_one_and_update", "update_many", "count_documents",
+                 "delete_many"):
+        recording(name)
+    original_find, original_sort = driver.Collection.find, driver.Cursor.sort
+    original_aggregate = driver.Collection.aggregate
+
+    def find(self, filter=None, *args, **kwargs):
+        cursor = original_find(self, filter, *args, **kwargs)
+        log.append((self.name, filter or {}, ()))
+        entries[id(cursor)] = len(log) - 1
+        return cursor
+
+    def sort(self, key, direction=None):
+        entry = entries.get(id(self))
+        if entry is not None and not isinstance(key, str):
+            log[entry] = (*log[entry][:2], sorted_by(key))
+        return original_sort(self, key, direction)
+
+    def aggregate(self, pipeline, **kwargs):
+        log.append((self.name, list(pipeline), ()))
+        return original_aggregate(self, pipeline, **kwargs)
+
+    monkeypatch.setattr(driver.Collection, "find", find)
+    monkeypatch.setattr(driver.Cursor, "sort", sort)
+    monkeypatch.setattr(driver.Collection, "aggregate", aggregate)
+    return log
+
+
+def _run_every_code_path(queue: RunnerQ) -> None:
+    queue.dequeue("w")
+    queue.dequeue("w", types=list(queries.SAMPLE_TYPES))
+    queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
+    queue.process_scheduled()
+    queue.requeue_expired()
+    queue.repair_outboxes(60.0)
+    queue.purge_expired()
+    for status in queries.LIST_ORDERS:
+        queue.list_page(status)
+    queue.stats()
+    queue.queue_summary()
+    queue.get_activity_events(queries.SAMPLE_ACTIVITY)
+    queue.list_dead_letter()
+    queue.count_live_workers(queries.STALE_AFTER_SAMPLE)
+
+
+def test_every_query_doctor_checks_is_the_one_the_code_sends(queue: RunnerQ, clock,
+                                                             sent: list[Sent]) -> None:
+    assert queue.settings.retention_completed > 0 and queue.settings.retention_failed > 0
+    _run_every_code_path(queue)
+    now = clock()
+    checked = [q for q in representative_queries(queue.settings, now) if q.name not in RESTATED]
+    assert len(checked) >= 20
+    for query in checked:
+        collection = queue.context.names.all()[query.role]
+        if query.pipeline is not None:
+            wanted: Sent = (collection, list(query.pipeline), ())
+        else:
+            wanted = (collection, query.filter, query.sort)
+        assert wanted in sent, (query.name, wanted)
+
+
+def test_the_code_paths_are_recorded_so_the_check_can_fail(queue: RunnerQ, sent: list[Sent],
+                                                           clock) -> None:
+    """A filter the code does not send is not found: the comparison above means something."""
+    _run_every_code_path(queue)
+    activities = queue.context.names.activities
+    assert (activities, {"status": Status.PENDING.value}, queries.CLAIM_ORDER) in sent
+    assert (activities, {"status": "pending", "activity_type": "x"},
+            queries.CLAIM_ORDER) not in sent
+
+
+def test_doctor_explains_the_named_queries(queue: RunnerQ, clock, monkeypatch) -> None:
+    """The plan check explains exactly representative_queries(), in order, one each."""
+    from runnerq_cli.backend import queue_checks
+
+    explained: list[str] = []
+
+    def explain(db, names, settings, query) -> dict[str, Any]:
+        explained.append(query.name)
+        return {}
+
+    monkeypatch.setattr(queue_checks, "explain_query", explain)
+    monkeypatch.setattr(queue_checks, "plan_stages", lambda answer: ["FETCH", "IXSCAN"])
+    check = next(c for c in queue.doctor(server=False) if c.name == "query plans")
+    assert explained == [q.name for q in representative_queries(queue.settings, clock())]
+    assert check.facts["served"] == explained

@@ -31,10 +31,10 @@ def rq(settings, cli_env) -> RunnerQ:
 @pytest.fixture
 def twins(rq: RunnerQ) -> tuple[uuid.UUID, ...]:
     """Two pending activities whose ids share their first 8 hex digits."""
-    template = rq.collections.activities.find_one({"_id": rq.enqueue("job", {}).activity_id})
-    rq.collections.activities.delete_one({"_id": template["_id"]})
+    template = rq.context.activities.find_one({"_id": rq.enqueue("job", {}).activity_id})
+    rq.context.activities.delete_one({"_id": template["_id"]})
     for aid in TWINS:
-        rq.collections.activities.insert_one({**template, "_id": aid})
+        rq.context.activities.insert_one({**template, "_id": aid})
     return TWINS
 
 

@@ -19,11 +19,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.audit import AuditEntry, AuditLog
+from runnerq_cli.backend.bulk import BATCH_SIZE as BULK_BATCH_SIZE
 from runnerq_cli.backend.bulk import BulkActions, BulkReport, Selection
 from runnerq_cli.backend.connection import client_for
 from runnerq_cli.backend.context import QueueContext, utc_now
 from runnerq_cli.backend.control import Control, PauseState
-from runnerq_cli.backend.dlq import DeadLetters, ImportLine, ImportOutcome
+from runnerq_cli.backend.dlq import (
+    IMPORT_BATCH,
+    DeadLetters,
+    ImportLine,
+    ImportOutcome,
+    ImportReport,
+)
 from runnerq_cli.backend.driver import Database
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
 from runnerq_cli.backend.filters import ActivityFilter
@@ -391,10 +398,14 @@ class RunnerQ:
 
     def redrive(self, types: Iterable[str] | None = None, *, dry_run: bool = False,
                 ids: Iterable[uuid.UUID | str] | None = None, limit: int | None = None,
-                reason: str | None = None, actor: str | None = None) -> RedriveReport:
-        """Every dead-lettered activity (of `types`, if given) back to pending."""
+                reason: str | None = None, actor: str | None = None,
+                should_stop: Callable[[], bool] | None = None,
+                on_batch: Callable[[int], None] | None = None,
+                command: str | None = None) -> RedriveReport:
+        """Every dead-lettered activity (of `types`, if given) back to pending, in batches."""
         return self.operator.redrive(types, dry_run=dry_run, ids=ids, limit=limit, reason=reason,
-                                     actor=actor)
+                                     actor=actor, should_stop=should_stop, on_batch=on_batch,
+                                     command=command)
 
     def purge_preview(self) -> dict[str, int]:
         """What `purge` would delete now: terminal activities past their retention."""
@@ -402,10 +413,13 @@ class RunnerQ:
 
     def purge(self, *, limits: dict[str, int] | None = None, batch: int = 1000,
               reason: str | None = None, actor: str | None = None,
-              audit: bool = False) -> dict[str, int]:
+              audit: bool = False, should_stop: Callable[[], bool] | None = None,
+              on_batch: Callable[[int], None] | None = None,
+              command: str | None = None) -> dict[str, int]:
         """Apply retention now (queue.purge_expired) until nothing is left to purge."""
         return self.operator.purge(limits=limits, batch=batch, reason=reason, actor=actor,
-                                   audit=audit)
+                                   audit=audit, should_stop=should_stop, on_batch=on_batch,
+                                   command=command)
 
     # bulk (bulk.BulkActions)
 
@@ -419,9 +433,14 @@ class RunnerQ:
         return self.bulk.preview_ids(action, ids)
 
     def apply(self, action: str, target: Selection | Iterable[uuid.UUID | str], *,
-              reason: str | None = None, actor: str | None = None, **params: Any) -> BulkReport:
-        """Run `action` once on each id of `target`, conditionally; write one audit record."""
-        return self.bulk.apply(action, target, reason=reason, actor=actor, **params)
+              reason: str | None = None, actor: str | None = None,
+              batch_size: int = BULK_BATCH_SIZE, should_stop: Callable[[], bool] | None = None,
+              on_batch: Callable[[BulkReport], None] | None = None,
+              command: str | None = None, **params: Any) -> BulkReport:
+        """Run `action` on each id of `target` in fenced batches; one audit record per run."""
+        return self.bulk.apply(action, target, reason=reason, actor=actor,
+                               batch_size=batch_size, should_stop=should_stop,
+                               on_batch=on_batch, command=command, **params)
 
     # control (control.Control)
 
@@ -430,14 +449,14 @@ class RunnerQ:
         return self.control.paused()
 
     def pause(self, types: Iterable[str] | None = None, *, reason: str | None = None,
-              actor: str | None = None) -> PauseState:
+              actor: str | None = None, command: str | None = None) -> PauseState:
         """Pause the whole queue, or add `types` to the paused ones."""
-        return self.control.pause(types, reason=reason, actor=actor)
+        return self.control.pause(types, reason=reason, actor=actor, command=command)
 
     def resume(self, types: Iterable[str] | None = None, *, reason: str | None = None,
-               actor: str | None = None) -> PauseState:
+               actor: str | None = None, command: str | None = None) -> PauseState:
         """Resume everything, or only `types` (when those, not the whole queue, are paused)."""
-        return self.control.resume(types, reason=reason, actor=actor)
+        return self.control.resume(types, reason=reason, actor=actor, command=command)
 
     # dead_letters (dlq.DeadLetters)
 
@@ -448,10 +467,16 @@ class RunnerQ:
 
     def dlq_import(self, lines: Iterable[ImportLine], *, redrive: bool = False,
                    dry_run: bool = False, reason: str | None = None,
-                   actor: str | None = None) -> list[ImportOutcome]:
-        """Enqueue (or, `redrive`, revive) each line; one outcome per line, in order."""
+                   actor: str | None = None, batch_size: int = IMPORT_BATCH,
+                   should_stop: Callable[[], bool] | None = None,
+                   on_outcome: Callable[[ImportOutcome], None] | None = None,
+                   on_batch: Callable[[ImportReport], None] | None = None,
+                   command: str | None = None, collect: bool = True) -> ImportReport:
+        """Enqueue (or, `redrive`, revive) each line, in batches; outcomes in line order."""
         return self.dead_letters.dlq_import(lines, redrive=redrive, dry_run=dry_run, reason=reason,
-                                            actor=actor)
+                                            actor=actor, batch_size=batch_size,
+                                            should_stop=should_stop, on_outcome=on_outcome,
+                                            on_batch=on_batch, command=command, collect=collect)
 
     # audit_log (audit.AuditLog)
 

@@ -311,7 +311,7 @@ def workers_cmd(
         return
     from rich.text import Text
 
-    from runnerq_cli.cli.tables import Column, print_table
+    from runnerq_cli.cli.tables import Cell, Column, print_table
 
     out = console(markup=False)
     if pause.active:
@@ -329,7 +329,7 @@ def workers_cmd(
                Column("retried", drop=6, right=True), Column("failed", drop=5, right=True),
                Column("dead", drop=5, right=True), Column("lost", drop=6, right=True),
                Column("last seen", drop=2, right=True), Column("state")]
-    rows = []
+    rows: list[list[Cell]] = []
     for w in workers:
         c = w.counters
         state_cell = (("stale", "red") if w.stale else ("paused", "yellow")

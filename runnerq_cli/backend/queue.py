@@ -41,6 +41,7 @@ from runnerq_cli.backend.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import (
+    CheckpointConflict,
     ClaimLost,
     DuplicateActivity,
     IdempotencyConflict,
@@ -402,10 +403,12 @@ class ActivityQueue:
             for i in held:
                 claim, result = acks[i]
                 doc = stored.get(claim.activity_id) or {}
-                # The same claim saying the same again is a repeat; anything else lost.
-                if doc.get("lease_id") != claim.lease_id or not _same_value(doc.get("data"),
-                                                                             result):
+                # The same claim saying the same again is a repeat, saying something else
+                # a checkpoint conflict (the first value stays); another claim's: lost.
+                if doc.get("lease_id") != claim.lease_id:
                     refused[i] = _claim_lost(claim)
+                elif not _same_value(doc.get("data"), result):
+                    refused[i] = _checkpoint_conflict(claim)
         return refused
 
     def ack_failure(self, claim: Claim, error: str, *, retryable: bool = True) -> AckOutcome:
@@ -479,9 +482,10 @@ class ActivityQueue:
     def _repeat_or_lost(self, claim: Claim, outcome: AckOutcome, result: Any) -> AckOutcome:
         """A repeated ack of the same claim answers as the first did, if it says the same.
 
-        The same outcome (and for a success the same result) is harmless;
-        anything else, or a claim that was never acknowledged, is a lost claim:
-        never silently dropped.
+        The same outcome (and for a success the same result) is harmless; a
+        success repeated with another result is a checkpoint conflict (the
+        first result stays); anything else, or a claim that was never
+        acknowledged, is a lost claim: never silently dropped.
         """
         done = self._ctx.activities.find_one(
             {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
@@ -492,6 +496,8 @@ class ActivityQueue:
                     {"_id": claim.activity_id, "lease_id": claim.lease_id}, {"data": 1})
                 if stored is not None and _same_value(stored.get("data"), result):
                     return first
+                if stored is not None:
+                    raise _checkpoint_conflict(claim)
             elif first is not AckOutcome.COMPLETED and outcome is not AckOutcome.COMPLETED:
                 return first
         raise _claim_lost(claim)
@@ -624,6 +630,11 @@ def _held_by(claim: Claim) -> dict[str, Any]:
 def _claim_lost(claim: Claim) -> ClaimLost:
     return ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
                      f"{claim.lease_id}")
+
+
+def _checkpoint_conflict(claim: Claim) -> CheckpointConflict:
+    return CheckpointConflict(f"checkpoint conflict: activity {claim.activity_id} was already "
+                              f"completed by lease {claim.lease_id} with another result")
 
 
 def _lease_seconds(asked: float | None, default: float) -> float:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, WriteError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
@@ -39,7 +39,13 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.statements import Statement, update_statements
-from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
+from runnerq_cli.backend.writes import (
+    merge_updates,
+    new_event,
+    outbox_update,
+    stamp,
+    stamped_inserts,
+)
 from runnerq_cli.errors import (
     CheckpointConflict,
     ClaimLost,
@@ -140,16 +146,24 @@ class ActivityQueue:
         spec = activity_type if isinstance(activity_type, ActivitySpec) else ActivitySpec(
             activity_type, payload if payload is not None else {}, **options)
         if spec.idempotency_key is None:
-            doc = self._new_document(spec, uuid.uuid4(), self._ctx.clock())
-            self._ctx.activities.insert_one(doc)
-            return EnqueueResult(doc["_id"], True, doc["status"])
+            return self._insert(spec, uuid.uuid4())
         return self._enqueue_idempotent(spec)
+
+    def _insert(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
+        """One activity, `created_at` stamped by the server (writes.stamped_inserts)."""
+        now = self._ctx.clock()
+        doc = self._new_document(spec, activity_id, now)
+        errors = stamped_inserts(self._ctx.activities, [doc], "created_at", self._ctx.clock, now)
+        if errors:
+            error = errors[0]
+            raise WriteError(error.get("errmsg", "rejected"), error.get("code"), error)
+        return EnqueueResult(activity_id, True, doc["status"])
 
     def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
         """Enqueue many in few round trips; one entry per spec, an exception where it failed.
 
-        Specs without an idempotency key go in one `insert_many`; keyed ones
-        take the idempotent path one by one (they need the key's answer).
+        Specs without an idempotency key go in few commands (writes.stamped_inserts);
+        keyed ones take the idempotent path one by one (they need the key's answer).
         """
         out: list[EnqueueResult | Exception | None] = [None] * len(specs)
         now = self._ctx.clock()
@@ -164,19 +178,18 @@ class ActivityQueue:
                     out[index] = exc
         if plain:
             docs = [doc for _, doc in plain]
-            failed: dict[int, Exception] = {}
-            try:
-                self._ctx.activities.insert_many(docs, ordered=False)
-            except BulkWriteError as exc:
-                for error in exc.details.get("writeErrors", []):
-                    failed[error["index"]] = InvalidArgument(error.get("errmsg", "rejected"))
+            failed: dict[int, Exception] = {
+                position: InvalidArgument(error.get("errmsg", "rejected"))
+                for position, error in stamped_inserts(self._ctx.activities, docs, "created_at",
+                                                       self._ctx.clock, now).items()}
             for position, (index, doc) in enumerate(plain):
                 out[index] = failed.get(position) or EnqueueResult(doc["_id"], True, doc["status"])
         return [r for r in out if r is not None]
 
     def _new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
                       now: datetime) -> dict[str, Any]:
-        # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py).
+        # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py),
+        # which the insert stamps (writes.stamped_inserts): it is not in the document here.
         due = spec.due_at(now)
         status = Status.SCHEDULED if due else Status.PENDING
         doc: dict[str, Any] = {
@@ -185,7 +198,6 @@ class ActivityQueue:
             "payload": dict(spec.payload),
             "priority": int(spec.priority),
             "status": status.value,
-            "created_at": now,
             "retry_count": 0,
             "max_retries": spec.max_retries,
             "timeout_seconds": spec.timeout_seconds,
@@ -283,9 +295,7 @@ class ActivityQueue:
                                   "try again")
 
     def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
-        doc = self._new_document(spec, activity_id, self._ctx.clock())
-        self._ctx.activities.insert_one(doc)
-        return EnqueueResult(activity_id, True, doc["status"])
+        return self._insert(spec, activity_id)
 
     # ------------------------------------------------------------------ claim
 
@@ -315,12 +325,14 @@ class ActivityQueue:
             now = self._ctx.clock()
             lease_id = uuid.uuid4().hex
             deadline = now + lease
-            # No event is stored: Dequeued/Started are derived from started_at (derived.py).
+            # No event is stored: Dequeued/Started are derived from started_at (derived.py),
+            # stamped by the server as the claim lands (a tail reads by it).
             doc = self._ctx.activities.find_one_and_update(
-                query, {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                                 "lease_id": lease_id, "lease_deadline": deadline,
-                                 "started_at": now},
-                        "$inc": {"claims": 1}},
+                query, merge_updates(
+                    {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                              "lease_id": lease_id, "lease_deadline": deadline},
+                     "$inc": {"claims": 1}},
+                    stamp(self._ctx.clock, now, "started_at")),
                 projection=CLAIM_PROJECTION, sort=CLAIM_ORDER,
                 return_document=ReturnDocument.AFTER)
             if doc is None:
@@ -363,11 +375,13 @@ class ActivityQueue:
         todo = [i for i in range(len(acks)) if answers[i] is None]
         if not todo:
             return [a for a in answers if a is not None]
-        updates: list[Statement] = [(_held_by(acks[i][0]), {
-            "$set": {"status": Status.COMPLETED.value, "completed_at": now,
+        # completed_at is stamped by the server as the update lands (a tail reads by it).
+        updates: list[Statement] = [(_held_by(acks[i][0]), merge_updates({
+            "$set": {"status": Status.COMPLETED.value,
                      "last_lease_id": acks[i][0].lease_id, "last_worker_id": acks[i][0].worker_id,
                      "last_outcome": AckOutcome.COMPLETED.value},
-            "$unset": LEASE_FIELDS}, False) for i in todo]
+            "$unset": LEASE_FIELDS}, stamp(self._ctx.clock, now, "completed_at")), False)
+            for i in todo]
         matched = update_statements(self._ctx.activities, updates)[0]
         for i in todo:
             if matched == len(todo):

@@ -10,8 +10,8 @@ The timer thread copies the live cursor itself (the iterating thread only
 notes, in O(1), which position it printed last), so a long burst costs no
 copy per event. The stream advances the cursor just before it hands an
 event over, so a copy may catch a position one event ahead of the output:
-the copy is used only if its newest id and high-water mark are those of the
-last printed event, else it is taken again a few milliseconds later. Then
+the copy is used only if it counts as many events handed over as the
+output printed, else it is taken again a few milliseconds later. Then
 stdout is flushed (a saved cursor never runs ahead of the output) and the
 file replaced atomically (a temporary file, `os.replace`; fsynced at most
 once a second, against machine crashes). Nothing is written while nothing
@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runnerq_cli.errors import InvalidArgument
@@ -54,9 +53,9 @@ def write_cursor_file(path: str, text: str, *, durable: bool = True) -> None:
     os.replace(tmp, path)
 
 
-def _marker(cursor: EventCursor) -> tuple[datetime, str | None]:
-    """Which position a cursor is at: each delivered event adds its id last to `seen`."""
-    return cursor.ingested_at, next(reversed(cursor.seen), None)
+def _marker(cursor: EventCursor) -> int:
+    """Which position a cursor is at: how many events were handed over through it."""
+    return cursor.delivered
 
 
 class CursorFileSaver:
@@ -101,9 +100,7 @@ class CursorFileSaver:
                                   f"({self.error.strerror or self.error})")
 
     def _copy(self) -> EventCursor:
-        cursor = self._live()
-        seen = dict(cursor.seen)  # one step under the GIL: never a half-updated dict
-        return type(cursor)(cursor.ingested_at, seen, cursor.floor)
+        return self._live().copy()
 
     def _printed_position(self) -> EventCursor | None:
         """A copy of the live cursor if it is at the last printed event, else None."""

@@ -92,8 +92,9 @@ def tail_events(
                                 help="Keep following (default), or print what exists and exit."),
     output: OutputFormat = output_option(),
     poll_interval: float = typer.Option(0.5, "--poll-interval", hidden=True),
-    settle: float = typer.Option(2.0, "--settle", hidden=True,
-                                 help="Seconds of clock skew / flush latency tolerated."),
+    settle: float = typer.Option(5.0, "--settle", hidden=True,  # events.DEFAULT_SETTLE_SECONDS
+                                 help="Seconds a write may take on the server between its "
+                                      "stamp and becoming visible."),
     max_events: int = typer.Option(0, "--max-events", hidden=True, min=0, max=10**9,
                                    help="Stop after this many events (tests, scripts)."),
 ) -> None:

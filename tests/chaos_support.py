@@ -114,3 +114,42 @@ def repeats_within(first: TailProcess, killed_at: float, resumed: list[dict]) ->
     """How long before the kill each event printed again on resume had first arrived."""
     arrived = {row["id"]: at for at, row in first.lines}
     return [killed_at - arrived[row["id"]] for row in resumed if row["id"] in arrived]
+
+
+class LaggingClock:
+    """A backend clock that says a time `lag` seconds old: a writer that chose its time and
+    then stalled that long before its write landed (or a host whose clock runs behind).
+    `server_stamps` keeps the server stamping positions, as on the default clock
+    (writes.server_stamps)."""
+
+    server_stamps = True
+
+    def __init__(self, lag: float) -> None:
+        self.lag = lag
+
+    def __call__(self):
+        from datetime import timedelta
+
+        from runnerq_cli.backend.context import utc_now
+
+        return utc_now() - timedelta(seconds=self.lag)
+
+
+def faketime_prefix(offset: str) -> list[str]:
+    """`faketime -f OFFSET` (Debian's faketime package) where installed, else [] (the
+    caller skips)."""
+    import shutil
+
+    found = shutil.which("faketime")
+    return [found, "-f", offset] if found else []
+
+
+def tail_account(live: list[str], history: list[str]) -> tuple[int, int]:
+    """(missing, repeated): events of the full history the live tail did not print, and
+    lines it printed more than once (or that are not in the history)."""
+    from collections import Counter
+
+    printed, wanted = Counter(live), Counter(history)
+    missing = sum((wanted - printed).values())
+    repeated = sum((printed - wanted).values())
+    return missing, repeated

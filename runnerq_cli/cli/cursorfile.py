@@ -77,10 +77,10 @@ def read_cursor_file(text: str) -> tuple[str, list[tuple[str, datetime]]]:
     """(the snapshot's cursor text, the journal's (id, position) entries after it)."""
     lines = text.split("\n")
     entries: list[tuple[str, datetime]] = []
-    for line in lines[1:]:
+    for line in lines[1:-1]:  # a last line without its newline was cut short by a kill
         parts = line[1:].split(" ") if line.startswith("+") else []
         if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
-            continue  # an empty line, or the last one cut short by a kill
+            continue
         with contextlib.suppress(OverflowError):
             entries.append((parts[0], EPOCH + timedelta(milliseconds=int(parts[1]))))
     return lines[0], entries

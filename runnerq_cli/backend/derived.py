@@ -119,11 +119,17 @@ def _original(doc: dict[str, Any], stored: Iterable[dict[str, Any]]) -> tuple[An
         if not priority_found and kind in _PREVIOUS_PRIORITY and "old_priority" in detail:
             priority, priority_found = detail["old_priority"], True
         if not schedule_found and kind in _PREVIOUS_SCHEDULE and (
-                "previous_scheduled_at" in detail or kind in ("RunNow", "Rescheduled")):
-            # RunNow and Rescheduled always had it (absent: there was none); the others
-            # carry it (possibly null) since this version: absent there means unknown.
+                "previous_scheduled_at" in detail or not _from_version_0_1(event)):
+            # Absent means there was none (writers may omit a null), except in a
+            # Retrying/Requeued of 0.1, which never carried it: unknown there.
             scheduled_at, schedule_found = detail.get("previous_scheduled_at"), True
     return priority, scheduled_at
+
+
+def _from_version_0_1(event: dict[str, Any]) -> bool:
+    """A Retrying or Requeued stored by 0.1: it has no `attempt` in its detail."""
+    return event.get("event_type") in ("Retrying", "Requeued") and \
+        "attempt" not in (event.get("detail") or {})
 
 
 def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from bson import ObjectId
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import EventType, to_jsonable
+from runnerq_cli.backend.writes import insert_stamped
 from runnerq_cli.errors import InvalidArgument
 
 OPERATOR = "operator"
@@ -101,11 +102,11 @@ class AuditLog:
         if len(id_list) > AUDIT_IDS_MAX:
             body["ids_truncated"] = True
         doc = {"_id": ObjectId(), "activity_id": None, "activity_type": None,
-               "timestamp": now, "ingested_at": now, "event_type": event_type,
-               "worker_id": OPERATOR,
+               "timestamp": now, "event_type": event_type, "worker_id": OPERATOR,
                "detail": {k: v for k, v in body.items() if v is not None}}
-        self._ctx.events.insert_one(doc)
-        return doc
+        # ingested_at: the server's time of the insert, a tail's position (design.md).
+        insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
+        return {**doc, "ingested_at": now}
 
     def audit(self, *, since: datetime | None = None, actor: str | None = None,
               action: str | None = None, limit: int = 100) -> list[AuditEntry]:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import DuplicateKeyError, WriteError
+from pymongo.errors import DuplicateKeyError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
@@ -40,6 +40,7 @@ from runnerq_cli.backend.models import (
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import (
+    insert_stamped,
     merge_updates,
     new_event,
     outbox_update,
@@ -153,10 +154,7 @@ class ActivityQueue:
         """One activity, `created_at` stamped by the server (writes.stamped_inserts)."""
         now = self._ctx.clock()
         doc = self._new_document(spec, activity_id, now)
-        errors = stamped_inserts(self._ctx.activities, [doc], "created_at", self._ctx.clock, now)
-        if errors:
-            error = errors[0]
-            raise WriteError(error.get("errmsg", "rejected"), error.get("code"), error)
+        insert_stamped(self._ctx.activities, doc, "created_at", self._ctx.clock, now)
         return EnqueueResult(activity_id, True, doc["status"])
 
     def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:

@@ -71,6 +71,17 @@ def stamp(clock: Callable[[], datetime], now: datetime, *fields: str) -> dict[st
     return {"$set": dict.fromkeys(fields, now)}
 
 
+def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
+                   clock: Callable[[], datetime], now: datetime) -> None:
+    """`stamped_inserts` of one document (without `field`), raising its write error."""
+    from pymongo.errors import WriteError
+
+    errors = stamped_inserts(collection, [doc], field, clock, now)
+    if errors:
+        error = errors[0]
+        raise WriteError(error.get("errmsg", "rejected"), error.get("code"), error)
+
+
 def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: str,
                     clock: Callable[[], datetime], now: datetime,
                     ) -> dict[int, dict[str, Any]]:

@@ -21,7 +21,7 @@ Positions (docs/design.md, "Following events"): the times a tail reads by
 are stamped by the server as it applies the write (`$currentDate`), never
 by the client, so a stalled writer or a host whose clock is off cannot put
 an event behind a tail's window. Events are therefore copied with guarded
-upserts (`{_id, ingested_at: {$exists: false}}`, `$setOnInsert` and
+upserts (`{_id, ingested_at: null}`, `$setOnInsert` and
 `$currentDate: {ingested_at}`): a replay finds the event there, collides on
 `_id` and changes nothing. Activities are inserted the same way
 (`insert_activities`, `created_at` stamped by the server). A backend built
@@ -97,7 +97,7 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
         chunk = docs[offset:offset + INSERT_CHUNK]
         statements: list[Statement] = []
         for doc in chunk:
-            guard = {"_id": doc["_id"], field: {"$exists": False}}
+            guard = {"_id": doc["_id"], field: None}  # never matches a document we wrote
             if doc.get(field) is not None:
                 statements.append((guard, {"$setOnInsert": doc}, True))
             else:

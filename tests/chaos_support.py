@@ -153,3 +153,23 @@ def tail_account(live: list[str], history: list[str]) -> tuple[int, int]:
     missing = sum((wanted - printed).values())
     repeated = sum((printed - wanted).values())
     return missing, repeated
+
+
+def history_when_printed(env: dict[str, str], printed, timeout: float = 120,
+                         quiet: float = 2.0) -> list[dict]:
+    """The full history (`tail events --no-follow`), once the live tail(s) printed as many
+    lines as it holds. `printed()` gives what they printed; the history is read only when
+    that stopped growing for `quiet` seconds (reading it is heavy on a loaded server)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen, changed = len(printed()), time.monotonic()
+        while time.monotonic() - changed < quiet:
+            assert time.monotonic() < deadline, "the live tail did not catch up in time"
+            time.sleep(0.1)
+            if len(printed()) != seen:
+                seen, changed = len(printed()), time.monotonic()
+        history = tail_no_follow(env)
+        if seen >= len(history) > 0:
+            return history
+        assert time.monotonic() < deadline, (
+            f"the live tail printed {seen} of {len(history)} events")

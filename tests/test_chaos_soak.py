@@ -24,8 +24,8 @@ from tests.chaos_support import (
     ROOT,
     TailProcess,
     faketime_prefix,
+    history_when_printed,
     tail_account,
-    tail_no_follow,
     wait_for,
 )
 
@@ -86,14 +86,7 @@ def run_soak(backend, env: dict[str, str], tmp_path: Path, *, batches: int, size
             wait_for(lambda pid=proc.pid: not _group_alive(pid), timeout=60,
                      what="the workers to drain and exit")
         backend.repair_outboxes(0)  # nothing may wait in a buffer of a worker (none should)
-        found: list[list[dict]] = [[]]
-
-        def caught_up() -> bool:
-            found[0] = tail_no_follow(env)
-            return tail.count >= len(found[0])
-
-        wait_for(caught_up, timeout=60, what="the live tail to catch up", every=0.5)
-        history = found[0]
+        history = history_when_printed(env, tail.ids)
         missing, repeated = tail_account(tail.ids(), [row["id"] for row in history])
         print(f"soak: {total} activities in {batches} batches (enqueue --from), 2 workers "
               f"({'one 10 s behind' if skew else 'faketime absent: same clock'}): history "
@@ -128,6 +121,6 @@ def test_soak_short_live_tail_equals_the_history(backend, cli_env, tmp_path):
 @pytest.mark.skipif(not FULL, reason="long form: set RUNNERQ_CHAOS=full")
 @pytest.mark.timeout(1200)
 def test_soak_full_live_tail_equals_the_history(backend, cli_env, tmp_path):
-    history, printed, missing, repeated = run_soak(backend, cli_env, tmp_path, batches=16,
-                                                   size=50, deadline=900)
+    history, printed, missing, repeated = run_soak(backend, cli_env, tmp_path, batches=12,
+                                                   size=40, deadline=900)
     assert printed == history and (missing, repeated) == (0, 0)

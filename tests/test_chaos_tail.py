@@ -32,6 +32,7 @@ from tests.chaos_support import (
     LaggingClock,
     TailProcess,
     faketime_prefix,
+    history_when_printed,
     repeats_within,
     tail_account,
     tail_no_follow,
@@ -239,19 +240,6 @@ def test_change_stream_tail_killed_when_idle_repeats_nothing(nx_server, tmp_path
 # ------------------------------------------------- late writes, skewed clocks (issue 18)
 
 
-def _history_when_printed(env, printed, timeout: float = 90) -> list[dict]:
-    """The full history, once the live tail(s) printed as many lines as it holds."""
-    found: list[list[dict]] = [[]]
-
-    def caught_up() -> bool:
-        found[0] = tail_no_follow(env)
-        return len(printed()) >= len(found[0]) > 0
-
-    wait_for(caught_up, timeout=timeout, what="the live tail to print the whole history",
-             every=0.5)
-    return found[0]
-
-
 def test_a_writer_whose_time_is_30_s_old_when_its_write_lands_is_printed(
         backend, settings, cli_env, tmp_path, tails):
     """An enqueue, a claim and acknowledgements whose writer chose its time 30 s before the
@@ -271,7 +259,7 @@ def test_a_writer_whose_time_is_30_s_old_when_its_write_lands_is_printed(
     [attempt] = stalled.dequeue("stalled-worker", types=["stalled_retry"])
     stalled.ack_failure(attempt, "boom")  # Retrying, and the attempt's steps, stored late
     backend.enqueue("normal", {"n": 2})
-    history = _history_when_printed(cli_env, tail.ids)
+    history = history_when_printed(cli_env, tail.ids)
     shown = [(row["activity_id"], row["event_type"]) for _, row in tail.lines]
     for step in ("Enqueued", "Dequeued", "Started", "Completed", "ResultStored"):
         assert (str(done), step) in shown
@@ -318,7 +306,7 @@ def test_hosts_whose_clock_runs_10_s_behind_beside_normal_ones(backend, cli_env,
         assert worker.wait(120) == 0, worker.stderr.read() if worker.stderr else ""
         if worker.stderr:
             worker.stderr.close()
-    history = _history_when_printed(cli_env, tail.ids)
+    history = history_when_printed(cli_env, tail.ids)
     by = {row.get("worker_id") for row in history}
     assert {"skewed", "normal"} <= by, by
     missing, repeated = tail_account(tail.ids(), [row["id"] for row in history])
@@ -344,7 +332,7 @@ def test_large_enqueue_batch_while_the_tail_is_killed_and_resumed(backend, cli_e
     assert producer.wait(180) == 0, producer.stderr.read() if producer.stderr else ""
     if producer.stderr:
         producer.stderr.close()
-    history = _history_when_printed(
+    history = history_when_printed(
         cli_env, lambda: {*first.ids(), *second.ids()})
     assert len(history) == 600 and {row["event_type"] for row in history} == {"Enqueued"}
     ages = repeats_within(first, killed_at, [row for _, row in second.lines])

@@ -233,8 +233,8 @@ class EventStream:
     Events come from two places (docs/design.md, "Events"): the events
     collection (steps that are stored) and the activities collection (steps
     its fields prove, see derived.py). Each source is read in the order of
-    the time an event became visible (`ingested_at` for stored events, the
-    step's own time for derived ones) with a bounded batch; the sources are
+    the events' positions, stamped by the server (`ingested_at` for stored
+    events, the step's own time for derived ones) with a bounded batch; the sources are
     merged up to the earliest point where a batch was cut off, so the merged
     order holds across batches.
 

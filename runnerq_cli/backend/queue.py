@@ -67,8 +67,10 @@ DUPLICATE_KEY = 11000
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 CLAIM_ORDER = [("priority", -1), ("created_at", 1)]
-# What a claim returns: the activity without the bookkeeping of earlier attempts.
-CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0}
+# What a claim returns: the activity without the bookkeeping of earlier attempts, nor the
+# lease fields the claim itself just wrote (the claimer knows them: fewer bytes back).
+CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
+                    "status": 0, "worker_id": 0, "lease_id": 0, "lease_deadline": 0}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
 
@@ -335,6 +337,9 @@ class ActivityQueue:
                 return_document=ReturnDocument.AFTER)
             if doc is None:
                 break
+            stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
+            doc.update(status=Status.PROCESSING.value, worker_id=worker_id, lease_id=lease_id,
+                       lease_deadline=stored_deadline)  # as written (BSON dates: milliseconds)
             claim = Claim(Activity.from_doc(doc), lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:

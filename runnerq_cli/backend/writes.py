@@ -98,10 +98,12 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
         statements: list[Statement] = []
         for doc in chunk:
             guard = {"_id": doc["_id"], field: None}  # never matches a document we wrote
+            # (the insert takes `_id` from the guard: not sent twice)
             if doc.get(field) is not None:
-                statements.append((guard, {"$setOnInsert": doc}, True))
+                statements.append((guard, {"$setOnInsert": {
+                    k: v for k, v in doc.items() if k != "_id"}}, True))
             else:
-                fields = {k: v for k, v in doc.items() if k != field}
+                fields = {k: v for k, v in doc.items() if k not in (field, "_id")}
                 when = stamp(clock, now, field)
                 update = {"$setOnInsert": {**fields, **when.get("$set", {})}}
                 if "$currentDate" in when:

@@ -338,8 +338,8 @@ class ActivityQueue:
             if doc is None:
                 break
             stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
-            doc.update(status=Status.PROCESSING.value, worker_id=worker_id, lease_id=lease_id,
-                       lease_deadline=stored_deadline)  # as written (BSON dates: milliseconds)
+            doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
+                   "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
             claim = Claim(Activity.from_doc(doc), lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:

@@ -24,7 +24,7 @@ an event behind a tail's window. Events are therefore copied with guarded
 upserts (`{_id, ingested_at: null}`, `$setOnInsert` and
 `$currentDate: {ingested_at}`): a replay finds the event there, collides on
 `_id` and changes nothing. Activities are inserted the same way
-(`insert_activities`, `created_at` stamped by the server). A backend built
+(`stamped_inserts`, `created_at` stamped by the server). A backend built
 with a clock of its own (tests, simulations) stamps with that clock instead.
 
 A crash between any two of these leaves the outbox in place; the reaper's

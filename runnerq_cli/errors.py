@@ -28,6 +28,7 @@ class ExitCode(IntEnum):
     WAIT_TIMEOUT = 13  # wait: the activity was not terminal in time
     NO_RESULT = 14  # result: the activity has no result (yet)
     ADDRESS_IN_USE = 15  # metrics serve: the host/port to listen on is taken
+    CHECKPOINT_CONFLICT = 16  # a claim's success repeated with a different result (API users)
     WORKER_ERRORS = 20  # worker --burst --fail-on-error: some activity failed
     WORKER_SHUTDOWN_TIMEOUT = 21  # worker: running work was released at shutdown
     INTERRUPTED = 130  # a second signal stopped the process at once
@@ -65,6 +66,16 @@ class ClaimLost(RunnerQError):
     """
 
     exit_code = ExitCode.CLAIM_LOST
+
+
+class CheckpointConflict(RunnerQError):
+    """RunnerQ's `checkpoint_conflict`: the same claim acknowledged its success again with
+    a different result. The first result stays; nothing was changed.
+
+    Not a lost claim: the claim did complete the activity, only the repeat disagrees.
+    """
+
+    exit_code = ExitCode.CHECKPOINT_CONFLICT
 
 
 class DuplicateActivity(RunnerQError):

@@ -117,3 +117,62 @@ def repeats_within(first: TailProcess, killed_at: float, resumed: list[dict]) ->
     """How long before the kill each event printed again on resume had first arrived."""
     arrived = {row["id"]: at for at, row in first.lines}
     return [killed_at - arrived[row["id"]] for row in resumed if row["id"] in arrived]
+
+
+class LaggingClock:
+    """A backend clock that says a time `lag` seconds old: a writer that chose its time and
+    then stalled that long before its write landed (or a host whose clock runs behind).
+    `server_stamps` keeps the server stamping positions, as on the default clock
+    (writes.server_stamps)."""
+
+    server_stamps = True
+
+    def __init__(self, lag: float) -> None:
+        self.lag = lag
+
+    def __call__(self):
+        from datetime import timedelta
+
+        from runnerq_cli.backend.context import utc_now
+
+        return utc_now() - timedelta(seconds=self.lag)
+
+
+def faketime_prefix(offset: str) -> list[str]:
+    """`faketime -f OFFSET` (Debian's faketime package) where installed, else [] (the
+    caller skips)."""
+    import shutil
+
+    found = shutil.which("faketime")
+    return [found, "-f", offset] if found else []
+
+
+def tail_account(live: list[str], history: list[str]) -> tuple[int, int]:
+    """(missing, repeated): events of the full history the live tail did not print, and
+    lines it printed more than once (or that are not in the history)."""
+    from collections import Counter
+
+    printed, wanted = Counter(live), Counter(history)
+    missing = sum((wanted - printed).values())
+    repeated = sum((printed - wanted).values())
+    return missing, repeated
+
+
+def history_when_printed(env: dict[str, str], printed, timeout: float = 120,
+                         quiet: float = 2.0) -> list[dict]:
+    """The full history (`tail events --no-follow`), once the live tail(s) printed as many
+    lines as it holds. `printed()` gives what they printed; the history is read only when
+    that stopped growing for `quiet` seconds (reading it is heavy on a loaded server)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen, changed = len(printed()), time.monotonic()
+        while time.monotonic() - changed < quiet:
+            assert time.monotonic() < deadline, "the live tail did not catch up in time"
+            time.sleep(0.1)
+            if len(printed()) != seen:
+                seen, changed = len(printed()), time.monotonic()
+        history = tail_no_follow(env)
+        if seen >= len(history) > 0:
+            return history
+        assert time.monotonic() < deadline, (
+            f"the live tail printed {seen} of {len(history)} events")

@@ -255,15 +255,15 @@ def test_progress_bar_stays_off_pipes(backend: RunnerQ, run_cli_subprocess: Any)
 
 def test_enqueue_many_of_any_length_writes_in_chunks(
         counted: tuple[QueueContext, Commands], monkeypatch: pytest.MonkeyPatch) -> None:
-    from runnerq_cli.backend import queue as queue_module
+    from runnerq_cli.backend import writes
     from runnerq_cli.backend.queue import ActivityQueue, ActivitySpec
 
     ctx, commands = counted
-    monkeypatch.setattr(queue_module, "ENQUEUE_CHUNK", 10)  # 25 activities: 3 chunks
+    monkeypatch.setattr(writes, "INSERT_CHUNK", 10)  # 25 activities: 3 chunks
     commands.take()
     results = ActivityQueue(ctx).enqueue_many([ActivitySpec("job", {"n": n})
                                                for n in range(25)])
-    assert commands.take() == ["insert"] * 3
+    assert commands.take() == ["update"] * 3  # stamped inserts are upserts
     assert [r.created for r in results] == [True] * 25  # type: ignore[union-attr]
     stored = {d["_id"]: d["payload"]["n"] for d in ctx.activities.find()}
     assert [stored[r.activity_id] for r in results] == list(range(25))  # type: ignore[union-attr]

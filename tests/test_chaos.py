@@ -137,7 +137,9 @@ def run_chaos(backend: RunnerQ, env: dict[str, str], tmp_path: Path, procs: list
     wait_for(lambda: count(backend, Status.COMPLETED) == activities,
              timeout=max(1.0, deadline - (time.monotonic() - started)),
              what="every activity completed")
-    for proc in live:
+    for proc in live:  # a replacement still starting up has no SIGTERM handler yet
+        wait_for(lambda proc=proc: "worker started" in proc.log, timeout=30,
+                 what="the replacement worker to start")
         proc.proc.send_signal(signal.SIGTERM)
     for proc in live:
         assert proc.wait(60) == 0, proc.log

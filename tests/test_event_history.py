@@ -310,3 +310,18 @@ def test_the_enqueue_step_does_not_change_while_a_later_write_waits_in_the_outbo
     third, _ = drained(queue, cursor)
     kinds = [e.event_type for e in first + second + third if e.activity_id == aid]
     assert kinds == ["Enqueued", "Dequeued", "Started", "Retrying"]
+
+
+def test_a_missing_previous_scheduled_at_means_none(queue: RunnerQ, clock) -> None:
+    """Another program that omits a null `previous_scheduled_at` (details omit absent
+    values) in its Requeued: a pending activity that was never delayed at enqueue and still
+    carries a `scheduled_at` reads as Enqueued, not Scheduled."""
+    aid = queue.enqueue("job", {}).activity_id
+    acts, events = queue.collections.activities, queue.collections.events
+    later = clock() + timedelta(seconds=30)
+    acts.update_one({"_id": aid}, {"$set": {"status": "pending", "scheduled_at": later}})
+    for kind, detail in (("Requeued", {"reason": "lease_expired", "attempt": 1}),):
+        events.insert_one({"_id": ObjectId(), "activity_id": aid, "activity_type": "job",
+                           "timestamp": clock(), "event_type": kind, "worker_id": "other",
+                           "detail": detail, "ingested_at": clock()})
+    assert [e.event_type for e in queue.get_activity_events(aid)][-1] == "Enqueued"

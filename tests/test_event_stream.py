@@ -264,3 +264,126 @@ def test_a_cursor_that_would_inflate_without_bound_is_refused():
                          "s": [["x", 10**30]]}).encode()
     with pytest.raises(InvalidArgument):
         EventCursor.decode("ec" + base64.urlsafe_b64encode(zlib.compress(absurd)).decode())
+
+
+# ------------------------------------- positions stamped by the server (issue 18)
+
+
+def test_a_cursor_of_the_previous_version_resumes(queue, clock):
+    """A version-2 cursor (high-water mark `t`, ids within 2 s behind it) still resumes:
+    its window becomes the mark, its ids are not printed again."""
+    import base64
+    import zlib
+
+    a = insert_event(queue, clock())
+    b = insert_event(queue, clock() + timedelta(milliseconds=10))
+    old = {"v": 2, "t": (clock() + timedelta(milliseconds=10)).isoformat(), "f": None,
+           "s": [[str(a), -10], [str(b), 0]]}
+    text = "ec" + base64.urlsafe_b64encode(zlib.compress(json.dumps(old).encode())).decode()
+    cursor = EventCursor.decode(text)
+    assert cursor.mark == clock() + timedelta(milliseconds=10) - timedelta(seconds=2)
+    c = insert_event(queue, clock() + timedelta(milliseconds=20))
+    assert [e.id for e in drain(queue, cursor)[0]] == [c]
+
+
+def test_a_cursor_of_a_newer_version_is_refused_with_a_clear_message():
+    import base64
+    import zlib
+
+    raw = zlib.compress(json.dumps({"v": 9, "m": "2026-01-01T00:00:00+00:00"}).encode())
+    with pytest.raises(InvalidArgument, match="newer version"):
+        EventCursor.decode("ec" + base64.urlsafe_b64encode(raw).decode())
+
+
+def test_a_position_from_a_clock_running_ahead_does_not_hide_later_events(queue, clock):
+    """A foreign writer stamping an hour ahead: the mark stays behind the server's clock,
+    so events positioned now are still delivered."""
+    ahead = insert_event(queue, clock() + timedelta(hours=1))
+    events, cursor = drain(queue)
+    assert [e.id for e in events] == [ahead]
+    now = insert_event(queue, clock())
+    assert [e.id for e in drain(queue, EventCursor.decode(cursor.encode()))[0]] == [now]
+
+
+def test_positions_are_the_servers_whatever_the_writers_clock(backend, settings):
+    """A writer whose clock is 30 s behind (or that chose its time 30 s before its write
+    landed): created_at, started_at, completed_at and a stored event's ingested_at are the
+    server's time of the write, so a tail following by position sees them now."""
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.events import server_time
+    from tests.chaos_support import LaggingClock
+
+    stalled = RunnerQ(settings, clock=LaggingClock(30))
+    cols = backend.collections
+    before = server_time(cols.events)
+    aid = stalled.enqueue("late", {}).activity_id
+    [claim] = stalled.dequeue("w")
+    stalled.ack_success(claim, 1)
+    failing = stalled.enqueue("late", {}, max_retries=3).activity_id
+    stalled.ack_failure(stalled.dequeue("w")[0], "boom")
+    doc = cols.activities.find_one({"_id": aid})
+    for name in ("created_at", "started_at", "completed_at"):
+        assert doc[name] >= before - timedelta(seconds=1), name
+    stored = list(cols.events.find({"activity_id": failing}))
+    assert stored and all(e["ingested_at"] >= before - timedelta(seconds=1) for e in stored)
+    retrying = next(e for e in stored if e["event_type"] == "Retrying")
+    assert retrying["timestamp"] < before - timedelta(seconds=25)  # its own (client) time
+
+
+def test_started_reads_the_same_live_and_in_history(queue, clock):
+    """One event, one content: the live tail's Started (while running) equals the one the
+    history shows after the attempt ended, both derived and materialized."""
+    aid = queue.enqueue("a", {}, max_retries=3, retry_delay_seconds=0).activity_id
+    claim = queue.dequeue("w")[0]
+    live = {e.id: e for e in drain(queue)[0] if e.event_type == "Started"}
+    assert [e.detail for e in live.values()] == [{"attempt": 1}]
+    queue.ack_failure(claim, "boom")  # materializes the attempt's steps
+    clock.advance(2)
+    queue.ack_success(queue.dequeue("w")[0], "ok")
+    history = [e for e in queue.get_activity_events(aid) if e.event_type == "Started"]
+    again = {e.id: e for e in history}
+    for event_id, event in live.items():
+        assert again[event_id] == event
+    tail = [e for e in drain(queue)[0] if e.event_type == "Started"]
+    assert sorted(tail, key=lambda e: str(e.id)) == sorted(history, key=lambda e: str(e.id))
+
+
+def test_cursor_file_journal_after_the_snapshot():
+    from runnerq_cli.cli.cursorfile import journal_line, read_cursor_file
+
+    when = EventCursor().mark + timedelta(days=20000, milliseconds=5)
+    text = "ecSNAPSHOT\n" + journal_line("a1", when).decode() + "+b2 17"  # cut short
+    snapshot, entries = read_cursor_file(text)
+    assert snapshot == "ecSNAPSHOT" and entries == [("a1", when)]
+
+
+def test_change_stream_tail_sees_a_lagging_writers_enqueue_on_nx(nx_server):
+    """The change-stream path (nx-27017): an enqueue by a writer whose clock is 30 s
+    behind is delivered, positioned by the server's stamp."""
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.config import Settings
+    from tests.chaos_support import LaggingClock
+
+    settings = Settings(uri=nx_server, database="rq_nx_lag", queue="nx")
+    writer = RunnerQ(settings, clock=LaggingClock(30))
+    reader = RunnerQ(settings)
+    stream = reader.event_stream(mode="change-stream", cursor=reader.event_cursor_at_end(),
+                                 poll_interval=0.05)
+    seen: list = []
+
+    def consume():
+        for event in stream:
+            seen.append(event)
+            if len(seen) == 2:
+                stream.stop()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    try:
+        writer.enqueue("lagging", {"n": 1})
+        writer.enqueue("lagging", {"n": 2})
+        thread.join(timeout=30)
+    finally:
+        stream.stop()
+    assert not thread.is_alive() and stream.mode == "change-stream"
+    assert [e.event_type for e in seen] == ["Enqueued", "Enqueued"]

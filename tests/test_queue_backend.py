@@ -11,7 +11,7 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import AckOutcome, Priority, Status
 from runnerq_cli.backend.queue import ActivitySpec
-from runnerq_cli.errors import ClaimLost, InvalidArgument, NotFound
+from runnerq_cli.errors import CheckpointConflict, ClaimLost, ExitCode, InvalidArgument, NotFound
 
 
 def raw(queue: RunnerQ, activity_id: uuid.UUID) -> dict:
@@ -178,8 +178,14 @@ def test_acking_twice_is_harmless_and_answers_the_same(queue: RunnerQ) -> None:
     claim = queue.dequeue("w")[0]
     assert queue.ack_success(claim, {"n": 1}) is AckOutcome.COMPLETED
     assert queue.ack_success(claim, {"n": 1}) is AckOutcome.COMPLETED  # says the same
-    with pytest.raises(ClaimLost):  # says something else: refused, never dropped silently
+    # Says something else: RunnerQ's checkpoint_conflict (not a lost claim), never dropped
+    # silently, and the first value stays.
+    with pytest.raises(CheckpointConflict) as conflict:
         queue.ack_success(claim, {"n": 2})
+    assert not isinstance(conflict.value, ClaimLost)
+    assert conflict.value.exit_code is ExitCode.CHECKPOINT_CONFLICT == 16
+    [answer] = queue.activities.ack_success_many([(claim, {"n": 3})])  # the batch path too
+    assert isinstance(answer, CheckpointConflict)
     with pytest.raises(ClaimLost):
         queue.ack_failure(claim, "late failure")
     assert queue.get_result(claim.activity_id).data == {"n": 1}
@@ -483,13 +489,13 @@ def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
     queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(24)])
     claims = queue.dequeue("w", limit=24)
     stale = claims[-1]
-    queue.ack_success(stale, "first")  # its repeats below say something else: lost
+    queue.ack_success(stale, "first")  # its repeat below says something else: a conflict
     answers: dict[int, object] = {}
 
     def ack(i: int) -> None:
         try:
             answers[i] = queue.ack_success(claims[i], "again" if claims[i] is stale else i)
-        except ClaimLost as exc:
+        except (ClaimLost, CheckpointConflict) as exc:
             answers[i] = exc
 
     threads = [threading.Thread(target=ack, args=(i,)) for i in range(len(claims))]
@@ -497,7 +503,7 @@ def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert isinstance(answers.pop(len(claims) - 1), ClaimLost)
+    assert isinstance(answers.pop(len(claims) - 1), CheckpointConflict)
     assert set(answers.values()) == {AckOutcome.COMPLETED}
     for i, claim in enumerate(claims[:-1]):
         assert queue.get_result(claim.activity_id).data == i

@@ -35,6 +35,7 @@ from bson import ObjectId
 from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import EventType, to_jsonable
+from runnerq_cli.backend.writes import insert_stamped
 from runnerq_cli.errors import InvalidArgument
 
 OPERATOR = "operator"
@@ -244,11 +245,11 @@ class AuditLog:
                 "started_at": now, "updated_at": now,
                 **{k: to_storable(v) for k, v in intent.items()}}
         doc = {"_id": ObjectId(), "activity_id": None, "activity_type": None,
-               "timestamp": now, "ingested_at": now, "event_type": event_type,
-               "worker_id": OPERATOR,
+               "timestamp": now, "event_type": event_type, "worker_id": OPERATOR,
                "detail": {k: v for k, v in body.items() if v is not None}}
-        self._ctx.events.insert_one(doc)
-        return AuditRun(self, doc)
+        # ingested_at: the server's time of the insert, a tail's position (design.md).
+        insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
+        return AuditRun(self, {**doc, "ingested_at": now})
 
     def record_action(self, action: str, ids: Iterable[uuid.UUID | str] = (), *,
                       reason: str | None = None, actor: str | None = None,
@@ -268,11 +269,11 @@ class AuditLog:
         if len(id_list) > AUDIT_IDS_MAX:
             body["ids_truncated"] = True
         doc = {"_id": ObjectId(), "activity_id": None, "activity_type": None,
-               "timestamp": now, "ingested_at": now, "event_type": event_type,
-               "worker_id": OPERATOR,
+               "timestamp": now, "event_type": event_type, "worker_id": OPERATOR,
                "detail": {k: v for k, v in body.items() if v is not None}}
-        self._ctx.events.insert_one(doc)
-        return doc
+        # ingested_at: the server's time of the insert, a tail's position (design.md).
+        insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
+        return {**doc, "ingested_at": now}
 
     def audit(self, *, since: datetime | None = None, actor: str | None = None,
               action: str | None = None, limit: int = 100) -> list[AuditEntry]:

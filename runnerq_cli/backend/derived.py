@@ -41,7 +41,7 @@ LIFECYCLE_RANK = {name: rank for rank, name in enumerate((
 # Fields a reader of the activities collection needs to derive its events.
 DERIVE_FIELDS = {"_id": 1, "activity_type": 1, "priority": 1, "status": 1, "created_at": 1,
                  "scheduled_at": 1, "started_at": 1, "completed_at": 1, "worker_id": 1,
-                 "last_worker_id": 1, "lease_deadline": 1, "retry_count": 1}
+                 "last_worker_id": 1, "retry_count": 1}
 # Stored events whose detail keeps a value that a later write overwrote.
 _PREVIOUS_PRIORITY = ("PriorityChanged",)
 _PREVIOUS_SCHEDULE = ("Rescheduled", "RunNow", "Retrying", "Requeued", "Retried", "Redriven")
@@ -94,10 +94,13 @@ def attempt_events(activity_id: Any, activity_type: str | None, started_at: date
     Stored by the write that clears `started_at` (see the module docstring);
     `ingested_at` is the attempt's start, so a tail that already showed the
     derived step does not show it again, and one catching up finds it in order.
+    Exactly what `derive` gives for the attempt (one event reads the same wherever
+    it is read): so `lease_deadline` is not kept (it is accepted for callers that
+    have it; `LeaseExtended` and the reaper's `Requeued` carry deadlines).
     """
+    del lease_deadline  # a Started step carries none (see above)
     doc = {"_id": activity_id, "activity_type": activity_type}
-    started = _event(doc, EventType.STARTED.value, started_at, worker_id, attempt=attempt,
-                     lease_deadline=lease_deadline)
+    started = _event(doc, EventType.STARTED.value, started_at, worker_id, attempt=attempt)
     dequeued = _event(doc, EventType.DEQUEUED.value, started_at, worker_id, attempt=attempt)
     for event in (dequeued, started):
         event.pop("derived")
@@ -116,11 +119,17 @@ def _original(doc: dict[str, Any], stored: Iterable[dict[str, Any]]) -> tuple[An
         if not priority_found and kind in _PREVIOUS_PRIORITY and "old_priority" in detail:
             priority, priority_found = detail["old_priority"], True
         if not schedule_found and kind in _PREVIOUS_SCHEDULE and (
-                "previous_scheduled_at" in detail or kind in ("RunNow", "Rescheduled")):
-            # RunNow and Rescheduled always had it (absent: there was none); the others
-            # carry it (possibly null) since this version: absent there means unknown.
+                "previous_scheduled_at" in detail or not _from_version_0_1(event)):
+            # Absent means there was none (writers may omit a null), except in a
+            # Retrying/Requeued of 0.1, which never carried it: unknown there.
             scheduled_at, schedule_found = detail.get("previous_scheduled_at"), True
     return priority, scheduled_at
+
+
+def _from_version_0_1(event: dict[str, Any]) -> bool:
+    """A Retrying or Requeued stored by 0.1: it has no `attempt` in its detail."""
+    return event.get("event_type") in ("Retrying", "Requeued") and \
+        "attempt" not in (event.get("detail") or {})
 
 
 def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
@@ -144,11 +153,11 @@ def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[d
     status = doc.get("status")
     if started is not None:
         worker = doc.get("worker_id") or doc.get("last_worker_id")
-        deadline = doc.get("lease_deadline") if status == Status.PROCESSING.value else None
         attempt = int(doc.get("retry_count") or 0) + 1
+        # No lease_deadline: it changes (extensions) and goes when the attempt ends, and one
+        # event must read the same in a live tail and in the history afterwards.
         out.append(_event(doc, EventType.DEQUEUED.value, started, worker, attempt=attempt))
-        out.append(_event(doc, EventType.STARTED.value, started, worker, attempt=attempt,
-                          lease_deadline=deadline))
+        out.append(_event(doc, EventType.STARTED.value, started, worker, attempt=attempt))
     completed = doc.get("completed_at")
     if status == Status.COMPLETED.value and completed is not None:
         worker = doc.get("last_worker_id") or doc.get("worker_id")

@@ -404,15 +404,16 @@ class DeadLetters:
         return set()
 
     def _insert_activities(self, docs: list[dict[str, Any]]) -> dict[uuid.UUID, str]:
-        """Insert the copies (one insert_many); returns the refused ones with the reason."""
+        """Insert the copies as the queue's enqueue does (stamped by the server, so a tail
+        positions their Enqueued events by the write); returns the refused ones."""
+        from runnerq_cli.backend.writes import stamped_inserts
+
         if not docs:
             return {}
-        try:
-            self._ctx.activities.insert_many(docs, ordered=False)
-        except BulkWriteError as exc:
-            return {docs[e["index"]]["_id"]: str(e.get("errmsg", "rejected"))
-                    for e in exc.details.get("writeErrors", [])}
-        return {}
+        errors = stamped_inserts(self._ctx.activities, docs, "created_at", self._ctx.clock,
+                                 self._ctx.clock())
+        return {docs[index]["_id"]: str(error.get("errmsg", "rejected"))
+                for index, error in errors.items()}
 
     def _enqueue_one(self, item: ImportLine, spec: ActivitySpec) -> ImportOutcome:
         """A line whose key must change holder: the queue's own keyed enqueue."""

@@ -3,24 +3,29 @@
 Both paths share one resumable position, `EventCursor`, so a consumer can
 stop, switch mode or reconnect without losing or repeating an event.
 
-Position. Events are read in the order they became visible: by
-`ingested_at` (when the outbox flush wrote them), not by the event's own
-`timestamp`, so events copied late (a buffered flush, a crash repair) are
-still seen after the cursor. Two writers may stamp `ingested_at` out of
-order by a little (clock skew, a slow insert), so every read re-reads the
-last `settle` seconds before the high-water mark and skips the ids already
-delivered there: the cursor keeps those ids. An event made visible more than
-`settle` seconds behind the high-water mark is the one case not delivered;
-`settle` bounds the clock skew and flush latency tolerated (default 2 s).
+Position. Every event is read by a *position* the server assigned when the
+write that made it visible was applied (docs/design.md, "Following
+events"): `created_at`, `started_at` and `completed_at` of the activity for
+derived steps, `ingested_at` for stored events. The writers let the server
+stamp them (`$currentDate`, writes.py), so no client's clock or stall moves
+them. What is left is the server's own time to apply one write: a write
+stamped at server time p becomes visible a little after p (at most the
+duration of its command). So every read re-reads from the cursor's *mark*,
+`settle` seconds (default 5 s) behind the newest position delivered and
+never ahead of the server's clock, and skips the ids already delivered
+there: the cursor keeps those ids. An event visible within `settle` of its
+position is delivered exactly once, late if other events with later
+positions were delivered before it became visible.
 
 `--since T` is exact on the event's own time: the cursor carries a floor,
 and only events with `timestamp >= T` are delivered (scanning from
-`T - settle` by `ingested_at`, so skewed stamps are still found).
+`T - SINCE_MARGIN` by position, so a stored event whose writer's clock ran
+ahead of the server's is still found).
 
-Change streams: the stream is opened first, then the history is read by
-polling; an event inserted in between arrives twice and the cursor's ids
-drop the repeat. After that each insert arrives once, in insertion order.
-On a connection error either path waits and resumes from the cursor.
+Change streams: the stream is a wake-up: when the watched collection
+changes, the polling path reads, so both modes deliver the same events in
+the same order. On a connection error either path waits and resumes from
+the cursor.
 """
 
 from __future__ import annotations
@@ -44,9 +49,13 @@ from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.models import Event, MalformedDocument, Status
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
-DEFAULT_SETTLE_SECONDS = 2.0
+log = logging.getLogger(__name__)
+
+DEFAULT_SETTLE_SECONDS = 5.0
+V2_SETTLE_SECONDS = 2.0  # the window cursors of version 2 were written with
+SINCE_MARGIN = timedelta(seconds=60)  # --since scans this far back by position
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-CURSOR_VERSION = 2
+CURSOR_VERSION = 3
 CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
 # What the derived source reads of an activity (and its outbox's events, rarely present).
 PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
@@ -62,32 +71,56 @@ def _stamp(event: Event) -> datetime:
     return event.ingested_at or event.timestamp or EPOCH
 
 
+def server_time(collection: Collection) -> datetime | None:
+    """The server's clock (`hello.localTime`), or None where a server does not say."""
+    reply = collection.database.command("hello", codec_options=collection.codec_options)
+    value = reply.get("localTime")
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 @dataclass
 class EventCursor:
-    """Where a consumer is: the high-water mark of delivered events (`ingested_at`),
-    the ids delivered within the settle window behind it, and an optional floor
-    on the event time (`--since`)."""
+    """Where a consumer is: the *mark* (every event positioned before it was delivered),
+    the ids delivered at or after it with their positions, and an optional floor on the
+    event time (`--since`).
 
-    ingested_at: datetime = EPOCH
+    `delivered` counts the events handed over through this object (not encoded): the
+    cursor file tells by it which position was printed last.
+    """
+
+    mark: datetime = EPOCH
     seen: dict[str, datetime] = field(default_factory=dict)
     floor: datetime | None = None
+    delivered: int = 0
 
-    def advance(self, event: Event, settle: float) -> None:
-        stamp = _stamp(event)
-        self.seen[str(event.id)] = stamp
-        if stamp > self.ingested_at:
-            self.ingested_at = stamp
-        horizon = self.ingested_at - timedelta(seconds=settle)
-        for key in [k for k, v in self.seen.items() if v < horizon]:
+    @property
+    def ingested_at(self) -> datetime:
+        """The newest position delivered (the mark when none is kept)."""
+        return max(self.seen.values(), default=self.mark)
+
+    def advance(self, event: Event, settle: float | None = None) -> None:
+        """Record `event` as delivered (the mark moves only after a whole read)."""
+        self.seen[str(event.id)] = _stamp(event)
+        self.delivered += 1
+
+    def move_mark(self, to: datetime) -> None:
+        """Everything positioned before `to` is delivered: forget those ids."""
+        if to <= self.mark:
+            return
+        self.mark = to
+        for key in [k for k, v in self.seen.items() if v < to]:
             del self.seen[key]
 
-    def window_start(self, settle: float) -> datetime:
-        return self.ingested_at - timedelta(seconds=settle)
+    def copy(self) -> EventCursor:
+        seen = dict(self.seen)  # one step under the GIL: never a half-updated dict
+        return EventCursor(self.mark, seen, self.floor, self.delivered)
 
     def encode(self) -> str:
         """An opaque, URL-safe text (compressed: the ids share prefixes)."""
-        base = self.ingested_at
-        data = {"v": CURSOR_VERSION, "t": base.isoformat(),
+        base = self.mark
+        data = {"v": CURSOR_VERSION, "m": base.isoformat(),
                 "f": self.floor.isoformat() if self.floor else None,
                 "s": [[k, round((v - base).total_seconds() * 1000)] for k, v in self.seen.items()]}
         raw = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
@@ -95,6 +128,7 @@ class EventCursor:
 
     @classmethod
     def decode(cls, text: str) -> EventCursor:
+        """A cursor of this version, or of version 2 (its window becomes the mark)."""
         value = (text or "").strip()
         try:
             if not value.startswith("ec"):
@@ -106,15 +140,29 @@ class EventCursor:
             if inflate.unconsumed_tail:  # a cursor never holds this much: a bomb, or junk
                 raise ValueError("too large")
             data = json.loads(raw)
-            if data.get("v") != CURSOR_VERSION:
+            version = data.get("v")
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, zlib.error):
+            raise InvalidArgument(f"invalid event cursor {value[:40]!r}") from None
+        if isinstance(version, int) and not isinstance(version, bool) and \
+                version > CURSOR_VERSION:
+            raise InvalidArgument(f"event cursor of a newer version ({version}) than this "
+                                  f"runnerq-mongo reads ({CURSOR_VERSION}): upgrade, or start "
+                                  "again with --since")
+        try:
+            if version == CURSOR_VERSION:
+                base = datetime.fromisoformat(data["m"])
+                mark = base
+            elif version == 2:  # ids within 2 s behind the high-water mark `t`
+                base = datetime.fromisoformat(data["t"])
+                mark = base - timedelta(seconds=V2_SETTLE_SECONDS)
+            else:
                 raise ValueError("version")
-            base = datetime.fromisoformat(data["t"])
             floor = datetime.fromisoformat(data["f"]) if data.get("f") else None
             seen = {str(k): base + timedelta(milliseconds=int(ms)) for k, ms in data["s"]}
-            if base.tzinfo is None:
+            if base.tzinfo is None or (floor is not None and floor.tzinfo is None):
                 raise ValueError("naive time")
-            return cls(base, seen, floor)
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError, zlib.error):
+            return cls(mark, seen, floor)
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
             raise InvalidArgument(f"invalid event cursor {value[:40]!r}") from None
 
     @classmethod
@@ -122,27 +170,20 @@ class EventCursor:
         """Every event whose own `timestamp` is at or after `since`, then all new ones."""
         if since.tzinfo is None:
             since = since.replace(tzinfo=UTC)
-        return cls(ingested_at=since, floor=since)
+        return cls(mark=since - SINCE_MARGIN, floor=since)
 
     @classmethod
-    def at_end(cls, events: Collection, activities: Collection | None = None) -> EventCursor:
-        """After the newest event (follow only what happens from now on)."""
-        newest = [doc["ingested_at"] for doc in events.find(
-            {"ingested_at": {"$exists": True}}, {"ingested_at": 1},
-            sort=[("ingested_at", -1), ("_id", -1)], limit=1)]
-        if activities is not None:
-            for name in ("created_at", "started_at", "completed_at"):
-                newest += [doc[name] for doc in activities.find(
-                    {name: {"$exists": True}}, {name: 1}, sort=[(name, -1)], limit=1)]
-        cursor = cls()
-        if newest:
-            cursor.ingested_at = max(newest)
-            # Everything already in the settle window counts as delivered.
-            window = EventStream(events, activities=activities, cursor=cls(cursor.ingested_at),
-                                 follow=False)
-            for event in window._catch_up():
-                cursor.seen[str(event.id)] = _stamp(event)
-            cursor.ingested_at = max(cursor.ingested_at, window.cursor.ingested_at)
+    def at_end(cls, events: Collection, activities: Collection | None = None,
+               settle: float = DEFAULT_SETTLE_SECONDS) -> EventCursor:
+        """After what is visible now (follow only what happens from now on): the window
+        behind the server's clock is read and counted as delivered."""
+        now = server_time(events) or datetime.now(UTC)
+        window = EventStream(events, activities=activities, follow=False, settle=settle,
+                             cursor=cls(mark=now - timedelta(seconds=settle)))
+        for _ in window._catch_up():
+            pass
+        cursor = window.cursor
+        cursor.delivered = 0
         return cursor
 
 
@@ -192,8 +233,8 @@ class EventStream:
     Events come from two places (docs/design.md, "Events"): the events
     collection (steps that are stored) and the activities collection (steps
     its fields prove, see derived.py). Each source is read in the order of
-    the time an event became visible (`ingested_at` for stored events, the
-    step's own time for derived ones) with a bounded batch; the sources are
+    the events' positions, stamped by the server (`ingested_at` for stored
+    events, the step's own time for derived ones) with a bounded batch; the sources are
     merged up to the earliest point where a batch was cut off, so the merged
     order holds across batches.
 
@@ -282,8 +323,8 @@ class EventStream:
             return None
         if str(event.id) in self.cursor.seen:
             return None
-        if _stamp(event) < self.cursor.window_start(self.settle):
-            return None  # behind the window: delivered before (see the module docstring)
+        if _stamp(event) < self.cursor.mark:
+            return None  # behind the mark: delivered before (see the module docstring)
         floor = self.cursor.floor
         if floor is not None and event.timestamp is not None and event.timestamp < floor:
             return None
@@ -370,10 +411,34 @@ class EventStream:
                                 "activity_type": doc.get("activity_type"), "_stamp": stamp})
         return out
 
+    def _now(self) -> datetime | None:
+        """The server's clock, which caps the mark (a position from a clock running ahead
+        must not push the mark past what the server stamps now)."""
+        try:
+            return server_time(self._events)
+        except ConnectionFailure:
+            raise
+        except PyMongoError as exc:  # a server without `hello`: the positions alone
+            log.debug("no server time: %s", exc)
+            return None
+
+    def _move_mark(self, now: datetime | None, horizon: datetime | None) -> None:
+        """After a read: what is positioned more than `settle` behind the newest delivered
+        position (and behind the server's clock, and before a cut-off batch's horizon)
+        was all visible to this read, so it is delivered."""
+        newest = self.cursor.ingested_at
+        if now is not None:
+            newest = min(newest, now)
+        mark = newest - timedelta(seconds=self.settle)
+        if horizon is not None:
+            mark = min(mark, horizon)
+        self.cursor.move_mark(mark)
+
     def _catch_up(self) -> Iterator[Event]:
-        """Every event after the cursor, in the order they became visible, until none is left."""
+        """Every event after the cursor, in the order of their positions, until none is left."""
         while not self._stopped:
-            start = self.cursor.window_start(self.settle)
+            now = self._now()  # before reading: all the read sees was stamped before it
+            start = self.cursor.mark
             limit = self.batch_size + len(self.cursor.seen)
             stored, stored_cut = self._stored_source(start, limit)
             derived, derived_cut = self._derived_source(start, limit)
@@ -399,6 +464,7 @@ class EventStream:
                 if event is not None:
                     fresh += 1
                     yield event
+            self._move_mark(now, min(cuts) if cuts else None)
             if not cuts or not fresh:
                 return
 

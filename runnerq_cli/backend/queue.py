@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import DuplicateKeyError
 
 from runnerq_cli import values
 from runnerq_cli.backend import queries
@@ -40,8 +40,16 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.statements import Statement, update_statements
-from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
+from runnerq_cli.backend.writes import (
+    insert_stamped,
+    merge_updates,
+    new_event,
+    outbox_update,
+    stamp,
+    stamped_inserts,
+)
 from runnerq_cli.errors import (
+    CheckpointConflict,
     ClaimLost,
     DuplicateActivity,
     IdempotencyConflict,
@@ -57,11 +65,12 @@ ACTIVITY_TYPE_MAX = 200
 # younger, its enqueue may still be inserting the activity.
 ORPHAN_KEY_GRACE = timedelta(seconds=60)
 DUPLICATE_KEY = 11000
-ENQUEUE_CHUNK = 500  # activities per insert_many of enqueue_many
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
-# What a claim returns: the activity without the bookkeeping of earlier attempts.
-CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0}
+# What a claim returns: the activity without the bookkeeping of earlier attempts, nor the
+# lease fields the claim itself just wrote (the claimer knows them: fewer bytes back).
+CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
+                    "status": 0, "worker_id": 0, "lease_id": 0, "lease_deadline": 0}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
 
@@ -140,16 +149,21 @@ class ActivityQueue:
         spec = activity_type if isinstance(activity_type, ActivitySpec) else ActivitySpec(
             activity_type, payload if payload is not None else {}, **options)
         if spec.idempotency_key is None:
-            doc = self._new_document(spec, uuid.uuid4(), self._ctx.clock())
-            self._ctx.activities.insert_one(doc)
-            return EnqueueResult(doc["_id"], True, doc["status"])
+            return self._insert(spec, uuid.uuid4())
         return self._enqueue_idempotent(spec)
+
+    def _insert(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
+        """One activity, `created_at` stamped by the server (writes.stamped_inserts)."""
+        now = self._ctx.clock()
+        doc = self._new_document(spec, activity_id, now)
+        insert_stamped(self._ctx.activities, doc, "created_at", self._ctx.clock, now)
+        return EnqueueResult(activity_id, True, doc["status"])
 
     def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
         """Enqueue many in few round trips; one entry per spec, an exception where it failed.
 
-        Specs without an idempotency key go in one `insert_many`; keyed ones
-        take the idempotent path one by one (they need the key's answer).
+        Specs without an idempotency key go in few commands (writes.stamped_inserts);
+        keyed ones take the idempotent path one by one (they need the key's answer).
         """
         out: list[EnqueueResult | Exception | None] = [None] * len(specs)
         now = self._ctx.clock()
@@ -164,24 +178,20 @@ class ActivityQueue:
                     out[index] = exc
         if plain:
             docs = [doc for _, doc in plain]
-            failed: dict[int, Exception] = {}
-            # Any length: written ENQUEUE_CHUNK at a time (one insert_many each), so a
-            # long list never becomes one command a slow server times out on.
-            for start in range(0, len(docs), ENQUEUE_CHUNK):
-                try:
-                    self._ctx.activities.insert_many(docs[start:start + ENQUEUE_CHUNK],
-                                                     ordered=False)
-                except BulkWriteError as exc:
-                    for error in exc.details.get("writeErrors", []):
-                        failed[start + error["index"]] = InvalidArgument(
-                            error.get("errmsg", "rejected"))
+            # Any length: stamped_inserts writes INSERT_CHUNK at a time, so a long list
+            # never becomes one command a slow server times out on.
+            failed: dict[int, Exception] = {
+                position: InvalidArgument(error.get("errmsg", "rejected"))
+                for position, error in stamped_inserts(self._ctx.activities, docs, "created_at",
+                                                       self._ctx.clock, now).items()}
             for position, (index, doc) in enumerate(plain):
                 out[index] = failed.get(position) or EnqueueResult(doc["_id"], True, doc["status"])
         return [r for r in out if r is not None]
 
     def _new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
                       now: datetime) -> dict[str, Any]:
-        # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py).
+        # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py),
+        # which the insert stamps (writes.stamped_inserts): it is not in the document here.
         due = spec.due_at(now)
         status = Status.SCHEDULED if due else Status.PENDING
         doc: dict[str, Any] = {
@@ -190,7 +200,6 @@ class ActivityQueue:
             "payload": dict(spec.payload),
             "priority": int(spec.priority),
             "status": status.value,
-            "created_at": now,
             "retry_count": 0,
             "max_retries": spec.max_retries,
             "timeout_seconds": spec.timeout_seconds,
@@ -288,9 +297,7 @@ class ActivityQueue:
                                   "try again")
 
     def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
-        doc = self._new_document(spec, activity_id, self._ctx.clock())
-        self._ctx.activities.insert_one(doc)
-        return EnqueueResult(activity_id, True, doc["status"])
+        return self._insert(spec, activity_id)
 
     # ------------------------------------------------------------------ claim
 
@@ -315,16 +322,21 @@ class ActivityQueue:
             now = self._ctx.clock()
             lease_id = uuid.uuid4().hex
             deadline = now + lease
-            # No event is stored: Dequeued/Started are derived from started_at (derived.py).
+            # No event is stored: Dequeued/Started are derived from started_at (derived.py),
+            # stamped by the server as the claim lands (a tail reads by it).
             doc = self._ctx.activities.find_one_and_update(
-                claimable.filter,
-                {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                          "lease_id": lease_id, "lease_deadline": deadline, "started_at": now},
-                 "$inc": {"claims": 1}},
+                claimable.filter, merge_updates(
+                    {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                              "lease_id": lease_id, "lease_deadline": deadline},
+                     "$inc": {"claims": 1}},
+                    stamp(self._ctx.clock, now, "started_at")),
                 projection=CLAIM_PROJECTION, sort=claimable.sort_list,
                 return_document=ReturnDocument.AFTER)
             if doc is None:
                 break
+            stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
+            doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
+                   "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
             claim = Claim(Activity.from_doc(doc), lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:
@@ -363,11 +375,13 @@ class ActivityQueue:
         todo = [i for i in range(len(acks)) if answers[i] is None]
         if not todo:
             return [a for a in answers if a is not None]
-        updates: list[Statement] = [(_held_by(acks[i][0]), {
-            "$set": {"status": Status.COMPLETED.value, "completed_at": now,
+        # completed_at is stamped by the server as the update lands (a tail reads by it).
+        updates: list[Statement] = [(_held_by(acks[i][0]), merge_updates({
+            "$set": {"status": Status.COMPLETED.value,
                      "last_lease_id": acks[i][0].lease_id, "last_worker_id": acks[i][0].worker_id,
                      "last_outcome": AckOutcome.COMPLETED.value},
-            "$unset": LEASE_FIELDS}, False) for i in todo]
+            "$unset": LEASE_FIELDS}, stamp(self._ctx.clock, now, "completed_at")), False)
+            for i in todo]
         matched = update_statements(self._ctx.activities, updates)[0]
         for i in todo:
             if matched == len(todo):
@@ -403,10 +417,12 @@ class ActivityQueue:
             for i in held:
                 claim, result = acks[i]
                 doc = stored.get(claim.activity_id) or {}
-                # The same claim saying the same again is a repeat; anything else lost.
-                if doc.get("lease_id") != claim.lease_id or not _same_value(doc.get("data"),
-                                                                             result):
+                # The same claim saying the same again is a repeat, saying something else
+                # a checkpoint conflict (the first value stays); another claim's: lost.
+                if doc.get("lease_id") != claim.lease_id:
                     refused[i] = _claim_lost(claim)
+                elif not _same_value(doc.get("data"), result):
+                    refused[i] = _checkpoint_conflict(claim)
         return refused
 
     def ack_failure(self, claim: Claim, error: str, *, retryable: bool = True) -> AckOutcome:
@@ -480,9 +496,10 @@ class ActivityQueue:
     def _repeat_or_lost(self, claim: Claim, outcome: AckOutcome, result: Any) -> AckOutcome:
         """A repeated ack of the same claim answers as the first did, if it says the same.
 
-        The same outcome (and for a success the same result) is harmless;
-        anything else, or a claim that was never acknowledged, is a lost claim:
-        never silently dropped.
+        The same outcome (and for a success the same result) is harmless; a
+        success repeated with another result is a checkpoint conflict (the
+        first result stays); anything else, or a claim that was never
+        acknowledged, is a lost claim: never silently dropped.
         """
         done = self._ctx.activities.find_one(
             {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
@@ -493,6 +510,8 @@ class ActivityQueue:
                     {"_id": claim.activity_id, "lease_id": claim.lease_id}, {"data": 1})
                 if stored is not None and _same_value(stored.get("data"), result):
                     return first
+                if stored is not None:
+                    raise _checkpoint_conflict(claim)
             elif first is not AckOutcome.COMPLETED and outcome is not AckOutcome.COMPLETED:
                 return first
         raise _claim_lost(claim)
@@ -625,6 +644,11 @@ def _held_by(claim: Claim) -> dict[str, Any]:
 def _claim_lost(claim: Claim) -> ClaimLost:
     return ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
                      f"{claim.lease_id}")
+
+
+def _checkpoint_conflict(claim: Claim) -> CheckpointConflict:
+    return CheckpointConflict(f"checkpoint conflict: activity {claim.activity_id} was already "
+                              f"completed by lease {claim.lease_id} with another result")
 
 
 def _lease_seconds(asked: float | None, default: float) -> float:

@@ -17,6 +17,16 @@ and copied out afterwards by `OutboxWriter.flush`:
        (`seq` restarts at 1 after a clear, so `since` tells a newer outbox with
        the same `seq` apart: a late flush of an old snapshot must not clear it).
 
+Positions (docs/design.md, "Following events"): the times a tail reads by
+are stamped by the server as it applies the write (`$currentDate`), never
+by the client, so a stalled writer or a host whose clock is off cannot put
+an event behind a tail's window. Events are therefore copied with guarded
+upserts (`{_id, ingested_at: null}`, `$setOnInsert` and
+`$currentDate: {ingested_at}`): a replay finds the event there, collides on
+`_id` and changes nothing. Activities are inserted the same way
+(`stamped_inserts`, `created_at` stamped by the server). A backend built
+with a clock of its own (tests, simulations) stamps with that clock instead.
+
 A crash between any two of these leaves the outbox in place; the reaper's
 `repair_outboxes` flushes outboxes older than a grace period. So nothing is
 lost and nothing is written twice, on any server, without a replica set.
@@ -37,8 +47,73 @@ from pymongo.errors import BulkWriteError
 
 from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.queries import stale_outboxes
+from runnerq_cli.backend.statements import Statement, update_statements
 
 DUPLICATE_KEY = 11000
+# Activities per insert command: the server stamps one command's documents with one time
+# and they become visible when it ends, so a command must stay well within a tail's settle
+# window (5 s) even on a slow server (the dev server: about 1.5 s for 50 under load).
+INSERT_CHUNK = 50
+
+
+def server_stamps(clock: Callable[[], datetime]) -> bool:
+    """Whether the server stamps positions: yes on the default clock, or a clock that says
+    so (`clock.server_stamps = True`); a clock of the caller's own (tests) stamps itself."""
+    from runnerq_cli.backend.context import utc_now
+
+    return bool(getattr(clock, "server_stamps", clock is utc_now))
+
+
+def stamp(clock: Callable[[], datetime], now: datetime, *fields: str) -> dict[str, Any]:
+    """Update operators that set `fields` to the time of the write: the server's
+    (`$currentDate`), or `now` of a clock of the caller's own."""
+    if server_stamps(clock):
+        return {"$currentDate": dict.fromkeys(fields, True)}
+    return {"$set": dict.fromkeys(fields, now)}
+
+
+def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
+                   clock: Callable[[], datetime], now: datetime) -> None:
+    """`stamped_inserts` of one document (without `field`), raising its write error."""
+    from pymongo.errors import WriteError
+
+    errors = stamped_inserts(collection, [doc], field, clock, now)
+    if errors:
+        error = errors[0]
+        raise WriteError(error.get("errmsg", "rejected"), error.get("code"), error)
+
+
+def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: str,
+                    clock: Callable[[], datetime], now: datetime,
+                    ) -> dict[int, dict[str, Any]]:
+    """Insert `docs` (each with its `_id`) with `field` stamped at the write (see `stamp`;
+    a document that carries `field` keeps it), in commands of at most INSERT_CHUNK.
+
+    A document already there (a repeat of this insert, after a network error) collides
+    on `_id` and is left as it is: it counts as inserted. Returns the other write errors
+    by the index in `docs`.
+    """
+    errors: dict[int, dict[str, Any]] = {}
+    for offset in range(0, len(docs), INSERT_CHUNK):
+        chunk = docs[offset:offset + INSERT_CHUNK]
+        statements: list[Statement] = []
+        for doc in chunk:
+            guard = {"_id": doc["_id"], field: None}  # never matches a document we wrote
+            # (the insert takes `_id` from the guard: not sent twice)
+            if doc.get(field) is not None:
+                statements.append((guard, {"$setOnInsert": {
+                    k: v for k, v in doc.items() if k != "_id"}}, True))
+            else:
+                fields = {k: v for k, v in doc.items() if k not in (field, "_id")}
+                when = stamp(clock, now, field)
+                update = {"$setOnInsert": {**fields, **when.get("$set", {})}}
+                if "$currentDate" in when:
+                    update["$currentDate"] = when["$currentDate"]
+                statements.append((guard, update, True))
+        for error in update_statements(collection, statements)[1]:
+            if error.get("code") != DUPLICATE_KEY:
+                errors[offset + error["index"]] = error
+    return errors
 
 
 def new_event(activity_id: Any, activity_type: str | None, event_type: str, now: datetime,
@@ -162,8 +237,7 @@ class OutboxWriter:
                 # which also covers events built before the claim knew the activity.
                 # A step stored after the fact (derived.attempt_events) keeps its own time.
                 events.append({**event, "activity_id": doc["_id"],
-                               "activity_type": doc.get("activity_type"),
-                               "ingested_at": event.get("ingested_at") or now})
+                               "activity_type": doc.get("activity_type")})
             if box.get("result") is not None:
                 result = {"_id": doc["_id"], "activity_id": doc["_id"], **box["result"]}
                 # Never over a newer claim's result (a later attempt's success).
@@ -177,7 +251,7 @@ class OutboxWriter:
             clears.setdefault((box.get("seq"), box.get("since")), []).append(doc["_id"])
         # Order matters: copies first, the clear last (see the module docstring).
         if events:
-            self._insert_events(events)
+            self._insert_events(events, now)
         if results:
             self._ignore_duplicates(self._results.bulk_write, results)
         if dead_letters:
@@ -211,9 +285,12 @@ class OutboxWriter:
                 and stored[doc["_id"]].get("seq") == doc["outbox"].get("seq")
                 and stored[doc["_id"]].get("since") == doc["outbox"].get("since")]
 
-    def _insert_events(self, events: list[dict[str, Any]]) -> None:
-        # Events already copied by an earlier (interrupted) flush: fine.
-        self._ignore_duplicates(self._events.insert_many, events)
+    def _insert_events(self, events: list[dict[str, Any]], now: datetime) -> None:
+        """Insert with `ingested_at` stamped by the server (a materialized step keeps its
+        own); events already copied by an earlier (interrupted) flush stay as they are."""
+        errors = stamped_inserts(self._events, events, "ingested_at", self._clock, now)
+        if errors:
+            raise BulkWriteError({"writeErrors": list(errors.values()), "nInserted": 0})
 
     @staticmethod
     def _ignore_duplicates(write: Callable[..., Any], operations: list[Any]) -> None:

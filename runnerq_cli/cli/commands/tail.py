@@ -2,9 +2,9 @@
 
 The position is an opaque cursor (backend/events.py): printed on stderr at
 exit (`cursor: ...`) and/or kept in `--cursor-file`; `--resume` continues
-from it with no event lost or repeated. The file is kept within 0.1 s of the
-output by a timer (cli/cursorfile.py), so a tail killed by SIGKILL repeats at
-most 0.2 s of events on resume, idle or not.
+from it with no event lost or repeated. The file records each event as its
+line goes out (cli/cursorfile.py), so a tail killed by SIGKILL prints again
+on resume at most the one event it was printing at the kill, idle or not.
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def tail_events(
                                 help="Keep following (default), or print what exists and exit."),
     output: OutputFormat = output_option(),
     poll_interval: float = typer.Option(0.5, "--poll-interval", hidden=True),
-    settle: float = typer.Option(2.0, "--settle", hidden=True,
-                                 help="Seconds of clock skew / flush latency tolerated."),
+    settle: float = typer.Option(5.0, "--settle", hidden=True,  # events.DEFAULT_SETTLE_SECONDS
+                                 help="Seconds a write may take on the server between its "
+                                      "stamp and becoming visible."),
     max_events: int = typer.Option(0, "--max-events", hidden=True, min=0, max=10**9,
                                    help="Stop after this many events (tests, scripts)."),
 ) -> None:
@@ -165,7 +166,13 @@ def _start_cursor(backend: Any, resume: str | None, cursor_file: str | None,
     if resume:
         cursor = _decode_cursor(resume, "--resume")
     elif cursor_file and os.path.exists(cursor_file):
-        cursor = _decode_cursor(_read_cursor_file(cursor_file), "--cursor-file")
+        from runnerq_cli.cli.cursorfile import read_cursor_file
+
+        snapshot, journal = read_cursor_file(_read_cursor_file(cursor_file))
+        cursor = _decode_cursor(snapshot, "--cursor-file")
+        for event_id, position in journal:  # printed after the snapshot was written
+            if position >= cursor.mark:
+                cursor.seen[event_id] = position
     elif start is not None:
         cursor = EventCursor.starting_at(start)
     backend.ping()
@@ -210,7 +217,7 @@ def _print_events(backend: Any, stream: Any, output: OutputFormat, cursor_file: 
                 else:
                     print_jsonl(event_record(event))
                 if saver and gathered is None:  # -o json prints (and saves) at the end
-                    saver.printed()
+                    saver.printed(event)  # flushed, and recorded in the file's journal
             count += 1
             if saver:
                 saver.check()

@@ -59,8 +59,10 @@ def insert_activities(ctx: QueueContext, count: int, status: str = "pending",
     now = ctx.clock()
     docs = []
     for index in range(count):
+        created = now - timedelta(seconds=count - index)
         doc = queue._new_document(ActivitySpec(activity_type, {"n": index}), uuid.uuid4(),
-                                  now - timedelta(seconds=count - index))
+                                  created)
+        doc["created_at"] = created  # inserted directly, not stamped by an enqueue
         if status in ("failed", "dead_letter"):
             doc.update(status=status, completed_at=now, last_error="boom",
                        last_outcome=status, retry_count=1 if status == "failed" else 3)

@@ -75,7 +75,7 @@ def run_soak(backend, env: dict[str, str], tmp_path: Path, *, batches: int, size
                 timeout=120)
             assert proc.returncode == 0, proc.stderr
         total = batches * size
-        acts = backend.collections.activities
+        acts = backend.context.activities
         wait_for(lambda: acts.count_documents({"status": {"$in": list(TERMINAL)}}) == total,
                  timeout=max(1.0, deadline - (time.monotonic() - started)),
                  what="every activity finished", every=0.5)

@@ -317,7 +317,7 @@ def test_a_missing_previous_scheduled_at_means_none(queue: RunnerQ, clock) -> No
     values) in its Requeued: a pending activity that was never delayed at enqueue and still
     carries a `scheduled_at` reads as Enqueued, not Scheduled."""
     aid = queue.enqueue("job", {}).activity_id
-    acts, events = queue.collections.activities, queue.collections.events
+    acts, events = queue.context.activities, queue.context.events
     later = clock() + timedelta(seconds=30)
     acts.update_one({"_id": aid}, {"$set": {"status": "pending", "scheduled_at": later}})
     for kind, detail in (("Requeued", {"reason": "lease_expired", "attempt": 1}),):

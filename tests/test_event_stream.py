@@ -314,7 +314,7 @@ def test_positions_are_the_servers_whatever_the_writers_clock(backend, settings)
     from tests.chaos_support import LaggingClock
 
     stalled = RunnerQ(settings, clock=LaggingClock(30))
-    cols = backend.collections
+    cols = backend.context
     before = server_time(cols.events)
     aid = stalled.enqueue("late", {}).activity_id
     [claim] = stalled.dequeue("w")

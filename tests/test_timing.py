@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runnerq_cli import values
-from runnerq_cli.backend import diagnose, indexes, metrics, workers
+from runnerq_cli.backend import checks, indexes, metrics, workers
 from runnerq_cli.backend.timing import TIMING, TimingPolicy
 from runnerq_cli.cli.commands.inspect import workers_cmd
 from runnerq_cli.worker import engine
@@ -87,9 +87,9 @@ def test_the_docs_state_the_policys_numbers(doc, pattern, expected, scale):
 
 def test_the_code_reads_its_timings_from_the_policy():
     assert TIMING.worker_stale_after == workers.DEFAULT_STALE_AFTER
-    assert TIMING.worker_stale_after == diagnose.STALE_AFTER
-    assert TIMING.lease_overdue == diagnose.LEASE_GRACE
-    assert TIMING.outbox_overdue == diagnose.OUTBOX_MAX_AGE
+    assert TIMING.worker_stale_after == checks.STALE_AFTER
+    assert TIMING.lease_overdue == checks.LEASE_GRACE
+    assert TIMING.outbox_overdue == checks.OUTBOX_MAX_AGE
     assert metrics.MetricsOptions().stale_after == TIMING.worker_stale_after
     assert metrics.StatsOptions().stale_after == TIMING.worker_stale_after
     assert TIMING.registry_ttl == indexes.WORKER_REGISTRY_TTL

@@ -24,7 +24,7 @@ from typing import Any
 
 from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.models import EventType, to_jsonable
+from runnerq_cli.backend.models import EventType, display_time, to_jsonable
 from runnerq_cli.errors import InvalidArgument
 
 PAUSE_ID = "pause"
@@ -77,7 +77,7 @@ class PauseState:
         what = "the whole queue" if self.all else "types " + ", ".join(self.types)
         text = f"paused: {what}"
         if self.at is not None:
-            text += f" since {to_jsonable(self.at)}"
+            text += f" since {display_time(self.at)}"
         if self.actor:
             text += f" by {self.actor}"
         if self.reason:

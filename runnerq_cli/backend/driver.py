@@ -305,8 +305,8 @@ class Database:
         answer: Document = self._boundary.call(lambda: admin.command(command, value, **kwargs))
         return answer
 
-    def list_collection_names(self) -> list[str]:
-        return self._boundary.call(self._db.list_collection_names)
+    def list_collection_names(self, *, filter: Mapping[str, Any] | None = None) -> list[str]:
+        return self._boundary.call(self._db.list_collection_names, filter=filter)
 
     def create_collection(self, name: str) -> None:
         self._boundary.call(self._db.create_collection, name)

@@ -46,10 +46,9 @@ def _in(seconds: float) -> str:
 
 
 def _when(value: datetime | None) -> str:
-    # The CLI's one text time format (cli/timefmt.py, docs/cli.md): UTC to the millisecond.
-    if value is None:
-        return "?"
-    return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    from runnerq_cli.backend.models import display_time
+
+    return display_time(value)
 
 
 

@@ -386,6 +386,14 @@ class DeadLetterRecord:
                 "failed_at": to_jsonable(self.failed_at)}
 
 
+def display_time(value: datetime | None) -> str:
+    """A time in sentences for people: the CLI's one text format (UTC to the millisecond,
+    docs/cli.md "Output conventions"), "?" when unknown."""
+    if value is None:
+        return "?"
+    return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
 def to_jsonable(value: Any) -> Any:
     """Dates to ISO-8601 (UTC), UUIDs and ObjectIds to strings, recursively."""
     if isinstance(value, datetime):

@@ -48,18 +48,19 @@ def test_exact_counts_and_schema(mix, run_cli):
     assert snap["schema"] == SCHEMA
     assert set(snap) == {"schema", "queue", "generated_at", "total", "by_status", "by_priority",
                          "by_type", "oldest_pending", "throughput", "latency", "workers",
-                         "pause"}
+                         "pause", "estimated", "history", "malformed"}
+    assert snap["estimated"] == ["completed", "total"]
+    assert snap["history"] is None and snap["malformed"] == []
     assert snap["pause"] == {"paused": False, "all": False, "types": [], "reason": None,
                              "actor": None, "at": None}
     assert snap["by_status"] == {"pending": 2, "scheduled": 1, "processing": 1, "completed": 2,
                                  "failed": 1, "dead_letter": 1, "cancelled": 0}
     assert snap["total"] == 8
     assert snap["by_priority"]["critical"] == {"failed": 1, "dead_letter": 1}
-    assert snap["by_priority"]["high"] == {"completed": 2, "pending": 1}
+    assert snap["by_priority"]["high"] == {"pending": 1}  # completed: estimated, not by priority
     assert snap["by_priority"]["low"] == {"pending": 1}
     assert next(iter(snap["by_priority"])) == "critical"
-    assert snap["by_type"]["a"] == {"completed": 2, "processing": 1, "pending": 1,
-                                    "scheduled": 1}
+    assert snap["by_type"]["a"] == {"processing": 1, "pending": 1, "scheduled": 1}
     assert snap["by_type"]["b"] == {"failed": 1, "dead_letter": 1, "pending": 1}
     assert snap["oldest_pending"]["age_seconds"] >= 0
     tp = snap["throughput"]

@@ -204,8 +204,7 @@ class RunnerQ:
         from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
 
         options = MetricsOptions(window_seconds=window_seconds)
-        workers = self.registry.list_workers(options.stale_after)
-        return metrics_sample(self._ctx, workers, queue_pause(self) is not None, options)
+        return metrics_sample(self._ctx, queue_pause(self) is not None, options)
 
     @contextmanager
     def buffered_outbox(self, size: int = 64, *, drain: bool = True) -> Iterator[None]:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.errors import ExitCode
 from runnerq_cli.exposition import QueueCollector, registry_for
+from tests.test_stats_reads import default_signals
 from tests.waiting import LineReader
 
 FAMILIES = {
@@ -161,7 +162,8 @@ class Served:
     def __init__(self, env: dict[str, str], *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "runnerq_cli", "metrics", "serve", "--port", "0", *args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
         try:
             first = LineReader(self.proc.stdout).readline(timeout=60)
         except AssertionError:

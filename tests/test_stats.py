@@ -11,6 +11,7 @@ from runnerq_cli.backend.metrics import CHECK_NAMES, SCHEMA
 from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.stats_checks import evaluate, parse_check
+from tests.test_stats_reads import default_signals
 from tests.waiting import LineReader
 
 
@@ -97,7 +98,7 @@ def test_title_keeps_its_timestamp_on_one_line_on_a_terminal(queue, cli_env):
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats"],
                             env={**cli_env, "COLUMNS": "200"}, stdout=slave, stderr=slave,
-                            stdin=slave, close_fds=True)
+                            stdin=slave, close_fds=True, preexec_fn=default_signals)
     os.close(slave)
     output = b""
     try:
@@ -153,7 +154,8 @@ def test_watch_refreshes_and_shows_deltas(queue, cli_env, run_cli):
     queue.enqueue("a", {})
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats", "--watch",
                              "--interval", "0.2s"], env=cli_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
     try:
         lines = LineReader(proc.stdout)
         lines.wait_for(lambda line: "refresh 2" in line, timeout=60,
@@ -186,7 +188,7 @@ def test_watch_on_a_terminal_redraws_and_ctrl_c_exits_0(queue, cli_env):
     env = {k: v for k, v in cli_env.items() if k != "NO_COLOR"}
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats", "--watch",
                              "--interval", "0.3s"], env=env, stdout=slave, stderr=slave,
-                            stdin=slave, close_fds=True)
+                            stdin=slave, close_fds=True, preexec_fn=default_signals)
     os.close(slave)
     output = b""
     try:

@@ -131,7 +131,7 @@ def require_queues(db: Any, database: str, wanted: list[str]) -> list[str]:
 
 def queue_summary(rq: RunnerQ, stale_after: float = STALE_AFTER) -> dict[str, Any]:
     """One queue at a glance: counts by status, oldest pending, workers, paused."""
-    from runnerq_cli.backend.metrics import counts, oldest_pending
+    from runnerq_cli.backend.metrics import ESTIMATED, counts, oldest_pending
 
     now = _now(rq)
     by_status, _ = counts(rq.collections)
@@ -142,6 +142,7 @@ def queue_summary(rq: RunnerQ, stale_after: float = STALE_AFTER) -> dict[str, An
         "queue": rq.queue,
         "total": sum(by_status.values()),
         "by_status": by_status,
+        "estimated": list(ESTIMATED),  # completed and total: metrics.counts
         "oldest_pending_age_seconds": oldest["age_seconds"] if oldest else None,
         "workers": {"live": len(live), "stale": len(workers) - len(live),
                     "in_flight": sum(w.in_flight for w in live)},

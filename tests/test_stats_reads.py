@@ -66,6 +66,10 @@ def hostile(queue: RunnerQ) -> RunnerQ:
                             "reason": "disk [/] full \x1b[2Jcleared abc\u202edcba",
                             "actor": "mallory\nforged line", "at": queue.collections.clock()},
         upsert=True)
+    # A worker entry with a hostile id and a malformed in_flight: listed among the malformed.
+    queue.collections.workers.insert_one({"_id": "w [/] \x1b[2Jcleared abc\u202edcba",
+                                          "in_flight": "x",
+                                          "last_heartbeat": queue.collections.clock()})
     return queue
 
 
@@ -83,6 +87,8 @@ def test_hostile_strings_are_shown_as_text(hostile, run_cli, args) -> None:
     assert "\x1b]8;" not in out
     assert "mallory\\nforged line" in out
     assert_inert(out)
+    if args == ("stats",):
+        assert "malformed" in out and "w [/] \\x1b[2Jcleared" in out  # the worker id
     if "--by" in args or "--since" in args or "--watch" in args:
         assert "[link=htt" in out.split("paused")[0]  # the type, in a table
 

@@ -27,7 +27,7 @@ _runnerq_mongo_node() {
         "stats")
             cmds=''
             flags='-w --watch -h --help'
-            valopts='--by --check --interval --window --throughput-minutes -o --output' ;;
+            valopts='--by --check --interval --window --throughput-minutes --since -o --output' ;;
         "list")
             cmds=''
             flags='-h --help'
@@ -241,6 +241,8 @@ _runnerq_mongo_values() {
         "stats|--window")
             kind=none; choices='' ;;
         "stats|--throughput-minutes")
+            kind=none; choices='' ;;
+        "stats|--since")
             kind=none; choices='' ;;
         "stats|-o"|"stats|--output")
             kind=choice; choices='text json jsonl openmetrics' ;;

@@ -6,9 +6,14 @@ WSGI server): nothing here writes the format by hand. Imported only by
 never load it.
 
 The numbers come from `RunnerQ.metrics_sample` (backend/metrics.py): one
-bounded set of indexed queries per queue. A scrape younger than
-`min_interval` is answered from the previous one, so many scrapers (or a
-scraper with a short interval) do not multiply the load on the server.
+bounded set of indexed queries per queue, whose cost does not grow with the
+finished history kept. `runnerq_activities` holds the exact counts; completed
+activities, which are not counted one by one, are the estimate
+`runnerq_activities_estimated`. A scrape younger than `min_interval` is
+answered from the previous one, so many scrapers (or a scraper with a short
+interval) do not multiply the load on the server. Each queue is queried on its
+own: one that fails is `runnerq_scrape_success{queue=...} 0` and leaves the
+others' metrics whole.
 """
 
 from __future__ import annotations
@@ -32,8 +37,17 @@ def families(samples: list[dict[str, Any]]) -> list[Metric]:
     """Metric families (HELP and TYPE each) for the samples of one or more queues."""
     window = str(int(samples[0]["window_seconds"])) if samples else "300"
     activities = GaugeMetricFamily(
-        "runnerq_activities", "Activities by queue, status, priority and activity type.",
+        "runnerq_activities", "Activities by queue, status, priority and activity type: exact "
+        "counts of pending, scheduled, processing, failed, dead_letter and cancelled.",
         labels=["queue", "status", "priority", "type"])
+    estimated = GaugeMetricFamily(
+        "runnerq_activities_estimated",
+        "Completed activities, estimated: the collection's document count (metadata) minus "
+        "the exact counts of runnerq_activities.", labels=["queue", "status"])
+    malformed = GaugeMetricFamily(
+        "runnerq_malformed_documents",
+        "Malformed documents the last query met and skipped (a date that is not a date, "
+        "a number that is not a number).", labels=["queue"])
     oldest = GaugeMetricFamily(
         "runnerq_oldest_pending_age_seconds",
         "Age of the oldest pending activity (0 when nothing is pending).", labels=["queue"])
@@ -60,6 +74,9 @@ def families(samples: list[dict[str, Any]]) -> list[Metric]:
         for row in sample["activities"]:
             activities.add_metric([queue, row["status"], row["priority"], row["type"]],
                                   row["count"])
+        for status, count in sample["estimated"].items():
+            estimated.add_metric([queue, status], count)
+        malformed.add_metric([queue], sample.get("malformed", 0))
         oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
         for status, count in sample["finished"].items():
             finished.add_metric([queue, status, window], count)
@@ -75,7 +92,18 @@ def families(samples: list[dict[str, Any]]) -> list[Metric]:
         workers.add_metric([queue, "stale"], sample["workers"]["stale"])
         in_flight.add_metric([queue], sample["workers"]["in_flight"])
         paused.add_metric([queue], 1.0 if sample["paused"] else 0.0)
-    return [activities, oldest, finished, waits, runs, workers, in_flight, paused]
+    return [activities, estimated, oldest, finished, waits, runs, workers, in_flight, paused,
+            malformed]
+
+
+def _scrape_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    up = GaugeMetricFamily(
+        "runnerq_scrape_success",
+        "1 when the last query of the queue succeeded, else 0 (queue=\"\": the list of "
+        "queues could not be read).", labels=["queue"])
+    took = GaugeMetricFamily("runnerq_scrape_duration_seconds",
+                             "Time the last query of the queues took.")
+    return up, took
 
 
 class QueueCollector(Collector):
@@ -102,27 +130,41 @@ class QueueCollector(Collector):
         self.collections = 0  # how many times the server was queried (tests, logs)
 
     def _take(self) -> list[Metric]:
+        """One query per queue; a queue that fails is reported alone (scrape_success 0)."""
         started = time.perf_counter()
-        ok = 1.0
-        metrics: list[Metric] = []
+        up, took = _scrape_families()
+        samples = []
         try:
-            samples = [self._backend_for(q).metrics_sample(window_seconds=self.window_seconds)
-                       for q in self._queues()]
-            metrics = families(samples)
+            names = self._queues()
         except Exception as exc:
-            ok = 0.0
-            if self._on_error is not None:
-                from runnerq_cli.redaction import redact_uri
-
-                self._on_error(redact_uri(f"{type(exc).__name__}: {exc}")[:300])
+            self._report(exc)
+            names = []
+            up.add_metric([""], 0.0)
+        for name in names:
+            try:
+                samples.append(self._backend_for(name).metrics_sample(
+                    window_seconds=self.window_seconds))
+            except Exception as exc:
+                self._report(exc, name)
+                up.add_metric([name], 0.0)
+            else:
+                up.add_metric([name], 1.0)
         self.collections += 1
-        up = GaugeMetricFamily("runnerq_scrape_success",
-                               "1 when the last query of the queues succeeded, else 0.")
-        up.add_metric([], ok)
-        took = GaugeMetricFamily("runnerq_scrape_duration_seconds",
-                                 "Time the last query of the queues took.")
         took.add_metric([], time.perf_counter() - started)
-        return [*metrics, up, took]
+        return [*families(samples), up, took]
+
+    def _report(self, exc: Exception, queue: str | None = None) -> None:
+        if self._on_error is not None:
+            from runnerq_cli.literal import literal
+            from runnerq_cli.redaction import redact_uri
+
+            where = f"queue {literal(queue)}: " if queue is not None else ""
+            self._on_error(where + literal(redact_uri(f"{type(exc).__name__}: {exc}"))[:300])
+
+    def describe(self) -> Iterator[Metric]:
+        """The families' names, without querying: lets `GET /metrics?name[]=...` pick them."""
+        yield from families([])
+        yield from _scrape_families()
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:  # concurrent scrapes wait for one query, then share it

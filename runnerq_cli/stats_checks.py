@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from runnerq_cli import values
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.literal import literal
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge,
@@ -36,7 +37,7 @@ class Check:
     def describe(self, values: dict[str, float]) -> str:
         actual = values[self.name]
         shown = f"{actual:g}"
-        return f"check failed: {self.text.strip()} (actual {self.name} = {shown})"
+        return f"check failed: {literal(self.text.strip())} (actual {self.name} = {shown})"
 
 
 def parse_check(text: str, known: set[str] | frozenset[str]) -> Check:

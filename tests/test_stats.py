@@ -11,6 +11,7 @@ from runnerq_cli.backend.metrics import CHECK_NAMES, SCHEMA
 from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.errors import ExitCode, InvalidArgument
 from runnerq_cli.stats_checks import evaluate, parse_check
+from tests.test_stats_reads import default_signals
 from tests.waiting import LineReader
 
 
@@ -48,18 +49,19 @@ def test_exact_counts_and_schema(mix, run_cli):
     assert snap["schema"] == SCHEMA
     assert set(snap) == {"schema", "queue", "generated_at", "total", "by_status", "by_priority",
                          "by_type", "oldest_pending", "throughput", "latency", "workers",
-                         "pause"}
+                         "pause", "estimated", "history", "malformed"}
+    assert snap["estimated"] == ["completed", "total"]
+    assert snap["history"] is None and snap["malformed"] == []
     assert snap["pause"] == {"paused": False, "all": False, "types": [], "reason": None,
                              "actor": None, "at": None}
     assert snap["by_status"] == {"pending": 2, "scheduled": 1, "processing": 1, "completed": 2,
                                  "failed": 1, "dead_letter": 1, "cancelled": 0}
     assert snap["total"] == 8
     assert snap["by_priority"]["critical"] == {"failed": 1, "dead_letter": 1}
-    assert snap["by_priority"]["high"] == {"completed": 2, "pending": 1}
+    assert snap["by_priority"]["high"] == {"pending": 1}  # completed: estimated, not by priority
     assert snap["by_priority"]["low"] == {"pending": 1}
     assert next(iter(snap["by_priority"])) == "critical"
-    assert snap["by_type"]["a"] == {"completed": 2, "processing": 1, "pending": 1,
-                                    "scheduled": 1}
+    assert snap["by_type"]["a"] == {"processing": 1, "pending": 1, "scheduled": 1}
     assert snap["by_type"]["b"] == {"failed": 1, "dead_letter": 1, "pending": 1}
     assert snap["oldest_pending"]["age_seconds"] >= 0
     tp = snap["throughput"]
@@ -96,7 +98,7 @@ def test_title_keeps_its_timestamp_on_one_line_on_a_terminal(queue, cli_env):
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats"],
                             env={**cli_env, "COLUMNS": "200"}, stdout=slave, stderr=slave,
-                            stdin=slave, close_fds=True)
+                            stdin=slave, close_fds=True, preexec_fn=default_signals)
     os.close(slave)
     output = b""
     try:
@@ -152,7 +154,8 @@ def test_watch_refreshes_and_shows_deltas(queue, cli_env, run_cli):
     queue.enqueue("a", {})
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats", "--watch",
                              "--interval", "0.2s"], env=cli_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
     try:
         lines = LineReader(proc.stdout)
         lines.wait_for(lambda line: "refresh 2" in line, timeout=60,
@@ -185,7 +188,7 @@ def test_watch_on_a_terminal_redraws_and_ctrl_c_exits_0(queue, cli_env):
     env = {k: v for k, v in cli_env.items() if k != "NO_COLOR"}
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "stats", "--watch",
                              "--interval", "0.3s"], env=env, stdout=slave, stderr=slave,
-                            stdin=slave, close_fds=True)
+                            stdin=slave, close_fds=True, preexec_fn=default_signals)
     os.close(slave)
     output = b""
     try:

@@ -206,8 +206,7 @@ class RunnerQ:
         from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
 
         options = MetricsOptions(window_seconds=window_seconds)
-        workers = self.registry.list_workers(options.stale_after)
-        return metrics_sample(self._ctx, workers, self.control.paused().active, options)
+        return metrics_sample(self._ctx, self.control.paused().active, options)
 
     # activities (queue.ActivityQueue)
 

@@ -9,7 +9,7 @@ from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
-from runnerq_cli.backend.metrics import StatsOptions, counts, snapshot
+from runnerq_cli.backend.metrics import ESTIMATED, StatsOptions, counts, snapshot
 from runnerq_cli.backend.models import (
     Activity,
     DeadLetterRecord,
@@ -52,24 +52,29 @@ class Inspector:
         self._registry = registry
 
     def stats(self) -> dict[str, Any]:
-        """Counts by status and by priority, computed on the server.
+        """Counts by status and by priority, computed on the server (metrics.counts).
 
-        One `$group` over the claim-order index's leading fields; activities
-        are never loaded into the client.
+        Exact but for `completed` (and so `total`), an estimate listed in
+        `estimated`; activities are never loaded into the client.
         """
         by_status, by_priority = counts(self._ctx)
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
-                "by_priority": by_priority, "total": sum(by_status.values())}
+                "by_priority": by_priority, "total": sum(by_status.values()),
+                "estimated": list(ESTIMATED)}
 
     def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
                        latency_window_seconds: float = 900.0,
-                       sample_cap: int = 10_000) -> dict[str, Any]:
-        """The full `stats` snapshot (metrics.py: schema, and what each query costs)."""
+                       sample_cap: int = 10_000,
+                       history_seconds: float | None = None) -> dict[str, Any]:
+        """The full `stats` snapshot (metrics.py: schema, and what each query costs).
+
+        With `history_seconds`, also the per-type history of that window (`--since`,
+        `--watch`): outcomes per bucket and the run time's p50/p95 trend.
+        """
         options = StatsOptions(by_type=by_type, throughput_minutes=throughput_minutes,
                                latency_window_seconds=latency_window_seconds,
-                               sample_cap=sample_cap)
-        workers = self._registry.list_workers(options.stale_after)
-        return snapshot(self._ctx, workers, options)
+                               sample_cap=sample_cap, history_seconds=history_seconds)
+        return snapshot(self._ctx, options)
 
     def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
         offset, limit = _page(offset, limit)

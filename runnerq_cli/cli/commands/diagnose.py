@@ -283,7 +283,12 @@ def metrics_serve(
         raise InvalidArgument(f"cannot listen on {host}:{port}: "
                               f"{exc.strerror or exc}") from None
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def stop_now(*_: object) -> None:
+        stop.set()
+
+    # SIGINT too: started with `&` from a non-interactive shell it is inherited ignored.
+    previous = {sig: signal.signal(sig, stop_now) for sig in (signal.SIGINT, signal.SIGTERM)}
     what = "every queue" if fixed is None else ", ".join(fixed)
     sys.stdout.write(f"serving metrics of {what} on {url}\n")
     sys.stdout.flush()
@@ -293,7 +298,8 @@ def metrics_serve(
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         server.shutdown()
         server.server_close()
 

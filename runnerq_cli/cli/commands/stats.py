@@ -31,6 +31,12 @@ STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "yellow",
                 "cancelled": "magenta"}
 
 
+SPARKS = "▁▂▃▄▅▆▇█"
+ESTIMATE_MARK = "≈"
+HOUR = 3600.0
+TYPE_WIDTH = 12  # the history's type column: the rest of an 80-column line is pictures
+
+
 def _delta(now: int, before: int | None) -> str:
     if before is None or now == before:
         return ""
@@ -45,18 +51,74 @@ def _seconds(value: float | None) -> str:
     return f"{round(value * 1000)}ms" if value < 1 else format_duration(value)
 
 
+def sparkline(values: list[float | None]) -> str:
+    """One character per value, scaled to the largest: blank where there is no value,
+    the lowest bar for 0, at least the second for anything above 0."""
+    top = max((v for v in values if v), default=0)
+
+    def bar(value: float | None) -> str:
+        if value is None:
+            return " "
+        if not value or not top:
+            return SPARKS[0]
+        return SPARKS[1 + round(value / top * (len(SPARKS) - 2))]
+
+    return "".join(bar(v) for v in values)
+
+
+def _latest(values: list[float | None]) -> float | None:
+    return next((v for v in reversed(values) if v is not None), None)
+
+
+def _history_view(history: dict[str, Any]) -> Any:
+    """Per type: outcomes per bucket as a sparkline, and the run time's p50/p95 trend."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from runnerq_cli.literal import rich_text
+    from runnerq_cli.values import format_duration
+
+    since = format_duration(history["since_seconds"])
+    table = Table(box=None, header_style="bold", pad_edge=False, show_edge=False,
+                  title=f"per type, last {since} (oldest left)", title_justify="left")
+    table.add_column("type", max_width=TYPE_WIDTH, no_wrap=True, overflow="ellipsis")
+    table.add_column("finished", no_wrap=True)
+    table.add_column("n", justify="right")
+    table.add_column("fail", justify="right")
+    table.add_column("p50", justify="right")
+    table.add_column("p95", justify="right")
+    table.add_column("p95 trend", no_wrap=True)
+    for name, per in history["by_type"].items():
+        failed = per.get("failed", 0) + per.get("dead_letter", 0)
+        table.add_row(rich_text(name, max_length=TYPE_WIDTH),
+                      Text(sparkline(per["per_bucket"]), style="green"),
+                      str(per.get("completed", 0) + failed), str(failed),
+                      _seconds(_latest(per["run_p50"])), _seconds(_latest(per["run_p95"])),
+                      Text(sparkline(per["run_p95"]), style="yellow"))
+    if not history["by_type"]:
+        table.add_row(Text("(nothing finished)", style="dim"), "", "", "", "", "", "")
+    return table
+
+
 def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
-    """The text view of a snapshot; with `previous`, what changed since (the Δ column)."""
+    """The text view of a snapshot; with `previous`, what changed since (the Δ column).
+
+    Every string from the database (queue, types, priorities, pause reason, actor,
+    ids) is shown as inert text (literal.py); estimates are marked with ≈.
+    """
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
+    from runnerq_cli.literal import literal, rich_text
+
     before = (previous or {}).get("by_status", {})
+    estimated = set(snap.get("estimated") or ())
     statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
         s for s in snap["by_status"] if s not in STATUS_ORDER)
     # The title is its own line: as a table title it would wrap to the narrow table's width.
-    title = Text(f"queue {snap['queue']}  ({snap['generated_at']})", style="bold",
-                 no_wrap=True, overflow="ellipsis")
+    title = Text(f"queue {literal(snap['queue'])}  ({literal(snap['generated_at'])})",
+                 style="bold", no_wrap=True, overflow="ellipsis")
     counts = Table(box=None, header_style="bold", pad_edge=False)
     counts.add_column("status")
     counts.add_column("count", justify="right")
@@ -64,36 +126,50 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
         counts.add_column("Δ", justify="right")
     priorities = list(snap["by_priority"])
     for name in priorities:
-        counts.add_column(name, justify="right", style="dim")
+        counts.add_column(rich_text(name), justify="right", style="dim")
+
+    def shown(status: str, n: int) -> str:
+        return f"{ESTIMATE_MARK}{n}" if status in estimated else str(n)
+
     for status in statuses:
         n = snap["by_status"][status]
-        row = [f"[{STATUS_STYLE.get(status, 'bold')}]{status.replace('_', '-')}[/]", str(n)]
+        row: list[Any] = [rich_text(status.replace("_", "-"),
+                                    style=STATUS_STYLE.get(status, "bold")), shown(status, n)]
         if previous is not None:
             row.append(_delta(n, before.get(status)))
-        row += [str(snap["by_priority"][p].get(status, 0)) for p in priorities]
+        row += ["" if status in estimated else str(snap["by_priority"][p].get(status, 0))
+                for p in priorities]
         counts.add_row(*row)
-    total_row = ["[bold]total[/bold]", str(snap["total"])]
+    total_row = [Text("total", style="bold"), shown("total", snap["total"])]
     if previous is not None:
         total_row.append(_delta(snap["total"], previous.get("total")))
     counts.add_row(*total_row, *[""] * len(priorities))
     parts: list[Any] = [title, counts]
+    if estimated:
+        parts.append(Text(f"{ESTIMATE_MARK} estimate: the collection's count minus the exact "
+                          "counts", style="dim", no_wrap=True, overflow="ellipsis"))
 
     if snap.get("by_type"):
-        types = Table(title="by type", box=None, header_style="bold", title_justify="left",
-                      pad_edge=False)
-        types.add_column("type")
-        for status in STATUS_ORDER:
+        types = Table(title="by type (exact counts)", box=None, header_style="bold",
+                      title_justify="left", pad_edge=False)
+        types.add_column("type", overflow="fold")
+        shown_statuses = [s for s in STATUS_ORDER if s not in estimated]
+        for status in shown_statuses:
             types.add_column(status.replace("_", "-"), justify="right")
         for name, per in snap["by_type"].items():
-            types.add_row(name, *[str(per.get(s, 0)) for s in STATUS_ORDER])
+            types.add_row(rich_text(name), *[str(per.get(s, 0)) for s in shown_statuses])
         parts += [Text(""), types]
+
+    if snap.get("history"):
+        parts += [Text(""), _history_view(snap["history"])]
 
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
     info = Table(box=None, show_header=False, pad_edge=False)
     info.add_column(style="bold")
     info.add_column()
-    info.add_row("oldest pending", f"{_seconds(oldest['age_seconds'])} ({oldest['activity_id']})"
+    info.add_row("oldest pending",
+                 rich_text(f"{_seconds(oldest['age_seconds'])} ({oldest['activity_id']})")
                  if oldest else "-")
     info.add_row(f"throughput ({tp['window_minutes']}m)",
                  f"{tp['completed_per_minute']:g} completed/min, "
@@ -109,12 +185,17 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
                  f"  {workers['stale']} stale  {workers['in_flight']} in flight")
     pause = snap.get("pause") or {}
     if pause.get("paused"):
-        what = "whole queue" if pause.get("all") else "types " + ", ".join(pause["types"])
-        info.add_row("paused", f"[bold yellow]{what}[/] since {pause.get('at')}"
-                     f" by {pause.get('actor') or '?'}"
-                     + (f" ({pause['reason']})" if pause.get("reason") else ""))
+        what = "whole queue" if pause.get("all") else "types " + ", ".join(
+            str(t) for t in pause.get("types") or ())
+        info.add_row("paused", Text.assemble(
+            (literal(what), "bold yellow"),
+            literal(f" since {pause.get('at')} by {pause.get('actor') or '?'}"
+                    + (f" ({pause['reason']})" if pause.get("reason") else ""))))
     else:
         info.add_row("paused", "no")
+    if snap.get("malformed"):
+        info.add_row("malformed", rich_text(f"{len(snap['malformed'])} skipped, e.g. "
+                                            f"{snap['malformed'][0]}", max_length=200))
     parts += [Text(""), info]
     return Group(*parts)
 
@@ -122,7 +203,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
 def stats_cmd(
     ctx: typer.Context,
     by: str | None = typer.Option(None, "--by", metavar="type", autocompletion=completer(STATS_BY),
-                                  help="Also count per activity type (--by type)."),
+                                  help="Also count per activity type (exact counts)."),
     check: list[str] | None = typer.Option(None, "--check", metavar="EXPR",
                                            help="Exit 7 unless EXPR holds, e.g. "
                                                 "'dead_letter == 0', 'oldest_pending < 60s' "
@@ -134,6 +215,10 @@ def stats_cmd(
                                help="Latency percentiles over activities finished this recently."),
     throughput_minutes: int = typer.Option(5, "--throughput-minutes", min=1, max=1440,
                                            help="Throughput over the last N minutes."),
+    since: str | None = typer.Option(None, "--since", metavar="DURATION",
+                                     help="Also per type, from the finished activities kept: "
+                                          "outcomes and run-time trend over this window "
+                                          "(1m to 90d; --watch: 1h)."),
     output: StatsOutput = typer.Option(
         StatsOutput.TEXT, "--output", "-o", case_sensitive=False,
         help=OUTPUT_OPTION_HELP[:-1] + "; openmetrics: the Prometheus text format "
@@ -141,7 +226,11 @@ def stats_cmd(
     iterations: int = typer.Option(0, "--iterations", hidden=True, min=0, max=10**6,
                                    help="--watch: stop after N refreshes (tests)."),
 ) -> None:
-    """Counts by status and priority, oldest pending, throughput, latency, workers."""
+    """Counts by status and priority, oldest pending, throughput, latency, workers.
+
+    Counts of pending, scheduled, running, failed, dead-letter and cancelled
+    activities are exact; completed (and so the total) is an estimate, marked ≈.
+    """
     import sys
 
     from runnerq_cli import values
@@ -152,14 +241,17 @@ def stats_cmd(
     from runnerq_cli.stats_checks import evaluate, parse_check
 
     if by not in (None, "type"):
-        raise InvalidArgument(f"--by {by!r}: only 'type' is supported")
+        raise InvalidArgument(f"--by {values.shown(by)}: only 'type' is supported")
+    history = (values.duration(since, "--since", minimum=60.0, maximum=90 * 86400.0)
+               if since is not None else None)
     checks = [parse_check(text, CHECK_NAMES) for text in check or []]
     if watch and (checks or output is not StatsOutput.TEXT):
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
     pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
     options = {"by_type": by == "type", "throughput_minutes": throughput_minutes,
-               "latency_window_seconds": values.duration(window, "--window")}
+               "latency_window_seconds": values.duration(window, "--window"),
+               "history_seconds": history or (HOUR if watch else None)}
 
     def take() -> dict[str, Any]:
         snap = backend.stats_snapshot(**options)
@@ -196,7 +288,9 @@ def stats_cmd(
 def _watch(take: Any, pause: float, iterations: int) -> None:
     """Redraw in place on a terminal (rich Live); elsewhere print one block per refresh.
 
-    Ctrl-C leaves cleanly (exit 0); SIGTERM too.
+    Ctrl-C leaves cleanly (exit 0); SIGTERM too. SIGINT is restored to its default
+    Python handler first: a process started with `&` from a non-interactive shell
+    inherits it ignored, and Ctrl-C or `kill -INT` would otherwise never stop it.
     """
     import signal
     import threading
@@ -209,9 +303,13 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
 
     out = console()
     stop = threading.Event()
-    previous_handler = None
+    previous_handlers: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        previous_handler = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        def stop_now(*_: Any) -> None:
+            stop.set()
+
+        previous_handlers = {sig: signal.signal(sig, stop_now)
+                             for sig in (signal.SIGINT, signal.SIGTERM)}
     prev: dict[str, Any] | None = None
     count = 0
     try:
@@ -241,8 +339,8 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     except KeyboardInterrupt:
         pass  # Ctrl-C: the view stays on screen, exit 0
     finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
 
 
 def register(app: typer.Typer) -> None:

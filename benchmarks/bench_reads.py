@@ -101,7 +101,7 @@ def build(uri: str, database: str, history: int, failed_share: float, batch: int
     rq.init_indexes()
     # A client of its own, without the CLI's timeouts: big batches take a while on a dev server.
     activities = MongoClient(uri, uuidRepresentation="standard")[database][
-        rq.collections.activities.name]
+        rq.context.activities.name]
     # The history first, the live work last: the windows (throughput 5 min, latency
     # 15 min, history 1 h) then hold the same activities when the commands run.
     now = datetime.now(UTC)

@@ -61,15 +61,15 @@ def hostile(queue: RunnerQ) -> RunnerQ:
         drive_to(queue, "failed", text)
         drive_to(queue, "completed", text)
         queue.enqueue(text, {})
-    queue.collections.control.replace_one(
+    queue.context.control.replace_one(
         {"_id": PAUSE_ID}, {"_id": PAUSE_ID, "all": False, "types": [HOSTILE["link"]],
                             "reason": "disk [/] full \x1b[2Jcleared abc\u202edcba",
-                            "actor": "mallory\nforged line", "at": queue.collections.clock()},
+                            "actor": "mallory\nforged line", "at": queue.context.clock()},
         upsert=True)
     # A worker entry with a hostile id and a malformed in_flight: listed among the malformed.
-    queue.collections.workers.insert_one({"_id": "w [/] \x1b[2Jcleared abc\u202edcba",
+    queue.context.workers.insert_one({"_id": "w [/] \x1b[2Jcleared abc\u202edcba",
                                           "in_flight": "x",
-                                          "last_heartbeat": queue.collections.clock()})
+                                          "last_heartbeat": queue.context.clock()})
     return queue
 
 
@@ -118,7 +118,7 @@ def test_by_help_says_type_once(run_cli) -> None:
 def truth(queue: RunnerQ) -> dict[str, int]:
     """Every status counted document by document (what the estimates stand for)."""
     out = {}
-    for row in queue.collections.activities.aggregate(
+    for row in queue.context.activities.aggregate(
             [{"$group": {"_id": "$status", "n": {"$sum": 1}}}]):
         out[row["_id"]] = row["n"]
     return out
@@ -287,16 +287,16 @@ def test_since_answers_from_the_history_kept(queue, run_cli) -> None:
 
 
 def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
-    acts = queue.collections.activities
+    acts = queue.context.activities
     drive_to(queue, "pending", "fine")
     acts.insert_one({"_id": "stray-1", "status": "pending", "priority": 2,
                      "created_at": "yesterday", "activity_type": "x"})
     acts.insert_one({"_id": "stray-2", "status": "completed", "priority": 2,
-                     "created_at": queue.collections.clock(), "started_at": "later",
-                     "completed_at": queue.collections.clock(), "activity_type": "x"})
-    workers = queue.collections.workers
+                     "created_at": queue.context.clock(), "started_at": "later",
+                     "completed_at": queue.context.clock(), "activity_type": "x"})
+    workers = queue.context.workers
     workers.insert_many([{"_id": "w-a", "concurrency": "a", "in_flight": "x",
-                          "last_heartbeat": queue.collections.clock()},
+                          "last_heartbeat": queue.context.clock()},
                          {"_id": "w-b", "types": 5, "last_heartbeat": "x"}])
     for args in (("stats", "-o", "json"), ("stats",), ("stats", "--since", "1h"),
                  ("stats", "-o", "openmetrics")):
@@ -305,11 +305,13 @@ def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
     snap = json.loads(run_cli("stats", "-o", "json").stdout)
     assert snap["oldest_pending"]["activity_type"] == "fine"
     assert snap["workers"] == {"live": 1, "stale": 1, "in_flight": 0}
-    assert len(snap["malformed"]) == 3, snap["malformed"]
+    # the two workers; the pending "yesterday" is outside the oldest-pending query's
+    # range ({$type: "date"}), so never read (doctor's documents check names it)
+    assert len(snap["malformed"]) == 2, snap["malformed"]
     assert snap["latency"]["run_seconds"]["count"] == 0  # the stray one is left out
     assert run_cli("stats", "--check", "malformed == 0").code == ExitCode.CHECK_FAILED
     families = parse(run_cli("stats", "-o", "openmetrics").stdout)
-    assert value(families["runnerq_malformed_documents"], queue="tests") == 3
+    assert value(families["runnerq_malformed_documents"], queue="tests") == 2
 
 
 def test_one_bad_queue_never_blanks_the_others(queue: RunnerQ) -> None:
@@ -398,7 +400,7 @@ def test_metrics_serve_all_queues_with_a_stray_control_document(queue, cli_env) 
     queue.enqueue("job", {})
     bad = queue.for_queue("bad")
     bad.init_indexes()
-    bad.collections.control.insert_one({"_id": PAUSE_ID, "types": 5})
+    bad.context.control.insert_one({"_id": PAUSE_ID, "types": 5})
     served = Served(cli_env, "--all-queues", "--min-interval", "0s")
     try:
         families = parse(served.get())

@@ -292,11 +292,14 @@ class RunnerQ:
 
     def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
                        latency_window_seconds: float = 900.0,
-                       sample_cap: int = 10_000) -> dict[str, Any]:
-        """The full `stats` snapshot (metrics.py: schema, and what each query costs)."""
+                       sample_cap: int = 10_000,
+                       history_seconds: float | None = None) -> dict[str, Any]:
+        """The full `stats` snapshot (metrics.py: schema, and what each query costs);
+        with `history_seconds`, the per-type history of that window too."""
         return self.inspector.stats_snapshot(by_type=by_type, throughput_minutes=throughput_minutes,
                                              latency_window_seconds=latency_window_seconds,
-                                             sample_cap=sample_cap)
+                                             sample_cap=sample_cap,
+                                             history_seconds=history_seconds)
 
     def list_pending(self, offset: int = 0, limit: int = 50) -> list[Activity]:
         return self.inspector.list_pending(offset, limit)

@@ -166,36 +166,20 @@ def counts_by_type(ctx: QueueContext) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
-OLDEST_LOOKAHEAD = 20  # malformed pending documents skipped before the oldest is given up
-
-
-def oldest_pending(ctx: QueueContext, now: datetime,
-                   malformed: list[str] | None = None) -> dict[str, Any] | None:
+def oldest_pending(ctx: QueueContext, now: datetime) -> dict[str, Any] | None:
     """One seek per priority on the claim-order index (the four ranges merged:
-    queries.oldest_pending).
-
-    A pending document whose `created_at` is not a date sorts before every date;
-    it is skipped (and noted in `malformed`), up to OLDEST_LOOKAHEAD of them.
-    """
+    queries.oldest_pending). A stray pending document whose `created_at` is not a
+    date is outside the query's range (doctor's `documents` check names it)."""
     from runnerq_cli.backend.queries import oldest_pending as named
 
     query = named()
-    for limit in (1, OLDEST_LOOKAHEAD + 1):  # the second read only when the first is malformed
-        docs = list(ctx.activities.find(query.filter,
-                                        {"_id": 1, "created_at": 1, "activity_type": 1},
-                                        sort=query.sort_list).limit(limit))
-        for doc in docs:
-            created = doc.get("created_at")
-            if not isinstance(created, datetime):
-                if malformed is not None and limit > 1:
-                    malformed.append(f"activities {doc.get('_id')!r}: created_at is not a date")
-                continue
-            age = max(0.0, (now - created).total_seconds())
-            return {"activity_id": str(doc["_id"]), "activity_type": doc.get("activity_type"),
-                    "created_at": to_jsonable(created), "age_seconds": round(age, 3)}
-        if len(docs) < limit:
-            break
-    return None
+    doc = ctx.activities.find_one(query.filter, {"_id": 1, "created_at": 1, "activity_type": 1},
+                                  sort=query.sort_list)
+    if doc is None:
+        return None
+    age = max(0.0, (now - doc["created_at"]).total_seconds())
+    return {"activity_id": str(doc["_id"]), "activity_type": doc.get("activity_type"),
+            "created_at": to_jsonable(doc["created_at"]), "age_seconds": round(age, 3)}
 
 
 def throughput(ctx: QueueContext, now: datetime, minutes: int) -> dict[str, Any]:
@@ -374,7 +358,7 @@ def snapshot(ctx: QueueContext, options: StatsOptions) -> dict[str, Any]:
         "estimated": list(ESTIMATED),
         "by_priority": {name: by_priority[name] for name in sorted(by_priority, key=_rank)},
         "by_type": counts_by_type(ctx) if options.by_type else None,
-        "oldest_pending": oldest_pending(ctx, now, malformed),
+        "oldest_pending": oldest_pending(ctx, now),
         "throughput": throughput(ctx, now, options.throughput_minutes),
         "latency": latency(ctx, now, options.latency_window_seconds, options.sample_cap),
         "history": (history(ctx, now, options.history_seconds, options.sample_cap)
@@ -454,7 +438,7 @@ def metrics_sample(ctx: QueueContext, paused: bool, options: MetricsOptions) -> 
     malformed: list[str] = []
     rows = counts_by_status_priority_type(ctx)
     exact = sum(row["count"] for row in rows)
-    oldest = oldest_pending(ctx, now, malformed)
+    oldest = oldest_pending(ctx, now)
     return {
         "queue": ctx.settings.queue,
         "activities": rows,

@@ -172,7 +172,8 @@ def check_coverage(ctx: QueueContext, workers: list[WorkerInfo]) -> Check:
                           for t, n in facts["without_worker"].items())
         return Check("coverage", CheckStatus.FAIL,
                      f"no live worker handles {shown}",
-                     "start a worker for these types (runnerq-mongo worker --types ...)", facts)
+                     "start a worker with a handler for each (runnerq-mongo worker "
+                     "--handler TYPE=MOD:FUNC or --exec TYPE=COMMAND)", facts)
     return Check("coverage", CheckStatus.OK,
                  f"every pending type ({len(types)}) has a live worker" if types
                  else "no pending work", None, facts)

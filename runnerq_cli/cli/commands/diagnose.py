@@ -214,12 +214,16 @@ def queues_cmd(
     for row in rows:
         age = row["oldest_pending_age_seconds"]
         workers = row["workers"]
-        table.append([row["queue"], *(str(row["by_status"].get(s, 0)) for s in statuses),
+        estimated = set(row.get("estimated") or ())  # metrics.counts: marked with ≈
+        table.append([row["queue"], *((("≈" if s in estimated else "")
+                                        + str(row["by_status"].get(s, 0))) for s in statuses),
                       format_duration(age) if age is not None else "-",
                       f"{workers['live']} live" + (f", {workers['stale']} stale"
                                                     if workers["stale"] else ""),
                       "yes" if row["paused"] else "no"])
     print_table(columns, table)
+    if any(row.get("estimated") for row in rows):
+        typer.echo("≈ estimated; the other counts are exact")
 
 
 metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",

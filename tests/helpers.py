@@ -143,3 +143,18 @@ def worker_log(fmt: str = "json", level: str = "debug") -> Iterator[io.StringIO]
         yield stream
     finally:
         unconfigure_logging(handler)
+
+
+def metrics_parsed(text: str) -> dict[str, Any]:
+    """Prometheus text exposition parsed into its families, by name."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def metric_value(family: Any, **labels: str) -> float:
+    """The one sample of `family` with these labels (fails unless exactly one)."""
+    found = [s.value for s in family.samples
+             if all(s.labels.get(k) == v for k, v in labels.items())]
+    assert len(found) == 1, (labels, family.samples)
+    return float(found[0])

@@ -9,12 +9,13 @@ import sys
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.errors import ExitCode
 from runnerq_cli.exposition import QueueCollector, registry_for
-from tests.test_stats_reads import default_signals
+from tests.helpers import default_signals
+from tests.helpers import metric_value as value
+from tests.helpers import metrics_parsed as parse
 from tests.waiting import LineReader
 
 FAMILIES = {
@@ -30,16 +31,6 @@ FAMILIES = {
     "runnerq_queue_paused": "gauge",
 }
 
-
-def parse(text: str) -> dict:
-    return {f.name: f for f in text_string_to_metric_families(text)}
-
-
-def value(family, **labels) -> float:
-    found = [s.value for s in family.samples
-             if all(s.labels.get(k) == v for k, v in labels.items())]
-    assert len(found) == 1, (labels, family.samples)
-    return found[0]
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import threading
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.control import PAUSE_ID
@@ -23,6 +22,8 @@ from runnerq_cli.cli.commands.stats import sparkline
 from runnerq_cli.errors import ExitCode, WrongState
 from runnerq_cli.exposition import QueueCollector, registry_for
 from tests.helpers import drive_to
+from tests.helpers import metric_value as value
+from tests.helpers import metrics_parsed as parse
 from tests.waiting import LineReader
 
 HOSTILE = {
@@ -34,16 +35,6 @@ HOSTILE = {
     "rtl": "abc\u202edcba",
 }
 
-
-def parse(text: str) -> dict:
-    return {f.name: f for f in text_string_to_metric_families(text)}
-
-
-def value(family, **labels) -> float:
-    found = [s.value for s in family.samples
-             if all(s.labels.get(k) == v for k, v in labels.items())]
-    assert len(found) == 1, (labels, family.samples)
-    return found[0]
 
 
 def assert_inert(text: str) -> None:
@@ -365,12 +356,6 @@ class Served:
             return self.proc.wait(timeout=30)
         finally:
             self.proc.kill()
-
-
-def default_signals() -> None:
-    """A child's SIGINT and SIGTERM as a fresh process has them (whatever ours are)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def ignored_sigint() -> None:

@@ -294,6 +294,17 @@ class DeadLetters:
         key_docs: dict[bytes, dict[str, Any]] = {}
         sequential: dict[int, ActivitySpec] = {}
         slow_keys: set[bytes] = set()
+
+        def move_key(index: int, item: ImportLine, spec: ActivitySpec, digest: bytes) -> None:
+            """The key changes holder: only the queue's keyed enqueue does that (one by one);
+            a dry run predicts a new activity and notes the key as taken."""
+            if dry_run:
+                planned[digest] = (None, _first_status(spec, now))
+                outcomes[index] = ImportOutcome(item.line, "would_enqueue", item.original_id)
+            else:
+                slow_keys.add(digest)
+                sequential[index] = spec
+
         for index, item in enumerate(batch):
             spec = specs.get(index)
             if spec is None:
@@ -324,13 +335,7 @@ class DeadLetters:
             elif digest not in held:
                 holder = None
             if holder is None and digest in held:  # expired or orphaned: the key moves
-                if dry_run:
-                    planned[digest] = (None, _first_status(spec, now))
-                    outcomes[index] = ImportOutcome(item.line, "would_enqueue",
-                                                    item.original_id)
-                else:
-                    slow_keys.add(digest)
-                    sequential[index] = spec
+                move_key(index, item, spec, digest)
                 continue
             if holder is None:  # free: this line takes it
                 new_id = uuid.uuid4()
@@ -342,13 +347,7 @@ class DeadLetters:
                 continue
             verdict = _on_held(spec, holder)
             if verdict == "move":  # allow-reuse: the key moves to a new activity
-                if dry_run:
-                    planned[digest] = (None, _first_status(spec, now))
-                    outcomes[index] = ImportOutcome(item.line, "would_enqueue",
-                                                    item.original_id)
-                else:
-                    slow_keys.add(digest)
-                    sequential[index] = spec
+                move_key(index, item, spec, digest)
                 continue
             outcomes[index] = _held_outcome(item, verdict, holder, spec)
         if dry_run:

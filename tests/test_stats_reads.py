@@ -21,7 +21,7 @@ from runnerq_cli.backend.queue import ActivitySpec
 from runnerq_cli.cli.commands.stats import sparkline
 from runnerq_cli.errors import ExitCode, WrongState
 from runnerq_cli.exposition import QueueCollector, registry_for
-from tests.helpers import drive_to
+from tests.helpers import default_signals, drive_to
 from tests.helpers import metric_value as value
 from tests.helpers import metrics_parsed as parse
 from tests.waiting import LineReader

@@ -11,6 +11,11 @@
 
 Every tier is the real pymongo driver over a real TCP connection. Each test
 gets its own database, dropped afterwards.
+
+In parallel (`python -m pytest -n 2`, pytest-xdist) each worker process picks its
+server itself: its own mongoeco server (or Docker container), or the one server of
+RUNNERQ_TEST_MONGO_URI shared by all; database names carry the worker's id. The
+controlling process starts no server.
 """
 
 from __future__ import annotations
@@ -126,7 +131,31 @@ def chosen_server() -> TestServer:
     return _SERVER
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    """The process that hands tests to xdist workers (it runs none of them itself)."""
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+
+
+def _planned_kind() -> str:
+    """The tier chosen_server() would take, without starting anything."""
+    if os.environ.get("RUNNERQ_TEST_MONGO_URI"):
+        return "uri"
+    if os.environ.get("RUNNERQ_TEST_NO_DOCKER") != "1" and _docker_available():
+        return "docker"
+    return "mongoeco" if _mongoeco_available() else "none"
+
+
 def pytest_report_header(config: pytest.Config) -> str:
+    if _xdist_controller(config):
+        kind = _planned_kind()
+        from runnerq_cli.redaction import redact_uri
+
+        uri = redact_uri(os.environ.get("RUNNERQ_TEST_MONGO_URI", ""))
+        each = {"uri": f"the server of RUNNERQ_TEST_MONGO_URI at {uri}, shared by every worker",
+                "docker": "a real MongoDB 8 in Docker (testcontainers), one per worker",
+                "mongoeco": "the local mongoeco wire-protocol server, one per worker",
+                "none": f"none; tests that need one are skipped ({NO_SERVER})"}
+        return f"runnerq test server: {each[kind]}"
     server = chosen_server()
     if server.kind == "none":
         return f"runnerq test server: none; tests that need one are skipped ({NO_SERVER})"
@@ -177,7 +206,9 @@ def server() -> TestServer:
 
 @pytest.fixture
 def db_name(server: TestServer) -> Iterator[str]:
-    name = f"rq_test_{uuid.uuid4().hex[:10]}"
+    # The xdist worker's id in the name: on a shared server, whose database is whose.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    name = f"rq_test_{worker}{'_' if worker else ''}{uuid.uuid4().hex[:10]}"
     yield name
     with MongoClient(chosen_server().uri) as client:
         client.drop_database(name)

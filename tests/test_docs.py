@@ -26,6 +26,12 @@ DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "REA
         *sorted((ROOT / "docs").glob("*.md"))]
 # Lines that cannot be parsed as a command on purpose, with the reason. Keep it small.
 ALLOW: dict[str, str] = {}
+# Options the docs already describe that another branch brings (issue 19): a line using
+# one is a strict xfail until that branch merges; then it parses, the xfail fails, and the
+# entry must go. Remove each as its branch lands.
+AWAITING_BRANCHES: dict[str, str] = {
+    "--all-types": "h/worker (a worker claims only the types it handles)",
+}
 
 PROGRAM = re.compile(r"(?:^|(?<=[\s($`|;&]))runnerq-mongo(?=\s|$)")
 CUT = re.compile(r"\s(?:#|\||;|&&|&|\|\||>|<|2>)(?:\s|$)|\)")
@@ -129,6 +135,17 @@ def all_doc_lines() -> list[tuple[str, str]]:
     return [item for path in DOCS for item in command_lines(path)]
 
 
+def _marked(items: list[tuple[str, str]]) -> list[Any]:
+    """The lines, those using an option of a branch not merged yet marked as such."""
+    out: list[Any] = []
+    for where, line in items:
+        awaited = [branch for option, branch in AWAITING_BRANCHES.items()
+                   if re.search(rf"(?<!\S){re.escape(option)}(?![\w-])", line)]
+        marks = [pytest.mark.xfail(strict=True, reason=f"needs {b}") for b in awaited[:1]]
+        out.append(pytest.param(where, line, marks=marks))
+    return out
+
+
 def test_the_docs_have_command_lines_to_check() -> None:
     lines = all_doc_lines()
     assert len(lines) > 60
@@ -136,7 +153,7 @@ def test_the_docs_have_command_lines_to_check() -> None:
     assert {"README.md", "docs/cli.md", "docs/workers.md"} <= files
 
 
-@pytest.mark.parametrize("where,line", all_doc_lines(), ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize("where,line", _marked(all_doc_lines()), ids=lambda v: str(v)[:60])
 def test_every_documented_command_line_parses(where: str, line: str) -> None:
     if line in ALLOW:
         pytest.skip(ALLOW[line])

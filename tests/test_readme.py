@@ -261,3 +261,14 @@ def test_the_python_example_says_its_worker_started_and_works(server, tmp_path) 
             proc.wait()
         with MongoClient(server.uri) as client:
             client.drop_database(database)
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """"Running the tests" gives the command; .ci/run and the public workflow run it."""
+    section = README.read_text().split("## Running the tests", 1)[1]
+    commands = re.findall(r"^\$ (python -m pytest.*)$", section, re.M)
+    assert commands == ["python -m pytest -n 2"], commands
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(rf"^time \.venv/bin/{re.escape(commands[0])}$", ci, re.M), ci
+    workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+    assert f"run: {commands[0]}\n" in workflow

@@ -12,6 +12,7 @@ lines in REPLACED are swapped, each for a stated reason; every other line runs v
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -46,8 +47,8 @@ EXIT: dict[str, tuple[int, ...]] = {
 }
 
 # README statements that hold only once another helper's branch is merged (issue 19).
-# Their tests are strict xfails while the branch is listed: when it lands they pass, the
-# xfail turns into a failure, and the entry must be removed. Remove each as it merges.
+# Their checks are strict xfails while the branch is listed (see _awaiting): when it lands
+# they hold, the check fails, and the entry must be removed. Remove each as it merges.
 AWAITING_BRANCHES: dict[str, str] = {
     "h/worker": "a worker claims only the activity types it has handlers for",
 }
@@ -151,17 +152,18 @@ def _script(commands: list[Command], out: Path) -> str:
     return "\n".join(parts) + "\n"
 
 
-@pytest.fixture(scope="module")
-def readme_run(server, tmp_path_factory: pytest.TempPathFactory):
-    """The quick start and the tour, run once in a fresh directory and database."""
-    work = tmp_path_factory.mktemp("readme")
-    out = work / ".out"
+@pytest.fixture
+def readme_run(server, tmp_path: Path):
+    """The quick start and the tour, run in a fresh directory and database."""
+    work = tmp_path / "readme"
+    out = tmp_path / "out"
+    work.mkdir()
     out.mkdir()
     database = f"rq_readme_{uuid.uuid4().hex[:10]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")}
     bindir = str(Path(sys.executable).parent)
     env.update(RUNNERQ_MONGO_URI=server.uri, RUNNERQ_DATABASE=database,
-               XDG_CONFIG_HOME=str(work / ".xdg"), NO_COLOR="1", COLUMNS="80",
+               XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="80",
                PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}")
     prelude = ""
     if not (Path(bindir) / "runnerq-mongo").exists():  # not installed: the same CLI, by module
@@ -184,7 +186,28 @@ def _report(r: Ran) -> str:
             f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}")
 
 
-def test_every_command_runs_as_written(readme_run: ReadmeRun) -> None:
+def _status(readme_run: ReadmeRun, activity_id: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", "show", activity_id,
+                           "-o", "json"], env=readme_run.env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["status"]
+
+
+def _awaiting(branch: str, holds: bool, what: str) -> None:
+    """A check of a README statement that another branch makes true: a strict xfail while
+    the branch is in AWAITING_BRANCHES (a failure once it holds), a plain check after."""
+    if branch not in AWAITING_BRANCHES:
+        assert holds, what
+    elif holds:
+        pytest.fail(f"{what}: holds now, so {branch} has landed: remove it from "
+                    "AWAITING_BRANCHES")
+    else:
+        pytest.xfail(f"needs {branch} ({AWAITING_BRANCHES[branch]}): {what}")
+
+
+def test_the_quick_start_and_the_tour_run_as_written(readme_run: ReadmeRun) -> None:
+    """One run of the README (as a newcomer would type it), every check on it."""
     assert len(readme_run.ran) == len(COMMANDS)
     for r in readme_run.ran:
         key = _without_comment(r.command.text.splitlines()[0])
@@ -194,36 +217,21 @@ def test_every_command_runs_as_written(readme_run: ReadmeRun) -> None:
             assert line in [printed.strip() for printed in r.stdout.splitlines()], (
                 f"the README shows {line!r}\n{_report(r)}")
 
-
-def test_ids_are_captured_with_quiet(readme_run: ReadmeRun) -> None:
-    """`id=$(runnerq-mongo enqueue ... -q)` keeps one full id, which later commands use."""
+    # `id=$(runnerq-mongo enqueue ... -q)` keeps one full id, which later commands use.
     assert {"id", "charge"} <= set(readme_run.variables)
     for value in readme_run.variables.values():
         assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
                             value), readme_run.variables
     shows = [r for r in readme_run.ran if r.command.text.startswith('runnerq-mongo show "$id"')]
-    assert shows, "README: no `show \"$id\"`"
+    assert shows, 'README: no `show "$id"`'
     for r in shows:
         assert r.variables["id"] in r.stdout and "completed" in r.stdout, _report(r)
-
-
-def _status(readme_run: ReadmeRun, activity_id: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", "show", activity_id,
-                           "-o", "json"], env=readme_run.env, capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    import json
-
-    return json.loads(proc.stdout)["status"]
-
-
-@pytest.mark.xfail("h/worker" in AWAITING_BRANCHES, strict=True,
-                   reason=f"needs h/worker: {AWAITING_BRANCHES.get('h/worker')}")
-def test_the_tours_worker_leaves_other_types_pending(readme_run: ReadmeRun) -> None:
-    """`worker --handler send_email=mail:send` runs send_email only: charge, which no
-    worker of the tour handles, is still pending (the README: "wait for their workers")."""
-    assert _status(readme_run, readme_run.variables["charge"]) == "pending"
     assert _status(readme_run, readme_run.variables["id"]) == "completed"
+
+    # Last (an xfail ends the test): the tour's `worker --handler send_email=mail:send`
+    # runs send_email only, so charge, which no worker of the tour handles, is pending.
+    _awaiting("h/worker", _status(readme_run, readme_run.variables["charge"]) == "pending",
+              "the tour's worker leaves charge pending")
 
 
 def _python_example() -> str:

@@ -216,9 +216,17 @@ def db_name(server: TestServer) -> Iterator[str]:
 
 @pytest.fixture
 def settings(server: TestServer, db_name: str) -> Settings:
-    """Settings for a fresh database; no config file or environment leaks in."""
+    """Settings for a fresh database; no config file or environment leaks in.
+
+    Timeouts of 30 s, not 5: the mongoeco server runs in this process and shares its
+    GIL with the test (and, on a busy machine, the cores with everything else), so a
+    heartbeat may wait seconds; pymongo would then drop the pool mid-test
+    ("operation cancelled"). Tests of timeouts set their own.
+    """
     return load_settings(None, overrides={"uri": server.uri, "database": db_name,
-                                          "queue": "tests"}, environ={"RUNNERQ_CONFIG": ""})
+                                          "queue": "tests", "connect_timeout": 30.0,
+                                          "server_selection_timeout": 30.0},
+                         environ={"RUNNERQ_CONFIG": ""})
 
 
 class FakeClock:

@@ -205,6 +205,16 @@ def server() -> TestServer:
 
 
 @pytest.fixture
+def server_to_itself(server: TestServer) -> TestServer:
+    """The server, for a test that reads server-wide counters (serverStatus): skipped
+    where other xdist workers share it (RUNNERQ_TEST_MONGO_URI with -n), as their
+    commands would be counted too. It runs wherever each worker has its own server."""
+    if server.kind == "uri" and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.skip("reads server-wide counters: needs the server to itself (without -n)")
+    return server
+
+
+@pytest.fixture
 def db_name(server: TestServer) -> Iterator[str]:
     # The xdist worker's id in the name: on a shared server, whose database is whose.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")

@@ -279,7 +279,12 @@ def cli_env(server: TestServer, db_name: str, tmp_path) -> dict[str, str]:
     """Environment for running the CLI against the test database, isolated from the user's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")}
     env.update(RUNNERQ_MONGO_URI=server.uri, RUNNERQ_DATABASE=db_name, RUNNERQ_QUEUE="tests",
-               XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="200")
+               XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="200",
+               # The test server answers one request at a time (shared by the xdist
+               # workers on the URI tier): a heartbeat may wait past the 5 s default and
+               # the client would drop its pool ("operation cancelled"). Tests of
+               # timeouts set their own.
+               RUNNERQ_CONNECT_TIMEOUT="30s")
     return env
 
 

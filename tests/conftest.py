@@ -11,6 +11,11 @@
 
 Every tier is the real pymongo driver over a real TCP connection. Each test
 gets its own database, dropped afterwards.
+
+In parallel (`python -m pytest -n 2`, pytest-xdist) each worker process picks its
+server itself: its own mongoeco server (or Docker container), or the one server of
+RUNNERQ_TEST_MONGO_URI shared by all; database names carry the worker's id. The
+controlling process starts no server.
 """
 
 from __future__ import annotations
@@ -126,7 +131,31 @@ def chosen_server() -> TestServer:
     return _SERVER
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    """The process that hands tests to xdist workers (it runs none of them itself)."""
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+
+
+def _planned_kind() -> str:
+    """The tier chosen_server() would take, without starting anything."""
+    if os.environ.get("RUNNERQ_TEST_MONGO_URI"):
+        return "uri"
+    if os.environ.get("RUNNERQ_TEST_NO_DOCKER") != "1" and _docker_available():
+        return "docker"
+    return "mongoeco" if _mongoeco_available() else "none"
+
+
 def pytest_report_header(config: pytest.Config) -> str:
+    if _xdist_controller(config):
+        kind = _planned_kind()
+        from runnerq_cli.redaction import redact_uri
+
+        uri = redact_uri(os.environ.get("RUNNERQ_TEST_MONGO_URI", ""))
+        each = {"uri": f"the server of RUNNERQ_TEST_MONGO_URI at {uri}, shared by every worker",
+                "docker": "a real MongoDB 8 in Docker (testcontainers), one per worker",
+                "mongoeco": "the local mongoeco wire-protocol server, one per worker",
+                "none": f"none; tests that need one are skipped ({NO_SERVER})"}
+        return f"runnerq test server: {each[kind]}"
     server = chosen_server()
     if server.kind == "none":
         return f"runnerq test server: none; tests that need one are skipped ({NO_SERVER})"
@@ -176,8 +205,20 @@ def server() -> TestServer:
 
 
 @pytest.fixture
+def server_to_itself(server: TestServer) -> TestServer:
+    """The server, for a test that reads server-wide counters (serverStatus): skipped
+    where other xdist workers share it (RUNNERQ_TEST_MONGO_URI with -n), as their
+    commands would be counted too. It runs wherever each worker has its own server."""
+    if server.kind == "uri" and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.skip("reads server-wide counters: needs the server to itself (without -n)")
+    return server
+
+
+@pytest.fixture
 def db_name(server: TestServer) -> Iterator[str]:
-    name = f"rq_test_{uuid.uuid4().hex[:10]}"
+    # The xdist worker's id in the name: on a shared server, whose database is whose.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    name = f"rq_test_{worker}{'_' if worker else ''}{uuid.uuid4().hex[:10]}"
     yield name
     with MongoClient(chosen_server().uri) as client:
         client.drop_database(name)
@@ -185,9 +226,17 @@ def db_name(server: TestServer) -> Iterator[str]:
 
 @pytest.fixture
 def settings(server: TestServer, db_name: str) -> Settings:
-    """Settings for a fresh database; no config file or environment leaks in."""
+    """Settings for a fresh database; no config file or environment leaks in.
+
+    Timeouts of 30 s, not 5: the mongoeco server runs in this process and shares its
+    GIL with the test (and, on a busy machine, the cores with everything else), so a
+    heartbeat may wait seconds; pymongo would then drop the pool mid-test
+    ("operation cancelled"). Tests of timeouts set their own.
+    """
     return load_settings(None, overrides={"uri": server.uri, "database": db_name,
-                                          "queue": "tests"}, environ={"RUNNERQ_CONFIG": ""})
+                                          "queue": "tests", "connect_timeout": 30.0,
+                                          "server_selection_timeout": 30.0},
+                         environ={"RUNNERQ_CONFIG": ""})
 
 
 class FakeClock:
@@ -230,7 +279,12 @@ def cli_env(server: TestServer, db_name: str, tmp_path) -> dict[str, str]:
     """Environment for running the CLI against the test database, isolated from the user's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")}
     env.update(RUNNERQ_MONGO_URI=server.uri, RUNNERQ_DATABASE=db_name, RUNNERQ_QUEUE="tests",
-               XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="200")
+               XDG_CONFIG_HOME=str(tmp_path / "xdg"), NO_COLOR="1", COLUMNS="200",
+               # The test server answers one request at a time (shared by the xdist
+               # workers on the URI tier): a heartbeat may wait past the 5 s default and
+               # the client would drop its pool ("operation cancelled"). Tests of
+               # timeouts set their own.
+               RUNNERQ_CONNECT_TIMEOUT="30s")
     return env
 
 

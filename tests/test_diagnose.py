@@ -149,7 +149,7 @@ def test_old_outbox_fails(queue: RunnerQ, settings, clock, run_cli) -> None:
     assert check["facts"]["older_than_a_minute"] == 1
 
 
-def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server) -> None:
+def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server_to_itself) -> None:
     """The same number of server operations on 3 activities as on 153: no per-activity work,
     no cursor paged through (getmore). The plans themselves: the `query plans` check."""
     from runnerq_cli.backend.queue import ActivitySpec
@@ -160,7 +160,7 @@ def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server) -> None:
         run()
         after = status("serverStatus")["opcounters"]
         # A real server also counts the driver's monitoring (commands) and TTL deletes.
-        noise = ("command", "delete") if server.real_mongodb else ()
+        noise = ("command", "delete") if server_to_itself.real_mongodb else ()
         return {k: after[k] - before[k] for k in after if k not in noise}
 
     live_worker(queue)

@@ -26,9 +26,6 @@ DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "REA
         *sorted((ROOT / "docs").glob("*.md"))]
 # Lines that cannot be parsed as a command on purpose, with the reason. Keep it small.
 ALLOW: dict[str, str] = {}
-# Options the docs already describe that another branch brings (issue 19): a line using
-# one is a strict xfail until that branch merges; then it parses, the xfail fails, and the
-# entry must go. Remove each as its branch lands.
 
 PROGRAM = re.compile(r"(?:^|(?<=[\s($`|;&]))runnerq-mongo(?=\s|$)")
 CUT = re.compile(r"\s(?:#|\||;|&&|&|\|\||>|<|2>)(?:\s|$)|\)")

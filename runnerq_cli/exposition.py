@@ -204,8 +204,8 @@ def serve(collector: Collector, host: str, port: int) -> tuple[Any, str]:
     from prometheus_client.exposition import start_http_server
 
     server, _thread = start_http_server(port, addr=host, registry=registry_for(collector))
-    bound_host, bound_port = server.server_address[:2]
-    shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+    bound_host, bound_port = (str(part) for part in server.server_address[:2])
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     return server, f"http://{shown}:{bound_port}/metrics"
 
 

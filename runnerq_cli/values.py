@@ -297,7 +297,7 @@ def json_object(text: str | bytes, what: str) -> dict[str, Any]:
 
 def nested_deeper_than(value: Mapping[str, Any], limit: int = JSON_MAX_DEPTH) -> bool:
     """True if dicts/lists in `value` nest deeper than `limit` (level by level, no recursion)."""
-    level = [dict(value) if isinstance(value, Mapping) else value]
+    level: list[Any] = [dict(value) if isinstance(value, Mapping) else value]
     for _ in range(limit):
         level = [child for item in level
                  for child in (item.values() if isinstance(item, dict) else item)

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.audit import AuditEntry, AuditLog
-from runnerq_cli.backend.bulk import BATCH_SIZE as BULK_BATCH_SIZE
+from runnerq_cli.backend.batches import BATCH_SIZE as BULK_BATCH_SIZE
 from runnerq_cli.backend.bulk import BulkActions, BulkReport, Selection
 from runnerq_cli.backend.connection import client_for
 from runnerq_cli.backend.context import QueueContext, utc_now

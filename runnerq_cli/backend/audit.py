@@ -161,7 +161,8 @@ class AuditRun:
 
     @property
     def id(self) -> ObjectId:
-        return self.doc["_id"]
+        record_id: ObjectId = self.doc["_id"]
+        return record_id
 
     def progress(self, ids: Iterable[uuid.UUID | str] = (), *, count: int | None = None,
                  **fields: Any) -> None:

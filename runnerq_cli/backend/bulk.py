@@ -155,7 +155,7 @@ class BulkActions:
         Scans the candidates in batches and asks the events of each batch
         (indexed by activity id), so no unbounded list of ids is built.
         """
-        matched, kept = 0, []
+        matched, kept = 0, list[dict[str, Any]]()
         batch: list[dict[str, Any]] = []
 
         def flush() -> None:

@@ -116,7 +116,8 @@ def export_line(doc: dict[str, Any], error: str | None, failed_at: datetime | No
         "last_error_at": doc.get("last_error_at"),
         "original_idempotency_key": doc.get("idempotency_key"),
     }
-    return to_jsonable({k: v for k, v in line.items() if v is not None})
+    exported: dict[str, Any] = to_jsonable({k: v for k, v in line.items() if v is not None})
+    return exported
 
 
 class DeadLetters:

@@ -361,7 +361,7 @@ class EventStream:
             base["_id"] = f.activity_id
         if f.activity_types:
             base["activity_type"] = {"$in": [str(t) for t in f.activity_types]}
-        sources = (
+        sources: tuple[tuple[str, dict[str, Any], set[str]], ...] = (
             ("created_at", {}, {"Enqueued", "Scheduled"}),
             ("started_at", {}, {"Dequeued", "Started"}),
             ("completed_at", {"status": Status.COMPLETED.value}, {"Completed", "ResultStored"}),
@@ -401,7 +401,9 @@ class EventStream:
         """Steps an ended attempt stored in its outbox (derived.attempt_events) that are not
         copied out yet: they keep their own time, so a tail must see them where they are
         (a lagging or crashed copier would otherwise put them behind its window)."""
-        out = []
+        out: list[dict[str, Any]] = []
+        if self._activities is None:
+            return out
         for doc in self._activities.find({**base, "outbox.since": {"$exists": True}},
                                          {"outbox.events": 1, "activity_type": 1}):
             for event in (doc.get("outbox") or {}).get("events", ()):

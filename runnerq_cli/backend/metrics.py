@@ -243,7 +243,7 @@ def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> dict[s
     the newest `cap` of them; nearest-rank percentiles picked on the server.
     """
     since = now - timedelta(seconds=window)
-    pipeline = [
+    pipeline: list[dict[str, Any]] = [
         {"$match": {"status": {"$in": TERMINAL_DONE}, "completed_at": {"$gte": since}}},
         {"$sort": {"completed_at": -1}},
         {"$limit": cap},
@@ -297,7 +297,7 @@ def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
         per = entry(key.get("t"))
         per[str(key.get("s"))] = per.get(str(key.get("s")), 0) + n
         per["per_bucket"][slot(key.get("b"))] += n
-    sampled = [match, {"$sort": {"completed_at": -1}}, {"$limit": cap},
+    sampled: list[dict[str, Any]] = [match, {"$sort": {"completed_at": -1}}, {"$limit": cap},
                {"$project": {"t": "$activity_type", "b": bucket, "run": RUN_MS}},
                {"$match": {"run": {"$ne": None}}}, {"$sort": {"run": 1}},
                {"$group": {"_id": {"t": "$t", "b": "$b"}, "v": {"$push": "$run"}}},
@@ -421,7 +421,7 @@ def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:
 
 def finished_in_window(ctx: QueueContext, now: datetime, seconds: float) -> dict[str, int]:
     """Activities that reached completed/failed/dead_letter in the last `seconds`."""
-    pipeline = [
+    pipeline: list[dict[str, Any]] = [
         {"$match": {"status": {"$in": TERMINAL_DONE},
                     "completed_at": {"$gte": now - timedelta(seconds=seconds)}}},
         {"$group": {"_id": "$status", "count": {"$sum": 1}}},

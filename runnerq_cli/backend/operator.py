@@ -293,8 +293,9 @@ class Operator:
                           OPERATOR, previous_status=before["status"],
                           previous_retry_count=before.get("retry_count", 0),
                           **_note(reason, actor))
-        state = {"$set": {"status": Status.PENDING.value, "retry_count": 0},
-                 "$unset": dict(RESTART_UNSET)}
+        state: dict[str, dict[str, Any]] = {
+            "$set": {"status": Status.PENDING.value, "retry_count": 0},
+            "$unset": dict(RESTART_UNSET)}
         update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
         changed = self._ctx.activities.find_one_and_update(
             {"_id": aid, "status": Status.DEAD_LETTER.value}, update,

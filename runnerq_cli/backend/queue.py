@@ -664,7 +664,7 @@ def _same_value(stored: Any, given: Any) -> bool:
     import bson
 
     try:
-        again = bson.decode(bson.encode({"v": given}),
+        again: Any = bson.decode(bson.encode({"v": given}),
                             codec_options=bson.CodecOptions(tz_aware=True,
                                                             uuid_representation=4))["v"]
     except (bson.errors.InvalidDocument, TypeError, ValueError, OverflowError):

@@ -28,4 +28,4 @@ def retry_delay(retry_delay_seconds: float, retry_count: int,
     exponent = retry_count + 1
     if exponent >= 64:  # 2**64 × any positive base is past every sensible cap
         return cap
-    return min(retry_delay_seconds * 2**exponent, cap)
+    return float(min(retry_delay_seconds * 2**exponent, cap))

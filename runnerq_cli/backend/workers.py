@@ -43,8 +43,8 @@ class WorkerInfo:
     queue: str
     types: list[str]
     concurrency: int
-    started_at: datetime
-    last_heartbeat: datetime
+    started_at: datetime | None  # None: a stray entry without it (stale)
+    last_heartbeat: datetime | None
     in_flight: int
     counters: dict[str, int] = field(default_factory=dict)
     version: str | None = None
@@ -69,7 +69,8 @@ class WorkerInfo:
     def to_json(self) -> dict[str, Any]:
         from runnerq_cli.backend.models import to_jsonable
 
-        return to_jsonable(self.__dict__)
+        json: dict[str, Any] = to_jsonable(self.__dict__)
+        return json
 
 
 class WorkerRegistry:

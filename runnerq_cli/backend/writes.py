@@ -227,8 +227,8 @@ class OutboxWriter:
             return
         now = self._clock()
         events: list[dict[str, Any]] = []
-        results: list[ReplaceOne] = []
-        dead_letters: list[ReplaceOne] = []
+        results: list[ReplaceOne[dict[str, Any]]] = []
+        dead_letters: list[ReplaceOne[dict[str, Any]]] = []
         clears: dict[tuple[Any, Any], list[Any]] = {}  # (outbox seq, since) -> activity ids
         for doc in docs:
             box = doc["outbox"]

@@ -68,7 +68,8 @@ class _LazyRootGroup(TyperGroup):
             return super().resolve_command(ctx, args)
         # An unknown name: let "Did you mean ...?" see every name, converting none.
         real = self.commands
-        self.commands = {**dict.fromkeys(self.list_commands(ctx)), **real}
+        names: dict[str, Any] = dict.fromkeys(self.list_commands(ctx))
+        self.commands = {**names, **real}
         try:
             return super().resolve_command(ctx, args)
         finally:
@@ -160,23 +161,24 @@ def _root_command() -> Any:
     names: list[str] = []
     builders: dict[str, Any] = {}
     summaries: dict[str, tuple[str, bool]] = {}
-    options = {"pretty_exceptions_short": app.pretty_exceptions_short,
-               "rich_markup_mode": app.rich_markup_mode}
+    # typer's internals, typed differently across the supported versions: Any here.
+    options: dict[str, Any] = {"pretty_exceptions_short": app.pretty_exceptions_short,
+                               "rich_markup_mode": app.rich_markup_mode}
     for info in app.registered_commands:
-        name = info.name or get_command_name(info.callback.__name__)
+        name = info.name or get_command_name(getattr(info.callback, "__name__", ""))
         text = info.short_help or info.help or inspect.getdoc(info.callback) or ""
         names.append(name)
         summaries[name] = (text, bool(info.hidden))
         builders[name] = lambda info=info: get_command_from_info(info, **options)
     # `suggest_commands` ("Did you mean ...?") exists from typer 0.20 on.
-    group_options = ({"suggest_commands": app.suggest_commands}
-                     if hasattr(app, "suggest_commands") else {})
-    for info in app.registered_groups:
-        solved = solve_typer_info_defaults(info)
-        name = solved.name
+    group_options: dict[str, Any] = ({"suggest_commands": app.suggest_commands}
+                                     if hasattr(app, "suggest_commands") else {})
+    for group_info in app.registered_groups:
+        solved: Any = solve_typer_info_defaults(group_info)
+        name = str(solved.name)
         names.append(name)
         summaries[name] = (solved.help or "", bool(solved.hidden))
-        builders[name] = lambda info=info: get_group_from_info(
+        builders[name] = lambda info=group_info: get_group_from_info(
             info, **options, **group_options)
     group.defer(names, builders, summaries)
     return group
@@ -265,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         code = exc.exit_code
     except typer_compat.no_args_is_help_error() as exc:
-        typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        help_ctx = getattr(exc, "ctx", None)
+        typer.echo(help_ctx.get_help() if help_ctx else str(exc))
         code = ExitCode.USAGE
     except click_exceptions.UsageError as exc:
         hint = _usage_hint(exc.format_message(), argv if argv is not None else sys.argv[1:])

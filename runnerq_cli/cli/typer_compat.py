@@ -40,11 +40,13 @@ class _NeverRaised(Exception):
 
 def context_class() -> type:
     """click's `Context` (to build contexts when walking the command tree)."""
-    return _click_module("core").Context
+    context: type = _click_module("core").Context
+    return context
 
 
 def make_default_short_help(text: str, limit: int) -> str:
-    return _click_module("utils").make_default_short_help(text, limit)
+    short: str = _click_module("utils").make_default_short_help(text, limit)
+    return short
 
 
 def choice_as_str(choice: Any) -> str:
@@ -189,7 +191,7 @@ def install_fast_coercion() -> None:
         return
     param_class = getattr(core, "_TyperParameter", None)
     original = getattr(param_class, "get_runtime_param", None)
-    if original is None or getattr(original, "_runnerq_fast", False):
+    if param_class is None or original is None or getattr(original, "_runnerq_fast", False):
         return
     bad_parameter = click_exceptions().BadParameter
 
@@ -201,7 +203,7 @@ def install_fast_coercion() -> None:
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             try:
-                return self._coerce(value, ctx)
+                return self._coerce(value, ctx)  # type: ignore[attr-defined]  # set in __init__
             except _Invalid as exc:
                 raise bad_parameter(str(exc), ctx=ctx, param=param) from None
 

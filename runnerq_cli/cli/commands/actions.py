@@ -192,12 +192,12 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
     from runnerq_cli.cli.progress import BulkProgress
 
     if req.dry_run:
-        rows = backend.preview_ids(action, req.ids)
+        preview = backend.preview_ids(action, req.ids)
         if req.output is not OutputFormat.TEXT:
-            emit(req.output, rows if req.output is OutputFormat.JSONL
-                 else {"action": action, "dry_run": True, "activities": rows})
+            emit(req.output, preview if req.output is OutputFormat.JSONL
+                 else {"action": action, "dry_run": True, "activities": preview})
         else:
-            for row in rows:
+            for row in preview:
                 verdict = f"would {action}" if row["eligible"] else f"skip ({row['reason']})"
                 typer.echo(f"{verdict}: {row['id']}")
         return int(ExitCode.OK)

@@ -33,7 +33,7 @@ def _read_payload_text(stream: Any, what: str) -> str | bytes:
     """A payload's JSON text from `stream`, refusing text too long for any storable payload."""
     from runnerq_cli import values
 
-    text = stream.read(values.PAYLOAD_TEXT_MAX + 1)
+    text: str | bytes = stream.read(values.PAYLOAD_TEXT_MAX + 1)
     if len(text) > values.PAYLOAD_TEXT_MAX:
         raise InvalidArgument(f"{what}: more than {values.PAYLOAD_TEXT_MAX} bytes of JSON; a "
                               f"payload may take at most {values.PAYLOAD_MAX_BYTES} bytes "

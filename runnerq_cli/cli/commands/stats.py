@@ -140,7 +140,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
         row += ["" if status in estimated else str(snap["by_priority"][p].get(status, 0))
                 for p in priorities]
         counts.add_row(*row)
-    total_row = [Text("total", style="bold"), shown("total", snap["total"])]
+    total_row: list[Any] = [Text("total", style="bold"), shown("total", snap["total"])]
     if previous is not None:
         total_row.append(_delta(snap["total"], previous.get("total")))
     counts.add_row(*total_row, *[""] * len(priorities))
@@ -249,12 +249,13 @@ def stats_cmd(
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
     pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
-    options = {"by_type": by == "type", "throughput_minutes": throughput_minutes,
-               "latency_window_seconds": values.duration(window, "--window"),
-               "history_seconds": history or (HOUR if watch else None)}
+    latency_window = values.duration(window, "--window")
+    history_seconds = history or (HOUR if watch else None)
 
     def take() -> dict[str, Any]:
-        snap = backend.stats_snapshot(**options)
+        snap = backend.stats_snapshot(by_type=by == "type", throughput_minutes=throughput_minutes,
+                                      latency_window_seconds=latency_window,
+                                      history_seconds=history_seconds)
         snap["pause"] = backend.paused().to_json()  # pause/resume (control.py)
         return snap
 
@@ -264,7 +265,7 @@ def stats_cmd(
     if output is StatsOutput.OPENMETRICS:
         from runnerq_cli.exposition import render as render_metrics
 
-        sample = backend.metrics_sample(window_seconds=options["latency_window_seconds"])
+        sample = backend.metrics_sample(window_seconds=latency_window)
         sys.stdout.write(render_metrics([sample]))
         if not checks:
             return

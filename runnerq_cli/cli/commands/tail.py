@@ -204,8 +204,8 @@ def _print_events(backend: Any, stream: Any, output: OutputFormat, cursor_file: 
     output_lock = saver.output_lock if saver else contextlib.nullcontext()
     previous: dict[int, object] = {}
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: stream.stop())
+        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+            previous[stop_signal] = signal.signal(stop_signal, lambda *_: stream.stop())
     count, finished = 0, False
     try:
         for event in stream:

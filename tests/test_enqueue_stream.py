@@ -68,7 +68,7 @@ def test_sigterm_midway_stops_after_the_batch_and_skip_lines_goes_on_once(
     assert sorted(d["payload"]["n"] for d in activities.find()) == list(range(total))
 
 
-@pytest.mark.parametrize("value", ["-1", "x", "", "1.5"])
+@pytest.mark.parametrize("value", ["-1", "x", "", "1.5", "9223372036854775808"])
 def test_bad_skip_lines_is_one_line_and_writes_nothing(
         backend: RunnerQ, run_cli: Any, tmp_path: Path, value: str) -> None:
     path = tmp_path / "in.ndjson"

@@ -436,7 +436,7 @@ def enqueue(
                                 help="With --from: write nothing if any line is invalid."),
     batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=10000,
                                    help="With --from: activities per write."),
-    skip_lines: int = typer.Option(0, "--skip-lines", min=0, metavar="N",
+    skip_lines: int = typer.Option(0, "--skip-lines", min=0, max=2**63 - 1, metavar="N",
                                    help="With --from: skip the first N lines (go on after "
                                         "an interrupted run: it prints N)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the activity id(s)."),

@@ -124,3 +124,16 @@ def test_strict_validates_everything_first_then_writes_in_batches(
     assert result.stdout == "enqueued 7 of 7 lines\n"
     assert sorted(d["payload"]["n"] for d in docs.find()) == list(range(7))
     assert not list(Path(tmp_path).glob("runnerq-enqueue-*"))
+
+
+def test_strict_from_stdin_with_skip_lines_numbers_lines_as_the_input(
+        backend: RunnerQ, run_cli: Any) -> None:
+    text = "not json\n" + _lines(0, 4)  # line 1 is skipped, lines 2-5 written
+    result = run_cli("enqueue", "--from", "-", "--strict", "--skip-lines", "1",
+                     "--batch-size", "3", "-o", "json", input=text)
+    assert result.code == 0, result
+    summary = json.loads(result.stdout)
+    assert [a["line"] for a in summary["activities"]] == [2, 3, 4, 5]
+    assert (summary["lines"], summary["last_line"]) == (4, 5)
+    docs = backend.context.activities
+    assert sorted(d["payload"]["n"] for d in docs.find()) == [0, 1, 2, 3]

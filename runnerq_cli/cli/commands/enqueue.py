@@ -181,7 +181,9 @@ class BulkSummary:
         return lines
 
     def interrupted_line(self) -> str:
-        return (f"interrupted: enqueued {self.enqueued} of the first {self.last_line} lines; "
+        which = (f"the first {self.last_line} lines" if not self.skipped_lines
+                 else f"lines {self.skipped_lines + 1}-{self.last_line}")
+        return (f"interrupted: enqueued {self.enqueued} of {which}; "
                 f"last line reached {self.last_line}; run again with --skip-lines "
                 f"{self.last_line} to go on")
 
@@ -286,7 +288,11 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
         second = checked
         summary.lines = 0
     try:
-        _write_all(backend_factory, second, defaults, summary, batch_size=batch_size,
+        if second == source:
+            lines = _read_lines(source, skip_lines)
+        else:  # the spool holds the lines after the skipped ones: number them as the input
+            lines = ((number + skip_lines, text) for number, text in _read_lines(second))
+        _write_all(backend_factory, lines, defaults, summary, batch_size=batch_size,
                    quiet=quiet, skip_lines=skip_lines, on_batch=on_batch, stop=stop)
     finally:
         if second != source:
@@ -294,7 +300,8 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
     return summary
 
 
-def _write_all(backend_factory: Any, source: str, defaults: dict[str, Any],
+def _write_all(backend_factory: Any, lines: Iterator[tuple[int, bytes | None]],
+               defaults: dict[str, Any],
                summary: BulkSummary, *, batch_size: int, quiet: bool, skip_lines: int,
                on_batch: Callable[[list[dict[str, Any]]], None] | None,
                stop: Callable[[], bool]) -> None:
@@ -341,7 +348,7 @@ def _write_all(backend_factory: Any, source: str, defaults: dict[str, Any],
 
     try:
         reached = skip_lines
-        for number, text in _read_lines(source, skip_lines):
+        for number, text in lines:
             reached = number
             if text is None or text.strip():
                 summary.lines += 1

@@ -29,19 +29,22 @@ def _lines(start: int, stop: int) -> str:
 def test_sigterm_midway_stops_after_the_batch_and_skip_lines_goes_on_once(
         backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any,
         tmp_path: Path) -> None:
-    total = 2000
-    path = tmp_path / "big.ndjson"
-    path.write_text(_lines(0, total))
+    # Standard input, so the child cannot finish before the signal however fast the
+    # server: the last line is written only after the signal is sent (both fit the pipe).
+    total = 1001
     activities = backend.context.activities
-    args = ("enqueue", "--from", str(path), "-q")
-    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *args, "--batch-size", "5"],
-                            env=cli_env,
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-",
+                             "--batch-size", "5", "-q"], env=cli_env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=default_signals)
+    assert proc.stdin is not None
     try:
+        proc.stdin.write(_lines(0, total - 1))
+        proc.stdin.flush()
         wait_until(lambda: activities.count_documents({}) >= 1, timeout=60, interval=0.01,
                    message="the first activities")
         proc.send_signal(signal.SIGTERM)
+        proc.stdin.write(_lines(total - 1, total))
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -54,14 +57,15 @@ def test_sigterm_midway_stops_after_the_batch_and_skip_lines_goes_on_once(
     assert found, line
     enqueued, first, reached, skip = map(int, found.groups())
     assert enqueued == first == reached == skip  # every line up to there was written
-    assert 0 < reached < total
+    assert reached > 0
     assert activities.count_documents({}) == reached
     assert len(out.split()) == reached  # -q printed each batch's ids as it was written
     assert {d["payload"]["n"] for d in activities.find()} == set(range(reached))
 
-    # The rest in big batches: the dev server answers one command at a time.
-    rerun = run_cli_subprocess(*args, "--skip-lines", str(skip), "--batch-size", "1000",
-                               timeout=120)
+    path = tmp_path / "all.ndjson"  # the same input, run again from where it stopped
+    path.write_text(_lines(0, total))
+    rerun = run_cli_subprocess("enqueue", "--from", str(path), "-q", "--skip-lines", str(skip),
+                               "--batch-size", "1000", timeout=120)
     assert rerun.code == 0, rerun.stderr
     assert len(rerun.stdout.split()) == total - reached
     assert activities.count_documents({}) == total

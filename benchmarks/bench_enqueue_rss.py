@@ -53,10 +53,16 @@ def write_lines(path: Path, size_mb: float, line_kb: float, bad_last: bool = Fal
 
 
 def peak_rss_mb(env: dict[str, str], *args: str) -> tuple[float, float, int]:
-    """(peak RSS in MB, seconds, exit code) of `runnerq-mongo ARGS` in a child process."""
+    """(peak RSS in MB, seconds, exit code) of `runnerq-mongo ARGS` in a child process.
+
+    It runs in a temporary directory: `python -m` puts its working directory first on
+    sys.path, which would hide a PYTHONPATH pointing at another checkout.
+    """
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m", "runnerq_cli",
-                           *args], env=env, capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m",
+                               "runnerq_cli", *args], env=env, capture_output=True, text=True,
+                              check=True, cwd=cwd)
     seconds = time.monotonic() - started
     peak, code = done.stdout.split()
     return int(peak) / 1024, seconds, int(code)

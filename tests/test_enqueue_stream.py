@@ -141,3 +141,43 @@ def test_strict_from_stdin_with_skip_lines_numbers_lines_as_the_input(
     assert (summary["lines"], summary["last_line"]) == (4, 5)
     docs = backend.context.activities
     assert sorted(d["payload"]["n"] for d in docs.find()) == [0, 1, 2, 3]
+
+
+@pytest.mark.slow
+def test_a_server_outage_midway_prints_the_summary_so_far_and_exits_6(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
+    from pymongo import MongoClient
+
+    from tests.test_server_outage import free_port, start_server, stop
+
+    port = free_port()
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    env = {**cli_env, "RUNNERQ_MONGO_URI": uri, "RUNNERQ_DATABASE": "outage_enqueue",
+           "RUNNERQ_SERVER_SELECTION_TIMEOUT": "2s"}
+    server = start_server(env, port, tmp_path / "server.sqlite")
+    proc = None
+    try:
+        subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
+                       check=True, capture_output=True, timeout=60)
+        proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-",
+                                 "--batch-size", "5"], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None
+        proc.stdin.write(_lines(0, 10))  # two batches
+        proc.stdin.flush()
+        with MongoClient(uri, uuidRepresentation="standard") as client:
+            acts = client.outage_enqueue.runnerq_tests_activities
+            wait_until(lambda: acts.count_documents({}) == 10, timeout=60,
+                       message="the first two batches")
+        stop(server)
+        out, err = proc.communicate(_lines(10, 20), timeout=120)  # the next batch meets it
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        if server.poll() is None:
+            stop(server)
+    assert proc.returncode == ExitCode.UNAVAILABLE, err
+    assert out.startswith("enqueued 10 of "), out
+    assert err.startswith("error: stopped at line 11: ") and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1

@@ -15,7 +15,7 @@ _runnerq_mongo_node() {
         "enqueue")
             cmds=''
             flags='--strict -q --quiet --wait -h --help'
-            valopts='-p --payload --priority --delay --at --max-retries --timeout --retry-delay -m --metadata --idempotency-key --on-duplicate --from --batch-size --wait-timeout -o --output' ;;
+            valopts='-p --payload --priority --delay --at --max-retries --timeout --retry-delay -m --metadata --idempotency-key --on-duplicate --from --batch-size --skip-lines --wait-timeout -o --output' ;;
         "dev-server")
             cmds=''
             flags='--init -h --help'
@@ -197,6 +197,8 @@ _runnerq_mongo_values() {
         "enqueue|--from")
             kind=file; choices='' ;;
         "enqueue|--batch-size")
+            kind=none; choices='' ;;
+        "enqueue|--skip-lines")
             kind=none; choices='' ;;
         "enqueue|--wait-timeout")
             kind=none; choices='' ;;

@@ -1,12 +1,18 @@
 """`runnerq-mongo enqueue`: put one activity (TYPE) or many (`--from FILE`, NDJSON) on a queue.
 
-All input is validated before the server is contacted, so a typo never
-writes half an activity and never waits for a server timeout first.
+One activity's input is validated before the server is contacted, so a typo
+never writes half an activity and never waits for a server timeout first.
+`--from` streams: lines are read, validated and written a batch at a time
+(`--strict` validates the whole input in a first pass, spooling standard
+input to a temporary file, and writes in a second), and a signal stops it
+after the batch in progress (exit 130, rerun with `--skip-lines`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,26 +118,39 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
 
 @dataclass
 class BulkSummary:
-    """What `enqueue --from` did, line by line."""
+    """What `enqueue --from` did: counts, rejected lines, and (for JSON) every activity.
+
+    Text and -q output keep only the counts and the rejected lines, so memory
+    does not grow with the number of activities written; `-o json` keeps one
+    small record per activity written (`keep_activities`).
+    """
 
     lines: int = 0
     activities: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     written: bool = True
     aborted: str | None = None
+    enqueued: int = 0
+    existing: int = 0
+    keep_activities: bool = True
+    skipped_lines: int = 0
+    last_line: int = 0
+    interrupted: bool = False
+
+    def add(self, activity: dict[str, Any]) -> None:
+        if activity["created"]:
+            self.enqueued += 1
+        else:
+            self.existing += 1
+        if self.keep_activities:
+            self.activities.append(activity)
 
     def count(self, kind: str) -> int:
         return sum(1 for r in self.rejected if r["kind"] == kind)
 
-    @property
-    def enqueued(self) -> int:
-        return sum(1 for a in self.activities if a["created"])
-
-    @property
-    def existing(self) -> int:
-        return sum(1 for a in self.activities if not a["created"])
-
     def exit_code(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
         if self.count("invalid"):
             return ExitCode.USAGE
         if self.count("duplicate"):
@@ -142,8 +161,9 @@ class BulkSummary:
         return {"lines": self.lines, "enqueued": self.enqueued, "existing": self.existing,
                 "duplicates_rejected": self.count("duplicate"),
                 "invalid": self.count("invalid"), "written": self.written,
-                "aborted": self.aborted, "rejected": self.rejected,
-                "activities": self.activities}
+                "aborted": self.aborted, "interrupted": self.interrupted,
+                "skipped_lines": self.skipped_lines, "last_line": self.last_line,
+                "rejected": self.rejected, "activities": self.activities}
 
     def text(self) -> list[str]:
         head = f"enqueued {self.enqueued} of {self.lines} lines"
@@ -160,78 +180,202 @@ class BulkSummary:
         lines += [f"line {r['line']}: {r['kind']}: {r['reason']}" for r in self.rejected]
         return lines
 
+    def interrupted_line(self) -> str:
+        which = (f"the first {self.last_line} lines" if not self.skipped_lines
+                 else f"lines {self.skipped_lines + 1}-{self.last_line}")
+        return (f"interrupted: enqueued {self.enqueued} of {which}; "
+                f"last line reached {self.last_line}; run again with --skip-lines "
+                f"{self.last_line} to go on")
 
-def _read_lines(source: str) -> list[bytes]:
-    """The lines of `source` (- is stdin) as bytes: each line's UTF-8 is checked on its own."""
+
+def _read_lines(source: str, skip_lines: int = 0) -> Iterator[tuple[int, bytes | None]]:
+    """The lines of `source` (- is stdin) one at a time, as bytes, after the first
+    `skip_lines`: each line's UTF-8 is checked on its own, memory stays bounded.
+
+    A line too long for any payload comes as None (refused alone). The file
+    is opened before the first line, so a missing file is refused before
+    anything is written.
+    """
+    from runnerq_cli.cli.commands.dlq import read_lines
+
+    lines = read_lines(source, "--from")
+
+    def after() -> Iterator[tuple[int, bytes | None]]:
+        for number, text in lines:
+            if number > skip_lines:
+                yield number, text
+
+    return after()
+
+
+def _parse(text: bytes | None, defaults: dict[str, Any]) -> ActivitySpec:
     from runnerq_cli import values
+    from runnerq_cli.backend.specs import spec_from_line
 
+    if text is None:
+        raise InvalidArgument(f"line longer than {values.PAYLOAD_TEXT_MAX} bytes; a payload "
+                              f"may take at most {values.PAYLOAD_MAX_BYTES} bytes as BSON")
+    return spec_from_line(text, defaults)
+
+
+def _validate_all(source: str, defaults: dict[str, Any], summary: BulkSummary,
+                  should_stop: Callable[[], bool], skip_lines: int) -> str | None:
+    """--strict's first pass: every line checked, nothing written.
+
+    Returns the source of the second pass: the file itself, or (for stdin) a
+    temporary copy spooled as the lines go by; None when interrupted.
+    """
+    import tempfile
+
+    spool: Any = None
     if source == "-":
-        data = _stdin().read()
-        return (data if isinstance(data, bytes) else data.encode("utf-8")).splitlines()
-    values.readable_file(source, "--from")
+        spool = tempfile.NamedTemporaryFile(prefix="runnerq-enqueue-", suffix=".ndjson",  # noqa: SIM115
+                                            delete=False)
     try:
-        with open(source, "rb") as handle:
-            return handle.read().splitlines()
-    except OSError as exc:
-        raise InvalidArgument(f"--from: cannot read {source}: {exc.strerror or exc}") from None
+        for number, text in _read_lines(source, skip_lines):
+            if spool is not None:
+                spool.write((text or b"") + b"\n")  # an over-long line fails below anyway
+            summary.last_line = number
+            if text is not None and not text.strip():
+                continue
+            summary.lines += 1
+            try:
+                _parse(text, defaults)
+            except InvalidArgument as exc:
+                summary.rejected.append({"line": number, "kind": "invalid", "reason": str(exc)})
+            if should_stop():
+                summary.interrupted = True
+                break
+    except BaseException:
+        if spool is not None:
+            spool.close()
+            os.unlink(spool.name)
+        raise
+    if spool is None:
+        return source
+    spool.close()
+    return spool.name
 
 
 def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
-                 strict: bool, batch_size: int, quiet: bool = False) -> BulkSummary:
-    """Validate every line, then write the valid ones in batches (none at all if strict)."""
-    from runnerq_cli.backend.specs import spec_from_line
+                 strict: bool, batch_size: int, quiet: bool = False, skip_lines: int = 0,
+                 keep_activities: bool = True,
+                 on_batch: Callable[[list[dict[str, Any]]], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> BulkSummary:
+    """Read, validate and write the lines a batch at a time (none at all if strict and
+    any line is invalid: then a first pass validates, a second writes).
+
+    `should_stop` is polled after each line: the batch in progress is written,
+    then reading stops (summary.interrupted, summary.last_line). `on_batch`
+    gets each batch's activities as soon as they are written (-q prints them).
+    """
+    stop = should_stop or (lambda: False)
+    summary = BulkSummary(keep_activities=keep_activities, skipped_lines=skip_lines,
+                          last_line=skip_lines)
+    second = source
+    if strict:
+        checked = _validate_all(source, defaults, summary, stop, skip_lines)
+        if summary.interrupted:  # nothing written: a rerun starts where this one did
+            summary.written = False
+            summary.last_line = skip_lines
+            return summary
+        if summary.rejected:
+            summary.written = False
+            if checked != source and checked is not None:
+                os.unlink(checked)
+            return summary
+        assert checked is not None
+        second = checked
+        summary.lines = 0
+    try:
+        if second == source:
+            lines = _read_lines(source, skip_lines)
+        else:  # the spool holds the lines after the skipped ones: number them as the input
+            lines = ((number + skip_lines, text) for number, text in _read_lines(second))
+        _write_all(backend_factory, lines, defaults, summary, batch_size=batch_size,
+                   quiet=quiet, skip_lines=skip_lines, on_batch=on_batch, stop=stop)
+    finally:
+        if second != source:
+            os.unlink(second)
+    return summary
+
+
+def _write_all(backend_factory: Any, lines: Iterator[tuple[int, bytes | None]],
+               defaults: dict[str, Any],
+               summary: BulkSummary, *, batch_size: int, quiet: bool, skip_lines: int,
+               on_batch: Callable[[list[dict[str, Any]]], None] | None,
+               stop: Callable[[], bool]) -> None:
+    from runnerq_cli.cli.progress import BulkProgress
     from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, RunnerQError
 
-    summary = BulkSummary()
-    valid: list[tuple[int, ActivitySpec]] = []
-    for number, text in enumerate(_read_lines(source), start=1):
-        if not text.strip():
-            continue
-        summary.lines += 1
-        try:
-            valid.append((number, spec_from_line(text, defaults)))
-        except InvalidArgument as exc:
-            summary.rejected.append({"line": number, "kind": "invalid", "reason": str(exc)})
-    if strict and summary.rejected:
-        summary.written = False
-        return summary
-    if not valid:
-        return summary
-    from runnerq_cli.cli.progress import BulkProgress
-
-    backend = backend_factory()
-    progress = BulkProgress("enqueueing", len(valid), quiet=quiet)
+    backend: Any = None
+    progress: BulkProgress | None = None
+    batch: list[tuple[int, ActivitySpec]] = []
     written = 0
+
+    def flush() -> None:
+        nonlocal backend, progress, written
+        if not batch:
+            return
+        if backend is None:
+            backend = backend_factory()
+            progress = BulkProgress("enqueueing", None, quiet=quiet)
+        try:
+            results = backend.enqueue_many([spec for _, spec in batch])
+        except RunnerQError as exc:
+            summary.aborted = (f"stopped at line {batch[0][0]}: {exc}; lines from there "
+                               "on may not be written")
+            raise _Aborted(exc) from None
+        done: list[dict[str, Any]] = []
+        for (number, _), result in zip(batch, results, strict=True):
+            if isinstance(result, DuplicateActivity | IdempotencyConflict):
+                summary.rejected.append({"line": number, "kind": "duplicate",
+                                         "reason": str(result)})
+            elif isinstance(result, Exception):
+                summary.rejected.append({"line": number, "kind": "invalid",
+                                         "reason": str(result)})
+            else:
+                activity = {"line": number, "id": str(result.activity_id),
+                            "created": result.created, "status": result.status}
+                summary.add(activity)
+                done.append(activity)
+        if on_batch is not None:
+            on_batch(done)
+        written += len(batch)
+        batch.clear()
+        assert progress is not None
+        progress.update(written)
+
     try:
-        for start in range(0, len(valid), batch_size):
-            batch = valid[start:start + batch_size]
-            try:
-                results = backend.enqueue_many([spec for _, spec in batch])
-            except RunnerQError as exc:
-                summary.aborted = (f"stopped at line {batch[0][0]}: {exc}; lines from there "
-                                   "on may not be written")
-                raise _Aborted(exc) from None
-            for (number, _), result in zip(batch, results, strict=True):
-                if isinstance(result, DuplicateActivity | IdempotencyConflict):
-                    summary.rejected.append({"line": number, "kind": "duplicate",
-                                             "reason": str(result)})
-                elif isinstance(result, Exception):
+        reached = skip_lines
+        for number, text in lines:
+            reached = number
+            if text is None or text.strip():
+                summary.lines += 1
+                try:
+                    batch.append((number, _parse(text, defaults)))
+                except InvalidArgument as exc:
                     summary.rejected.append({"line": number, "kind": "invalid",
-                                             "reason": str(result)})
-                else:
-                    summary.activities.append({"line": number, "id": str(result.activity_id),
-                                               "created": result.created,
-                                               "status": result.status})
-            written += len(batch)
-            progress.update(written)
-    except _Aborted as stop:
+                                             "reason": str(exc)})
+                if len(batch) >= batch_size:
+                    flush()
+            if stop():
+                flush()
+                summary.last_line = number
+                summary.interrupted = True
+                break
+            summary.last_line = number if not batch else summary.last_line
+        else:
+            flush()
+            summary.last_line = reached
+    except _Aborted as aborted:
         summary.rejected.sort(key=lambda r: r["line"])
-        stop.summary = summary
+        aborted.summary = summary
         raise
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
     summary.rejected.sort(key=lambda r: r["line"])
-    return summary
 
 
 class _Aborted(Exception):
@@ -246,9 +390,7 @@ class _Aborted(Exception):
 def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> None:
     from runnerq_cli.literal import literal
 
-    if quiet:
-        for activity in summary.activities:
-            typer.echo(activity["id"])
+    if quiet:  # the ids were printed as each batch was written
         # Only the ids on stdout, but which lines were rejected still goes to stderr.
         for rejected in summary.rejected:
             typer.echo(literal(f"line {rejected['line']}: {rejected['kind']}: "
@@ -301,6 +443,9 @@ def enqueue(
                                 help="With --from: write nothing if any line is invalid."),
     batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=10000,
                                    help="With --from: activities per write."),
+    skip_lines: int = typer.Option(0, "--skip-lines", min=0, max=2**63 - 1, metavar="N",
+                                   help="With --from: skip the first N lines (go on after "
+                                        "an interrupted run: it prints N)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the activity id(s)."),
     wait: bool = typer.Option(False, "--wait", help="Block until the activity is terminal, "
                                                     "print its result, exit like `wait`."),
@@ -311,9 +456,14 @@ def enqueue(
 ) -> None:
     """Enqueue one activity of TYPE, or many from an NDJSON file with --from.
 
+    With --from the input is read line by line and written a batch at a time
+    (memory stays bounded). Ctrl-C or SIGTERM finishes the batch in progress,
+    prints the last line reached and exits 130: rerun with --skip-lines N.
+
     Exit codes: 0 enqueued (or an existing activity returned), 2 invalid input
     (with --from: any line rejected as invalid), 3 bad config, 5 idempotency
-    key held (no-reuse / allow-reuse-on-failure), 6 server unreachable.
+    key held (no-reuse / allow-reuse-on-failure), 6 server unreachable,
+    130 interrupted (--from).
     """
     cli = state(ctx)
     if (wait or wait_timeout) and from_file is not None:
@@ -337,13 +487,15 @@ def enqueue(
                                 name=flag_name)
         cli.settings()  # config and queue name are checked before any line is written
         _enqueue_from(cli, from_file, defaults, strict=strict, batch_size=batch_size,
-                      output=output, quiet=quiet)
+                      output=output, quiet=quiet, skip_lines=skip_lines)
         return
 
     if activity_type is None:
         raise InvalidArgument("missing activity TYPE (or --from FILE to enqueue many)")
     if strict:
         raise InvalidArgument("--strict applies only to --from")
+    if skip_lines:
+        raise InvalidArgument("--skip-lines applies only to --from")
     spec = _spec_of_flags(activity_type, payload, spec_options(
         priority=priority, delay=delay, at=at, max_retries=max_retries, timeout=timeout,
         retry_delay=retry_delay, metadata=parse_metadata(metadata),
@@ -373,15 +525,25 @@ def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bo
 
 
 def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bool,
-                  batch_size: int, output: OutputFormat, quiet: bool) -> None:
+                  batch_size: int, output: OutputFormat, quiet: bool,
+                  skip_lines: int = 0) -> None:
     """`enqueue --from`: write the lines, report each rejected one, exit like the docs say."""
-    from runnerq_cli.cli.output import fail
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.output import error_line, fail
+
+    def print_ids(activities: list[dict[str, Any]]) -> None:
+        for activity in activities:
+            typer.echo(activity["id"])
 
     try:
-        summary = enqueue_bulk(cli.backend, source, defaults, strict=strict,
-                               batch_size=batch_size, quiet=quiet)
+        with stop_on_signal() as signalled:
+            summary = enqueue_bulk(cli.backend, source, defaults, strict=strict,
+                                   batch_size=batch_size, quiet=quiet, skip_lines=skip_lines,
+                                   keep_activities=output is not OutputFormat.TEXT and not quiet,
+                                   on_batch=print_ids if quiet else None,
+                                   should_stop=signalled.is_set)
     except _Aborted as stop:
-        if stop.summary is not None and not stop.summary.activities:
+        if stop.summary is not None and not (stop.summary.enqueued or stop.summary.existing):
             raise stop.cause from None  # nothing written yet: the plain error (exit 6)
         if stop.summary is not None:
             _report_bulk(stop.summary, output, quiet)
@@ -389,6 +551,10 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
         fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
              getattr(cause, "exit_code", ExitCode.FAILURE))
     _report_bulk(summary, output, quiet)
+    if summary.interrupted:
+        error_line(summary.interrupted_line()
+                   + ("; nothing written (--strict)" if not summary.written else ""))
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
     code = summary.exit_code()
     if code:
         fail(f"{len(summary.rejected)} of {summary.lines} lines rejected"

@@ -1,0 +1,105 @@
+"""Peak memory of `enqueue --from` against the size of the file it reads (issue 15).
+
+Two runs, each in its own child process, each against the same command on a one-line
+file (the difference is what the file's size costs):
+
+- write: an NDJSON file of about SIZE_MB megabytes of LINE_KB-kilobyte lines, enqueued
+  with `runnerq-mongo enqueue --from FILE -q` (every line read, validated and written);
+- validate: about SMALL_MB megabytes of small lines (~40 bytes) whose last line is
+  invalid, with `--strict` (every line read and validated in the first pass; nothing
+  written, so a dev server can run it: ~800,000 lines).
+
+    python benchmarks/bench_enqueue_rss.py [SIZE_MB] [LINE_KB] [SMALL_MB]   (default 30 10 30)
+
+Against RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process (slow: about 100
+inserts a second, so the write run takes a minute). The peak RSS of a child is read
+with getrusage(RUSAGE_CHILDREN) in a wrapper process of its own, so one run's peak never
+hides another's. PYTHONPATH is passed on: point it at an older checkout to compare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchserver import start_server
+
+WRAPPER = ("import resource, subprocess, sys\n"
+           "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+           "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+           "print(peak, done.returncode)\n"
+           "sys.stderr.write(done.stderr[-400:])\n")
+
+
+def write_lines(path: Path, size_mb: float, line_kb: float, bad_last: bool = False) -> int:
+    filler = "x" * int(line_kb * 1024)
+    lines = 0
+    with path.open("w", encoding="utf-8") as out:
+        while lines == 0 or out.tell() < size_mb * 1024 * 1024:
+            payload = {"blob": filler} if filler else {"n": lines}
+            out.write(json.dumps({"type": "bench", "payload": payload}) + "\n")
+            lines += 1
+        if bad_last:
+            out.write("not json\n")
+            lines += 1
+    return lines
+
+
+def peak_rss_mb(env: dict[str, str], *args: str) -> tuple[float, float, int]:
+    """(peak RSS in MB, seconds, exit code) of `runnerq-mongo ARGS` in a child process.
+
+    It runs in a temporary directory: `python -m` puts its working directory first on
+    sys.path, which would hide a PYTHONPATH pointing at another checkout.
+    """
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m",
+                               "runnerq_cli", *args], env=env, capture_output=True, text=True,
+                              check=True, cwd=cwd)
+    seconds = time.monotonic() - started
+    peak, code = done.stdout.split()
+    return int(peak) / 1024, seconds, int(code)
+
+
+def main() -> None:
+    size_mb = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
+    line_kb = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
+    small_mb = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    uri, server = start_server()
+    env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
+           "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
+           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s"}
+    try:
+        subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
+                       check=True, capture_output=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            one, big = Path(tmp) / "one.ndjson", Path(tmp) / "big.ndjson"
+            write_lines(one, 0, line_kb)
+            lines = write_lines(big, size_mb, line_kb)
+            base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one), "-q")
+            peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(big), "-q")
+            print(f"write: {big.stat().st_size / 1e6:.1f} MB, {lines} lines of {line_kb:g} KB "
+                  f"(exit {code}, {seconds:.0f} s): peak RSS one-line {base:.1f} MB, "
+                  f"this {peak:.1f} MB, growth {peak - base:.1f} MB")
+            one_bad, small = Path(tmp) / "one_bad.ndjson", Path(tmp) / "small.ndjson"
+            write_lines(one_bad, 0, 0, bad_last=True)
+            lines = write_lines(small, small_mb, 0, bad_last=True)
+            base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one_bad), "--strict")
+            peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(small), "--strict")
+            print(f"validate (--strict, last line invalid): {small.stat().st_size / 1e6:.1f} MB,"
+                  f" {lines} small lines (exit {code}, {seconds:.0f} s): peak RSS one-line "
+                  f"{base:.1f} MB, this {peak:.1f} MB, growth {peak - base:.1f} MB")
+    finally:
+        if server is not None:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -254,7 +254,7 @@ def _validate_all(source: str, defaults: dict[str, Any], summary: BulkSummary,
     if spool is None:
         return source
     spool.close()
-    return spool.name
+    return str(spool.name)
 
 
 def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from runnerq_cli.backend.timing import TIMING
+
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
@@ -63,7 +65,8 @@ def families(samples: list[dict[str, Any]]) -> list[Metric]:
                   "Time from started to finished, of activities finished within the window "
                   "(nearest-rank quantiles over at most the newest 10000).", "summary")
     workers = GaugeMetricFamily(
-        "runnerq_workers", "Registered worker processes: live (heartbeat within 30 s) or stale.",
+        "runnerq_workers", "Registered worker processes: live (heartbeat within "
+        f"{TIMING.worker_stale_after:g} s) or stale.",
         labels=["queue", "state"])
     in_flight = GaugeMetricFamily(
         "runnerq_in_flight", "Activities running now on live workers.", labels=["queue"])

@@ -35,6 +35,7 @@ from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.shapes import malformed
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 
 
@@ -205,7 +206,8 @@ def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check
         return Check("outbox", CheckStatus.FAIL,
                      f"{activities(old)} with an outbox older than "
                      f"{OUTBOX_MAX_AGE:g}s (their events/results are not copied out yet)",
-                     "start a worker: it repairs outboxes every 30 s" if not live_workers
+                     f"start a worker: it repairs outboxes every {TIMING.repair_every:g} s"
+                     if not live_workers
                      else "check the workers' logs for repair errors", facts)
     return Check("outbox", CheckStatus.OK, "no outbox older than a minute", None, facts)
 

@@ -70,18 +70,25 @@ class PauseState:
             return [t for t in types if t not in self.types], []
         return None, list(self.types)
 
-    def describe(self) -> str:
-        """One line for people: what is paused, since when, by whom, why."""
+    def describe(self, *, shown: Callable[[str, int | None], str] = lambda text, _limit: text,
+                 when: Callable[[datetime], str] = display_time) -> str:
+        """One line for people: what is paused, since when, by whom, why.
+
+        `shown(value, max_length)` renders each recorded value and `when` the time: the
+        CLI passes its escaping and its time format; the worker's log and doctor take
+        them as they are (their output is escaped where it is printed).
+        """
         if not self.active:
             return "not paused"
-        what = "the whole queue" if self.all else "types " + ", ".join(self.types)
+        what = "the whole queue" if self.all else "types " + ", ".join(
+            shown(t, None) for t in self.types)
         text = f"paused: {what}"
         if self.at is not None:
-            text += f" since {display_time(self.at)}"
+            text += f" since {when(self.at)}"
         if self.actor:
-            text += f" by {self.actor}"
+            text += f" by {shown(self.actor, 200)}"
         if self.reason:
-            text += f" ({self.reason})"
+            text += f" ({shown(self.reason, 500)})"
         return text
 
     def to_json(self) -> dict[str, Any]:

@@ -33,17 +33,8 @@ def describe_pause(pause: Any) -> str:
     """One line: what is paused, since when, by whom, why (each value escaped)."""
     from runnerq_cli.cli.timefmt import stamp
 
-    if not pause.active:
-        return "not paused"
-    what = "the whole queue" if pause.all else "types " + ", ".join(
-        literal(t) for t in pause.types)
-    text = f"paused: {what}"
-    if pause.at is not None:
-        text += f" since {stamp(pause.at)}"
-    if pause.actor:
-        text += f" by {literal(pause.actor, max_length=200)}"
-    if pause.reason:
-        text += f" ({literal(pause.reason, max_length=500)})"
+    text: str = pause.describe(
+        shown=lambda value, limit: literal(value, max_length=limit), when=stamp)
     return text
 
 

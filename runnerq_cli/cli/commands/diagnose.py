@@ -162,8 +162,8 @@ def explain_cmd(
 def _pause_words(pause: Any) -> str:
     """The pause fact (its JSON form) in words: what, since when (one time format), who, why."""
     from datetime import datetime
-    from types import SimpleNamespace
 
+    from runnerq_cli.backend.control import PauseState
     from runnerq_cli.cli.words import describe_pause, words
 
     if not isinstance(pause, dict):
@@ -173,9 +173,9 @@ def _pause_words(pause: Any) -> str:
         at = datetime.fromisoformat(at) if isinstance(at, str) else at
     except ValueError:
         at = None
-    state = SimpleNamespace(active=True, all=bool(pause.get("all") is True),
-                            types=[str(t) for t in pause.get("types") or []], at=at,
-                            actor=pause.get("actor"), reason=pause.get("reason"))
+    state = PauseState(all=pause.get("all") is True,
+                       types=tuple(str(t) for t in pause.get("types") or []), at=at,
+                       actor=pause.get("actor"), reason=pause.get("reason"))
     return describe_pause(state).removeprefix("paused: ")
 
 

@@ -8,6 +8,7 @@ the one doctor vouches for, fails here.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from runnerq_cli.backend import driver, queries
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import Status
-from runnerq_cli.backend.queries import RESTATED, representative_queries
+from runnerq_cli.backend.events import EventCursor
+from runnerq_cli.backend.queries import representative_queries
 
 Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort
 
@@ -65,7 +67,7 @@ def sent(monkeypatch) -> list[Sent]:
     return log
 
 
-def _run_every_code_path(queue: RunnerQ) -> None:
+def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.dequeue("w")
     queue.dequeue("w", types=list(queries.SAMPLE_TYPES))
     queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
@@ -76,32 +78,40 @@ def _run_every_code_path(queue: RunnerQ) -> None:
     for status in queries.LIST_ORDERS:
         queue.list_page(status)
     queue.stats()
+    queue.stats_snapshot()
     queue.queue_summary()
     queue.get_activity_events(queries.SAMPLE_ACTIVITY)
     queue.list_dead_letter()
     queue.count_live_workers(queries.STALE_AFTER_SAMPLE)
+    # One read of a tail positioned where doctor's sample tail reads from.
+    start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
+    list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))
 
 
 def test_every_query_doctor_checks_is_the_one_the_code_sends(queue: RunnerQ, clock,
                                                              sent: list[Sent]) -> None:
     assert queue.settings.retention_completed > 0 and queue.settings.retention_failed > 0
-    _run_every_code_path(queue)
     now = clock()
-    checked = [q for q in representative_queries(queue.settings, now) if q.name not in RESTATED]
-    assert len(checked) >= 20
+    _run_every_code_path(queue, now)
+    checked = representative_queries(queue.settings, now)
+    assert len(checked) >= 30
     for query in checked:
         collection = queue.context.names.all()[query.role]
         if query.pipeline is not None:
             wanted: Sent = (collection, list(query.pipeline), ())
+            assert wanted in sent, (query.name, wanted)
         else:
-            wanted = (collection, query.filter, query.sort)
-        assert wanted in sent, (query.name, wanted)
+            # A find, or an aggregation that starts with the query's match and sort.
+            head = [query.match_stage, *([query.sort_stage] if query.sort else [])]
+            assert (collection, query.filter, query.sort) in sent or any(
+                c == collection and isinstance(p, list) and p[:len(head)] == head
+                for c, p, _ in sent), (query.name, query.filter, query.sort)
 
 
 def test_the_code_paths_are_recorded_so_the_check_can_fail(queue: RunnerQ, sent: list[Sent],
                                                            clock) -> None:
     """A filter the code does not send is not found: the comparison above means something."""
-    _run_every_code_path(queue)
+    _run_every_code_path(queue, clock())
     activities = queue.context.names.activities
     assert (activities, {"status": Status.PENDING.value}, queries.CLAIM_ORDER) in sent
     assert (activities, {"status": "pending", "activity_type": "x"},

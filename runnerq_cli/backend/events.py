@@ -44,9 +44,10 @@ from typing import Any
 
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
+from runnerq_cli.backend import queries
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.driver import Collection
-from runnerq_cli.backend.models import Event, MalformedDocument, Status
+from runnerq_cli.backend.models import Event, MalformedDocument
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
@@ -341,10 +342,8 @@ class EventStream:
         return not (f.worker_id and event.worker_id != f.worker_id)
 
     def _stored_source(self, start: datetime, limit: int) -> tuple[list[dict[str, Any]], Any]:
-        query: dict[str, Any] = {**self.filters.query(), "ingested_at": {"$gte": start}}
-        if self.cursor.floor is not None:
-            query["timestamp"] = {"$gte": self.cursor.floor}
-        docs = list(self._events.find(query).sort([("ingested_at", 1), ("_id", 1)]).limit(limit))
+        query = queries.stored_events_since(start, self.filters.query(), self.cursor.floor)
+        docs = list(self._events.find(query.filter).sort(query.sort_list).limit(limit))
         for doc in docs:
             doc["_stamp"] = doc.get("ingested_at") or doc.get("timestamp") or EPOCH
         cut = docs[-1]["_stamp"] if len(docs) == limit else None
@@ -361,18 +360,14 @@ class EventStream:
             base["_id"] = f.activity_id
         if f.activity_types:
             base["activity_type"] = {"$in": [str(t) for t in f.activity_types]}
-        sources: tuple[tuple[str, dict[str, Any], set[str]], ...] = (
-            ("created_at", {}, {"Enqueued", "Scheduled"}),
-            ("started_at", {}, {"Dequeued", "Started"}),
-            ("completed_at", {"status": Status.COMPLETED.value}, {"Completed", "ResultStored"}),
-        )
         docs: dict[Any, dict[str, Any]] = {}
         cuts = []
-        for name, extra, kinds in sources:
+        for label, name, extra, kinds, purpose in queries.TAIL_STEPS:
             if wanted and not wanted & kinds:
                 continue
-            found = list(self._activities.find({**base, **extra, name: {"$gte": start}},
-                                               PROJECTION).sort([(name, 1)]).limit(limit))
+            query = queries.tail_step(label, name, extra, purpose, start, base)
+            found = list(self._activities.find(query.filter, PROJECTION)
+                         .sort(query.sort_list).limit(limit))
             if len(found) == limit:
                 cuts.append(found[-1][name])
             for doc in found:
@@ -383,7 +378,7 @@ class EventStream:
         if not docs:
             return out, min(cuts) if cuts else None
         stored: dict[Any, list[dict[str, Any]]] = {}
-        for event in self._events.find({"activity_id": {"$in": list(docs)}},
+        for event in self._events.find(queries.stored_events_of(docs).filter,
                                        {"activity_id": 1, "event_type": 1, "timestamp": 1,
                                         "detail": 1}):
             stored.setdefault(event.get("activity_id"), []).append(event)
@@ -404,7 +399,7 @@ class EventStream:
         out: list[dict[str, Any]] = []
         if self._activities is None:
             return out
-        for doc in self._activities.find({**base, "outbox.since": {"$exists": True}},
+        for doc in self._activities.find(queries.uncopied_steps(base).filter,
                                          {"outbox.events": 1, "activity_type": 1}):
             for event in (doc.get("outbox") or {}).get("events", ()):
                 stamp = event.get("ingested_at")

@@ -30,15 +30,19 @@ from typing import Any
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.indexes import index_name
 from runnerq_cli.backend.models import Priority, Status, to_jsonable
+from runnerq_cli.backend.queries import (
+    EXACT_FINISHED,
+    TERMINAL_DONE,
+    finished_since,
+    status_counts,
+)
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
 SCHEMA = "runnerq.stats/2"
-TERMINAL_DONE = [Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value]
 REPORTED_STATUSES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                      "cancelled")
 LIVE_STATUSES = ("pending", "scheduled", "processing")
-from runnerq_cli.backend.queries import EXACT_FINISHED  # noqa: E402 (re-exported)
 
 EXACT_STATUSES = (*LIVE_STATUSES, *EXACT_FINISHED)
 # The counts that are estimates (every other count is exact); `total` includes them.
@@ -107,8 +111,6 @@ def count_queries(settings: Settings) -> list[tuple[dict[str, Any], str]]:
     (queries.status_counts: the live states from their own partial indexes; failed,
     dead_letter and cancelled from the finished index with the status as its first
     key, so a count reads that status's keys and no completed activity's)."""
-    from runnerq_cli.backend.queries import status_counts
-
     return [(query.filter, index_name(settings, str(query.purpose))) for query in status_counts()]
 
 
@@ -183,9 +185,8 @@ def oldest_pending(ctx: QueueContext, now: datetime) -> dict[str, Any] | None:
 
 
 def throughput(ctx: QueueContext, now: datetime, minutes: int) -> dict[str, Any]:
-    since = now - timedelta(minutes=minutes)
     pipeline = [
-        {"$match": {"status": {"$in": TERMINAL_DONE}, "completed_at": {"$gte": since}}},
+        finished_since(now - timedelta(minutes=minutes)).match_stage,
         {"$group": {"_id": {"status": "$status", "minute": {"$floor": {"$divide": [
             {"$subtract": [now, "$completed_at"]}, 60_000]}}}, "count": {"$sum": 1}}},
     ]
@@ -242,10 +243,10 @@ def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> dict[s
     Over terminal activities finished in the last `window` seconds, at most
     the newest `cap` of them; nearest-rank percentiles picked on the server.
     """
-    since = now - timedelta(seconds=window)
+    finished = finished_since(now - timedelta(seconds=window))
     pipeline: list[dict[str, Any]] = [
-        {"$match": {"status": {"$in": TERMINAL_DONE}, "completed_at": {"$gte": since}}},
-        {"$sort": {"completed_at": -1}},
+        finished.match_stage,
+        finished.sort_stage,
         {"$limit": cap},
         {"$project": {"wait": WAIT_MS, "run": RUN_MS}},
         {"$facet": {"wait": _percentile_stage("wait"), "run": _percentile_stage("run")}},
@@ -278,7 +279,8 @@ def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
     """
     since = now - timedelta(seconds=seconds)
     width_ms = seconds * 1000.0 / buckets
-    match = {"$match": {"status": {"$in": TERMINAL_DONE}, "completed_at": {"$gte": since}}}
+    finished = finished_since(since)
+    match = finished.match_stage
     bucket = {"$floor": {"$divide": [{"$subtract": ["$completed_at", since]}, width_ms]}}
     types: dict[str, dict[str, Any]] = {}
 
@@ -297,7 +299,7 @@ def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
         per = entry(key.get("t"))
         per[str(key.get("s"))] = per.get(str(key.get("s")), 0) + n
         per["per_bucket"][slot(key.get("b"))] += n
-    sampled: list[dict[str, Any]] = [match, {"$sort": {"completed_at": -1}}, {"$limit": cap},
+    sampled: list[dict[str, Any]] = [match, finished.sort_stage, {"$limit": cap},
                {"$project": {"t": "$activity_type", "b": bucket, "run": RUN_MS}},
                {"$match": {"run": {"$ne": None}}}, {"$sort": {"run": 1}},
                {"$group": {"_id": {"t": "$t", "b": "$b"}, "v": {"$push": "$run"}}},
@@ -422,8 +424,7 @@ def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:
 def finished_in_window(ctx: QueueContext, now: datetime, seconds: float) -> dict[str, int]:
     """Activities that reached completed/failed/dead_letter in the last `seconds`."""
     pipeline: list[dict[str, Any]] = [
-        {"$match": {"status": {"$in": TERMINAL_DONE},
-                    "completed_at": {"$gte": now - timedelta(seconds=seconds)}}},
+        finished_since(now - timedelta(seconds=seconds)).match_stage,
         {"$group": {"_id": "$status", "count": {"$sum": 1}}},
     ]
     out = dict.fromkeys(TERMINAL_DONE, 0)

@@ -1,7 +1,8 @@
 """Every filter and sort the backend sends on a hot or growing path, named, in one place.
 
 The code that runs a query builds it here (queue.py claims, maintenance.py's
-chores, writes.py's repair, inspection.py's lists, metrics.py, workers.py), and
+chores, writes.py's repair, inspection.py's lists, metrics.py's counts and
+window, events.py's tail sources, workers.py), and
 `doctor` explains the same objects (`representative_queries`): a query cannot
 drift from the index check that vouches for it. tests/test_queries.py runs each
 code path and asserts it sent exactly the query doctor checks.
@@ -64,6 +65,16 @@ class Query:
     def sort_list(self) -> list[tuple[str, int]]:
         """The sort as pymongo takes it."""
         return list(self.sort)
+
+    @property
+    def match_stage(self) -> dict[str, Any]:
+        """The filter as an aggregation's first stage."""
+        return {"$match": self.filter}
+
+    @property
+    def sort_stage(self) -> dict[str, Any]:
+        """The sort as an aggregation stage."""
+        return {"$sort": dict(self.sort)}
 
     def index(self, settings: Settings) -> str | None:
         """The name of the index meant to serve it."""
@@ -187,39 +198,80 @@ def status_counts() -> list[Query]:
             for label, match, purpose in parts]
 
 
-# ----------------------------------------------- what doctor explains (only)
+# ----------------------------------------------------------- windows and tails
+
+# Finished in the sense of the stats window: completed, failed or dead-lettered (a
+# cancellation is an operator's act, not an outcome of work).
+TERMINAL_DONE = (Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value)
 
 
-def _restated(now: datetime) -> list[Query]:
-    """Queries whose code builds them itself (events.py's tails, metrics.py's window):
-    restated here until that code takes them from this module."""
-    recent = now - timedelta(seconds=10)
-    done = [Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value]
-    return [
-        Query("stats window", "activities",
-              {"status": {"$in": done}, "completed_at": {"$gte": now - timedelta(minutes=15)}},
-              (("completed_at", -1),), "list finished"),
-        Query("tail: enqueued", "activities", {"created_at": {"$gte": recent}},
-              (("created_at", 1),), "derived Enqueued"),
-        Query("tail: started", "activities", {"started_at": {"$gte": recent}},
-              (("started_at", 1),), "derived Dequeued"),
-        Query("tail: completed", "activities",
-              {"status": Status.COMPLETED.value, "completed_at": {"$gte": recent}},
-              (("completed_at", 1),), "list finished"),
-        Query("tail: steps not copied out yet", "activities", {"outbox.since": {"$exists": True}},
-              purpose="repair of outboxes"),
-        Query("event stream polling", "events", {"ingested_at": {"$gte": now}},
-              (("ingested_at", 1), ("_id", 1)), "event stream polling"),
-    ]
+def finished_since(since: datetime) -> Query:
+    """Activities that finished at or after `since`, newest first: the window behind
+    stats' throughput, latency and history and the metrics' outcomes (metrics.py puts
+    `match_stage` and `sort_stage` at the head of its pipelines)."""
+    return Query("stats window", "activities",
+                 {"status": {"$in": list(TERMINAL_DONE)}, "completed_at": {"$gte": since}},
+                 (("completed_at", -1),), "list finished")
 
 
-RESTATED = frozenset({"stats window", "tail: enqueued", "tail: started", "tail: completed",
-                      "tail: steps not copied out yet", "event stream polling"})
+# The tail's derived sources (events.py): which step time of an activity document
+# gives which events, the extra match, and the index that serves the range.
+TAIL_STEPS: tuple[tuple[str, str, dict[str, Any], frozenset[str], str], ...] = (
+    ("enqueued", "created_at", {}, frozenset({"Enqueued", "Scheduled"}), "derived Enqueued"),
+    ("started", "started_at", {}, frozenset({"Dequeued", "Started"}), "derived Dequeued"),
+    ("completed", "completed_at", {"status": Status.COMPLETED.value},
+     frozenset({"Completed", "ResultStored"}), "list finished"),
+)
+
+
+def tail_step(label: str, field: str, extra: dict[str, Any], purpose: str,
+              start: datetime, base: dict[str, Any] | None = None) -> Query:
+    """Activities whose step `field` falls at or after `start` (one TAIL_STEPS source;
+    `base` holds the tail's activity filters), in that step's order."""
+    return Query(f"tail: {label}", "activities", {**(base or {}), **extra, field: {"$gte": start}},
+                 ((field, 1),), purpose)
+
+
+def tail_steps(start: datetime, base: dict[str, Any] | None = None) -> list[Query]:
+    """Every derived source of the tail from `start`."""
+    return [tail_step(label, field, extra, purpose, start, base)
+            for label, field, extra, _kinds, purpose in TAIL_STEPS]
+
+
+def uncopied_steps(base: dict[str, Any] | None = None) -> Query:
+    """Activities whose outbox still holds steps of an ended attempt (the tail shows
+    them where they are until the copier has moved them)."""
+    return Query("tail: steps not copied out yet", "activities",
+                 {**(base or {}), "outbox.since": {"$exists": True}},
+                 purpose="repair of outboxes")
+
+
+def stored_events_since(start: datetime, match: dict[str, Any] | None = None,
+                        floor: datetime | None = None) -> Query:
+    """Stored events positioned at or after `start` (the server's `ingested_at`), in
+    position order; `match` holds the tail's filters, `floor` its --since."""
+    query: dict[str, Any] = {**(match or {}), "ingested_at": {"$gte": start}}
+    if floor is not None:
+        query["timestamp"] = {"$gte": floor}
+    return Query("event stream polling", "events", query, (("ingested_at", 1), ("_id", 1)),
+                 "event stream polling")
+
+
+def stored_events_of(activity_ids: Iterable[Any]) -> Query:
+    """The stored events of the activities a tail read derived steps from."""
+    return Query("tail: stored events of derived activities", "events",
+                 {"activity_id": {"$in": list(activity_ids)}}, purpose="events of an activity")
+
+
+# ----------------------------------------------------- what doctor explains
+
 # Sample arguments doctor explains the parameterised queries with.
 SAMPLE_TYPES = ("a", "b")
 SAMPLE_PAUSED = ("a",)
 SAMPLE_ACTIVITY = uuid.UUID(int=0)
 STALE_AFTER_SAMPLE = 30.0
+STATS_WINDOW_SAMPLE = 900.0  # stats' default latency window
+TAIL_BEHIND_SAMPLE = 10.0  # a tail reading from 10 s behind the server's clock
 
 
 def representative_queries(settings: Settings, now: datetime,
@@ -240,6 +292,9 @@ def representative_queries(settings: Settings, now: datetime,
         events_of(SAMPLE_ACTIVITY),
         dead_letter_list(),
         live_workers(now, STALE_AFTER_SAMPLE),
-        *_restated(now),
+        finished_since(now - timedelta(seconds=STATS_WINDOW_SAMPLE)),
+        *tail_steps(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
+        uncopied_steps(),
+        stored_events_since(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
     ]
     return queries

@@ -79,3 +79,53 @@ def test_a_command_run_does_not_import_pydantic(tmp_path) -> None:
     assert proc.stdout.split()[:2] == ["0", "2"]  # ran; a value out of range is still refused
     assert proc.stderr.startswith("error: Invalid value for '--batch-size'")
     assert proc.stdout.strip().endswith("[]"), proc.stdout
+
+
+def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
+    """cli/app.py's MODULE_OF, which a run uses to load its command's module alone, is
+    what the modules register: nothing missing, nothing misattributed."""
+    import importlib
+
+    import typer
+
+    from runnerq_cli.cli.app import COMMAND_MODULES, MODULE_OF
+
+    registered: dict[str, str] = {}
+    for module in COMMAND_MODULES:
+        probe = typer.Typer()
+        importlib.import_module(f"runnerq_cli.cli.commands.{module}").register(probe)
+        names = [info.name or info.callback.__name__.replace("_", "-")
+                 for info in probe.registered_commands]
+        names += [str(info.name or info.typer_instance.info.name)
+                  for info in probe.registered_groups]
+        registered.update(dict.fromkeys(names, module))
+    assert registered == MODULE_OF
+
+
+def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_name,
+                                                                   tmp_path) -> None:
+    """One `enqueue` imports the enqueue command and the queue's modules: not the other
+    commands, not the operator, dead-letter, metrics or diagnosis parts (per-command CPU,
+    benchmarks/bench_cli_startup.py part 2), and it still enqueues."""
+    code = ("import contextlib, io, json, sys\n"
+            "from runnerq_cli.cli.app import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            "    code = main(sys.argv[1:])\n"
+            "print(json.dumps({'code': code, 'out': out.getvalue(), 'modules': sorted(\n"
+            "    m for m in sys.modules if m.startswith('runnerq_cli.'))}))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RUNNERQ_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path), RUNNERQ_MONGO_URI=server.uri,
+               RUNNERQ_DATABASE=db_name)
+    proc = subprocess.run([sys.executable, "-c", code, "enqueue", "t", "-q"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0 and len(report["out"].strip()) == 36, report
+    loaded = set(report["modules"])
+    assert "runnerq_cli.cli.commands.enqueue" in loaded
+    commands = {m for m in loaded if m.startswith("runnerq_cli.cli.commands.")}
+    assert commands == {"runnerq_cli.cli.commands.enqueue"}, commands
+    parts = ("audit", "bulk", "batches", "dlq", "operator", "metrics", "diagnose",
+             "inspection", "events", "control", "maintenance")
+    assert not {f"runnerq_cli.backend.{p}" for p in parts} & loaded, sorted(loaded)

@@ -15,8 +15,8 @@ import pytest
 
 from runnerq_cli.backend import driver, queries
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.events import EventCursor
+from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.queries import representative_queries
 
 Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort

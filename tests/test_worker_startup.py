@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from runnerq_cli.argv import ROOT_OPTIONS_WITH_VALUE, command_word
 from runnerq_cli.backend.models import Status
 from runnerq_cli.errors import ExitCode
-from runnerq_cli.worker.startup import ROOT_OPTIONS_WITH_VALUE, command_word
 from tests.helpers import default_signals
 from tests.waiting import wait_until
 

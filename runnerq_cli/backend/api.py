@@ -18,25 +18,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.audit import AuditEntry, AuditLog
-from runnerq_cli.backend.batches import BATCH_SIZE as BULK_BATCH_SIZE
-from runnerq_cli.backend.bulk import BulkActions, BulkReport, Selection
 from runnerq_cli.backend.connection import client_for
 from runnerq_cli.backend.context import QueueContext, utc_now
-from runnerq_cli.backend.control import Control, PauseState
-from runnerq_cli.backend.dlq import (
-    IMPORT_BATCH,
-    DeadLetters,
-    ImportLine,
-    ImportOutcome,
-    ImportReport,
-)
-from runnerq_cli.backend.driver import Database
-from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
-from runnerq_cli.backend.filters import ActivityFilter
-from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
-from runnerq_cli.backend.inspection import Inspector
-from runnerq_cli.backend.maintenance import Maintenance
 from runnerq_cli.backend.models import (
     AckOutcome,
     Activity,
@@ -49,17 +32,31 @@ from runnerq_cli.backend.models import (
     Status,
 )
 from runnerq_cli.backend.naming import validate_queue_name
-from runnerq_cli.backend.operator import ActionResult, Expect, Operator, RedriveReport
-from runnerq_cli.backend.pagination import ListFilter, Page
 from runnerq_cli.backend.queue import ActivityQueue, ActivitySpec
-from runnerq_cli.backend.waiting import WaitOutcome, wait_for
-from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
+from runnerq_cli.backend.sizes import BULK_BATCH_SIZE, IMPORT_BATCH
 from runnerq_cli.config import Settings, load_settings
 
+# The parts below are imported where first used (each is an attribute made on first
+# access): `enqueue` loads the queue's modules, not those of dlq, bulk, metrics, diagnosis.
 if TYPE_CHECKING:
+    from runnerq_cli.backend.audit import AuditEntry, AuditLog
+    from runnerq_cli.backend.bulk import BulkActions, BulkReport, Selection
     from runnerq_cli.backend.checks import Check
+    from runnerq_cli.backend.control import Control, PauseState
     from runnerq_cli.backend.diagnose import Diagnosis
+    from runnerq_cli.backend.dlq import DeadLetters, ImportLine, ImportOutcome, ImportReport
+    from runnerq_cli.backend.driver import Database
+    from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
     from runnerq_cli.backend.explain import Explanation
+    from runnerq_cli.backend.filters import ActivityFilter
+    from runnerq_cli.backend.indexes import IndexReport
+    from runnerq_cli.backend.inspection import Inspector
+    from runnerq_cli.backend.maintenance import Maintenance
+    from runnerq_cli.backend.operator import ActionResult, Expect, Operator, RedriveReport
+    from runnerq_cli.backend.pagination import ListFilter, Page
+    from runnerq_cli.backend.waiting import WaitOutcome
+    from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
+
 
 
 class RunnerQ:
@@ -72,16 +69,59 @@ class RunnerQ:
     def __init__(self, settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> None:
         self.settings = settings
         client = client_for(settings)
-        ctx = self._ctx = QueueContext.create(settings, client[settings.database], clock=clock)
-        self.audit_log = AuditLog(ctx)
-        self.activities = ActivityQueue(ctx)
-        self.maintenance = Maintenance(ctx)
-        self.registry = WorkerRegistry(ctx)
-        self.inspector = Inspector(ctx, self.registry)
-        self.operator = Operator(ctx, self.maintenance, self.audit_log)
-        self.bulk = BulkActions(ctx, self.operator, self.audit_log)
-        self.control = Control(ctx, self.audit_log)
-        self.dead_letters = DeadLetters(ctx, self.activities, self.operator, self.audit_log)
+        self._ctx = QueueContext.create(settings, client[settings.database], clock=clock)
+        self.activities = ActivityQueue(self._ctx)
+
+    # The other parts, each made on first use (they hold no state of their own: two
+    # threads racing to make one make equal parts).
+
+    @functools.cached_property
+    def audit_log(self) -> AuditLog:
+        from runnerq_cli.backend.audit import AuditLog
+
+        return AuditLog(self._ctx)
+
+    @functools.cached_property
+    def maintenance(self) -> Maintenance:
+        from runnerq_cli.backend.maintenance import Maintenance
+
+        return Maintenance(self._ctx)
+
+    @functools.cached_property
+    def registry(self) -> WorkerRegistry:
+        from runnerq_cli.backend.workers import WorkerRegistry
+
+        return WorkerRegistry(self._ctx)
+
+    @functools.cached_property
+    def inspector(self) -> Inspector:
+        from runnerq_cli.backend.inspection import Inspector
+
+        return Inspector(self._ctx, self.registry)
+
+    @functools.cached_property
+    def operator(self) -> Operator:
+        from runnerq_cli.backend.operator import Operator
+
+        return Operator(self._ctx, self.maintenance, self.audit_log)
+
+    @functools.cached_property
+    def bulk(self) -> BulkActions:
+        from runnerq_cli.backend.bulk import BulkActions
+
+        return BulkActions(self._ctx, self.operator, self.audit_log)
+
+    @functools.cached_property
+    def control(self) -> Control:
+        from runnerq_cli.backend.control import Control
+
+        return Control(self._ctx, self.audit_log)
+
+    @functools.cached_property
+    def dead_letters(self) -> DeadLetters:
+        from runnerq_cli.backend.dlq import DeadLetters
+
+        return DeadLetters(self._ctx, self.activities, self.operator, self.audit_log)
 
     @functools.cached_property
     def diagnosis(self) -> Diagnosis:
@@ -130,6 +170,8 @@ class RunnerQ:
         Indexes this version no longer uses are reported as obsolete, and
         dropped only with `drop_obsolete`.
         """
+        from runnerq_cli.backend.indexes import ensure_indexes
+
         return ensure_indexes(self._ctx.db, self.settings, write=write,
                               drop_obsolete=drop_obsolete)
 
@@ -169,6 +211,8 @@ class RunnerQ:
         Returns a `waiting.WaitOutcome` (status, result, whether it timed out);
         NotFound if the activity does not exist and left no result.
         """
+        from runnerq_cli.backend.waiting import wait_for
+
         return wait_for(self.inspector.get_activity, self.activities.get_result, activity_id,
                         timeout, poll=poll, max_poll=max_poll)
 

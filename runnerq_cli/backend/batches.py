@@ -39,9 +39,10 @@ from runnerq_cli.backend.operator import (
     fence_of,
     plan_update,
 )
+from runnerq_cli.backend.sizes import BULK_BATCH_SIZE
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 
-BATCH_SIZE = 500
+BATCH_SIZE = BULK_BATCH_SIZE
 ROUNDS = 3  # reads of an activity whose fence moved before it is reported as changed
 
 

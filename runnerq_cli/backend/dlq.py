@@ -33,6 +33,7 @@ from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.models import OnDuplicate, Priority, Status, to_jsonable
 from runnerq_cli.backend.queue import DUPLICATE_KEY, ORPHAN_KEY_GRACE
 from runnerq_cli.backend.shapes import ACTIVITY, well_formed
+from runnerq_cli.backend.sizes import IMPORT_BATCH
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
 
 if TYPE_CHECKING:
@@ -69,7 +70,6 @@ class ImportOutcome:
                 "id": str(self.id) if self.id else None, "reason": self.reason}
 
 
-IMPORT_BATCH = 500
 # A batch also ends at this many bytes of lines: what one batch holds in memory (its
 # lines, their decoded payloads, their BSON) stays a few times this, whatever the file.
 IMPORT_BATCH_BYTES = 4 * 1024 * 1024

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import os
 import sys
@@ -12,11 +13,13 @@ import typer
 from typer.core import TyperGroup
 
 from runnerq_cli import __version__
+from runnerq_cli.argv import command_word
 from runnerq_cli.cli.output import error_line
 from runnerq_cli.cli.state import CliState
 from runnerq_cli.errors import ExitCode, RunnerQError
 
-# Each module defines `register(app)`; one module per command or command group.
+# Each module defines `register(app)`; one module per command or command group, in the
+# order root --help lists them.
 COMMAND_MODULES = (
     "config_cmd",
     "init_indexes",
@@ -33,6 +36,18 @@ COMMAND_MODULES = (
     "diagnose",
     "completion",
 )
+# The module that registers each top-level command (tests/test_cli_layout.py checks this
+# against what the modules register): a command run loads its own module only.
+MODULE_OF = {
+    "config": "config_cmd", "init-indexes": "init_indexes", "enqueue": "enqueue",
+    "dev-server": "dev_server", "worker": "worker", "tail": "tail", "stats": "stats",
+    **dict.fromkeys(("list", "show", "events", "result", "wait", "workers"), "inspect"),
+    **dict.fromkeys(("cancel", "retry", "run-now", "reschedule", "set-priority", "delete",
+                     "redrive", "purge"), "actions"),
+    "pause": "control", "resume": "control", "dlq": "dlq", "audit": "audit",
+    **dict.fromkeys(("doctor", "explain", "queues", "metrics"), "diagnose"),
+    "completion": "completion",
+}
 
 
 class _LazyRootGroup(TyperGroup):
@@ -90,18 +105,19 @@ class _LazyRootGroup(TyperGroup):
                                     for name, text in rows])
 
 
-app = typer.Typer(
-    name="runnerq-mongo",
-    help="Run and watch RunnerQ activity queues stored in MongoDB.",
-    no_args_is_help=True,
-    add_completion=False,  # `runnerq-mongo completion` ships and installs the scripts
-    pretty_exceptions_enable=False,
-    # Plain click help: rich help formatting costs ~0.1 s of imports on every --help
-    # (benchmarks/bench_cli_startup.py); help stays fast and greppable.
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    cls=_LazyRootGroup,
-)
+def _new_app() -> typer.Typer:
+    return typer.Typer(
+        name="runnerq-mongo",
+        help="Run and watch RunnerQ activity queues stored in MongoDB.",
+        no_args_is_help=True,
+        add_completion=False,  # `runnerq-mongo completion` ships and installs the scripts
+        pretty_exceptions_enable=False,
+        # Plain click help: rich help formatting costs ~0.1 s of imports on every --help
+        # (benchmarks/bench_cli_startup.py); help stays fast and greppable.
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        cls=_LazyRootGroup,
+    )
 
 
 def _version(value: bool) -> None:
@@ -110,7 +126,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     ctx: typer.Context,
     config: str | None = typer.Option(None, "--config", "-c", metavar="PATH",
@@ -135,13 +150,35 @@ def root(
                        overrides={"uri": uri, "database": database, "queue": queue})
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"runnerq_cli.cli.commands.{_name}").register(app)
+@functools.cache
+def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
+    """The root command with the commands of `modules` registered (all by default)."""
+    built = _new_app()
+    built.callback()(root)
+    for name in modules:
+        importlib.import_module(f"runnerq_cli.cli.commands.{name}").register(built)
+    return built
 
 
-def _root_command() -> Any:
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app a command line needs: its command's module alone when the command word
+    names one, else every command (root --help, a misspelt name, completion)."""
+    module = MODULE_OF.get(command_word(argv) or "")
+    return build_app((module,)) if module else build_app()
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: every command registered (tools, tests, the completion generator)."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _root_command(app: typer.Typer | None = None) -> Any:
     """`typer.main.get_command(app)`, with the subcommands converted lazily (startup speed)."""
     import inspect
+
+    app = app or build_app()
 
     from typer.main import (
         get_command_from_info,
@@ -260,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     click_exceptions = typer_compat.click_exceptions()
     typer_compat.install_fast_coercion()
-    command = _root_command()
+    command = _root_command(app_for(argv if argv is not None else sys.argv[1:]))
     try:
         result = command.main(args=argv, prog_name="runnerq-mongo", standalone_mode=False)
         code = int(result) if isinstance(result, int) else 0

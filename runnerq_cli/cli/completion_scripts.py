@@ -139,7 +139,9 @@ def command_tree(app: Any = None) -> Node:
 
     Context = context_class()
     if app is None:
-        from runnerq_cli.cli.app import app
+        from runnerq_cli.cli.app import build_app
+
+        app = build_app()
     command = typer.main.get_command(app)
     settings = getattr(command, "context_settings", None) or {}
     return _node(command, Context(command, info_name=PROG, **settings), ())

@@ -22,31 +22,13 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from runnerq_cli.argv import command_word
+
 COMMAND = "worker"
-# The root command's options that take a value (cli/app.py; tests/test_worker_startup.py
-# checks this list against the real root command).
-ROOT_OPTIONS_WITH_VALUE = frozenset({"--config", "-c", "--uri", "--database", "--db",
-                                     "--queue"})
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 _received: list[int] = []
 _originals: dict[int, Any] = {}
-
-
-def command_word(argv: Sequence[str]) -> str | None:
-    """The subcommand `argv` (without the program name) runs: its first word that is
-    neither a root option nor a root option's value."""
-    expect_value = False
-    for word in argv:
-        if expect_value:
-            expect_value = False
-        elif word == "--":
-            return None
-        elif word.startswith("-"):
-            expect_value = word in ROOT_OPTIONS_WITH_VALUE
-        else:
-            return word
-    return None
 
 
 def _record(signum: int, frame: FrameType | None) -> None:

@@ -1,6 +1,8 @@
 """Test bed: which MongoDB-compatible server the suite talks to (CONTRIBUTING.md, "Test servers").
 
-1. RUNNERQ_TEST_MONGO_URI: that server (a real MongoDB, a replica set, Atlas).
+1. RUNNERQ_TEST_MONGO_URI: that server (a real MongoDB, a replica set, Atlas);
+   or RUNNERQ_TEST_MONGO_URIS: several, separated by spaces, one per xdist
+   worker (CI's Python 3.11 run: a dev server for each worker).
 2. Docker answers: a real MongoDB 8 in a container (a one-node replica set,
    so change streams are exercised too).
 3. Otherwise: the local mongoeco wire-protocol server, in this process
@@ -13,8 +15,9 @@ Every tier is the real pymongo driver over a real TCP connection. Each test
 gets its own database, dropped afterwards.
 
 In parallel (`python -m pytest -n 2`, pytest-xdist) each worker process picks its
-server itself: its own mongoeco server (or Docker container), or the one server of
-RUNNERQ_TEST_MONGO_URI shared by all; database names carry the worker's id. The
+server itself: its own mongoeco server (or Docker container), the one server of
+RUNNERQ_TEST_MONGO_URI shared by all, or its own of RUNNERQ_TEST_MONGO_URIS (worker
+gwN takes the URI at N, round robin); database names carry the worker's id. The
 controlling process starts no server.
 """
 
@@ -43,6 +46,7 @@ from tests.waiting import wait_until
 class TestServer:
     uri: str
     kind: str  # "uri", "docker", "mongoeco"
+    shared: bool = False  # other xdist workers send their commands to it too
 
     @functools.cached_property
     def real_mongodb(self) -> bool:
@@ -116,12 +120,31 @@ def _start_mongoeco() -> TestServer:
     return TestServer(server.uri, "mongoeco")
 
 
+def _listed_uris() -> list[str]:
+    return os.environ.get("RUNNERQ_TEST_MONGO_URIS", "").split()
+
+
+def _worker_number() -> int:
+    """N of the xdist worker gwN (0 without xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) if worker[2:].isdigit() else 0
+
+
+def _worker_count() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
 def chosen_server() -> TestServer:
     """The server of the first available tier (kind "none" when there is none)."""
     global _SERVER
     if _SERVER is None:
-        if os.environ.get("RUNNERQ_TEST_MONGO_URI"):
-            _SERVER = TestServer(os.environ["RUNNERQ_TEST_MONGO_URI"], "uri")
+        uris = _listed_uris()
+        if uris:
+            _SERVER = TestServer(uris[_worker_number() % len(uris)], "uri",
+                                 shared=_worker_count() > len(uris))
+        elif os.environ.get("RUNNERQ_TEST_MONGO_URI"):
+            _SERVER = TestServer(os.environ["RUNNERQ_TEST_MONGO_URI"], "uri",
+                                 shared=_worker_count() > 1)
         elif os.environ.get("RUNNERQ_TEST_NO_DOCKER") != "1" and _docker_available():
             _SERVER = _start_docker_mongo()
         elif _mongoeco_available():
@@ -138,6 +161,8 @@ def _xdist_controller(config: pytest.Config) -> bool:
 
 def _planned_kind() -> str:
     """The tier chosen_server() would take, without starting anything."""
+    if _listed_uris():
+        return "uris"
     if os.environ.get("RUNNERQ_TEST_MONGO_URI"):
         return "uri"
     if os.environ.get("RUNNERQ_TEST_NO_DOCKER") != "1" and _docker_available():
@@ -151,7 +176,10 @@ def pytest_report_header(config: pytest.Config) -> str:
         from runnerq_cli.redaction import redact_uri
 
         uri = redact_uri(os.environ.get("RUNNERQ_TEST_MONGO_URI", ""))
+        listed = len(_listed_uris())
         each = {"uri": f"the server of RUNNERQ_TEST_MONGO_URI at {uri}, shared by every worker",
+                "uris": f"the {listed} servers of RUNNERQ_TEST_MONGO_URIS, one per worker "
+                        "(round robin)",
                 "docker": "a real MongoDB 8 in Docker (testcontainers), one per worker",
                 "mongoeco": "the local mongoeco wire-protocol server, one per worker",
                 "none": f"none; tests that need one are skipped ({NO_SERVER})"}
@@ -209,8 +237,9 @@ def server_to_itself(server: TestServer) -> TestServer:
     """The server, for a test that reads server-wide counters (serverStatus): skipped
     where other xdist workers share it (RUNNERQ_TEST_MONGO_URI with -n), as their
     commands would be counted too. It runs wherever each worker has its own server."""
-    if server.kind == "uri" and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-        pytest.skip("reads server-wide counters: needs the server to itself (without -n)")
+    if server.shared:
+        pytest.skip("reads server-wide counters: needs the server to itself (without -n, "
+                    "or one per worker: RUNNERQ_TEST_MONGO_URIS)")
     return server
 
 

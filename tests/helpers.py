@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,10 +16,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def dev_server_command() -> list[str]:
+    """How to start a dev server process that a test can stop and restart: this
+    interpreter's `runnerq-mongo dev-server` where mongoeco is installed (Python 3.13+),
+    else the `runnerq-mongo` of RUNNERQ_TEST_DEV_SERVER (CI's Python 3.11 run points it
+    at the 3.13 environment's), else the test is skipped."""
+    if importlib.util.find_spec("mongoeco") is not None:
+        return [sys.executable, "-m", "runnerq_cli", "dev-server"]
+    external = os.environ.get("RUNNERQ_TEST_DEV_SERVER")
+    if external:
+        return [external, "dev-server"]
+    pytest.skip("the dev server needs mongoeco (Python 3.13+); or set RUNNERQ_TEST_DEV_SERVER "
+                "to the runnerq-mongo of a Python 3.13 environment")
 
 # The statuses an activity can have (drive_to also knows "retrying": scheduled, backing off).
 ALL_STATES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",

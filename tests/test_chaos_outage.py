@@ -23,8 +23,6 @@ import time
 import pytest
 from pymongo import MongoClient
 
-pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
-
 from tests.chaos_support import ROOT, TailProcess, tail_no_follow, wait_for
 from tests.test_server_outage import free_port, start_server, stop
 from tests.test_worker_process import WorkerProcess

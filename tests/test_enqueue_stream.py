@@ -146,7 +146,6 @@ def test_strict_from_stdin_with_skip_lines_numbers_lines_as_the_input(
 @pytest.mark.slow
 def test_a_server_outage_midway_prints_the_summary_so_far_and_exits_6(
         cli_env: dict[str, str], tmp_path: Path) -> None:
-    pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
     from pymongo import MongoClient
 
     from tests.test_server_outage import free_port, start_server, stop

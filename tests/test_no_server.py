@@ -4,6 +4,7 @@ machine), the suite says once how to get one and runs what needs none; no errors
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ def test_no_server_tier_skips_with_one_reason() -> None:
     # One summary line for every test that needs a server, saying how to get one.
     reasons = [line for line in out.splitlines() if "no test server" in line]
     assert len(reasons) == 1, reasons
-    assert reasons[0].startswith("SKIPPED [12] tests/conftest.py: no test server: set "
-                                 "RUNNERQ_TEST_MONGO_URI"), reasons
+    folded = re.match(r"SKIPPED \[(\d+)\] tests/conftest\.py: no test server: set "
+                      r"RUNNERQ_TEST_MONGO_URI", reasons[0])
+    assert folded and int(folded.group(1)) > 10, reasons  # every such test, on one line
     assert "dev-server" in reasons[0] and "CONTRIBUTING.md" in reasons[0]

@@ -18,9 +18,9 @@ import pytest
 from pymongo import MongoClient
 
 from runnerq_cli import connect
+from tests.helpers import dev_server_command
 from tests.waiting import LineReader, wait_until
 
-pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,8 +33,8 @@ def free_port() -> int:
 
 def start_server(env: dict[str, str], port: int, path: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runnerq_cli", "dev-server", "--port", str(port), "--path",
-         str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        [*dev_server_command(), "--port", str(port), "--path", str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert proc.stdout is not None
     try:  # read with a deadline (and drained from then on, so the pipe never fills)
         LineReader(proc.stdout).wait_for(lambda line: "mongodb://" in line, timeout=30,

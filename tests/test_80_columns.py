@@ -118,8 +118,10 @@ def test_wrapped_text_breaks_between_words(busy, run_cli) -> None:
     _fits(indexes)
     _whole(indexes, "activities (-priority, created_at, _id, status)")
     audit = _run(run_cli, "audit")
-    _whole(audit, TYPE, REASON)
+    _fits(audit)
+    _whole(audit, TYPE)
     _times_and_words(audit)
+    assert f"reason='{REASON}'" in " ".join(" ".join(audit).split()), audit
 
 
 def test_layout_drops_columns_before_cutting_and_never_splits() -> None:

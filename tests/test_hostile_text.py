@@ -113,8 +113,13 @@ def test_workers_queues_doctor_audit_escaped(hostile, run_cli) -> None:
     assert not RAW.findall(doctor.stdout + doctor.stderr)
     audit = run_cli("audit")
     _clean(audit, shown=SHORT)
-    # A newline in an actor or reason can never forge a second audit line.
-    assert len(audit.stdout.splitlines()) == len(HOSTILE)
+    # A newline in an actor or reason can never forge a second audit record: a record
+    # starts at the margin with its time, a folded record's later lines are indented.
+    lines = audit.stdout.splitlines()
+    starts = [line for line in lines if not line.startswith(" ")]
+    assert len(starts) == len(HOSTILE), lines
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z  ", line)
+               for line in starts), starts
 
 
 def test_tail_text_lines_escaped(hostile, run_cli) -> None:

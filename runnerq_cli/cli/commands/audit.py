@@ -46,12 +46,18 @@ def audit(
     if not entries:
         typer.echo("no operator actions recorded")
         return
+    from runnerq_cli.cli.words import screen_width, wrap
+
+    width = screen_width()
     for entry, record in zip(entries, records, strict=True):
-        typer.echo(_line(entry.timestamp, record))
+        # Folded between words to the screen's width; a record's later lines are indented,
+        # so only a record starts at the margin (a reason can never forge one).
+        for line in wrap("", _line(entry.timestamp, record), "    ", width):
+            typer.echo(line)
 
 
 def _line(when: Any, entry: dict[str, Any]) -> str:
-    """One record as one line; every recorded text through literal() (never two lines)."""
+    """One record as one text; every recorded text through literal() (no line breaks)."""
     from runnerq_cli.cli.tables import unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
     from runnerq_cli.literal import literal

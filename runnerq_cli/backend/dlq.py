@@ -30,10 +30,11 @@ from pymongo.errors import BulkWriteError
 
 from runnerq_cli.backend.audit import AuditLog, AuditRun, check_text, default_actor
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE
 from runnerq_cli.backend.models import OnDuplicate, Priority, Status, to_jsonable
-from runnerq_cli.backend.queue import DUPLICATE_KEY, ORPHAN_KEY_GRACE
 from runnerq_cli.backend.shapes import ACTIVITY, well_formed
 from runnerq_cli.backend.sizes import IMPORT_BATCH
+from runnerq_cli.backend.writes import DUPLICATE_KEY
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
 
 if TYPE_CHECKING:
@@ -313,7 +314,7 @@ class DeadLetters:
                                                 reason=item.error or "no activity")
                 continue
             if spec.idempotency_key is None:
-                new_docs[index] = self._queue._new_document(spec, uuid.uuid4(), now)
+                new_docs[index] = self._queue.enqueuer.new_document(spec, uuid.uuid4(), now)
                 continue
             digest = _key_digest(spec)
             if digest in slow_keys:
@@ -340,7 +341,7 @@ class DeadLetters:
                 continue
             if holder is None:  # free: this line takes it
                 new_id = uuid.uuid4()
-                doc = self._queue._new_document(spec, new_id, now)
+                doc = self._queue.enqueuer.new_document(spec, new_id, now)
                 taken[digest] = (new_id, doc["status"])
                 new_docs[index] = doc
                 key_docs[digest] = {"_id": _key_id(spec), "activity_id": new_id,

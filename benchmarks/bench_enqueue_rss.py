@@ -7,9 +7,12 @@ file (the difference is what the file's size costs):
   with `runnerq-mongo enqueue --from FILE -q` (every line read, validated and written);
 - validate: about SMALL_MB megabytes of small lines (~40 bytes) whose last line is
   invalid, with `--strict` (every line read and validated in the first pass; nothing
-  written, so a dev server can run it: ~800,000 lines).
+  written, so a dev server can run it: ~800,000 lines);
+- json: about JSON_MB megabytes of small lines enqueued with `-o json`, whose
+  `activities` list is streamed, not kept (one record per line written).
 
-    python benchmarks/bench_enqueue_rss.py [SIZE_MB] [LINE_KB] [SMALL_MB]   (default 30 10 30)
+    python benchmarks/bench_enqueue_rss.py [SIZE_MB] [LINE_KB] [SMALL_MB] [JSON_MB]
+    (default 30 10 30 0.2)
 
 Against RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process (slow: about 100
 inserts a second, so the write run takes a minute). The peak RSS of a child is read
@@ -72,6 +75,7 @@ def main() -> None:
     size_mb = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     line_kb = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
     small_mb = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    json_mb = float(sys.argv[4]) if len(sys.argv) > 4 else 0.2
     uri, server = start_server()
     env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
            "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
@@ -96,6 +100,14 @@ def main() -> None:
             print(f"validate (--strict, last line invalid): {small.stat().st_size / 1e6:.1f} MB,"
                   f" {lines} small lines (exit {code}, {seconds:.0f} s): peak RSS one-line "
                   f"{base:.1f} MB, this {peak:.1f} MB, growth {peak - base:.1f} MB")
+            one_ok, many = Path(tmp) / "one_ok.ndjson", Path(tmp) / "many.ndjson"
+            write_lines(one_ok, 0, 0)
+            lines = write_lines(many, json_mb, 0)
+            base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one_ok), "-o", "json")
+            peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(many), "-o", "json")
+            print(f"write with -o json: {lines} small lines (exit {code}, {seconds:.0f} s): "
+                  f"peak RSS one-line {base:.1f} MB, this {peak:.1f} MB, "
+                  f"growth {peak - base:.1f} MB")
     finally:
         if server is not None:
             server.kill()

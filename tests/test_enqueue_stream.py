@@ -180,3 +180,62 @@ def test_a_server_outage_midway_prints_the_summary_so_far_and_exits_6(
     assert out.startswith("enqueued 10 of "), out
     assert err.startswith("error: stopped at line 11: ") and "Traceback" not in err, err
     assert len(err.splitlines()) == 1
+
+
+def _read_until(stream: Any, wanted: str, timeout: float = 30.0) -> str:
+    """What the pipe has given once `wanted` is in it (partial lines too)."""
+    import os
+    import select
+    import time
+
+    got = b""
+    deadline = time.monotonic() + timeout
+    while wanted.encode() not in got:
+        left = deadline - time.monotonic()
+        assert left > 0, f"{wanted!r} not printed in {timeout} s: {got[-500:]!r}"
+        ready, _, _ = select.select([stream], [], [], min(left, 0.5))
+        if ready:
+            chunk = os.read(stream.fileno(), 65536)
+            assert chunk, f"the output ended before {wanted!r}: {got[-500:]!r}"
+            got += chunk
+    return got.decode()
+
+
+@pytest.mark.parametrize("output", ["json", "jsonl"])
+def test_machine_output_streams_each_activity_as_it_is_written(
+        backend: RunnerQ, cli_env: dict[str, str], output: str) -> None:
+    """-o json and -o jsonl print each batch's activities while the input is still open
+    (nothing kept per line: memory does not grow with the input), and the whole output
+    is one valid JSON document, or one object per line, with the rejected lines."""
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-",
+                             "--batch-size", "2", "-o", output], env=cli_env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=default_signals)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write((_lines(0, 2) + "not json\n").encode())
+        proc.stdin.flush()
+        # The first batch is out before the input ends.
+        space = " " if output == "json" else ""  # -o jsonl is compact
+        early = _read_until(proc.stdout, f'"line":{space}2')
+        assert f'"line":{space}1' in early
+        proc.stdin.write(_lines(3, 5).encode())
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        rest = proc.stdout.read().decode()
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        proc.kill()
+    text = early + rest
+    assert proc.returncode == int(ExitCode.USAGE), err  # one invalid line
+    if output == "json":
+        summary = json.loads(text)
+        assert [a["line"] for a in summary["activities"]] == [1, 2, 4, 5]
+        assert (summary["lines"], summary["enqueued"], summary["invalid"]) == (5, 4, 1)
+        assert [r["line"] for r in summary["rejected"]] == [3]
+    else:
+        records = [json.loads(line) for line in text.splitlines()]
+        assert sorted(r["line"] for r in records) == [1, 2, 3, 4, 5]
+        assert [r["kind"] for r in records if "kind" in r] == ["invalid"]
+        assert all(r["status"] == "pending" for r in records if "id" in r)
+    assert backend.context.activities.count_documents({}) == 4

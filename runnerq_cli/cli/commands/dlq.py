@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from runnerq_cli.cli.examples import examples
-from runnerq_cli.cli.output import OutputFormat, emit, error_line, output_option
+from runnerq_cli.cli.output import (
+    JsonObjectStream,
+    OutputFormat,
+    emit,
+    error_line,
+    output_option,
+)
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
 
@@ -190,8 +196,13 @@ def import_(
     items = _parse_lines(path)  # opens the file: a missing one is refused here
     backend = existing_backend(ctx, create=create or dry_run, create_flag="--create")
 
+    # -o json streams the results list as the lines are done (nothing kept per line).
+    stream = JsonObjectStream("results") if output is OutputFormat.JSON else None
+
     def show(outcome: ImportOutcome) -> None:
-        if output is OutputFormat.JSONL:
+        if stream is not None:
+            stream.add(outcome.to_json())
+        elif output is OutputFormat.JSONL:
             emit(output, [outcome.to_json()])
         elif output is OutputFormat.TEXT and not quiet:
             typer.echo(_line_text(outcome))
@@ -202,9 +213,8 @@ def import_(
         report = backend.dlq_import(
             _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
             actor=actor, should_stop=stop.is_set, on_outcome=show,
-            command=command_line(ctx), collect=output is OutputFormat.JSON,
-            batch_size=batch_size)
-    _summary(report, output)
+            command=command_line(ctx), collect=False, batch_size=batch_size)
+    _summary(report, output, stream)
     code = _exit_code(report)
     if report.interrupted:
         error_line(f"interrupted: dlq import stopped after line {report.last_line} "
@@ -242,14 +252,14 @@ def _counts_text(counts: dict[str, int]) -> str:
         or "nothing to import"
 
 
-def _summary(report: ImportReport, output: OutputFormat) -> None:
+def _summary(report: ImportReport, output: OutputFormat,
+             stream: JsonObjectStream | None) -> None:
     if output is OutputFormat.JSONL:
         return
-    if output is OutputFormat.JSON:
-        emit(output, {"lines": report.lines, "dry_run": report.dry_run,
+    if stream is not None:  # -o json: the results were streamed; the counts close it
+        stream.close({"lines": report.lines, "dry_run": report.dry_run,
                       "counts": report.counts, "interrupted": report.interrupted,
-                      "last_line": report.last_line,
-                      "results": [o.to_json() for o in report.outcomes]})
+                      "last_line": report.last_line})
         return
     typer.echo(f"{report.lines} lines: {_counts_text(report.counts)}"
                + (" (dry run: nothing written)" if report.dry_run else ""))

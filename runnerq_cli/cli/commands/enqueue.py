@@ -118,32 +118,39 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
 
 @dataclass
 class BulkSummary:
-    """What `enqueue --from` did: counts, rejected lines, and (for JSON) every activity.
+    """What `enqueue --from` did: counts and the rejected lines.
 
-    Text and -q output keep only the counts and the rejected lines, so memory
-    does not grow with the number of activities written; `-o json` keeps one
-    small record per activity written (`keep_activities`).
+    The activities written are not kept: each goes to `on_activity` as it is written
+    (`-o json` and `-o jsonl` stream them), so memory does not grow with the input.
+    Rejected lines are kept (the text and JSON reports name each) and also go to
+    `on_reject`.
     """
 
     lines: int = 0
-    activities: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     written: bool = True
     aborted: str | None = None
     enqueued: int = 0
     existing: int = 0
-    keep_activities: bool = True
     skipped_lines: int = 0
     last_line: int = 0
     interrupted: bool = False
+    on_activity: Callable[[dict[str, Any]], None] | None = None
+    on_reject: Callable[[dict[str, Any]], None] | None = None
 
     def add(self, activity: dict[str, Any]) -> None:
         if activity["created"]:
             self.enqueued += 1
         else:
             self.existing += 1
-        if self.keep_activities:
-            self.activities.append(activity)
+        if self.on_activity is not None:
+            self.on_activity(activity)
+
+    def reject(self, line: int, kind: str, reason: str) -> None:
+        record = {"line": line, "kind": kind, "reason": reason}
+        self.rejected.append(record)
+        if self.on_reject is not None:
+            self.on_reject(record)
 
     def count(self, kind: str) -> int:
         return sum(1 for r in self.rejected if r["kind"] == kind)
@@ -158,12 +165,13 @@ class BulkSummary:
         return ExitCode.OK
 
     def to_json(self) -> dict[str, Any]:
+        """Every field of the `-o json` summary but `activities` (streamed before them)."""
         return {"lines": self.lines, "enqueued": self.enqueued, "existing": self.existing,
                 "duplicates_rejected": self.count("duplicate"),
                 "invalid": self.count("invalid"), "written": self.written,
                 "aborted": self.aborted, "interrupted": self.interrupted,
                 "skipped_lines": self.skipped_lines, "last_line": self.last_line,
-                "rejected": self.rejected, "activities": self.activities}
+                "rejected": self.rejected}
 
     def text(self) -> list[str]:
         head = f"enqueued {self.enqueued} of {self.lines} lines"
@@ -242,7 +250,7 @@ def _validate_all(source: str, defaults: dict[str, Any], summary: BulkSummary,
             try:
                 _parse(text, defaults)
             except InvalidArgument as exc:
-                summary.rejected.append({"line": number, "kind": "invalid", "reason": str(exc)})
+                summary.reject(number, "invalid", str(exc))
             if should_stop():
                 summary.interrupted = True
                 break
@@ -259,7 +267,8 @@ def _validate_all(source: str, defaults: dict[str, Any], summary: BulkSummary,
 
 def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
                  strict: bool, batch_size: int, quiet: bool = False, skip_lines: int = 0,
-                 keep_activities: bool = True,
+                 on_activity: Callable[[dict[str, Any]], None] | None = None,
+                 on_reject: Callable[[dict[str, Any]], None] | None = None,
                  on_batch: Callable[[list[dict[str, Any]]], None] | None = None,
                  should_stop: Callable[[], bool] | None = None) -> BulkSummary:
     """Read, validate and write the lines a batch at a time (none at all if strict and
@@ -270,7 +279,7 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
     gets each batch's activities as soon as they are written (-q prints them).
     """
     stop = should_stop or (lambda: False)
-    summary = BulkSummary(keep_activities=keep_activities, skipped_lines=skip_lines,
+    summary = BulkSummary(on_activity=on_activity, on_reject=on_reject, skipped_lines=skip_lines,
                           last_line=skip_lines)
     second = source
     if strict:
@@ -329,11 +338,9 @@ def _write_all(backend_factory: Any, lines: Iterator[tuple[int, bytes | None]],
         done: list[dict[str, Any]] = []
         for (number, _), result in zip(batch, results, strict=True):
             if isinstance(result, DuplicateActivity | IdempotencyConflict):
-                summary.rejected.append({"line": number, "kind": "duplicate",
-                                         "reason": str(result)})
+                summary.reject(number, "duplicate", str(result))
             elif isinstance(result, Exception):
-                summary.rejected.append({"line": number, "kind": "invalid",
-                                         "reason": str(result)})
+                summary.reject(number, "invalid", str(result))
             else:
                 activity = {"line": number, "id": str(result.activity_id),
                             "created": result.created, "status": result.status}
@@ -355,8 +362,7 @@ def _write_all(backend_factory: Any, lines: Iterator[tuple[int, bytes | None]],
                 try:
                     batch.append((number, _parse(text, defaults)))
                 except InvalidArgument as exc:
-                    summary.rejected.append({"line": number, "kind": "invalid",
-                                             "reason": str(exc)})
+                    summary.reject(number, "invalid", str(exc))
                 if len(batch) >= batch_size:
                     flush()
             if stop():
@@ -387,7 +393,11 @@ class _Aborted(Exception):
         self.summary: BulkSummary | None = None
 
 
-def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> None:
+def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool,
+                 stream: Any = None) -> None:
+    """The end of the report: -q's rejected lines on stderr, the JSON summary (its
+    activities already streamed), or the text; -o jsonl streamed every line already."""
+    from runnerq_cli.cli.output import JsonObjectStream
     from runnerq_cli.literal import literal
 
     if quiet:  # the ids were printed as each batch was written
@@ -395,8 +405,10 @@ def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool) -> Non
         for rejected in summary.rejected:
             typer.echo(literal(f"line {rejected['line']}: {rejected['kind']}: "
                                f"{rejected['reason']}", max_length=600), err=True)
-    elif output is not OutputFormat.TEXT:
-        emit(output, summary.to_json())
+    elif output is OutputFormat.JSON:
+        (stream or JsonObjectStream("activities")).close(summary.to_json())
+    elif output is OutputFormat.JSONL:
+        return
     else:
         for line in summary.text():  # rejected lines quote the input back: escaped
             typer.echo(literal(line, max_length=600))
@@ -529,28 +541,37 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
                   skip_lines: int = 0) -> None:
     """`enqueue --from`: write the lines, report each rejected one, exit like the docs say."""
     from runnerq_cli.cli.interrupt import stop_on_signal
-    from runnerq_cli.cli.output import error_line, fail
+    from runnerq_cli.cli.output import JsonObjectStream, error_line, fail, print_jsonl
 
     def print_ids(activities: list[dict[str, Any]]) -> None:
         for activity in activities:
             typer.echo(activity["id"])
 
+    def batch_out(activities: list[dict[str, Any]]) -> None:
+        sys.stdout.flush()  # a reader sees each batch as soon as it is written
+
+    # Machine output streams each activity as it is written (nothing kept per line):
+    # -o jsonl one object per line, -o json the `activities` list of one object.
+    stream = JsonObjectStream("activities") if output is OutputFormat.JSON and not quiet \
+        else None
+    streamed = {"on_activity": stream.add} if stream is not None else (
+        {"on_activity": print_jsonl, "on_reject": print_jsonl}
+        if output is OutputFormat.JSONL and not quiet else {})
     try:
         with stop_on_signal() as signalled:
             summary = enqueue_bulk(cli.backend, source, defaults, strict=strict,
                                    batch_size=batch_size, quiet=quiet, skip_lines=skip_lines,
-                                   keep_activities=output is not OutputFormat.TEXT and not quiet,
-                                   on_batch=print_ids if quiet else None,
-                                   should_stop=signalled.is_set)
+                                   on_batch=print_ids if quiet else batch_out,
+                                   should_stop=signalled.is_set, **streamed)
     except _Aborted as stop:
         if stop.summary is not None and not (stop.summary.enqueued or stop.summary.existing):
             raise stop.cause from None  # nothing written yet: the plain error (exit 6)
         if stop.summary is not None:
-            _report_bulk(stop.summary, output, quiet)
+            _report_bulk(stop.summary, output, quiet, stream)
         cause = stop.cause
         fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
              getattr(cause, "exit_code", ExitCode.FAILURE))
-    _report_bulk(summary, output, quiet)
+    _report_bulk(summary, output, quiet, stream)
     if summary.interrupted:
         error_line(summary.interrupted_line()
                    + ("; nothing written (--strict)" if not summary.written else ""))

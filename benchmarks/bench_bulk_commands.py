@@ -1,4 +1,5 @@
-"""Commands per 1,000 activities of the bulk paths: actions by filter and by ids, dlq import.
+"""Commands per 1,000 activities of the bulk paths: actions by filter and by ids, dlq import,
+purge.
 
 Each path runs on one batch and on four batches of BATCH activities (inserted
 directly), through a client whose commands are counted (a pymongo
@@ -19,6 +20,7 @@ import json
 import sys
 import uuid
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,15 @@ def measure(ctx: Any, commands: Any, n: int, batch: int, tag: str) -> dict[str, 
     commands.take()
     dlq.dlq_import(lines, collect=False, batch_size=batch)
     runs["dlq import (keyed by original id)"] = commands.take()
+    # Completed a day past the completed retention: what `purge --yes` deletes (with
+    # their results, events and keys), audited like the CLI's purge.
+    insert_activities(ctx, n, "pending", f"e{tag}")
+    aged = ctx.clock() - timedelta(seconds=ctx.settings.retention_completed + 86400)
+    ctx.activities.update_many({"activity_type": f"e{tag}"}, {"$set": {
+        "status": "completed", "completed_at": aged, "last_outcome": "completed"}})
+    commands.take()
+    operator.purge(batch=batch, audit=True)
+    runs["purge (completed past retention)"] = commands.take()
     return runs
 
 

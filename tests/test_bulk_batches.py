@@ -84,6 +84,34 @@ def test_actions_by_filter_and_by_ids_cost_at_most_25_commands_per_1000(
     assert ctx.activities.count_documents({"outbox": {"$exists": True}}) == 0
 
 
+def test_purge_costs_a_fixed_number_of_commands_per_batch(
+        counted: tuple[QueueContext, Commands]) -> None:
+    """purge (audited, as the CLI runs it) deletes finished activities past retention in
+    batches whose commands do not depend on their size: within the budget per 1,000 at
+    the bulk batch size, and fewer at purge's own (PURGE_BATCH)."""
+    from datetime import timedelta
+
+    from runnerq_cli.backend.operator import PURGE_BATCH
+
+    ctx, commands = counted
+    operator = Operator(ctx, Maintenance(ctx), AuditLog(ctx))
+    aged = ctx.clock() - timedelta(seconds=ctx.settings.retention_completed + 86400)
+    costs = []
+    for activity_type, n in (("ps", 25), ("pb", 125)):
+        insert_activities(ctx, n, "pending", activity_type)
+        ctx.activities.update_many({"activity_type": activity_type}, {"$set": {
+            "status": "completed", "completed_at": aged, "last_outcome": "completed"}})
+        commands.take()
+        assert operator.purge(batch=BATCH, audit=True)["completed"] == n
+        costs.append(len(commands.take()))
+        assert ctx.activities.count_documents({"activity_type": activity_type}) == 0
+    per_batch = (costs[1] - costs[0]) / 4
+    assert 0 < per_batch <= 10, costs
+    assert per_batch * 1000 / BATCH_SIZE <= PER_THOUSAND, costs
+    assert PURGE_BATCH >= BATCH_SIZE
+    assert [r["detail"]["state"] for r in _audit_records(ctx, "purge")] == ["done", "done"]
+
+
 def test_a_batch_leaves_alone_what_a_worker_or_operator_changed_meanwhile(
         queue: RunnerQ) -> None:
     ctx = queue.context

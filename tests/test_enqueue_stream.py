@@ -239,3 +239,29 @@ def test_machine_output_streams_each_activity_as_it_is_written(
         assert [r["kind"] for r in records if "kind" in r] == ["invalid"]
         assert all(r["status"] == "pending" for r in records if "id" in r)
     assert backend.context.activities.count_documents({}) == 4
+
+
+def test_rejected_lines_past_the_listed_number_are_counted_not_kept(
+        backend: RunnerQ, run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of mostly bad lines does not grow memory: the reports list the first
+    REJECTED_LISTED rejected lines and count the rest; the counts and the exit code are
+    those of every line, and -o jsonl still lists every one."""
+    from runnerq_cli.cli.commands import enqueue as command
+
+    monkeypatch.setattr(command, "REJECTED_LISTED", 3)
+    text = "".join(["not json\n"] * 5) + _lines(0, 1)
+    res = run_cli("enqueue", "--from", "-", input=text)
+    assert res.code == int(ExitCode.USAGE), res
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("enqueued 1 of 6 lines; 5 invalid"), lines
+    assert [ln.split(":")[0] for ln in lines[1:4]] == ["line 1", "line 2", "line 3"]
+    assert lines[4] == ("... and 2 more rejected lines, not listed (-o jsonl lists every "
+                        "one)"), lines
+    assert "5 of 6 lines rejected" in res.stderr
+    summary = json.loads(run_cli("enqueue", "--from", "-", "-o", "json", input=text).stdout)
+    assert (summary["invalid"], len(summary["rejected"]), summary["rejected_not_listed"]) == (
+        5, 3, 2)
+    every = run_cli("enqueue", "--from", "-", "-o", "jsonl", input=text).stdout.splitlines()
+    assert sum(1 for line in every if json.loads(line).get("kind") == "invalid") == 5
+    quiet = run_cli("enqueue", "--from", "-", "-q", input=text)
+    assert quiet.stderr.count("invalid") == 3 and "2 more rejected lines" in quiet.stderr

@@ -116,18 +116,25 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
 # ------------------------------------------------------------------ many
 
 
+# Rejected lines listed in the text and JSON reports (the rest are counted: a file of
+# millions of bad lines must not grow memory; -o jsonl streams every one).
+REJECTED_LISTED = 1000
+
+
 @dataclass
 class BulkSummary:
     """What `enqueue --from` did: counts and the rejected lines.
 
     The activities written are not kept: each goes to `on_activity` as it is written
     (`-o json` and `-o jsonl` stream them), so memory does not grow with the input.
-    Rejected lines are kept (the text and JSON reports name each) and also go to
-    `on_reject`.
+    Rejected lines go to `on_reject` (-o jsonl streams every one) and the first
+    REJECTED_LISTED are kept for the text and JSON reports; the counts are exact.
     """
 
     lines: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    rejected_counts: dict[str, int] = field(default_factory=dict)
+    rejected_not_listed: int = 0
     written: bool = True
     aborted: str | None = None
     enqueued: int = 0
@@ -148,12 +155,19 @@ class BulkSummary:
 
     def reject(self, line: int, kind: str, reason: str) -> None:
         record = {"line": line, "kind": kind, "reason": reason}
-        self.rejected.append(record)
+        self.rejected_counts[kind] = self.rejected_counts.get(kind, 0) + 1
+        if len(self.rejected) < REJECTED_LISTED:
+            self.rejected.append(record)
+        else:
+            self.rejected_not_listed += 1
         if self.on_reject is not None:
             self.on_reject(record)
 
-    def count(self, kind: str) -> int:
-        return sum(1 for r in self.rejected if r["kind"] == kind)
+    def count(self, kind: str | None = None) -> int:
+        """Lines rejected as `kind` (invalid, duplicate), or in all."""
+        if kind is None:
+            return sum(self.rejected_counts.values())
+        return self.rejected_counts.get(kind, 0)
 
     def exit_code(self) -> ExitCode:
         if self.interrupted:
@@ -171,7 +185,7 @@ class BulkSummary:
                 "invalid": self.count("invalid"), "written": self.written,
                 "aborted": self.aborted, "interrupted": self.interrupted,
                 "skipped_lines": self.skipped_lines, "last_line": self.last_line,
-                "rejected": self.rejected}
+                "rejected": self.rejected, "rejected_not_listed": self.rejected_not_listed}
 
     def text(self) -> list[str]:
         head = f"enqueued {self.enqueued} of {self.lines} lines"
@@ -186,7 +200,14 @@ class BulkSummary:
             parts.append("nothing written (--strict)")
         lines = ["; ".join(parts)]
         lines += [f"line {r['line']}: {r['kind']}: {r['reason']}" for r in self.rejected]
-        return lines
+        return lines + self.not_listed()
+
+    def not_listed(self) -> list[str]:
+        """The line saying how many rejected lines the report leaves out, if any."""
+        if not self.rejected_not_listed:
+            return []
+        return [f"... and {self.rejected_not_listed} more rejected lines, not listed "
+                "(-o jsonl lists every one)"]
 
     def interrupted_line(self) -> str:
         which = (f"the first {self.last_line} lines" if not self.skipped_lines
@@ -288,7 +309,7 @@ def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
             summary.written = False
             summary.last_line = skip_lines
             return summary
-        if summary.rejected:
+        if summary.count():
             summary.written = False
             if checked != source and checked is not None:
                 os.unlink(checked)
@@ -405,6 +426,8 @@ def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool,
         for rejected in summary.rejected:
             typer.echo(literal(f"line {rejected['line']}: {rejected['kind']}: "
                                f"{rejected['reason']}", max_length=600), err=True)
+        for line in summary.not_listed():
+            typer.echo(line, err=True)
     elif output is OutputFormat.JSON:
         (stream or JsonObjectStream("activities")).close(summary.to_json())
     elif output is OutputFormat.JSONL:
@@ -578,7 +601,7 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     code = summary.exit_code()
     if code:
-        fail(f"{len(summary.rejected)} of {summary.lines} lines rejected"
+        fail(f"{summary.count()} of {summary.lines} lines rejected"
              + ("; nothing written (--strict)" if not summary.written else ""), code)
 
 

@@ -249,8 +249,16 @@ def db_name(server: TestServer) -> Iterator[str]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     name = f"rq_test_{worker}{'_' if worker else ''}{uuid.uuid4().hex[:10]}"
     yield name
-    with MongoClient(chosen_server().uri) as client:
-        client.drop_database(name)
+    _dropping_client().drop_database(name)
+
+
+@functools.cache
+def _dropping_client() -> MongoClient:
+    """One client for the drops after every test (a new client each time cost ~7 ms of
+    CPU per test, in-process on the mongoeco tier)."""
+    client: MongoClient = MongoClient(chosen_server().uri)
+    _CLEANUP.append(client.close)
+    return client
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from bson.codec_options import CodecOptions
+from pymongo import IndexModel
 from pymongo import errors as mongo_errors
 from pymongo.change_stream import CollectionChangeStream
 from pymongo.collection import Collection as PyCollection
@@ -265,6 +266,10 @@ class Collection:
         spec = keys if isinstance(keys, str) else list(keys)
         return self._boundary.call(self._collection.create_index, spec, **kwargs)
 
+    def create_indexes(self, models: Sequence[IndexModel]) -> list[str]:
+        """Several indexes in one command (init-indexes: one per collection)."""
+        return self._boundary.call(lambda: list(self._collection.create_indexes(list(models))))
+
     def drop_index(self, name: str) -> None:
         self._boundary.call(self._collection.drop_index, name)
 
@@ -309,7 +314,9 @@ class Database:
         return self._boundary.call(self._db.list_collection_names, filter=filter)
 
     def create_collection(self, name: str) -> None:
-        self._boundary.call(self._db.create_collection, name)
+        """Create `name`; the caller has listed the collections (no second listing here),
+        and one created meanwhile fails with OperationFailure (NamespaceExists)."""
+        self._boundary.call(lambda: self._db.create_collection(name, check_exists=False))
 
     @property
     def client_write_concern(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from pymongo import IndexModel
 from pymongo.errors import CollectionInvalid, OperationFailure
 
 from runnerq_cli.backend.driver import Database
@@ -164,6 +165,7 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
                     db.create_collection(collection_name)
     current: dict[str, list[dict[str, Any]]] = {}
     reports = []
+    missing: dict[str, list[IndexSpec]] = {}  # collection -> indexes to create, in one command
     plan = index_plan(settings)
     for spec in plan:
         collection_name = names[spec.collection]
@@ -180,9 +182,12 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
             state = IndexState.CONFLICT
             difference = f"name {spec.name} is used by keys {dict(same_name[0]['key'])}"
         elif write:
-            db[collection_name].create_index(list(spec.keys), name=spec.name, **spec.options)
+            missing.setdefault(collection_name, []).append(spec)
             state = IndexState.CREATED
         reports.append(IndexReport(spec, collection_name, state, difference))
+    for collection_name, specs in missing.items():
+        db[collection_name].create_indexes([
+            IndexModel(list(spec.keys), name=spec.name, **spec.options) for spec in specs])
     reports += _obsolete(db, plan, names, current, drop=drop_obsolete)
     return reports
 

@@ -103,21 +103,12 @@ class Batches:
                       ) -> list[uuid.UUID]:
         """One read, one write, one check; returns the ids whose fence moved meanwhile."""
         ctx = self._ctx
-        found = {d["_id"]: d for d in ctx.activities.find(
-            {"_id": {"$in": ids}}, {"outbox": 0, "payload": 0}).batch_size(len(ids) + 1)}
+        eligible = self._eligible(action, ids, {"outbox": 0, "payload": 0}, allowed, expect,
+                                  skipped)
         now = ctx.clock()
         writes: list[UpdateOne] = []
         planned: dict[uuid.UUID, tuple[dict[str, Any], dict[str, Any], Any, Any]] = {}
-        for aid in ids:
-            before = found.get(aid)
-            if before is None:
-                skipped[aid] = _skip(aid, NotFound(f"activity {aid} not found"))
-                continue
-            try:
-                check_expected(before, action, aid, allowed, expect.get(aid))
-            except (WrongState, InvalidArgument) as exc:
-                skipped[aid] = _skip(aid, exc)
-                continue
+        for aid, before in eligible:
             update, info, event = plan_update(action, before, now, params, note)
             writes.append(UpdateOne(fence_of(before), update))
             planned[aid] = (before, info, event["_id"],
@@ -163,27 +154,37 @@ class Batches:
                 applied[aid] = {"_id": aid}  # its outbox was copied out already
         return applied
 
+    def _eligible(self, action: str, ids: list[uuid.UUID], projection: dict[str, Any],
+                  allowed: list[str], expect: dict[uuid.UUID, dict[str, Any]],
+                  skipped: dict[uuid.UUID, tuple[dict[str, Any], Exception]],
+                  ) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+        """One read of `ids`: (id, document) of those `action` may act on, in order; the
+        others (not found, or not as expected) go into `skipped` with the reason."""
+        found = {d["_id"]: d for d in self._ctx.activities.find(
+            {"_id": {"$in": ids}}, projection).batch_size(len(ids) + 1)}
+        eligible = []
+        for aid in ids:
+            before = found.get(aid)
+            if before is None:
+                skipped[aid] = _skip(aid, NotFound(f"activity {aid} not found"))
+                continue
+            try:
+                check_expected(before, action, aid, allowed, expect.get(aid))
+            except (WrongState, InvalidArgument) as exc:
+                skipped[aid] = _skip(aid, exc)
+                continue
+            eligible.append((aid, before))
+        return eligible
+
     def _delete(self, ids: list[uuid.UUID], note: dict[str, Any],
                 expect: dict[uuid.UUID, dict[str, Any]]) -> BatchOutcome:
         ctx = self._ctx
         allowed = [s.value for s in TERMINAL]
         outcome = BatchOutcome()
         unique = list(dict.fromkeys(ids))
-        found = {d["_id"]: d for d in ctx.activities.find(
-            {"_id": {"$in": unique}}, SNAPSHOT_FIELDS).batch_size(len(unique) + 1)}
-        planned: dict[uuid.UUID, dict[str, Any]] = {}
         skipped: dict[uuid.UUID, tuple[dict[str, Any], Exception]] = {}
-        for aid in unique:
-            before = found.get(aid)
-            if before is None:
-                skipped[aid] = _skip(aid, NotFound(f"activity {aid} not found"))
-                continue
-            try:
-                check_expected(before, "delete", aid, allowed, expect.get(aid))
-            except (WrongState, InvalidArgument) as exc:
-                skipped[aid] = _skip(aid, exc)
-                continue
-            planned[aid] = before
+        planned = dict(self._eligible("delete", unique, SNAPSHOT_FIELDS, allowed, expect,
+                                      skipped))
         gone: set[uuid.UUID] = set()
         if planned:
             records = [DeleteOne({"_id": aid, "failed_at": doc.get("completed_at")})

@@ -71,6 +71,21 @@ def peak_rss_mb(env: dict[str, str], *args: str) -> tuple[float, float, int]:
     return int(peak) / 1024, seconds, int(code)
 
 
+def growth(env: dict[str, str], tmp: Path, size_mb: float, line_kb: float, bad_last: bool,
+           options: tuple[str, ...]) -> str:
+    """`enqueue --from FILE OPTIONS` on a file of about `size_mb` MB against the same
+    on a one-line file: the peak RSS of each and the difference, as one line."""
+    one, big = tmp / "one.ndjson", tmp / "big.ndjson"
+    write_lines(one, 0, line_kb, bad_last=bad_last)
+    lines = write_lines(big, size_mb, line_kb, bad_last=bad_last)
+    base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one), *options)
+    peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(big), *options)
+    size = f"{lines} lines of {line_kb:g} KB" if line_kb else f"{lines} small lines"
+    return (f"{big.stat().st_size / 1e6:.1f} MB, {size} (exit {code}, {seconds:.0f} s): "
+            f"peak RSS one-line {base:.1f} MB, this {peak:.1f} MB, "
+            f"growth {peak - base:.1f} MB")
+
+
 def main() -> None:
     size_mb = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     line_kb = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
@@ -84,30 +99,12 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
                        check=True, capture_output=True)
         with tempfile.TemporaryDirectory() as tmp:
-            one, big = Path(tmp) / "one.ndjson", Path(tmp) / "big.ndjson"
-            write_lines(one, 0, line_kb)
-            lines = write_lines(big, size_mb, line_kb)
-            base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one), "-q")
-            peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(big), "-q")
-            print(f"write: {big.stat().st_size / 1e6:.1f} MB, {lines} lines of {line_kb:g} KB "
-                  f"(exit {code}, {seconds:.0f} s): peak RSS one-line {base:.1f} MB, "
-                  f"this {peak:.1f} MB, growth {peak - base:.1f} MB")
-            one_bad, small = Path(tmp) / "one_bad.ndjson", Path(tmp) / "small.ndjson"
-            write_lines(one_bad, 0, 0, bad_last=True)
-            lines = write_lines(small, small_mb, 0, bad_last=True)
-            base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one_bad), "--strict")
-            peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(small), "--strict")
-            print(f"validate (--strict, last line invalid): {small.stat().st_size / 1e6:.1f} MB,"
-                  f" {lines} small lines (exit {code}, {seconds:.0f} s): peak RSS one-line "
-                  f"{base:.1f} MB, this {peak:.1f} MB, growth {peak - base:.1f} MB")
-            one_ok, many = Path(tmp) / "one_ok.ndjson", Path(tmp) / "many.ndjson"
-            write_lines(one_ok, 0, 0)
-            lines = write_lines(many, json_mb, 0)
-            base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one_ok), "-o", "json")
-            peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(many), "-o", "json")
-            print(f"write with -o json: {lines} small lines (exit {code}, {seconds:.0f} s): "
-                  f"peak RSS one-line {base:.1f} MB, this {peak:.1f} MB, "
-                  f"growth {peak - base:.1f} MB")
+            runs = (("write", size_mb, line_kb, False, ("-q",)),
+                    ("validate (--strict, last line invalid)", small_mb, 0.0, True,
+                     ("--strict",)),
+                    ("write with -o json", json_mb, 0.0, False, ("-o", "json")))
+            for name, mb, kb, bad_last, options in runs:
+                print(f"{name}: {growth(env, Path(tmp), mb, kb, bad_last, options)}")
     finally:
         if server is not None:
             server.kill()

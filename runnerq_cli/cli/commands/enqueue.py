@@ -134,7 +134,6 @@ class BulkSummary:
     lines: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     rejected_counts: dict[str, int] = field(default_factory=dict)
-    rejected_not_listed: int = 0
     written: bool = True
     aborted: str | None = None
     enqueued: int = 0
@@ -158,10 +157,13 @@ class BulkSummary:
         self.rejected_counts[kind] = self.rejected_counts.get(kind, 0) + 1
         if len(self.rejected) < REJECTED_LISTED:
             self.rejected.append(record)
-        else:
-            self.rejected_not_listed += 1
         if self.on_reject is not None:
             self.on_reject(record)
+
+    @property
+    def rejected_not_listed(self) -> int:
+        """Rejected lines counted but not kept in `rejected`."""
+        return self.count() - len(self.rejected)
 
     def count(self, kind: str | None = None) -> int:
         """Lines rejected as `kind` (invalid, duplicate), or in all."""

@@ -36,7 +36,7 @@ COMMAND_MODULES = (
     "diagnose",
     "completion",
 )
-# The module that registers each top-level command (tests/test_cli_layout.py checks this
+# The module that registers each top-level command (tests/test_import_cost.py checks this
 # against what the modules register): a command run loads its own module only.
 MODULE_OF = {
     "config": "config_cmd", "init-indexes": "init_indexes", "enqueue": "enqueue",

@@ -20,7 +20,13 @@ import typer
 
 from runnerq_cli.cli.choices import ON_DUPLICATE, PRIORITIES, completer
 from runnerq_cli.cli.examples import examples
-from runnerq_cli.cli.output import OutputFormat, emit, output_option
+from runnerq_cli.cli.output import (
+    JsonObjectStream,
+    OutputFormat,
+    emit,
+    output_option,
+    print_jsonl,
+)
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import ExitCode, InvalidArgument
 
@@ -417,10 +423,9 @@ class _Aborted(Exception):
 
 
 def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool,
-                 stream: Any = None) -> None:
+                 stream: JsonObjectStream | None) -> None:
     """The end of the report: -q's rejected lines on stderr, the JSON summary (its
     activities already streamed), or the text; -o jsonl streamed every line already."""
-    from runnerq_cli.cli.output import JsonObjectStream
     from runnerq_cli.literal import literal
 
     if quiet:  # the ids were printed as each batch was written
@@ -431,7 +436,8 @@ def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool,
         for line in summary.not_listed():
             typer.echo(line, err=True)
     elif output is OutputFormat.JSON:
-        (stream or JsonObjectStream("activities")).close(summary.to_json())
+        assert stream is not None  # made for every -o json run that is not -q
+        stream.close(summary.to_json())
     elif output is OutputFormat.JSONL:
         return
     else:
@@ -566,7 +572,7 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
                   skip_lines: int = 0) -> None:
     """`enqueue --from`: write the lines, report each rejected one, exit like the docs say."""
     from runnerq_cli.cli.interrupt import stop_on_signal
-    from runnerq_cli.cli.output import JsonObjectStream, error_line, fail, print_jsonl
+    from runnerq_cli.cli.output import error_line, fail
 
     def print_ids(activities: list[dict[str, Any]]) -> None:
         for activity in activities:

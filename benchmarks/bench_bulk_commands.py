@@ -89,7 +89,7 @@ def main() -> None:
         settings = load_settings(None, overrides={
             "uri": uri, "database": f"bench_bulk_{uuid.uuid4().hex[:8]}", "queue": "bench"},
             environ={"RUNNERQ_CONFIG": ""})
-        RunnerQ(settings).init_indexes()
+        RunnerQ(settings).maintenance.init_indexes()
         for ctx, commands in counted_context(settings):
             one = measure(ctx, commands, batch, batch, "1")
             four = measure(ctx, commands, 4 * batch, batch, "4")

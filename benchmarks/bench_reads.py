@@ -98,7 +98,7 @@ def build(uri: str, database: str, history: int, failed_share: float, batch: int
                                               "queue": "bench", **PATIENT},
                              environ={"RUNNERQ_CONFIG": ""})
     rq = RunnerQ(settings)
-    rq.init_indexes()
+    rq.maintenance.init_indexes()
     # A client of its own, without the CLI's timeouts: big batches take a while on a dev server.
     activities = MongoClient(uri, uuidRepresentation="standard")[database][
         rq.context.activities.name]
@@ -124,7 +124,7 @@ def build(uri: str, database: str, history: int, failed_share: float, batch: int
         rq.ack_failure(claim, "boom", retryable=True)  # max_retries 1: dead-lettered
     rq.enqueue_many([ActivitySpec("resize", {}, delay_seconds=3600)
                      for _ in range(LIVE["scheduled"])])
-    rq.register_worker("bench-worker", types=list(TYPES), concurrency=4)
+    rq.registry.register_worker("bench-worker", types=list(TYPES), concurrency=4)
     now = datetime.now(UTC)
     recent = [activity(now, "completed", 3600 * (n + 0.5) / LIVE["completed_last_hour"], n)
               for n in range(LIVE["completed_last_hour"])]

@@ -193,7 +193,7 @@ def new_backend(uri: str, database: str, queue: str) -> Any:
     settings = load_settings(None, overrides={"uri": uri, "database": database, "queue": queue},
                              environ={"RUNNERQ_CONFIG": ""})
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -329,7 +329,7 @@ def bench_failures(uri: str, m: int, concurrency: int) -> dict[str, Any]:
         dead_ids = [d["_id"] for d in acts.find({"status": "dead_letter"}, {"_id": 1})]
         with measure() as block:
             for aid in dead_ids:
-                backend.retry(aid)
+                backend.operator.retry(aid)
         out["operator_retry"] = block.figures(catalog, len(dead_ids))
         out["operator_retry"]["check"] = {
             "retried": len(dead_ids),

@@ -145,7 +145,7 @@ class QueueCollector(Collector):
             up.add_metric([""], 0.0)
         for name in names:
             try:
-                samples.append(self._backend_for(name).metrics_sample(
+                samples.append(self._backend_for(name).inspector.metrics_sample(
                     window_seconds=self.window_seconds))
             except Exception as exc:
                 self._report(exc, name)

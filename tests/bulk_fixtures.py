@@ -60,7 +60,7 @@ def insert_activities(ctx: QueueContext, count: int, status: str = "pending",
     docs = []
     for index in range(count):
         created = now - timedelta(seconds=count - index)
-        doc = queue.enqueuer.new_document(ActivitySpec(activity_type, {"n": index}),
+        doc = queue.new_document(ActivitySpec(activity_type, {"n": index}),
                                           uuid.uuid4(), created)
         doc["created_at"] = created  # inserted directly, not stamped by an enqueue
         if status in ("failed", "dead_letter"):

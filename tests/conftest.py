@@ -299,7 +299,7 @@ def clock() -> FakeClock:
 def queue(settings: Settings, clock: FakeClock) -> RunnerQ:
     """A backend on a fresh database with indexes, driven by the fake clock."""
     backend = RunnerQ(settings, clock=clock)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -307,7 +307,7 @@ def queue(settings: Settings, clock: FakeClock) -> RunnerQ:
 def backend(settings: Settings) -> RunnerQ:
     """A backend on a fresh database with indexes, on the real clock (workers, processes)."""
     q = RunnerQ(settings)
-    q.init_indexes()
+    q.maintenance.init_indexes()
     return q
 
 

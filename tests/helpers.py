@@ -82,8 +82,8 @@ def drive_to(queue: RunnerQ, status: str, activity_type: str = "job", *,
     elif status in ("failed", "cancelled"):
         queue.ack_failure(claim, message, retryable=False)
         if status == "cancelled":
-            queue.retry(aid)
-            queue.cancel(aid)
+            queue.operator.retry(aid)
+            queue.operator.cancel(aid)
     elif status in ("dead_letter", "retrying"):
         queue.ack_failure(claim, message, retryable=True)
     expected = "scheduled" if status == "retrying" else status

@@ -32,13 +32,13 @@ PYTHON = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\['|\{'|\+00:00")
 @pytest.fixture
 def busy(settings, cli_env) -> dict[str, object]:
     rq = RunnerQ(settings)
-    rq.init_indexes()
+    rq.maintenance.init_indexes()
     pending = [rq.enqueue(TYPE, {"n": n}, metadata={"team": "billing"}).activity_id
                for n in range(3)]
     scheduled = rq.enqueue(OTHER, {}, delay_seconds=600).activity_id
     claim = rq.dequeue(WORKER, types=[TYPE])[0]
     rq.ack_failure(claim, ERROR, retryable=False)
-    rq.register_worker(WORKER, types=[TYPE, OTHER], concurrency=8)
+    rq.registry.register_worker(WORKER, types=[TYPE, OTHER], concurrency=8)
     pending.remove(claim.activity_id)
     return {"pending": pending, "failed": claim.activity_id, "scheduled": scheduled}
 

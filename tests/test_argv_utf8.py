@@ -70,7 +70,7 @@ def test_the_sweep_covers_the_options_that_crashed() -> None:
 def seeded(settings, cli_env) -> RunnerQ:
     """A queue with something for every command to read, change or delete."""
     rq = RunnerQ(settings)
-    rq.init_indexes()
+    rq.maintenance.init_indexes()
     for _ in range(3):
         rq.enqueue("job", {})
     claim = rq.dequeue("w1")[0]

@@ -15,7 +15,7 @@ from runnerq_cli.errors import ExitCode
 @pytest.fixture
 def cq(settings, cli_env) -> RunnerQ:
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -56,7 +56,7 @@ def test_audit_lists_actions_with_reason_and_actor(run_cli, cq: RunnerQ) -> None
 
 
 def test_audit_records_live_as_long_as_events(cq: RunnerQ) -> None:
-    cq.pause()
+    cq.control.pause()
     record = cq.context.events.find_one({"event_type": "Paused"})
     assert record["activity_id"] is None and isinstance(record["timestamp"], datetime)
     ttl = [ix for ix in cq.context.events.list_indexes()
@@ -68,10 +68,10 @@ def test_redrive_and_purge_are_audited(run_cli, cq: RunnerQ) -> None:
     aid = cq.enqueue("job", {}, max_retries=1).activity_id
     cq.ack_failure(cq.dequeue("w")[0], "boom")
     assert run_cli("redrive", "--yes", "--reason", "fixed").code == 0
-    cq.cancel(aid)
+    cq.operator.cancel(aid)
     env = {"RUNNERQ_RETENTION_FAILED": "1ms"}
     assert run_cli("purge", "--yes", "--actor", "ops", env=env).code == 0
-    entries = cq.audit()
+    entries = cq.audit_log.audit()
     assert [(e.action, e.count) for e in entries[:2]] == [("purge", 1), ("redrive", 1)]
     assert entries[0].detail["purged"] == {"completed": 0, "failed": 1}
     assert entries[1].reason == "fixed" and entries[1].ids == [str(aid)]

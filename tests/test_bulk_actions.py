@@ -56,11 +56,11 @@ def made(queue: RunnerQ, clock, state: str, n: int) -> list[uuid.UUID]:
 def test_filter_acts_on_eligible_statuses_only(queue: RunnerQ, action: str) -> None:
     ids = one_of_each(queue)
     untouched = {s: raw(queue, a) for s, a in ids.items() if s not in ELIGIBLE[action]}
-    selection = queue.select(action, ActivityFilter(types=("job",)), max_count=50)
+    selection = queue.bulk.select(action, ActivityFilter(types=("job",)), max_count=50)
     assert set(selection.ids) == {ids[s] for s in ELIGIBLE[action]}
     assert selection.matched == len(ELIGIBLE[action])
-    report = queue.apply(action, selection, reason="incident 42", actor="ana",
-                         **params(action, queue))
+    report = queue.bulk.apply(action, selection, reason="incident 42", actor="ana",
+                              **params(action, queue))
     assert len(report.applied) == len(ELIGIBLE[action]) and not report.skipped
     for state, before in untouched.items():
         assert raw(queue, ids[state]) == before, state
@@ -71,7 +71,7 @@ def test_filter_acts_on_eligible_statuses_only(queue: RunnerQ, action: str) -> N
             continue
         event = queue.get_activity_events(ids[state])[0]
         assert (event.detail["reason"], event.detail["actor"]) == ("incident 42", "ana")
-    entry = queue.audit()[0]
+    entry = queue.audit_log.audit()[0]
     assert (entry.action, entry.count, entry.reason, entry.actor) == (
         action, len(ELIGIBLE[action]), "incident 42", "ana")
     assert set(entry.ids) == {str(ids[s]) for s in ELIGIBLE[action]}
@@ -83,24 +83,24 @@ def test_filter_on_an_ineligible_status_is_refused(queue: RunnerQ, action: str) 
     before = snapshot(queue)
     wrong = next(s for s in ALL_STATES if s not in ELIGIBLE[action])
     with pytest.raises(WrongState):
-        queue.select(action, ActivityFilter(statuses=(wrong,)), max_count=10)
+        queue.bulk.select(action, ActivityFilter(statuses=(wrong,)), max_count=10)
     assert snapshot(queue) == before
     assert ids  # every status was there to be (wrongly) matched
 
 
 def test_only_the_shown_set_is_acted_on(queue: RunnerQ, clock) -> None:
     shown = made(queue, clock, "failed", 3)
-    selection = queue.select("retry", ActivityFilter(statuses=("failed",)), max_count=10)
+    selection = queue.bulk.select("retry", ActivityFilter(statuses=("failed",)), max_count=10)
     assert selection.ids == shown
     # The queue changes in between: one shown activity is retried and fails again
     # (still "failed", but not the failure that was shown), and a new one fails.
     clock.advance(1)
-    queue.retry(shown[0])
+    queue.operator.retry(shown[0])
     claim = queue.dequeue("w2")[0]
     queue.ack_failure(claim, "again", retryable=False)
     assert raw(queue, shown[0])["status"] == "failed"
     newcomer = make(queue, "failed")
-    report = queue.apply("retry", selection, reason="r", actor="a")
+    report = queue.bulk.apply("retry", selection, reason="r", actor="a")
     assert [r.activity_id for r in report.applied] == shown[1:]
     assert [s["id"] for s in report.skipped] == [shown[0]]
     assert "changed since it was shown" in report.skipped[0]["reason"]
@@ -111,17 +111,19 @@ def test_only_the_shown_set_is_acted_on(queue: RunnerQ, clock) -> None:
 
 def test_max_bounds_the_change_and_repeats_are_harmless(queue: RunnerQ, clock) -> None:
     ids = made(queue, clock, "pending", 5)
-    first = queue.apply("cancel", queue.select("cancel", ActivityFilter(types=("job",)), 2))
+    first = queue.bulk.apply("cancel",
+                             queue.bulk.select("cancel", ActivityFilter(types=("job",)), 2))
     assert [r.activity_id for r in first.applied] == ids[:2]
     assert [raw(queue, a)["status"] for a in ids] == ["cancelled"] * 2 + ["pending"] * 3
     # The same selection again: nothing more happens, each skip says why.
-    again = queue.apply("cancel", queue.select("cancel", ActivityFilter(types=("job",)), 2))
+    again = queue.bulk.apply("cancel",
+                             queue.bulk.select("cancel", ActivityFilter(types=("job",)), 2))
     assert [r.activity_id for r in again.applied] == ids[2:4]
-    stale = queue.select("cancel", ActivityFilter(types=("job",)), 5)
-    queue.apply("cancel", stale)
-    replay = queue.apply("cancel", stale)
+    stale = queue.bulk.select("cancel", ActivityFilter(types=("job",)), 5)
+    queue.bulk.apply("cancel", stale)
+    replay = queue.bulk.apply("cancel", stale)
     assert not replay.applied and len(replay.skipped) == 1
-    assert queue.select("cancel", ActivityFilter(types=("job",)), 5).matched == 0
+    assert queue.bulk.select("cancel", ActivityFilter(types=("job",)), 5).matched == 0
 
 
 def test_error_contains_is_literal(queue: RunnerQ) -> None:
@@ -134,7 +136,7 @@ def test_error_contains_is_literal(queue: RunnerQ) -> None:
     for needle, expect in ((".*", ["a.*b"]), ('{"$gt": ""}', ['bad {"$gt": ""} input']),
                            ("$where", ["$where: 1"]), ("(", ["(x"]), ("x", ["axxb", "(x"]),
                            ("timeout", ["plain timeout"]), ("TIMEOUT", [])):
-        selection = queue.select("retry", ActivityFilter(error_contains=needle), 50)
+        selection = queue.bulk.select("retry", ActivityFilter(error_contains=needle), 50)
         assert set(selection.ids) == {ids[t] for t in expect}, needle
     query = ActivityFilter(error_contains='{"$gt": ""}').query()
     assert query["last_error"] == {"$regex": r'\{"\$gt":\ ""\}'}
@@ -148,7 +150,7 @@ def test_filter_fields(queue: RunnerQ, clock) -> None:
     since = clock.now - timedelta(minutes=1)
 
     def ids(**criteria) -> set:
-        return set(queue.select("cancel", ActivityFilter(**criteria), 50).ids)
+        return set(queue.bulk.select("cancel", ActivityFilter(**criteria), 50).ids)
 
     assert ids(since=since) == {new, other}
     assert ids(until=since) == {old}
@@ -157,8 +159,8 @@ def test_filter_fields(queue: RunnerQ, clock) -> None:
     assert ids(types=("mail",)) == {other}
     # Terminal statuses filter on when they ended.
     clock.advance(60)
-    queue.cancel(old)
-    assert queue.select("retry", ActivityFilter(since=clock.now), 50).ids == [old]
+    queue.operator.cancel(old)
+    assert queue.bulk.select("retry", ActivityFilter(since=clock.now), 50).ids == [old]
     # --worker: the activities that worker held or ran an attempt of.
     clock.advance(1)
     ran = queue.enqueue("w", {}).activity_id
@@ -166,8 +168,8 @@ def test_filter_fields(queue: RunnerQ, clock) -> None:
     elsewhere = queue.enqueue("w", {}).activity_id
     queue.ack_failure(queue.dequeue("host-8", types=["w"])[0], "y", retryable=False)
     queue.flush_outbox()
-    assert queue.select("retry", ActivityFilter(worker="host-7"), 50).ids == [ran]
-    assert queue.select("retry", ActivityFilter(worker="host-8"), 50).ids == [elsewhere]
+    assert queue.bulk.select("retry", ActivityFilter(worker="host-7"), 50).ids == [ran]
+    assert queue.bulk.select("retry", ActivityFilter(worker="host-8"), 50).ids == [elsewhere]
     with pytest.raises(InvalidArgument):
         ActivityFilter(metadata=(("$where", "1"),))
     with pytest.raises(InvalidArgument):
@@ -180,7 +182,7 @@ def test_delete_removes_everything_of_a_terminal_activity(queue: RunnerQ) -> Non
     col = queue.context
     assert col.results.count_documents({"_id": aid}) == 1
     assert col.dead_letter.count_documents({"_id": aid}) == 1
-    result = queue.delete(aid, reason="junk", actor="ana")
+    result = queue.operator.delete(aid, reason="junk", actor="ana")
     assert (result.previous_status, result.status) == ("dead_letter", "deleted")
     for collection in (col.activities, col.results, col.dead_letter):
         assert collection.count_documents({"_id": aid}) == 0
@@ -190,7 +192,7 @@ def test_delete_removes_everything_of_a_terminal_activity(queue: RunnerQ) -> Non
     assert queue.enqueue("job", {}, idempotency_key="k1").created
     pending = make(queue, "pending")
     with pytest.raises(WrongState):
-        queue.delete(pending)
+        queue.operator.delete(pending)
 
 
 # --------------------------------------------------------------------- CLI
@@ -199,7 +201,7 @@ def test_delete_removes_everything_of_a_terminal_activity(queue: RunnerQ) -> Non
 @pytest.fixture
 def cq(settings, cli_env) -> RunnerQ:
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -236,7 +238,7 @@ def test_cli_dry_run_writes_nothing(run_cli, cq: RunnerQ) -> None:
     text = run_cli("retry", "--type", "charge", "--max", "2", "--dry-run")
     assert "3 activities match; would retry 2 (--max 2)" in text.stdout
     assert snapshot(cq) == before
-    assert cq.audit() == []
+    assert cq.audit_log.audit() == []
 
 
 def test_cli_off_a_terminal_needs_yes(run_cli, cq: RunnerQ) -> None:
@@ -279,7 +281,7 @@ def test_cli_actions_by_filter(run_cli, cq: RunnerQ) -> None:
     res = run_cli("delete", "--status", "cancelled", "--max", "5", "-y", "--reason", "cleanup")
     assert res.code == 0, res.stderr
     assert cq.context.activities.count_documents({}) == 0
-    audit = [e.action for e in cq.audit()]
+    audit = [e.action for e in cq.audit_log.audit()]
     assert audit == ["delete", "cancel", "run-now", "reschedule", "set-priority"]
 
 
@@ -324,7 +326,7 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(run_cli, cq: RunnerQ, args
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr
     assert "Traceback" not in res.stderr
     assert snapshot(cq) == before
-    assert cq.audit() == []
+    assert cq.audit_log.audit() == []
 
 
 class _Terminal(io.StringIO):

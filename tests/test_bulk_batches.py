@@ -32,7 +32,7 @@ BATCH = 25  # the batch size of the counting runs (the cost per batch does not d
 
 @pytest.fixture
 def counted(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
-    RunnerQ(settings).init_indexes()
+    RunnerQ(settings).maintenance.init_indexes()
     yield from counted_context(settings)
 
 
@@ -116,11 +116,11 @@ def test_a_batch_leaves_alone_what_a_worker_or_operator_changed_meanwhile(
         queue: RunnerQ) -> None:
     ctx = queue.context
     ids = insert_activities(ctx, 30, "pending")
-    selection = queue.select("cancel", ActivityFilter(statuses=("pending",)), 30)
+    selection = queue.bulk.select("cancel", ActivityFilter(statuses=("pending",)), 30)
     # meanwhile: a worker claims the oldest, another operator raises one's priority
     claim = queue.dequeue("w1", types=["job"])[0]
-    queue.set_priority(ids[5], "critical", actor="bob")
-    report = queue.apply("cancel", selection, reason="shed", batch_size=7)
+    queue.operator.set_priority(ids[5], "critical", actor="bob")
+    report = queue.bulk.apply("cancel", selection, reason="shed", batch_size=7)
     skipped = {s["id"] for s in report.skipped}
     assert skipped == {claim.activity_id, ids[5]}
     held = ctx.activities.find_one({"_id": claim.activity_id})
@@ -142,13 +142,14 @@ def test_stopping_between_batches_records_what_was_done_and_a_rerun_goes_on(
         asked.append(1)
         return len(asked) > 2
 
-    selection = queue.select("cancel", ActivityFilter(), 100)
-    report = queue.apply("cancel", selection, batch_size=10, should_stop=stop_after_two)
+    selection = queue.bulk.select("cancel", ActivityFilter(), 100)
+    report = queue.bulk.apply("cancel", selection, batch_size=10, should_stop=stop_after_two)
     assert report.interrupted and len(report.applied) == 20 and report.exit_code() == 130
     first = _audit_records(ctx, "cancel")[0]["detail"]
     assert first["state"] == "interrupted" and first["count"] == 20
     assert first["last_id"] == str(report.last_id) == str(selection.ids[19])
-    again = queue.apply("cancel", queue.select("cancel", ActivityFilter(), 100), batch_size=10)
+    again = queue.bulk.apply("cancel", queue.bulk.select("cancel", ActivityFilter(), 100),
+                             batch_size=10)
     assert len(again.applied) == 20 and not again.interrupted
     assert ctx.events.count_documents({"event_type": "Cancelled"}) == 40
     assert len(ctx.events.distinct("activity_id", {"event_type": "Cancelled"})) == 40
@@ -229,7 +230,7 @@ def test_a_misspelt_queue_is_refused_for_writes_and_nothing_is_created(
     assert set(backend.db.list_collection_names()) == before
     made = run_cli("--queue", "fresh", "pause", "--create", "--reason", "before launch")
     assert made.code == 0, made.stderr
-    assert RunnerQ(dataclasses.replace(backend.settings, queue="fresh")).paused().all
+    assert RunnerQ(dataclasses.replace(backend.settings, queue="fresh")).control.paused().all
 
 
 def test_resume_with_nothing_to_resume_writes_no_audit_record(
@@ -237,9 +238,9 @@ def test_resume_with_nothing_to_resume_writes_no_audit_record(
     assert run_cli("resume").code == 0
     assert run_cli("pause", "-t", "a").code == 0
     assert run_cli("resume", "-t", "nosuch").code == 0
-    assert [e.action for e in backend.audit()] == ["pause"]
+    assert [e.action for e in backend.audit_log.audit()] == ["pause"]
     assert run_cli("resume", "-t", "a").code == 0
-    assert [(e.action, e.state) for e in backend.audit()] == [("resume", "done"),
+    assert [(e.action, e.state) for e in backend.audit_log.audit()] == [("resume", "done"),
                                                              ("pause", "done")]
 
 
@@ -303,12 +304,12 @@ def test_pause_and_resume_with_a_forged_reason_or_actor_write_nothing(
                  ("pause", "--actor", "a\x1b]0;title\x07"), ("resume", "--reason", "x\ty")):
         res = run_cli(*args)
         assert res.code == 2 and res.stderr.count("\n") == 1, (args, res)
-    assert not backend.paused().active
+    assert not backend.control.paused().active
     assert backend.context.events.count_documents({}) == 0
     assert backend.context.control.count_documents({}) == 0
     ok = run_cli("pause", "--reason", "disk full – ünïcode ok", "--actor", "ana")
     assert ok.code == 0, ok.stderr
-    [entry] = backend.audit()
+    [entry] = backend.audit_log.audit()
     assert (entry.action, entry.state, entry.actor, entry.reason) == (
         "pause", "done", "ana", "disk full – ünïcode ok")
     assert entry.detail["os_user"] and entry.detail["host"]

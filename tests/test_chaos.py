@@ -146,7 +146,7 @@ def run_chaos(backend: RunnerQ, env: dict[str, str], tmp_path: Path, procs: list
     # A worker killed right after a completion may hold its events in its outbox
     # buffer; the reaper's repair copies them out after a grace period (60 s).
     # Do it now instead of waiting for it.
-    backend.repair_outboxes(0)
+    backend.maintenance.repair_outboxes(0)
     everything = tail_no_follow(env)
     seen = lambda: {r["id"] for t in tails for r in (row for _, row in t.lines)}  # noqa: E731
     wait_for(lambda: seen() >= {r["id"] for r in everything}, timeout=30,
@@ -261,7 +261,7 @@ def run_sigterm_drain(backend, env, tmp_path, procs, *, activities: int, workers
     assert not [d for d in docs.values() if d["status"] == Status.PROCESSING.value]
     assert {d["status"] for d in docs.values()} <= {Status.COMPLETED.value,
                                                     Status.PENDING.value}
-    assert backend.list_workers() == []  # each deregistered on its way out
+    assert backend.registry.list_workers() == []  # each deregistered on its way out
     # ... and a later worker finishes the rest; every activity ran exactly once.
     rest = WorkerProcess(env, tmp_path, *APP, "--burst", "--concurrency", "4",
                          "--poll-interval", "0.2")

@@ -85,7 +85,8 @@ def run_soak(backend, env: dict[str, str], tmp_path: Path, *, batches: int, size
             proc.wait(60)
             wait_for(lambda pid=proc.pid: not _group_alive(pid), timeout=60,
                      what="the workers to drain and exit")
-        backend.repair_outboxes(0)  # nothing may wait in a buffer of a worker (none should)
+        # nothing may wait in a buffer of a worker (none should)
+        backend.maintenance.repair_outboxes(0)
         history = history_when_printed(env, tail.ids)
         missing, repeated = tail_account(tail.ids(), [row["id"] for row in history])
         print(f"soak: {total} activities in {batches} batches (enqueue --from), 2 workers "

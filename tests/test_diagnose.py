@@ -33,7 +33,7 @@ def failing(statuses: dict[str, str]) -> set[str]:
 
 
 def live_worker(queue: RunnerQ, worker_id: str = "w-live", types: tuple[str, ...] = ()) -> None:
-    queue.register_worker(worker_id, types=list(types), concurrency=2)
+    queue.registry.register_worker(worker_id, types=list(types), concurrency=2)
 
 
 # ------------------------------------------------------------------ doctor
@@ -68,7 +68,7 @@ def test_query_plans_not_checked_on_a_server_without_mongodb_explain(run_cli, se
 
 
 def test_missing_index_fails(queue: RunnerQ, run_cli) -> None:
-    target = next(r for r in queue.init_indexes(write=False)
+    target = next(r for r in queue.maintenance.init_indexes(write=False)
                   if "expireAfterSeconds" not in r.spec.options and r.spec.collection
                   == "activities")
     queue.db[target.collection_name].drop_index(target.spec.name)
@@ -85,7 +85,8 @@ def test_missing_index_fails(queue: RunnerQ, run_cli) -> None:
 
 
 def test_conflicting_ttl_fails(queue: RunnerQ, run_cli) -> None:
-    ttl = next(r for r in queue.init_indexes(write=False) if r.spec.collection == "results")
+    ttl = next(r for r in queue.maintenance.init_indexes(write=False)
+               if r.spec.collection == "results")
     collection = queue.db[ttl.collection_name]
     collection.drop_index(ttl.spec.name)
     collection.create_index(list(ttl.spec.keys), name=ttl.spec.name, expireAfterSeconds=60)
@@ -99,7 +100,7 @@ def test_conflicting_ttl_fails(queue: RunnerQ, run_cli) -> None:
 
 def test_stale_worker_fails(queue: RunnerQ, clock, run_cli) -> None:
     clock.advance(-120)
-    queue.register_worker("w-dead", types=["job"])
+    queue.registry.register_worker("w-dead", types=["job"])
     clock.advance(120)
     code, statuses, doc = doctor(run_cli)
     assert code == 7
@@ -166,11 +167,11 @@ def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server_to_itself) -> 
     live_worker(queue)
     for _ in range(3):
         queue.enqueue("job", {})
-    small = (operations(queue.doctor), operations(queue.metrics_sample),
-             operations(queue.queue_summary))
+    small = (operations(queue.diagnosis.doctor), operations(queue.inspector.metrics_sample),
+             operations(queue.diagnosis.summary))
     queue.enqueue_many([ActivitySpec("job", {}) for _ in range(150)])
-    large = (operations(queue.doctor), operations(queue.metrics_sample),
-             operations(queue.queue_summary))
+    large = (operations(queue.diagnosis.doctor), operations(queue.inspector.metrics_sample),
+             operations(queue.diagnosis.summary))
     assert large == small
     assert all(ops["getmore"] == 0 for ops in large)
 
@@ -186,7 +187,7 @@ def test_warnings_pass_unless_strict(queue: RunnerQ, run_cli) -> None:
 
 def test_doctor_every_queue_and_unknown_queue(queue: RunnerQ, run_cli) -> None:
     other = queue.for_queue("other")
-    other.init_indexes()
+    other.maintenance.init_indexes()
     res = run_cli("doctor", "--all-queues", "-o", "json")
     assert res.code == 0, res.stdout
     doc = json.loads(res.stdout)
@@ -288,7 +289,7 @@ def test_each_query_is_served_by_the_index_meant_for_it(queue: RunnerQ, clock) -
     """Every query runs with a hint naming its index: a server refuses a hint that cannot
     serve the query (the dev server checks partial filters too), so a query that drifts
     from its index fails here; on a real MongoDB, doctor's explain check covers the rest."""
-    queue.init_indexes()
+    queue.maintenance.init_indexes()
     planned = {spec.name for spec in index_plan(queue.settings)}
     for query in representative_queries(queue.settings, clock()):
         index = query.index(queue.settings)
@@ -312,7 +313,7 @@ def test_each_query_is_served_by_the_index_meant_for_it(queue: RunnerQ, clock) -
 
 def test_explain_scheduled(queue: RunnerQ) -> None:
     aid = queue.enqueue("job", {}, delay_seconds=600).activity_id
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert (found.reason, found.status) == ("scheduled", "scheduled")
     assert found.sentence.startswith("Scheduled for ") and "(in 10m" in found.sentence
     assert found.facts["due_in_seconds"] == pytest.approx(600)
@@ -322,19 +323,19 @@ def test_explain_backing_off(queue: RunnerQ, clock) -> None:
     aid = queue.enqueue("job", {}, retry_delay_seconds=30).activity_id
     claim = queue.dequeue("w1")[0]
     queue.ack_failure(claim, "upstream said 503")
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert found.reason == "backing_off"
     assert found.sentence.startswith("Backing off after attempt 1 (upstream said 503); due at ")
     assert found.facts["due_in_seconds"] == pytest.approx(60)
     clock.advance(120)  # due now, and no worker runs the scheduler
-    assert "none is live" in queue.explain(aid).sentence
+    assert "none is live" in queue.diagnosis.explain(aid).sentence
 
 
 def test_explain_held_with_a_live_lease(queue: RunnerQ) -> None:
     live_worker(queue, "w1")
     aid = queue.enqueue("job", {}).activity_id
     queue.dequeue("w1", lease_seconds=120)
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert found.reason == "held"
     assert found.sentence.startswith("Running: held by worker w1 whose lease is live until ")
     assert found.facts["worker_registered"] is True and found.facts["worker_stale"] is False
@@ -344,13 +345,13 @@ def test_explain_lease_expired(queue: RunnerQ, clock) -> None:
     aid = queue.enqueue("job", {}).activity_id
     queue.dequeue("w-gone", lease_seconds=5)
     clock.advance(60)
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert found.reason == "lease_expired"
     assert "whose lease expired at" in found.sentence
     assert "no worker is alive to run the reaper" in found.sentence
     assert "requeue it (attempt 2 of 3)" in found.sentence
     live_worker(queue)
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert "the reaper of one of the 1 live workers will requeue it" in found.sentence
     assert found.facts["reaper_will"] == "requeue"
 
@@ -362,15 +363,15 @@ def test_explain_pending_place_and_workers(queue: RunnerQ, clock) -> None:
     queue.enqueue("other", {}, priority="critical")
     queue.enqueue("job", {}, priority="low")  # behind it: not counted
     aid = queue.enqueue("job", {}, priority="normal").activity_id
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert found.reason == "pending"
     assert found.facts["ahead_by_priority"] == {"critical": 2, "normal": 1}
     assert found.sentence == ("Pending (normal priority): 3 ahead of it in claim order "
                               "(2 critical, 1 normal); no live worker handles job.")
     live_worker(queue, "w-other", types=("other",))
-    assert "no live worker handles job" in queue.explain(aid).sentence
+    assert "no live worker handles job" in queue.diagnosis.explain(aid).sentence
     live_worker(queue, "w-job", types=("job",))
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert found.facts["handled_by"] == ["w-job"]
     assert found.sentence.endswith("1 live worker handles job (w-job).")
 
@@ -383,7 +384,7 @@ def test_explain_pending_place_and_workers(queue: RunnerQ, clock) -> None:
 ])
 def test_explain_terminal(queue: RunnerQ, state: str, start: str) -> None:
     aid = make(queue, state)
-    found = queue.explain(aid)
+    found = queue.diagnosis.explain(aid)
     assert found.reason == state and found.sentence.startswith(start)
     if state in ("failed", "dead_letter"):
         assert found.sentence.endswith(": boom.")
@@ -392,11 +393,11 @@ def test_explain_terminal(queue: RunnerQ, state: str, start: str) -> None:
 
 def test_explain_paused_queue(queue: RunnerQ) -> None:
     aid = queue.enqueue("job", {}).activity_id
-    assert queue.explain(aid).facts["paused"] is False
-    queue.pause(["other"], reason="maintenance")  # another type: not this activity's
-    assert queue.explain(aid).facts["paused"] is False
-    queue.pause(reason="maintenance")
-    found = queue.explain(aid)
+    assert queue.diagnosis.explain(aid).facts["paused"] is False
+    queue.control.pause(["other"], reason="maintenance")  # another type: not this activity's
+    assert queue.diagnosis.explain(aid).facts["paused"] is False
+    queue.control.pause(reason="maintenance")
+    found = queue.diagnosis.explain(aid)
     assert found.facts["paused"] is True
     assert found.sentence.endswith("Its queue tests is paused: nothing is claimed until it "
                                    "is resumed.")
@@ -404,7 +405,7 @@ def test_explain_paused_queue(queue: RunnerQ) -> None:
 
 def test_explain_not_found(queue: RunnerQ, run_cli) -> None:
     with pytest.raises(NotFound):
-        queue.explain(uuid.uuid4())
+        queue.diagnosis.explain(uuid.uuid4())
     res = run_cli("explain", str(uuid.uuid4()))
     assert res.code == ExitCode.NOT_FOUND
     assert res.stderr.startswith("error: activity ") and "not found" in res.stderr
@@ -416,11 +417,11 @@ def test_explain_not_found(queue: RunnerQ, run_cli) -> None:
 def test_explain_finds_the_activity_in_another_queue(queue: RunnerQ, run_cli) -> None:
     queue.enqueue("job", {})
     elsewhere = queue.for_queue("emails")
-    elsewhere.init_indexes()
+    elsewhere.maintenance.init_indexes()
     aid = elsewhere.enqueue("send", {}).activity_id
     with pytest.raises(NotFound):
-        queue.explain(aid)
-    assert queue.explain(aid, any_queue=True).queue == "emails"
+        queue.diagnosis.explain(aid)
+    assert queue.diagnosis.explain(aid, any_queue=True).queue == "emails"
     doc = json.loads(run_cli("explain", str(aid), "-o", "json").stdout)
     assert doc["queue"] == "emails" and doc["facts"]["activity_type"] == "send"
     res = run_cli("explain", str(uuid.uuid4()))
@@ -446,12 +447,12 @@ def test_queues_lists_every_queue(queue: RunnerQ, clock, run_cli) -> None:
     queue.enqueue("job", {})
     for name, n in (("emails", 2), ("reports-v2", 1)):
         other = queue.for_queue(name)
-        other.init_indexes()
+        other.maintenance.init_indexes()
         for _ in range(n):
             other.enqueue("job", {})
     make(queue.for_queue("emails"), "completed", activity_type="done")
-    queue.for_queue("emails").register_worker("w-e")
-    queue.pause(reason="maintenance")
+    queue.for_queue("emails").registry.register_worker("w-e")
+    queue.control.pause(reason="maintenance")
     queue.db["unrelated"].insert_one({})
     res = run_cli("queues", "-o", "json")
     assert res.code == 0, res.stderr

@@ -16,7 +16,7 @@ from tests.helpers import drive_to, snapshot
 @pytest.fixture
 def cq(settings, cli_env) -> RunnerQ:
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -26,7 +26,7 @@ def staging(server, db_name) -> RunnerQ:
                                               "queue": "staging"},
                              environ={"RUNNERQ_CONFIG": ""})
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -85,9 +85,9 @@ def test_export_import_round_trip(run_cli, cq: RunnerQ, staging: RunnerQ, tmp_pa
     assert again.code == 0
     assert json.loads(again.stdout)["counts"] == {"existing": 3}
     assert staging.context.activities.count_documents({}) == 3
-    entry = staging.audit()[0]
+    entry = staging.audit_log.audit()[0]
     assert (entry.action, entry.count, entry.reason) == ("dlq-import", 3, "replay")
-    assert len(staging.audit()) == 1  # the second import did nothing, so no record
+    assert len(staging.audit_log.audit()) == 1  # the second import did nothing, so no record
 
 
 def test_enqueue_from_reads_an_export(run_cli, cq: RunnerQ, tmp_path) -> None:
@@ -157,14 +157,14 @@ def test_export_filters_and_aged_out_records(queue: RunnerQ, clock) -> None:
     clock.advance(60)
     b = dead(queue, "refund")
     since = clock.now
-    assert [x["original_id"] for x in queue.dlq_export(types=["refund"])] == [str(b)]
-    assert [x["original_id"] for x in queue.dlq_export(since=since)] == [str(b)]
-    assert [x["original_id"] for x in queue.dlq_export(max_count=1)] == [str(a)]
+    assert [x["original_id"] for x in queue.dead_letters.dlq_export(types=["refund"])] == [str(b)]
+    assert [x["original_id"] for x in queue.dead_letters.dlq_export(since=since)] == [str(b)]
+    assert [x["original_id"] for x in queue.dead_letters.dlq_export(max_count=1)] == [str(a)]
     # Retention removes the activities; their dead-letter records are still exported.
     queue.flush_outbox()
     clock.advance(queue.settings.retention_failed + 1)
-    assert queue.purge_expired()["failed"] == 2
-    gone = list(queue.dlq_export())
+    assert queue.maintenance.purge_expired()["failed"] == 2
+    gone = list(queue.dead_letters.dlq_export())
     assert [x["original_id"] for x in gone] == [str(a), str(b)]
     assert gone[0]["error"] == f"gateway said no to {a}"
 

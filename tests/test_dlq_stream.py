@@ -90,7 +90,7 @@ def test_dry_run_decides_existing_and_conflict_as_the_real_run(
 
 @pytest.fixture
 def counted(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
-    RunnerQ(settings).init_indexes()
+    RunnerQ(settings).maintenance.init_indexes()
     yield from counted_context(settings)
 
 

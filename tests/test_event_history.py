@@ -80,13 +80,13 @@ def run_lease_expiry(queue: RunnerQ, clock) -> uuid.UUID:
 def run_operator_actions(queue: RunnerQ, clock) -> uuid.UUID:
     aid = queue.enqueue("job", {}, delay_seconds=60, priority="low").activity_id
     clock.advance(1)
-    queue.set_priority(aid, "high")
+    queue.operator.set_priority(aid, "high")
     clock.advance(1)
-    queue.run_now(aid)
+    queue.operator.run_now(aid)
     clock.advance(1)
     queue.ack_failure(queue.dequeue("w1")[0], "fatal", retryable=False)
     clock.advance(1)
-    queue.retry(aid)
+    queue.operator.retry(aid)
     clock.advance(1)
     queue.ack_success(queue.dequeue("w2")[0], "second run")
     return aid
@@ -229,7 +229,8 @@ def test_previous_version_data_reads_the_same_after_an_upgrade(queue: RunnerQ, c
     assert queue.get_result(done).data == "old"
 
     clock.advance(120)
-    assert queue.repair_outboxes() == 1  # the old worker's outbox, copied by the new version
+    # the old worker's outbox, copied by the new version
+    assert queue.maintenance.repair_outboxes() == 1
     assert shown(queue, done) == ENQUEUE + ATTEMPT + SUCCESS
     assert queue.get_result(done).data == "old"
 

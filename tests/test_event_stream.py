@@ -367,7 +367,8 @@ def test_change_stream_tail_sees_a_lagging_writers_enqueue_on_nx(nx_server):
     settings = Settings(uri=nx_server, database="rq_nx_lag", queue="nx")
     writer = RunnerQ(settings, clock=LaggingClock(30))
     reader = RunnerQ(settings)
-    stream = reader.event_stream(mode="change-stream", cursor=reader.event_cursor_at_end(),
+    stream = reader.event_stream(mode="change-stream",
+                                 cursor=reader.inspector.event_cursor_at_end(),
                                  poll_interval=0.05)
     seen: list = []
 

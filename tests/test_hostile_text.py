@@ -44,7 +44,7 @@ RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
 def hostile(settings) -> dict[str, object]:
     """A queue where every field that reaches a screen holds a hostile string."""
     rq = RunnerQ(settings)
-    rq.init_indexes()
+    rq.maintenance.init_indexes()
     coll = rq.context
     now = datetime.now(UTC).replace(microsecond=0)
     ids = []
@@ -177,7 +177,7 @@ def test_a_text_result_keeps_its_lines_and_escapes_the_rest(settings, run_cli) -
 
 def test_init_indexes_prints_index_names_escaped(settings, run_cli) -> None:
     rq = RunnerQ(settings)
-    rq.init_indexes()
+    rq.maintenance.init_indexes()
     rq.context.activities.create_index([("zz", 1)], name="evil\x1b[2J[red]x\u202e")
     res = run_cli("init-indexes")
     _clean(res, shown=["evil\x1b[2J[red]x\u202e"])

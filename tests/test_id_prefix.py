@@ -24,7 +24,7 @@ TWINS = (uuid.UUID("aaaaaaaa-1111-4000-8000-000000000001"),
 @pytest.fixture
 def rq(settings, cli_env) -> RunnerQ:
     rq = RunnerQ(settings)
-    rq.init_indexes()
+    rq.maintenance.init_indexes()
     return rq
 
 

@@ -126,6 +126,8 @@ def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_na
     assert "runnerq_cli.cli.commands.enqueue" in loaded
     commands = {m for m in loaded if m.startswith("runnerq_cli.cli.commands.")}
     assert commands == {"runnerq_cli.cli.commands.enqueue"}, commands
+    # The RunnerQ's own trait methods live in queue, maintenance (QueueChores) and
+    # inspection (Inspection); the parts beyond the traits load on first use.
     parts = ("audit", "bulk", "batches", "dlq", "operator", "metrics", "diagnose",
-             "inspection", "events", "control", "maintenance")
+             "pagination", "events", "control", "existence")
     assert not {f"runnerq_cli.backend.{p}" for p in parts} & loaded, sorted(loaded)

@@ -205,10 +205,10 @@ def test_wait_blocks_until_done(queue, run_cli):
 
 def test_workers(queue, clock, run_cli):
     clock.advance(-300)
-    queue.register_worker("w-old", concurrency=1)  # last heard of five minutes ago
+    queue.registry.register_worker("w-old", concurrency=1)  # last heard of five minutes ago
     clock.advance(300)
-    queue.register_worker("w-live", types=["a"], concurrency=4)
-    queue.heartbeat_worker("w-live", in_flight=2, counters={"claimed": 7, "succeeded": 5})
+    queue.registry.register_worker("w-live", types=["a"], concurrency=4)
+    queue.registry.heartbeat_worker("w-live", in_flight=2, counters={"claimed": 7, "succeeded": 5})
     data = json.loads(run_cli("workers", "-o", "json").stdout)
     by_id = {w["worker_id"]: w for w in data["workers"]}
     assert by_id["w-live"]["stale"] is False and by_id["w-old"]["stale"] is True

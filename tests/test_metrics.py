@@ -48,10 +48,10 @@ def mix(queue: RunnerQ, clock):
     queue.enqueue("a", {}, priority="high")
     queue.enqueue("b", {}, priority="low")
     clock.advance(-120)
-    queue.register_worker("w-stale")
+    queue.registry.register_worker("w-stale")
     clock.advance(120)
-    queue.register_worker("w1", types=["a", "b"])
-    queue.heartbeat_worker("w1", in_flight=1, counters={})
+    queue.registry.register_worker("w1", types=["a", "b"])
+    queue.registry.heartbeat_worker("w1", in_flight=1, counters={})
     return queue
 
 
@@ -135,11 +135,11 @@ def test_collector_failure_is_a_gauge_not_a_crash(queue: RunnerQ) -> None:
 def test_all_queues_rediscovered(queue: RunnerQ) -> None:
     from prometheus_client.exposition import generate_latest
 
-    collector = QueueCollector(queue.discover_queues, queue.for_queue, min_interval=0)
+    collector = QueueCollector(queue.diagnosis.discover_queues, queue.for_queue, min_interval=0)
     registry = registry_for(collector)
     first = parse(generate_latest(registry).decode())
     assert {s.labels["queue"] for s in first["runnerq_workers"].samples} == {"tests"}
-    queue.for_queue("later").init_indexes()
+    queue.for_queue("later").maintenance.init_indexes()
     second = parse(generate_latest(registry).decode())
     assert {s.labels["queue"] for s in second["runnerq_workers"].samples} == {"tests", "later"}
 
@@ -209,7 +209,7 @@ def test_metrics_serve_scraped_over_http(mix, cli_env) -> None:
 
 
 def test_metrics_serve_all_queues(queue: RunnerQ, cli_env) -> None:
-    queue.for_queue("second").init_indexes()
+    queue.for_queue("second").maintenance.init_indexes()
     queue.for_queue("second").enqueue("x", {})
     served = Served(cli_env, "--all-queues", "--min-interval", "0s")
     try:

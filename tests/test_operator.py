@@ -42,7 +42,7 @@ def check_refused(queue: RunnerQ, action, allowed: set[str]) -> None:
 def test_cancel_pending_and_scheduled(queue: RunnerQ, clock) -> None:
     for state in ("pending", "scheduled"):
         aid = make(queue, state)
-        result = queue.cancel(aid, reason="not needed")
+        result = queue.operator.cancel(aid, reason="not needed")
         assert (result.previous_status, result.status) == (state, "cancelled")
         doc = raw(queue, aid)
         assert doc["status"] == "cancelled"
@@ -55,29 +55,29 @@ def test_cancel_pending_and_scheduled(queue: RunnerQ, clock) -> None:
 
 
 def test_cancel_refuses_other_states(queue: RunnerQ) -> None:
-    check_refused(queue, queue.cancel, {"pending", "scheduled"})
+    check_refused(queue, queue.operator.cancel, {"pending", "scheduled"})
 
 
 def test_cancel_running_says_why(queue: RunnerQ) -> None:
     aid = make(queue, "processing")
     with pytest.raises(WrongState, match=r"running.*worker holds it"):
-        queue.cancel(aid)
+        queue.operator.cancel(aid)
 
 
 def test_unknown_and_invalid_ids(queue: RunnerQ) -> None:
-    for action in (queue.cancel, queue.retry, queue.run_now):
+    for action in (queue.operator.cancel, queue.operator.retry, queue.operator.run_now):
         with pytest.raises(NotFound):
             action(uuid.uuid4())
         with pytest.raises(InvalidArgument):
             action("not-a-uuid")
     with pytest.raises(InvalidArgument):
-        queue.set_priority(make(queue, "pending"), "urgent")
+        queue.operator.set_priority(make(queue, "pending"), "urgent")
 
 
 @pytest.mark.parametrize("state", ["failed", "dead_letter", "cancelled"])
 def test_retry_restarts_terminal_activity(queue: RunnerQ, state: str) -> None:
     aid = make(queue, state)
-    result = queue.retry(aid)
+    result = queue.operator.retry(aid)
     assert (result.previous_status, result.status) == (state, "pending")
     doc = raw(queue, aid)
     assert doc["status"] == "pending"
@@ -91,7 +91,7 @@ def test_retry_restarts_terminal_activity(queue: RunnerQ, state: str) -> None:
 
 
 def test_retry_refuses_live_states(queue: RunnerQ) -> None:
-    check_refused(queue, queue.retry, {"failed", "dead_letter", "cancelled"})
+    check_refused(queue, queue.operator.retry, {"failed", "dead_letter", "cancelled"})
 
 
 def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock, monkeypatch) -> None:
@@ -116,7 +116,7 @@ def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock, monkeypat
 
     main = threading.current_thread()
     monkeypatch.setattr(Collection, "delete_one", held_delete_one)
-    operator = threading.Thread(target=queue.retry, args=(aid,))
+    operator = threading.Thread(target=queue.operator.retry, args=(aid,))
     operator.start()
     assert committed.wait(20)  # the retry is committed, its record not yet removed
     clock.advance(5)
@@ -133,20 +133,20 @@ def test_retry_keeps_a_newer_dead_letter_record(queue: RunnerQ, clock, monkeypat
 def test_run_now(queue: RunnerQ) -> None:
     aid = make(queue, "scheduled")
     due = raw(queue, aid)["scheduled_at"]
-    result = queue.run_now(aid)
+    result = queue.operator.run_now(aid)
     assert (result.previous_status, result.status) == ("scheduled", "pending")
     assert "scheduled_at" not in raw(queue, aid)
     event = queue.get_activity_events(aid)[0]
     assert event.event_type == "RunNow"
     assert event.detail["previous_scheduled_at"] == due
-    check_refused(queue, queue.run_now, {"scheduled"})
+    check_refused(queue, queue.operator.run_now, {"scheduled"})
 
 
 def test_reschedule(queue: RunnerQ, clock) -> None:
     at = clock.now + timedelta(hours=1)
     for state in ("pending", "scheduled"):
         aid = make(queue, state)
-        result = queue.reschedule(aid, at)
+        result = queue.operator.reschedule(aid, at)
         assert result.status == "scheduled"
         doc = raw(queue, aid)
         assert (doc["status"], doc["scheduled_at"]) == ("scheduled", at)
@@ -155,8 +155,8 @@ def test_reschedule(queue: RunnerQ, clock) -> None:
         assert event.detail["scheduled_at"] == at
         assert event.detail["previous_status"] == state
     with pytest.raises(InvalidArgument, match="not in the future"):
-        queue.reschedule(make(queue, "pending"), clock.now - timedelta(seconds=1))
-    check_refused(queue, lambda aid: queue.reschedule(aid, at), {"pending", "scheduled"})
+        queue.operator.reschedule(make(queue, "pending"), clock.now - timedelta(seconds=1))
+    check_refused(queue, lambda aid: queue.operator.reschedule(aid, at), {"pending", "scheduled"})
     # Due time reached: the scheduler makes it pending as usual.
     clock.advance(3601)
     assert queue.process_scheduled() >= 2
@@ -165,7 +165,7 @@ def test_reschedule(queue: RunnerQ, clock) -> None:
 def test_set_priority(queue: RunnerQ) -> None:
     low = make(queue, "pending", priority="low")
     normal = make(queue, "pending")
-    result = queue.set_priority(low, "critical")
+    result = queue.operator.set_priority(low, "critical")
     assert result.detail == {"old_priority": 1, "new_priority": 4}
     assert raw(queue, low)["priority"] == 4
     event = queue.get_activity_events(low)[0]
@@ -175,8 +175,9 @@ def test_set_priority(queue: RunnerQ) -> None:
     assert queue.dequeue("w1")[0].activity_id == low
     assert raw(queue, normal)["status"] == "pending"
     scheduled = make(queue, "scheduled")
-    assert queue.set_priority(scheduled, 3).status == "scheduled"
-    check_refused(queue, lambda aid: queue.set_priority(aid, "high"), {"pending", "scheduled"})
+    assert queue.operator.set_priority(scheduled, 3).status == "scheduled"
+    check_refused(queue, lambda aid: queue.operator.set_priority(aid, "high"),
+                  {"pending", "scheduled"})
 
 
 def test_redrive_all_and_by_type(queue: RunnerQ) -> None:
@@ -184,11 +185,11 @@ def test_redrive_all_and_by_type(queue: RunnerQ) -> None:
     a2 = make(queue, "dead_letter", activity_type="email")
     b1 = make(queue, "dead_letter", activity_type="report")
     other = make(queue, "failed", activity_type="email")
-    preview = queue.redrive(["email"], dry_run=True)
+    preview = queue.operator.redrive(["email"], dry_run=True)
     assert {a["id"] for a in preview.activities} == {a1, a2}
     assert raw(queue, a1)["status"] == "dead_letter"  # dry run wrote nothing
     assert queue.context.dead_letter.count_documents({}) == 3
-    done = queue.redrive(["email"])
+    done = queue.operator.redrive(["email"])
     assert done.count == 2
     assert raw(queue, a1)["status"] == raw(queue, a2)["status"] == "pending"
     assert raw(queue, a1)["retry_count"] == 0
@@ -196,21 +197,21 @@ def test_redrive_all_and_by_type(queue: RunnerQ) -> None:
     assert raw(queue, other)["status"] == "failed"
     assert event_types(queue, a1)[-1] == "Redriven"
     assert queue.context.dead_letter.count_documents({}) == 1
-    assert queue.redrive().count == 1
+    assert queue.operator.redrive().count == 1
     assert queue.context.dead_letter.count_documents({}) == 0
-    assert queue.redrive().count == 0
+    assert queue.operator.redrive().count == 0
 
 
 def test_redrive_removes_stale_records(queue: RunnerQ) -> None:
     """A crash between a retry's activity update and its record delete leaves a stale record."""
     aid = make(queue, "dead_letter")
     record = queue.context.dead_letter.find_one({"_id": aid})
-    queue.retry(aid)
+    queue.operator.retry(aid)
     queue.context.dead_letter.insert_one(record)  # as if the delete never happened
-    preview = queue.redrive(dry_run=True)
+    preview = queue.operator.redrive(dry_run=True)
     assert (preview.count, preview.stale_records) == (0, 1)
     assert queue.context.dead_letter.count_documents({}) == 1
-    queue.redrive()
+    queue.operator.redrive()
     assert queue.context.dead_letter.count_documents({}) == 0
     assert raw(queue, aid)["status"] == "pending"
 
@@ -219,10 +220,10 @@ def test_purge_preview_and_purge(queue: RunnerQ, clock) -> None:
     done = make(queue, "completed")
     dead = make(queue, "cancelled")
     alive = make(queue, "pending")
-    assert queue.purge_preview() == {"completed": 0, "failed": 0}
+    assert queue.operator.purge_preview() == {"completed": 0, "failed": 0}
     clock.advance(queue.settings.retention_failed + 1)
-    assert queue.purge_preview() == {"completed": 1, "failed": 1}
-    assert queue.purge() == {"completed": 1, "failed": 1}
+    assert queue.operator.purge_preview() == {"completed": 1, "failed": 1}
+    assert queue.operator.purge() == {"completed": 1, "failed": 1}
     assert queue.context.activities.count_documents({"_id": {"$in": [done, dead]}}) == 0
     assert raw(queue, alive)["status"] == "pending"
 
@@ -234,7 +235,7 @@ def test_purge_preview_and_purge(queue: RunnerQ, clock) -> None:
 def cq(settings, cli_env) -> RunnerQ:
     """A backend on the CLI's database with the real clock."""
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -313,7 +314,7 @@ def test_cli_redrive_needs_yes_and_dry_run_writes_nothing(run_cli, cq: RunnerQ) 
 
 def test_cli_purge(run_cli, cq: RunnerQ) -> None:
     aid = cq.enqueue("job", {}).activity_id
-    cq.cancel(aid)
+    cq.operator.cancel(aid)
     env = {"RUNNERQ_RETENTION_FAILED": "1ms"}
     dry = run_cli("purge", "--dry-run", "-o", "json", env=env)
     assert dry.code == 0, dry.stderr
@@ -333,8 +334,8 @@ def test_redrive_keeps_dead_letter_records_of_activities_aged_out(queue, clock):
     aid = queue.enqueue("t", {}, max_retries=1).activity_id
     queue.ack_failure(queue.dequeue("w")[0], "gone")
     clock.advance(queue.settings.retention_failed + 1)
-    assert queue.purge_expired()["failed"] == 1
-    report = queue.redrive()
+    assert queue.maintenance.purge_expired()["failed"] == 1
+    report = queue.operator.redrive()
     assert report.stale_records == 0
     assert queue.context.dead_letter.count_documents({"_id": aid}) == 1
 
@@ -344,14 +345,14 @@ def test_purge_deletes_no_more_than_the_operator_confirmed(queue, clock):
         queue.enqueue("t", {})
         queue.ack_success(queue.dequeue("w")[0], None)
     clock.advance(queue.settings.retention_completed + 1)
-    shown = queue.purge_preview()
+    shown = queue.operator.purge_preview()
     assert shown == {"completed": 3, "failed": 0}
     queue.enqueue("t", {})  # one more ages out after the preview was confirmed
     queue.ack_success(queue.dequeue("w")[0], None)
     clock.advance(queue.settings.retention_completed + 1)
-    assert queue.purge(limits=shown, batch=2) == {"completed": 3, "failed": 0}
-    assert queue.purge_preview() == {"completed": 1, "failed": 0}
-    assert queue.purge() == {"completed": 1, "failed": 0}
+    assert queue.operator.purge(limits=shown, batch=2) == {"completed": 3, "failed": 0}
+    assert queue.operator.purge_preview() == {"completed": 1, "failed": 0}
+    assert queue.operator.purge() == {"completed": 1, "failed": 0}
 
 
 def _answer_on_a_terminal(args: list[str], env: dict[str, str], answer: bytes) -> str:

@@ -43,9 +43,10 @@ def test_a_crash_after_the_commit_loses_nothing(queue: RunnerQ, settings, clock)
     assert queue.get_result(activity_id).data == {"error": "boom", "type": "dead_letter"}
     assert shown_events(queue, activity_id) == ["Enqueued", "Dequeued", "Started", "DeadLetter"]
 
-    assert queue.repair_outboxes(grace_seconds=60) == 0  # too young: its writer may be alive
+    # too young: its writer may be alive
+    assert queue.maintenance.repair_outboxes(grace_seconds=60) == 0
     clock.advance(61)
-    assert queue.repair_outboxes(grace_seconds=60) == 1
+    assert queue.maintenance.repair_outboxes(grace_seconds=60) == 1
     assert stored_events(queue, activity_id) == ["DeadLetter"]  # one event for the attempt
     assert shown_events(queue, activity_id) == ["Enqueued", "Dequeued", "Started", "DeadLetter"]
     assert queue.context.results.count_documents({"_id": activity_id}) == 1
@@ -69,7 +70,7 @@ def test_a_flush_interrupted_half_way_is_replayed_without_duplicates(queue: Runn
     queue.context.events.insert_many(events)
 
     clock.advance(120)
-    assert queue.repair_outboxes() == 1
+    assert queue.maintenance.repair_outboxes() == 1
     assert stored_events(queue, activity_id) == ["Dequeued", "Started", "Retrying", "Failed"]
     assert shown_events(queue, activity_id) == [
         "Enqueued", "Dequeued", "Started", "Retrying", "Dequeued", "Started", "Failed"]
@@ -96,7 +97,7 @@ def test_a_success_writes_its_result_and_no_event(queue: RunnerQ) -> None:
     assert queue.context.results.count_documents({}) == 5
     # A success stores no event: Completed is derived from the activity's fields.
     assert queue.context.events.count_documents({}) == 0
-    done = queue.list_page("completed", limit=10).items
+    done = queue.inspector.list_page("completed", limit=10).items
     assert len(done) == 5
     assert all(shown_events(queue, a.id)[-2:] == ["Completed", "ResultStored"] for a in done)
     assert queue.context.activities.count_documents({"outbox": {"$exists": True}}) == 0
@@ -135,19 +136,19 @@ def test_retention_purges_terminal_activities_with_their_results_and_events(
     queue.ack_failure(queue.dequeue("w")[0], "x", retryable=False)
     waiting = queue.enqueue("t", {}).activity_id
     clock.advance(queue.settings.retention_completed + 1)
-    assert queue.purge_expired() == {"completed": 1, "failed": 0}
+    assert queue.maintenance.purge_expired() == {"completed": 1, "failed": 0}
     assert queue.context.activities.count_documents({"_id": done}) == 0
     assert queue.context.results.count_documents({"_id": done}) == 0
     assert queue.context.events.count_documents({"activity_id": done}) == 0
     clock.advance(queue.settings.retention_failed)
-    assert queue.purge_expired() == {"completed": 0, "failed": 1}
+    assert queue.maintenance.purge_expired() == {"completed": 0, "failed": 1}
     assert queue.context.activities.count_documents({"_id": failed}) == 0
     # Pending work never ages out.
     assert queue.get_activity(waiting).status == "pending"
 
 
 def test_init_indexes_is_idempotent_and_reports_conflicts(queue: RunnerQ) -> None:
-    again = queue.init_indexes()
+    again = queue.maintenance.init_indexes()
     assert {r.state.value for r in again} == {"present"}
     names = {(r.collection_name, r.spec.name) for r in again}
     prefix = "runnerq_tests_"
@@ -174,7 +175,7 @@ def test_init_indexes_is_idempotent_and_reports_conflicts(queue: RunnerQ) -> Non
     # Another program made the results TTL a day longer: shown, never dropped.
     queue.context.results.drop_index("created_at_1")
     queue.context.results.create_index("created_at", expireAfterSeconds=172800)
-    reports = {(r.collection_name, r.spec.name): r for r in queue.init_indexes()}
+    reports = {(r.collection_name, r.spec.name): r for r in queue.maintenance.init_indexes()}
     conflict = reports[(prefix + "results", "created_at_1")]
     assert conflict.state.value == "conflict"
     assert "expireAfterSeconds" in conflict.difference
@@ -203,7 +204,7 @@ def test_a_late_flush_does_not_bring_back_what_an_operator_withdrew(queue, setti
     with worker_side.buffered_outbox(size=100):
         claim = worker_side.dequeue("w")[0]
         worker_side.ack_failure(claim, "gone")  # dead-lettered; copies buffered
-        assert queue.redrive().count == 1  # the operator, in another process
+        assert queue.operator.redrive().count == 1  # the operator, in another process
     assert queue.get_activity(activity_id).status == "pending"
     assert queue.context.dead_letter.count_documents({"_id": activity_id}) == 0
     assert queue.get_result(activity_id) is None  # pending again: no result yet
@@ -216,7 +217,7 @@ def test_a_retried_activity_has_no_result_until_it_ends_again(queue) -> None:
     activity_id = queue.enqueue("t", {}).activity_id
     queue.ack_failure(queue.dequeue("w")[0], "bad", retryable=False)
     assert queue.get_result(activity_id).state == "Err"
-    queue.retry(activity_id)
+    queue.operator.retry(activity_id)
     assert queue.get_result(activity_id) is None
     queue.ack_success(queue.dequeue("w")[0], "fine")
     assert queue.get_result(activity_id).data == "fine"
@@ -227,8 +228,8 @@ def test_a_retried_then_cancelled_activity_shows_no_earlier_result(queue) -> Non
     retry is not its result (`result`/`wait` said "failed", exit 10, not 12)."""
     activity_id = queue.enqueue("t", {}).activity_id
     queue.ack_failure(queue.dequeue("w")[0], "bad", retryable=False)
-    queue.retry(activity_id)
-    queue.cancel(activity_id)
+    queue.operator.retry(activity_id)
+    queue.operator.cancel(activity_id)
     assert queue.get_result(activity_id) is None
 
 
@@ -237,7 +238,7 @@ def test_a_stale_buffered_outbox_flush_never_clears_a_newer_outbox(settings, clo
     (a stalled worker) matched a newer outbox with the same seq and cleared it unread:
     the new claimer's Dequeued/Started events were lost."""
     producer = RunnerQ(settings, clock=clock)
-    producer.init_indexes()
+    producer.maintenance.init_indexes()
     stalled = RunnerQ(settings, clock=clock)
     other = RunnerQ(settings, clock=clock)
     aid = producer.enqueue("job", {}).activity_id
@@ -263,7 +264,7 @@ def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
     [claim] = queue.dequeue("w1")
     queue.ack_failure(claim, "bad input", retryable=False)
     assert queue.get_result(aid).state == "Err"
-    queue.retry(aid)
+    queue.operator.retry(aid)
     with queue.buffered_outbox(100):
         [claim] = queue.dequeue("w2")
         queue.ack_success(claim, {"second": "run"})
@@ -285,7 +286,7 @@ def test_a_copy_overtaken_by_an_operator_leaves_no_dead_letter_record(queue, mon
         current = original(self, docs)
         if not raced:
             raced.append(True)
-            queue.retry(aid)
+            queue.operator.retry(aid)
         return current
 
     with queue.buffered_outbox(64):

@@ -18,23 +18,23 @@ from tests.waiting import wait_until
 
 
 def test_pause_state_round_trip(queue: RunnerQ) -> None:
-    assert not queue.paused().active
-    state = queue.pause(["mail"], reason="smtp down", actor="ana")
+    assert not queue.control.paused().active
+    state = queue.control.pause(["mail"], reason="smtp down", actor="ana")
     assert (state.all, state.types, state.reason, state.actor) == (False, ("mail",),
                                                                    "smtp down", "ana")
-    assert queue.pause(["sms", "mail"]).types == ("mail", "sms")
-    assert queue.resume(["mail"]).types == ("sms",)
-    assert not queue.resume(["sms"]).active
+    assert queue.control.pause(["sms", "mail"]).types == ("mail", "sms")
+    assert queue.control.resume(["mail"]).types == ("sms",)
+    assert not queue.control.resume(["sms"]).active
     assert queue.context.control.count_documents({}) == 0
-    whole = queue.pause(reason="deploy")
+    whole = queue.control.pause(reason="deploy")
     assert whole.all and whole.covers([]) and whole.covers(["x"])
     with pytest.raises(InvalidArgument, match="whole queue is paused"):
-        queue.resume(["x"])
-    assert queue.paused().all
+        queue.control.resume(["x"])
+    assert queue.control.paused().all
     # Producers are not affected.
     assert queue.enqueue("mail", {}).created
-    assert not queue.resume().active
-    kinds = [e.action for e in queue.audit()]
+    assert not queue.control.resume().active
+    kinds = [e.action for e in queue.audit_log.audit()]
     assert kinds == ["resume", "pause", "resume", "resume", "pause", "pause"]
     events = list(queue.context.events.find({"event_type": {"$in": ["Paused", "Resumed"]}}))
     assert len(events) == 6 and all(e["activity_id"] is None for e in events)
@@ -63,7 +63,7 @@ def test_dequeue_leaves_out_excluded_types(queue: RunnerQ) -> None:
 @pytest.fixture
 def backend(settings, cli_env) -> RunnerQ:
     q = RunnerQ(settings)
-    q.init_indexes()
+    q.maintenance.init_indexes()
     return q
 
 
@@ -74,8 +74,8 @@ def test_cli_pause_resume_stats_workers_tail(run_cli, backend: RunnerQ) -> None:
     stats = json.loads(run_cli("stats", "-o", "json").stdout)
     assert stats["pause"]["types"] == ["mail"] and stats["pause"]["reason"] == "smtp down"
     assert "paused" in run_cli("stats").stdout
-    backend.register_worker("w-mail", types=["mail"])
-    backend.register_worker("w-all")
+    backend.registry.register_worker("w-mail", types=["mail"])
+    backend.registry.register_worker("w-all")
     workers = json.loads(run_cli("workers", "-o", "json").stdout)
     assert {w["worker_id"]: w["paused"] for w in workers["workers"]} == {"w-mail": True,
                                                                         "w-all": False}
@@ -92,20 +92,20 @@ def test_cli_pause_resume_stats_workers_tail(run_cli, backend: RunnerQ) -> None:
     assert run_cli("pause").code == 0
     bad = run_cli("resume", "--type", "mail")
     assert bad.code == ExitCode.USAGE and bad.stderr.startswith("error: the whole queue")
-    assert backend.paused().all
+    assert backend.control.paused().all
 
 
 def test_burst_worker_on_a_paused_queue_claims_nothing(backend: RunnerQ, run_cli_subprocess):
     mail = backend.enqueue("echo", {}).activity_id
-    backend.pause(reason="maintenance")
+    backend.control.pause(reason="maintenance")
     res = run_cli_subprocess("worker", "--burst", *APP, "--log-format", "plain",
                              env={"PYTHONPATH": str(ROOT)})
     assert res.code == 0, res.stderr
     assert "queue paused: claiming nothing" in res.stderr and "maintenance" in res.stderr
     assert backend.get_activity(mail).status == "pending"
     # Only some types paused: the others are worked off, the paused ones wait.
-    backend.resume()
-    backend.pause(["echo"])
+    backend.control.resume()
+    backend.control.pause(["echo"])
     other = backend.enqueue("payload_only", {"value": 1}).activity_id
     res = run_cli_subprocess("worker", "--burst", *APP, "--log-format", "plain",
                              env={"PYTHONPATH": str(ROOT)})
@@ -122,10 +122,10 @@ def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: Runn
                for _ in range(2)]
     held = backend.enqueue("sleep", {"seconds": 1.5}).activity_id
     wait_until(lambda: backend.get_activity(held).status == Status.PROCESSING, message="a claim")
-    wait_until(lambda: len(backend.list_workers()) == 2, message="two workers registered")
+    wait_until(lambda: len(backend.registry.list_workers()) == 2, message="two workers registered")
 
     paused_at = time.monotonic()
-    backend.pause(reason="test")
+    backend.control.pause(reason="test")
     wait_until(lambda: all("queue paused: claiming nothing" in w.log for w in workers),
                timeout=20, message="both workers to see the pause")
     # Each reads the pause at most once per poll interval (plus process and log latency).
@@ -137,12 +137,12 @@ def test_pause_stops_two_worker_processes_and_resume_restarts_them(backend: Runn
     waiting = [backend.enqueue("echo", {"n": n}).activity_id for n in range(4)]
     # Both workers are alive and polling (a heartbeat after the enqueue, several poll
     # intervals later) and have claimed none of it.
-    wait_until(lambda: all(w.last_heartbeat > enqueued_at for w in backend.list_workers()),
+    wait_until(lambda: all(w.last_heartbeat > enqueued_at for w in backend.registry.list_workers()),
                timeout=20, message="a heartbeat of each worker after the enqueue")
     assert {backend.get_activity(a).status for a in waiting} == {"pending"}
 
     resumed_at = backend.context.clock()
-    backend.resume()
+    backend.control.resume()
     wait_until(lambda: all(backend.get_activity(a).status == Status.COMPLETED for a in waiting),
                timeout=30, message="the work enqueued while paused")
     assert all(backend.get_activity(a).started_at >= resumed_at for a in waiting)
@@ -160,4 +160,4 @@ def test_pause_bad_input(run_cli, backend: RunnerQ, args: list[str]) -> None:
     assert res.code == ExitCode.USAGE
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
     assert backend.context.control.count_documents({}) == 0
-    assert backend.audit() == []
+    assert backend.audit_log.audit() == []

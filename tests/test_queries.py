@@ -73,16 +73,16 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
     queue.process_scheduled()
     queue.requeue_expired()
-    queue.repair_outboxes(60.0)
-    queue.purge_expired()
+    queue.maintenance.repair_outboxes(60.0)
+    queue.maintenance.purge_expired()
     for status in queries.LIST_ORDERS:
-        queue.list_page(status)
+        queue.inspector.list_page(status)
     queue.stats()
-    queue.stats_snapshot()
-    queue.queue_summary()
+    queue.inspector.stats_snapshot()
+    queue.diagnosis.summary()
     queue.get_activity_events(queries.SAMPLE_ACTIVITY)
     queue.list_dead_letter()
-    queue.count_live_workers(queries.STALE_AFTER_SAMPLE)
+    queue.registry.count_live_workers(queries.STALE_AFTER_SAMPLE)
     # One read of a tail positioned where doctor's sample tail reads from.
     start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))
@@ -130,6 +130,6 @@ def test_doctor_explains_the_named_queries(queue: RunnerQ, clock, monkeypatch) -
 
     monkeypatch.setattr(queue_checks, "explain_query", explain)
     monkeypatch.setattr(queue_checks, "plan_stages", lambda answer: ["FETCH", "IXSCAN"])
-    check = next(c for c in queue.doctor(server=False) if c.name == "query plans")
+    check = next(c for c in queue.diagnosis.doctor(server=False) if c.name == "query plans")
     assert explained == [q.name for q in representative_queries(queue.settings, clock())]
     assert check.facts["served"] == explained

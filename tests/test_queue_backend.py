@@ -450,7 +450,7 @@ def test_a_success_whose_acknowledgement_never_came_is_not_a_result(queue: Runne
     clock.advance(6)
     queue.requeue_expired()
     assert queue.get_result(aid) is None
-    queue.cancel(aid)  # terminal without a run: still no result
+    queue.operator.cancel(aid)  # terminal without a run: still no result
     assert queue.get_result(aid) is None
     with pytest.raises(ClaimLost):  # the crashed claim's acknowledgement, arriving late
         queue.ack_success(claim, "half-done")
@@ -462,7 +462,7 @@ def test_a_late_acknowledgement_after_an_operator_change_is_a_lost_claim(queue: 
     claim = queue.dequeue("w")[0]
     assert queue.ack_failure(claim, "try later") is AckOutcome.RETRYING
     assert queue.ack_failure(claim, "try later") is AckOutcome.RETRYING  # a repeat
-    queue.cancel(aid)
+    queue.operator.cancel(aid)
     for late in (lambda: queue.ack_failure(claim, "try later"),
                  lambda: queue.ack_success(claim, 1)):
         with pytest.raises(ClaimLost):

@@ -140,7 +140,7 @@ def test_a_handler_learns_its_claim_is_presumed_lost_when_the_server_stays_away(
             "uri": uri, "database": "presumed", "queue": "tests",
             "server_selection_timeout": "0.5s"}, environ={"RUNNERQ_CONFIG": ""})
         backend = RunnerQ(settings)
-        backend.init_indexes()
+        backend.maintenance.init_indexes()
         backend.enqueue("long", {})
         worker = Worker(backend, registry, lease=1.5, concurrency=1)
         with worker_log("plain", "info") as log:

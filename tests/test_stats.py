@@ -38,7 +38,7 @@ def mix(queue, clock):
     queue.enqueue("a", {}, priority="high")
     queue.enqueue("b", {}, priority="low")
     queue.enqueue("a", {}, delay_seconds=3600)
-    queue.register_worker("w1", types=["a", "b"], concurrency=2)
+    queue.registry.register_worker("w1", types=["a", "b"], concurrency=2)
     return queue
 
 

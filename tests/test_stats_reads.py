@@ -120,7 +120,7 @@ def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, r
                       ("pending", 3), ("scheduled", 2)):
         for _ in range(n):
             drive_to(queue, status)
-    snap = queue.stats_snapshot()
+    snap = queue.inspector.stats_snapshot()
     assert snap["by_status"] == {"pending": 3, "scheduled": 2, "processing": 0, "completed": 5,
                                  "failed": 2, "dead_letter": 1, "cancelled": 1}
     assert snap["estimated"] == ["completed", "total"] and snap["total"] == 14
@@ -131,13 +131,13 @@ def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, r
     assert "≈ estimate" in res.stdout
     # Retention removes the completed ones (and, 30 days on, the failed ones).
     clock.advance(queue.settings.retention_completed + 60)
-    assert queue.purge_expired()["completed"] == 5
-    snap = queue.stats_snapshot()
+    assert queue.maintenance.purge_expired()["completed"] == 5
+    snap = queue.inspector.stats_snapshot()
     assert snap["by_status"]["completed"] == 0 and snap["by_status"]["failed"] == 2
     assert snap["total"] == 9 == sum(truth(queue).values())
     clock.advance(queue.settings.retention_failed)
-    queue.purge_expired()
-    snap = queue.stats_snapshot()
+    queue.maintenance.purge_expired()
+    snap = queue.inspector.stats_snapshot()
     assert {k: v for k, v in snap["by_status"].items() if v} == {"pending": 3, "scheduled": 2}
     assert snap["total"] == 5
 
@@ -167,8 +167,8 @@ def test_live_counts_exact_while_workers_and_operators_act(backend: RunnerQ) -> 
     def operator() -> None:
         try:
             while not stop.is_set():
-                failed = backend.list_page("failed", limit=2).items
-                pending = backend.list_page("pending", limit=1).items
+                failed = backend.inspector.list_page("failed", limit=2).items
+                pending = backend.inspector.list_page("pending", limit=1).items
                 for action, activity in [*(("retry", a) for a in failed),
                                          *(("cancel", a) for a in pending)]:
                     # WrongState: a worker took it meanwhile, and the fence held
@@ -186,7 +186,7 @@ def test_live_counts_exact_while_workers_and_operators_act(backend: RunnerQ) -> 
     reads = 0
     try:
         while any(t.is_alive() for t in threads):
-            snap = backend.stats_snapshot()
+            snap = backend.inspector.stats_snapshot()
             assert set(snap["by_status"]) >= {"pending", "completed", "cancelled"}
             assert all(n >= 0 for n in snap["by_status"].values())
             assert snap["estimated"] == ["completed", "total"]
@@ -198,7 +198,7 @@ def test_live_counts_exact_while_workers_and_operators_act(backend: RunnerQ) -> 
     assert not errors, errors
     assert reads >= 1
     exact = truth(backend)
-    snap = backend.stats_snapshot()
+    snap = backend.inspector.stats_snapshot()
     for status in ("pending", "scheduled", "processing", "failed", "dead_letter", "cancelled"):
         assert snap["by_status"][status] == exact.get(status, 0), status
     assert snap["by_status"]["completed"] == exact.get("completed", 0)  # at rest, exact too
@@ -227,7 +227,7 @@ def test_history_per_type_buckets_and_latency(queue, clock) -> None:
         else:
             queue.ack_success(claim, None)
         clock.advance(ago - run)
-    hist = queue.stats_snapshot(history_seconds=3600)["history"]
+    hist = queue.inspector.stats_snapshot(history_seconds=3600)["history"]
     assert hist["buckets"] == 20 and hist["bucket_seconds"] == 180
     a, b = hist["by_type"]["a"], hist["by_type"]["b"]
     assert (a["completed"], a["failed"], b["failed"]) == (3, 0, 1)  # 2 h ago: not in the hour
@@ -235,8 +235,8 @@ def test_history_per_type_buckets_and_latency(queue, clock) -> None:
     assert a["run_p50"][3] == 2.0 and a["run_p95"][3] == 2.0 and a["run_p50"][18] == 1.0
     assert b["per_bucket"][18] == 1 and b["run_p95"][18] == 3.0
     clock.advance(queue.settings.retention_completed + 60)
-    queue.purge_expired()
-    hist = queue.stats_snapshot(history_seconds=90 * 86400)["history"]
+    queue.maintenance.purge_expired()
+    hist = queue.inspector.stats_snapshot(history_seconds=90 * 86400)["history"]
     assert "a" not in hist["by_type"] and hist["by_type"]["b"]["failed"] == 1
 
 
@@ -308,7 +308,7 @@ def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
 def test_one_bad_queue_never_blanks_the_others(queue: RunnerQ) -> None:
     from prometheus_client.exposition import generate_latest
 
-    queue.for_queue("second").init_indexes()
+    queue.for_queue("second").maintenance.init_indexes()
     queue.for_queue("second").enqueue("x", {})
 
     def backend_for(name: str) -> RunnerQ:
@@ -317,7 +317,7 @@ def test_one_bad_queue_never_blanks_the_others(queue: RunnerQ) -> None:
         return queue.for_queue(name)
 
     errors: list[str] = []
-    collector = QueueCollector(queue.discover_queues, backend_for, min_interval=0,
+    collector = QueueCollector(queue.diagnosis.discover_queues, backend_for, min_interval=0,
                                on_error=errors.append)
     families = parse(generate_latest(registry_for(collector)).decode())
     up = families["runnerq_scrape_success"]
@@ -384,7 +384,7 @@ def test_metrics_serve_all_queues_with_a_stray_control_document(queue, cli_env) 
     """A malformed pause document in one queue: the healthy queue is scraped whole."""
     queue.enqueue("job", {})
     bad = queue.for_queue("bad")
-    bad.init_indexes()
+    bad.maintenance.init_indexes()
     bad.context.control.insert_one({"_id": PAUSE_ID, "types": 5})
     served = Served(cli_env, "--all-queues", "--min-interval", "0s")
     try:

@@ -53,7 +53,7 @@ STRAY_ACTIVITIES = {
 def strays(queue: RunnerQ, raw: Database) -> dict[str, object]:
     """One good activity and worker, and a stray document in each collection a reader uses."""
     good = queue.enqueue("job", {"n": 1}).activity_id
-    queue.register_worker("w-good", types=["job"], concurrency=2)
+    queue.registry.register_worker("w-good", types=["job"], concurrency=2)
     names = queue.context.names
     raw[names.activities].insert_many(list(STRAY_ACTIVITIES.values()))
     raw[names.workers].insert_many([
@@ -102,14 +102,14 @@ def test_a_malformed_pause_does_not_read_as_paused(doc: dict) -> None:
 
 
 def test_lists_skip_and_count_malformed_documents(queue: RunnerQ, strays) -> None:
-    page = queue.list_page("pending")
+    page = queue.inspector.list_page("pending")
     assert [a.id for a in page.items] == [strays["good"]]
     assert page.skipped == 3
     assert [a.id for a in queue.list_pending()] == [strays["good"]]
     assert queue.list_scheduled() == []
     assert queue.list_dead_letter() == []
-    assert [w.worker_id for w in queue.list_workers()] == ["w-good"]
-    assert not queue.paused().active
+    assert [w.worker_id for w in queue.registry.list_workers()] == ["w-good"]
+    assert not queue.control.paused().active
     events = queue.get_activity_events(strays["good"])
     assert events and all(e.event_type != 5 for e in events)
 
@@ -147,9 +147,9 @@ def test_doctor_names_every_malformed_document(queue: RunnerQ, run_cli, strays) 
 
 def test_doctor_on_a_clean_queue_finds_no_malformed_document(queue: RunnerQ) -> None:
     queue.enqueue("waiting", {})
-    queue.register_worker("w", types=[], concurrency=1)
+    queue.registry.register_worker("w", types=[], concurrency=1)
     drive_to(queue, "dead_letter")
-    check = next(c for c in queue.doctor(server=False) if c.name == "documents")
+    check = next(c for c in queue.diagnosis.doctor(server=False) if c.name == "documents")
     assert check.status.value == "ok" and check.facts["malformed"] == []
 
 
@@ -172,9 +172,9 @@ def test_explain_reads_past_stray_workers_and_pause(queue: RunnerQ, run_cli, str
 
 def test_a_paused_backlog_is_the_pause_s_doing(queue: RunnerQ, clock) -> None:
     queue.enqueue("job", {})
-    queue.pause(reason="maintenance", actor="ops")
+    queue.control.pause(reason="maintenance", actor="ops")
     clock.advance(600)  # the activity waits past the backlog warning
-    checks = {c.name: c for c in queue.doctor(server=False)}
+    checks = {c.name: c for c in queue.diagnosis.doctor(server=False)}
     assert checks["pause"].status.value == "warn"
     assert "paused" in checks["pause"].message and "maintenance" in checks["pause"].message
     assert "resume" in (checks["pause"].fix or "")
@@ -186,9 +186,9 @@ def test_a_paused_backlog_is_the_pause_s_doing(queue: RunnerQ, clock) -> None:
 
 def test_a_backlog_of_a_type_not_paused_still_asks_for_workers(queue: RunnerQ, clock) -> None:
     queue.enqueue("job", {})
-    queue.pause(["other"], reason="maintenance")
+    queue.control.pause(["other"], reason="maintenance")
     clock.advance(600)
-    backlog = next(c for c in queue.doctor(server=False) if c.name == "backlog")
+    backlog = next(c for c in queue.diagnosis.doctor(server=False) if c.name == "backlog")
     assert backlog.status.value == "warn" and "paused" not in backlog.message
     assert "add workers" in (backlog.fix or "")
 

@@ -56,7 +56,7 @@ def test_success_stores_result_and_counts(backend):
     assert {"Completed", "ResultStored"} <= set(types)
     assert "outbox" not in backend.db[backend.context.names.activities].find_one({"_id": aid})
     # a clean stop removes the worker from the registry
-    assert backend.list_workers() == []
+    assert backend.registry.list_workers() == []
 
 
 def test_plain_async_and_payload_only_handlers(backend):
@@ -182,7 +182,7 @@ def test_background_worker_registers_and_stops(backend):
     worker = make_worker(backend, burst=False, concurrency=2)
     worker.start()
     assert worker.running.wait(10)
-    entries = backend.list_workers()
+    entries = backend.registry.list_workers()
     assert [w.worker_id for w in entries] == [worker.worker_id]
     assert entries[0].concurrency == 2
     aid = backend.enqueue("echo", {}).activity_id
@@ -190,7 +190,7 @@ def test_background_worker_registers_and_stops(backend):
                message="the background worker to complete it")
     worker.stop()
     assert worker.join(10) == 0
-    assert backend.list_workers() == []
+    assert backend.registry.list_workers() == []
 
 
 def test_graceful_stop_releases_work_past_the_shutdown_timeout(backend):
@@ -387,7 +387,7 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
         backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(first, first + 100)])
     pause_done = threading.Event()
     reads_after_pause: list = []  # server time at the end of each read begun after the pause
-    read_pause = backend.paused
+    read_pause = backend.control.paused
 
     def counted_read():
         after = pause_done.is_set()
@@ -396,14 +396,14 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
             reads_after_pause.append(backend.context.clock())
         return state
 
-    backend.paused = counted_read
+    backend.control.paused = counted_read
     poll = 0.3
     worker = make_worker(backend, registry, burst=False, concurrency=2, poll_interval=poll)
     worker.start()
     acts = backend.db[backend.context.names.activities]
     wait_until(lambda: acts.count_documents({"status": "completed"}) >= 20, timeout=30,
                message="the worker to be busy")
-    backend.pause(reason="test")
+    backend.control.pause(reason="test")
     pause_done.set()
     # Three reads after the pause: the first one stopped the claims (within a poll
     # interval); a claim a slot had begun before it is long over by the third.

@@ -27,7 +27,7 @@ from tests.helpers import drive_to, run_then_crash, worker_log
 
 def _backend(settings) -> RunnerQ:
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 
@@ -159,8 +159,8 @@ def test_the_backend_logs_what_its_maintenance_did(settings, queue, clock):
     finished = drive_to(queue, "completed", "done")
     with worker_log("json", "info") as quiet:
         assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0}
-        assert queue.repair_outboxes() == 0
-        assert queue.purge_expired() == {"completed": 0, "failed": 0}
+        assert queue.maintenance.repair_outboxes() == 0
+        assert queue.maintenance.purge_expired() == {"completed": 0, "failed": 0}
     assert quiet.getvalue() == ""
 
     clock.advance(6)
@@ -174,7 +174,7 @@ def test_the_backend_logs_what_its_maintenance_did(settings, queue, clock):
 
     clock.advance(settings.retention_completed + 1)
     with worker_log("plain", "info") as stream:
-        assert queue.purge_expired()["completed"] == 1
+        assert queue.maintenance.purge_expired()["completed"] == 1
     assert "retention purge" in stream.getvalue() and "completed=1 failed=0" in stream.getvalue()
     assert queue.context.activities.count_documents({"_id": finished}) == 0
 
@@ -187,6 +187,6 @@ def test_outbox_repair_logs_how_many_it_copied(settings, backend):
         q.ack_failure(q.dequeue("w", types=["job"])[0], "boom")
     """)
     with worker_log("plain", "info") as stream:
-        assert backend.repair_outboxes(0) == 1
+        assert backend.maintenance.repair_outboxes(0) == 1
     [line] = stream.getvalue().splitlines()
     assert " INFO    outbox repair: " in line and line.endswith(" repaired=1")

@@ -101,7 +101,7 @@ def test_sigterm_drains_running_work(backend, spawn):
     assert worker.wait(30) == 0, worker.log
     assert status(backend, aid) == Status.COMPLETED
     assert "stopping: waiting for running activities" in worker.log
-    assert backend.list_workers() == []
+    assert backend.registry.list_workers() == []
 
 
 def test_second_signal_stops_at_once(backend, spawn):
@@ -140,7 +140,7 @@ def test_sigkilled_worker_activity_completes_elsewhere(backend, spawn):
     assert act.retry_count == 1 and f"lease expired (worker {holder})" in act.last_error
     assert backend.get_result(aid).data == {"attempt": 2}
     # the killed worker is still listed until its heartbeat goes stale
-    assert holder in [w.worker_id for w in backend.list_workers()]
+    assert holder in [w.worker_id for w in backend.registry.list_workers()]
 
 
 def test_two_processes_drain_one_queue_exactly_once(backend, spawn, tmp_path):

@@ -108,7 +108,7 @@ def _assert_clean_stop(worker: Starting, backend, aid, code: int = 0) -> None:
     assert worker.finish() == code, worker.log
     assert "worker stopped" in worker.log and "Traceback" not in worker.log
     assert backend.get_activity(aid).status == Status.PENDING
-    assert backend.list_workers() == []
+    assert backend.registry.list_workers() == []
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")

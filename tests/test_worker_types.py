@@ -55,7 +55,7 @@ def test_the_registry_records_the_types_a_worker_claims(backend):
     worker = _worker(backend, registry, burst=False)
     worker.start()
     try:
-        [entry] = wait_until(backend.list_workers, message="the worker to register")
+        [entry] = wait_until(backend.registry.list_workers, message="the worker to register")
         assert entry.types == ["audit", "send_email"]
     finally:
         gate.set()

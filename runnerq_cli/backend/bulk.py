@@ -1,9 +1,9 @@
 """Operator actions on many activities: select what a filter matches, then act on exactly that.
 
-    selection = q.select("retry", ActivityFilter(statuses=("failed",), types=("charge",)),
-                         max_count=100)
+    selection = q.bulk.select("retry", ActivityFilter(statuses=("failed",), types=("charge",)),
+                              max_count=100)
     # ... show selection.matched and selection.sample, ask the operator ...
-    report = q.apply("retry", selection, reason="gateway fixed", actor="ana")
+    report = q.bulk.apply("retry", selection, reason="gateway fixed", actor="ana")
 
 `select` reads only: how many activities match, the ids of the first
 `max_count` (oldest first) and a snapshot of each. `apply` then acts in

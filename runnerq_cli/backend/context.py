@@ -66,3 +66,14 @@ class QueueContext:
         if not isinstance(value, Collection):
             raise KeyError(role)
         return value
+
+
+class Part:
+    """One concern's operations on a queue, over the queue's shared context.
+
+    `RunnerQ` is made of parts by inheritance (api.py), so a part's method is the API's
+    method itself: no forwarder restates its signature or its defaults.
+    """
+
+    def __init__(self, ctx: QueueContext) -> None:
+        self._ctx = ctx

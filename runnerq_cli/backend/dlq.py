@@ -314,7 +314,7 @@ class DeadLetters:
                                                 reason=item.error or "no activity")
                 continue
             if spec.idempotency_key is None:
-                new_docs[index] = self._queue.enqueuer.new_document(spec, uuid.uuid4(), now)
+                new_docs[index] = self._queue.new_document(spec, uuid.uuid4(), now)
                 continue
             digest = _key_digest(spec)
             if digest in slow_keys:
@@ -341,7 +341,7 @@ class DeadLetters:
                 continue
             if holder is None:  # free: this line takes it
                 new_id = uuid.uuid4()
-                doc = self._queue.enqueuer.new_document(spec, new_id, now)
+                doc = self._queue.new_document(spec, new_id, now)
                 taken[digest] = (new_id, doc["status"])
                 new_docs[index] = doc
                 key_docs[digest] = {"_id": _key_id(spec), "activity_id": new_id,

@@ -18,7 +18,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from runnerq_cli import values
-from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.context import Part
 from runnerq_cli.backend.models import (
     EnqueueResult,
     OnDuplicate,
@@ -95,12 +95,9 @@ class ActivitySpec:
 
 
 
-class Enqueuer:
+class Enqueuer(Part):
     """New activities on one queue: plain inserts in few commands, keyed ones through the
     idempotency collection."""
-
-    def __init__(self, ctx: QueueContext) -> None:
-        self._ctx = ctx
 
     def enqueue(self, activity_type: str | ActivitySpec, payload: Mapping[str, Any] | None = None,
                 **options: Any) -> EnqueueResult:

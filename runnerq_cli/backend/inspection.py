@@ -1,15 +1,20 @@
-"""The inspection side of docs/design.md ("Operations"): what operators and tools read."""
+"""The inspection side of docs/design.md ("Operations"): what operators and tools read.
+
+`Inspection` is RunnerQ's inspection trait (traits.InspectionBackend), part of the
+RunnerQ itself; `Inspector` (`rq.inspector`) adds the operator's views: the full
+stats snapshot, keyset pages, the failed list, the tail's starting point, metrics.
+The snapshot and the event stream load their modules on first use: a producer that
+only enqueues never imports them.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend import queries
-from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.context import Part, QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
-from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
-from runnerq_cli.backend.metrics import ESTIMATED, StatsOptions, counts, snapshot
 from runnerq_cli.backend.models import (
     Activity,
     DeadLetterRecord,
@@ -17,18 +22,13 @@ from runnerq_cli.backend.models import (
     Status,
     parse_activity_id,
 )
-from runnerq_cli.backend.pagination import (
-    MAX_LIMIT,
-    ListFilter,
-    Page,
-    after_clause,
-    decode_cursor,
-    encode_cursor,
-    sort_values,
-)
 from runnerq_cli.backend.shapes import readable
-from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.errors import InvalidArgument, NotFound
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.control import Control
+    from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.pagination import ListFilter, Page
 
 MAX_PAGE = 10_000
 
@@ -44,12 +44,9 @@ def _well_formed_event(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-class Inspector:
-    """Read-only views of one queue (no method here changes anything)."""
-
-    def __init__(self, ctx: QueueContext, registry: WorkerRegistry) -> None:
-        self._ctx = ctx
-        self._registry = registry
+class Inspection(Part):
+    """RunnerQ's inspection trait: read-only views of one queue (nothing here changes
+    anything)."""
 
     def stats(self) -> dict[str, Any]:
         """Counts by status and by priority, computed on the server (metrics.counts).
@@ -57,24 +54,12 @@ class Inspector:
         Exact but for `completed` (and so `total`), an estimate listed in
         `estimated`; activities are never loaded into the client.
         """
+        from runnerq_cli.backend.metrics import ESTIMATED, counts
+
         by_status, by_priority = counts(self._ctx)
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
                 "by_priority": by_priority, "total": sum(by_status.values()),
                 "estimated": list(ESTIMATED)}
-
-    def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
-                       latency_window_seconds: float = 900.0,
-                       sample_cap: int = 10_000,
-                       history_seconds: float | None = None) -> dict[str, Any]:
-        """The full `stats` snapshot (metrics.py: schema, and what each query costs).
-
-        With `history_seconds`, also the per-type history of that window (`--since`,
-        `--watch`): outcomes per bucket and the run time's p50/p95 trend.
-        """
-        options = StatsOptions(by_type=by_type, throughput_minutes=throughput_minutes,
-                               latency_window_seconds=latency_window_seconds,
-                               sample_cap=sample_cap, history_seconds=history_seconds)
-        return snapshot(self._ctx, options)
 
     def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
         offset, limit = _page(offset, limit)
@@ -95,37 +80,12 @@ class Inspector:
     def list_completed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
         return self._list(Status.COMPLETED, offset, limit)
 
-    def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(Status.FAILED, offset, limit)
-
     def list_dead_letter(self, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         offset, limit = _page(offset, limit)
         listing = queries.dead_letter_list()
         cursor = self._ctx.dead_letter.find(listing.filter).sort(listing.sort_list).skip(
             offset).limit(limit)
         return readable(cursor, DeadLetterRecord.from_doc, self._ctx.dead_letter.name)[0]
-
-    def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
-                  limit: int = 50, after: str | None = None) -> Page:
-        """One page of activities in `status`, after the cursor `after` (keyset pagination).
-
-        The order is the status's natural one (pagination.ORDERS); the page's
-        `next_cursor` is None when nothing follows.
-        """
-        status = Status.parse(status) if isinstance(status, str) else status
-        if limit < 1 or limit > MAX_LIMIT:
-            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
-        order = queries.list_page(status).sort
-        query = (filters or ListFilter()).query(status)
-        if after:
-            query = {"$and": [query, after_clause(order, decode_cursor(after, status))]}
-        docs = list(self._ctx.activities.find(query, {"outbox": 0}).sort(list(order))
-                    .limit(limit + 1))
-        more = len(docs) > limit
-        docs = docs[:limit]
-        cursor = encode_cursor(status, sort_values(docs[-1], order)) if more and docs else None
-        items, skipped = readable(docs, Activity.from_doc, self._ctx.activities.name)
-        return Page(items, cursor, skipped)
 
     def get_activity(self, activity_id: uuid.UUID | str) -> Activity:
         """The activity, or NotFound."""
@@ -160,12 +120,88 @@ class Inspector:
                      follow: bool = True, poll_interval: float = 0.5) -> EventStream:
         """Lifecycle events after `cursor` (all stored ones by default), in ingestion order."""
         from runnerq_cli.backend.connection import translate_errors
+        from runnerq_cli.backend.events import EventStream
 
         return EventStream(self._ctx.events, activities=self._ctx.activities, cursor=cursor,
                            filters=filters, mode=mode, follow=follow,
                            poll_interval=poll_interval,
                            errors=lambda: translate_errors(self._ctx.settings.uri))
 
+
+class Inspector(Inspection):
+    """The operator's views of one queue (`rq.inspector`): the trait's, and more."""
+
+    def __init__(self, ctx: QueueContext, control: Control) -> None:
+        super().__init__(ctx)
+        self._control = control
+
+    def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
+                       latency_window_seconds: float = 900.0,
+                       sample_cap: int = 10_000,
+                       history_seconds: float | None = None) -> dict[str, Any]:
+        """The full `stats` snapshot (metrics.py: schema, and what each query costs).
+
+        With `history_seconds`, also the per-type history of that window (`--since`,
+        `--watch`): outcomes per bucket and the run time's p50/p95 trend.
+        """
+        from runnerq_cli.backend.metrics import StatsOptions, snapshot
+
+        options = StatsOptions(by_type=by_type, throughput_minutes=throughput_minutes,
+                               latency_window_seconds=latency_window_seconds,
+                               sample_cap=sample_cap, history_seconds=history_seconds)
+        return snapshot(self._ctx, options)
+
+    def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
+        return self._list(Status.FAILED, offset, limit)
+
+    def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
+                  limit: int = 50, after: str | None = None) -> Page:
+        """One page of activities in `status`, after the cursor `after` (keyset pagination).
+
+        The order is the status's natural one (pagination.ORDERS); the page's
+        `next_cursor` is None when nothing follows.
+        """
+        from runnerq_cli.backend.pagination import (
+            MAX_LIMIT,
+            ListFilter,
+            Page,
+            after_clause,
+            decode_cursor,
+            encode_cursor,
+            sort_values,
+        )
+
+        status = Status.parse(status) if isinstance(status, str) else status
+        if limit < 1 or limit > MAX_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+        order = queries.list_page(status).sort
+        query = (filters or ListFilter()).query(status)
+        if after:
+            query = {"$and": [query, after_clause(order, decode_cursor(after, status))]}
+        docs = list(self._ctx.activities.find(query, {"outbox": 0}).sort(list(order))
+                    .limit(limit + 1))
+        more = len(docs) > limit
+        docs = docs[:limit]
+        cursor = encode_cursor(status, sort_values(docs[-1], order)) if more and docs else None
+        items, skipped = readable(docs, Activity.from_doc, self._ctx.activities.name)
+        return Page(items, cursor, skipped)
+
     def event_cursor_at_end(self) -> EventCursor:
         """A cursor after the newest event: follow only what happens from now on."""
+        from runnerq_cli.backend.events import EventCursor
+
         return EventCursor.at_end(self._ctx.events, self._ctx.activities)
+
+    def resolve_id(self, text: str) -> uuid.UUID:
+        """The activity a full id or a unique prefix names (idprefix.py): a full id is
+        parsed without a query; NotFound, or InvalidArgument if malformed or ambiguous."""
+        from runnerq_cli.backend.idprefix import resolve
+
+        return resolve(self._ctx.activities, text)
+
+    def metrics_sample(self, *, window_seconds: float = 300.0) -> dict[str, Any]:
+        """What one Prometheus scrape exposes for this queue (metrics.metrics_sample)."""
+        from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
+
+        options = MetricsOptions(window_seconds=window_seconds)
+        return metrics_sample(self._ctx, self._control.paused().active, options)

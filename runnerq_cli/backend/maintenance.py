@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend import queries
-from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.context import Part
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import Activity, EventType, Status
 from runnerq_cli.backend.queue import (
@@ -31,14 +31,14 @@ from runnerq_cli.backend.rules import attempts_remain
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 
+if TYPE_CHECKING:
+    from runnerq_cli.backend.indexes import IndexReport
+
 log = logging.getLogger("runnerq.backend")
 
 
-class Maintenance:
-    """The chores of one queue."""
-
-    def __init__(self, ctx: QueueContext) -> None:
-        self._ctx = ctx
+class QueueChores(Part):
+    """The two chores of RunnerQ's queue trait (QueueBackend): the scheduler and the reaper."""
 
     def process_scheduled(self, limit: int | None = None) -> int:
         """Scheduled activities that are due become pending; returns how many."""
@@ -98,6 +98,37 @@ class Maintenance:
         if any(counts.values()):
             log.info("reaper: expired leases", extra={"fields": counts})
         return counts
+
+
+
+class Maintenance(Part):
+    """The other chores of one queue: outbox repair, retention, and its set-up."""
+
+    def init_indexes(self, *, write: bool = True,
+                     drop_obsolete: bool = False) -> list[IndexReport]:
+        """Create the collections and indexes (idempotent); report each index.
+
+        Indexes this version no longer uses are reported as obsolete, and
+        dropped only with `drop_obsolete`.
+        """
+        from runnerq_cli.backend.indexes import ensure_indexes
+
+        return ensure_indexes(self._ctx.db, self._ctx.settings, write=write,
+                              drop_obsolete=drop_obsolete)
+
+    def require_queue(self, *, create: bool = False,
+                      create_flag: str | None = "--create") -> None:
+        """Return if this queue exists (or `create`); else NotFound naming the closest
+        queue (existence.py: operator writes to a misspelt queue are refused)."""
+        from runnerq_cli.backend.existence import require_queue
+
+        require_queue(self._ctx.db, self._ctx.settings.queue, create=create,
+                      create_flag=create_flag)
+
+    def missing_collections(self) -> list[str]:
+        """The queue's collections that do not exist yet."""
+        existing = set(self._ctx.db.list_collection_names())
+        return [name for name in self._ctx.names.all().values() if name not in existing]
 
     def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
         """Copy out outboxes a crashed process left behind (see writes.py): those older

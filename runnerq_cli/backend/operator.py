@@ -350,7 +350,7 @@ class Operator:
               audit: bool = False, should_stop: Callable[[], bool] | None = None,
               on_batch: Callable[[int], None] | None = None,
               command: str | None = None) -> dict[str, int]:
-        """Apply retention now (queue.purge_expired) until nothing is left to purge.
+        """Apply retention now (queue.maintenance.purge_expired) until nothing is left to purge.
 
         `limits` caps each kind ("completed", "failed") at what an operator was
         shown and confirmed (`purge_preview`), so activities that age out in

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.indexes import EVER, index_name
 from runnerq_cli.backend.models import Priority, Status, display_status
+from runnerq_cli.backend.timing import TIMING
 
 if TYPE_CHECKING:
     from runnerq_cli.config import Settings
@@ -275,7 +276,7 @@ TAIL_BEHIND_SAMPLE = 10.0  # a tail reading from 10 s behind the server's clock
 
 
 def representative_queries(settings: Settings, now: datetime,
-                           repair_grace: float = 60.0) -> list[Query]:
+                           repair_grace: float = TIMING.repair_grace) -> list[Query]:
     """The claim, scheduler, reaper, repair, retention, list, stats, tail and worker
     queries, as the code builds them (with sample arguments): doctor's plan check."""
     queries = [

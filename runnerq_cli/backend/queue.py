@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend import queries
-from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
 from runnerq_cli.backend.enqueueing import ActivitySpec as ActivitySpec  # re-exported
@@ -28,7 +28,6 @@ from runnerq_cli.backend.models import (
     AckOutcome,
     Activity,
     Claim,
-    EnqueueResult,
     EventType,
     Result,
     Status,
@@ -64,30 +63,9 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
-class ActivityQueue:
-    """Producer and worker operations on one queue: enqueue (through its `enqueuer`),
-    claim, acknowledge, leases, results."""
-
-    def __init__(self, ctx: QueueContext) -> None:
-        self._ctx = ctx
-        self.enqueuer = Enqueuer(ctx)
-
-    # ----------------------------------------------------------------- enqueue
-    # (enqueueing.Enqueuer: new documents and idempotency keys)
-
-    def enqueue(self, activity_type: str | ActivitySpec, payload: Mapping[str, Any] | None = None,
-                **options: Any) -> EnqueueResult:
-        """Put one activity on the queue (see `ActivitySpec` for the options)."""
-        return self.enqueuer.enqueue(activity_type, payload, **options)
-
-    def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
-        """Enqueue many in few round trips; one entry per spec, an exception where it failed."""
-        return self.enqueuer.enqueue_many(specs)
-
-    def check_idempotency(self, activity_type: str, key: str,
-                          activity_id: uuid.UUID) -> tuple[bool, uuid.UUID]:
-        """Atomically take `key` for `activity_id` (Enqueuer.check_idempotency)."""
-        return self.enqueuer.check_idempotency(activity_type, key, activity_id)
+class ActivityQueue(Enqueuer):
+    """Producer and worker operations on one queue: enqueue (enqueueing.Enqueuer), claim,
+    acknowledge, leases, results, and the outbox buffer their writes go through."""
 
     # ------------------------------------------------------------------ claim
 
@@ -393,6 +371,28 @@ class ActivityQueue:
                     or activity.get("last_outcome") != AckOutcome.COMPLETED.value):
                 return None  # a success nobody acknowledged (a crash, a stale claim)
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
+
+    # ------------------------------------------------------------- the outbox
+
+    @contextmanager
+    def buffered_outbox(self, size: int = 64, *, drain: bool = True) -> Iterator[None]:
+        """Batch outbox copies (events, results) for throughput inside the block.
+
+        On exit the buffer is drained, unless `drain` is False (a worker stopped
+        at once leaves it to the repair: the copies are safe in the documents).
+        """
+        previous = self._ctx.outbox.buffer_size
+        self._ctx.outbox.buffer_size = size
+        try:
+            yield
+        finally:
+            self._ctx.outbox.buffer_size = previous
+            if drain:
+                self._ctx.outbox.drain()
+
+    def flush_outbox(self) -> int:
+        """Copy out the buffered outboxes now; returns how many."""
+        return self._ctx.outbox.drain()
 
 
 def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str | None,

@@ -24,21 +24,21 @@ def is_full(text: str) -> bool:
 
 def activity_id(backend: RunnerQ, text: str, *, any_queue: bool = False) -> uuid.UUID:
     """The activity `text` names in the backend's queue (or, with `any_queue`, in any)."""
-    from runnerq_cli.backend.idprefix import prefix_of, resolve
+    from runnerq_cli.backend.idprefix import prefix_of
     from runnerq_cli.errors import NotFound
 
     if is_full(text) or prefix_of(text) is None:
-        return resolve(backend.context.activities, text)  # parsed, or refused: no query
+        return backend.inspector.resolve_id(text)  # parsed, or refused: no query
     try:
-        return resolve(backend.context.activities, text)
+        return backend.inspector.resolve_id(text)
     except NotFound:
         if not any_queue:
             raise
-    for name in backend.discover_queues():
+    for name in backend.diagnosis.discover_queues():
         if name == backend.queue:
             continue
         try:
-            return resolve(backend.for_queue(name).context.activities, text)
+            return backend.for_queue(name).inspector.resolve_id(text)
         except NotFound:
             continue
     raise NotFound(f"no activity id starts with {prefix_of(text)} in any queue")

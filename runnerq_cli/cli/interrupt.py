@@ -1,7 +1,7 @@
 """Stop a bulk command cleanly on Ctrl-C or SIGTERM: finish the batch, report, audit.
 
     with stop_on_signal() as stop:
-        backend.apply(..., should_stop=stop.is_set)
+        backend.bulk.apply(..., should_stop=stop.is_set)
 
 The first SIGINT or SIGTERM only sets the flag: the backend finishes the
 batch in progress, stops before the next one, records the run as

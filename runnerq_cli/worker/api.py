@@ -38,13 +38,13 @@ from runnerq_cli.worker.handlers import (
 from runnerq_cli.worker.shell import EXIT_NON_RETRYABLE, shell_handler
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.traits import WorkerBackend
 
 __all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
            "RetryableError", "Worker", "create_worker", "handler", "run_worker"]
 
 
-def create_worker(registry: HandlerRegistry | None = None, *, backend: RunnerQ | None = None,
+def create_worker(registry: HandlerRegistry | None = None, *, backend: WorkerBackend | None = None,
                   uri: str | None = None, database: str | None = None, queue: str | None = None,
                   handlers: Mapping[str, str] | None = None,
                   commands: Mapping[str, str] | None = None, app: str | None = None,

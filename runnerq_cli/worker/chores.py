@@ -22,7 +22,7 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.traits import WorkerBackend
     from runnerq_cli.worker.flights import Flights
 
 log = logging.getLogger(WORKER_LOGGER)
@@ -36,7 +36,7 @@ FLEET_STALE_AFTER = TIMING.fleet_stale_after
 class ChoreScheduler:
     """Runs the chores of one worker until stopped."""
 
-    def __init__(self, backend: RunnerQ, flights: Flights, worker_id: str, *,
+    def __init__(self, backend: WorkerBackend, flights: Flights, worker_id: str, *,
                  poll_interval: float, lease: float) -> None:
         self._backend = backend
         self._flights = flights
@@ -86,8 +86,9 @@ class ChoreScheduler:
 
     def _heartbeat(self) -> None:
         counters, running = self._flights.snapshot()
-        self._backend.heartbeat_worker(self._worker_id, in_flight=running, counters=counters)
-        live = self._backend.count_live_workers(FLEET_STALE_AFTER)
+        self._backend.registry.heartbeat_worker(self._worker_id, in_flight=running,
+                                                counters=counters)
+        live = self._backend.registry.count_live_workers(FLEET_STALE_AFTER)
         self.fleet = max(1, min(live, TIMING.max_fleet_share))
 
     def _scheduler(self) -> None:
@@ -100,7 +101,7 @@ class ChoreScheduler:
             self._flights.wake.set()
 
     def _repair(self) -> None:
-        self._backend.repair_outboxes(TIMING.repair_grace)
+        self._backend.maintenance.repair_outboxes(TIMING.repair_grace)
 
     def _purge(self) -> None:
-        self._backend.purge_expired()  # the backend logs what it did
+        self._backend.maintenance.purge_expired()  # the backend logs what it did

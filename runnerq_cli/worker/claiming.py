@@ -25,8 +25,8 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.backend.models import Claim
+    from runnerq_cli.backend.traits import WorkerBackend
     from runnerq_cli.worker.handlers import HandlerRegistry
     from runnerq_cli.worker.leases import LeaseKeeper
     from runnerq_cli.worker.outcomes import OutcomeWriter
@@ -39,7 +39,7 @@ Scope = tuple[list[str] | None, list[str]]  # (types to claim or None for any, t
 class Claimer:
     """Claims activities of `types` (() for every type) and runs them on the slots."""
 
-    def __init__(self, backend: RunnerQ, registry: HandlerRegistry, flights: Flights,
+    def __init__(self, backend: WorkerBackend, registry: HandlerRegistry, flights: Flights,
                  writer: OutcomeWriter, keeper: LeaseKeeper, *, worker_id: str,
                  types: tuple[str, ...], lease: float, poll_interval: float, burst: bool,
                  stopping: threading.Event) -> None:
@@ -58,7 +58,7 @@ class Claimer:
         self._burst = burst
         self._stopping = stopping
         self.slots = Slots(flights.concurrency * 2, "runnerq-slot", on_free=flights.wake.set)
-        self._pause = PauseWatch(backend.paused, poll_interval)  # pause/resume
+        self._pause = PauseWatch(backend.control.paused, poll_interval)  # pause/resume
         # What to claim, or None when paused: the claim loop's view, shared with the
         # slots that claim their next activity themselves.
         self._scope: Scope | None = None

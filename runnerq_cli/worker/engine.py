@@ -39,7 +39,7 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import OutcomeWriter, brief, log_attempt
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.traits import WorkerBackend
 
 __all__ = ["FLEET_STALE_AFTER", "Worker", "claim_types"]
 
@@ -93,7 +93,7 @@ class Worker:
     to run in a background thread, `join()`.
     """
 
-    def __init__(self, backend: RunnerQ, registry: HandlerRegistry, *,
+    def __init__(self, backend: WorkerBackend, registry: HandlerRegistry, *,
                  concurrency: int | None = None, types: list[str] | tuple[str, ...] | None = None,
                  lease: float | None = None, poll_interval: float | None = None,
                  shutdown_timeout: float | None = None, burst: bool = False,
@@ -194,7 +194,8 @@ class Worker:
         finally:
             if not self._force.is_set():
                 self._quietly("flushing the outbox", self.backend.flush_outbox)
-                self._quietly("unregistering", self.backend.unregister_worker, self.worker_id)
+                self._quietly("unregistering", self.backend.registry.unregister_worker,
+                              self.worker_id)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.running.clear()
@@ -207,8 +208,8 @@ class Worker:
         """Register, start the helper threads, claim until stopped, drain; the exit code."""
         if self._stopping.is_set():  # stopped during start-up: nothing to start or undo
             return self._exit_code(0)
-        self.backend.register_worker(self.worker_id, types=list(self.types),
-                                     concurrency=self.concurrency)
+        self.backend.registry.register_worker(self.worker_id, types=list(self.types),
+                                              concurrency=self.concurrency)
         helpers.append(self._spawn(lambda: self._keeper.run(self._background_stop),
                                    "runnerq-lease-keeper"))
         if self.maintenance:

@@ -21,7 +21,7 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief, log_attempt
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.traits import QueueBackend
     from runnerq_cli.worker.flights import Flight, Flights
     from runnerq_cli.worker.outcomes import OutcomeWriter
 
@@ -34,7 +34,7 @@ SELF_TIMED_GRACE = {"python": 0.0, "async": 2.0, "shell": 7.0}
 class LeaseKeeper:
     """Renewals, timeouts and lost claims of the attempts in flight."""
 
-    def __init__(self, backend: RunnerQ, flights: Flights, writer: OutcomeWriter,
+    def __init__(self, backend: QueueBackend, flights: Flights, writer: OutcomeWriter,
                  lease: float, abandoned: Callable[[], int]) -> None:
         self._backend = backend
         self._flights = flights

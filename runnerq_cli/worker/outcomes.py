@@ -31,7 +31,7 @@ from runnerq_cli.worker.logs import (
 )
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.traits import QueueBackend
     from runnerq_cli.worker.flights import Flight, Flights
 
 log = logging.getLogger(WORKER_LOGGER)
@@ -63,7 +63,7 @@ def brief(exc: BaseException) -> str:
 class OutcomeWriter:
     """The outcomes waiting to be written, and the one thread writing them."""
 
-    def __init__(self, backend: RunnerQ, flights: Flights, force: threading.Event) -> None:
+    def __init__(self, backend: QueueBackend, flights: Flights, force: threading.Event) -> None:
         self._backend = backend
         self._flights = flights
         self._force = force  # stopping at once: give up on unwritten outcomes

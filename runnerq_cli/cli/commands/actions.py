@@ -170,12 +170,8 @@ def command_line(ctx: typer.Context) -> str:
 def existing_backend(ctx: typer.Context, *, create: bool = False,
                       create_flag: str | None = None) -> RunnerQ:
     """The backend, once its queue is known to exist (a misspelt queue: exit 4)."""
-    from runnerq_cli.backend.connection import translate_errors
-    from runnerq_cli.backend.existence import require_queue
-
     backend = state(ctx).backend()
-    with translate_errors(backend.settings.uri):
-        require_queue(backend.db, backend.queue, create=create, create_flag=create_flag)
+    backend.maintenance.require_queue(create=create, create_flag=create_flag)
     return backend
 
 
@@ -192,7 +188,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
     from runnerq_cli.cli.progress import BulkProgress
 
     if req.dry_run:
-        preview = backend.preview_ids(action, req.ids)
+        preview = backend.bulk.preview_ids(action, req.ids)
         if req.output is not OutputFormat.TEXT:
             emit(req.output, preview if req.output is OutputFormat.JSONL
                  else {"action": action, "dry_run": True, "activities": preview})
@@ -202,9 +198,10 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
                 typer.echo(f"{verdict}: {row['id']}")
         return int(ExitCode.OK)
     with stop_on_signal() as stop, BulkProgress(action, len(req.ids)) as bar:
-        report = backend.apply(action, req.ids, reason=req.reason, actor=req.actor,
-                               should_stop=stop.is_set, on_batch=lambda r: bar.update(r.reached),
-                               command=command, batch_size=req.batch_size, **params)
+        report = backend.bulk.apply(action, req.ids, reason=req.reason, actor=req.actor,
+                                    should_stop=stop.is_set,
+                                    on_batch=lambda r: bar.update(r.reached),
+                                    command=command, batch_size=req.batch_size, **params)
     rows: list[dict[str, Any]] = []
     for outcome in report.outcomes:
         if isinstance(outcome, tuple):
@@ -230,10 +227,10 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     from runnerq_cli.cli.progress import BulkProgress
 
     if req.max_count is None and not req.dry_run:
-        matched = backend.select(action, flt, 1).matched  # counts; reads one document
+        matched = backend.bulk.select(action, flt, 1).matched  # counts; reads one document
         raise InvalidArgument(f"{matched} activities match this filter: give --max N "
                               f"to {action} at most N of them (--dry-run shows a sample)")
-    selection = backend.select(action, flt, req.max_count)
+    selection = backend.bulk.select(action, flt, req.max_count)
     if req.dry_run:
         _print_selection(selection, req.output, dry_run=True)
         return int(ExitCode.OK)
@@ -245,9 +242,10 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
             _print_selection(selection, req.output, dry_run=False)
         confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
     with stop_on_signal() as stop, BulkProgress(action, len(selection.ids)) as bar:
-        report = backend.apply(action, selection, reason=req.reason, actor=req.actor,
-                               should_stop=stop.is_set, on_batch=lambda r: bar.update(r.reached),
-                               command=command, batch_size=req.batch_size, **params)
+        report = backend.bulk.apply(action, selection, reason=req.reason, actor=req.actor,
+                                    should_stop=stop.is_set,
+                                    on_batch=lambda r: bar.update(r.reached),
+                                    command=command, batch_size=req.batch_size, **params)
     _print_report(report, selection, req.output)
     if report.interrupted:
         error_line(_interrupted_line(action, len(report.applied), report.selected,
@@ -472,16 +470,16 @@ def redrive(
     from runnerq_cli.cli.progress import BulkProgress
 
     backend = _audited_backend(ctx, reason, actor)
-    report = backend.redrive(types, dry_run=True)
+    report = backend.operator.redrive(types, dry_run=True)
     if not dry_run and (report.count or report.stale_records):
         if report.count:
             confirm(f"Redrive {report.count} dead-lettered activities?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
         with stop_on_signal() as stop, BulkProgress("redrive", report.count) as bar:
-            report = backend.redrive(types, ids=[a["id"] for a in report.activities],
-                                     reason=reason, actor=actor, should_stop=stop.is_set,
-                                     on_batch=bar.update, command=command_line(ctx))
+            report = backend.operator.redrive(types, ids=[a["id"] for a in report.activities],
+                                              reason=reason, actor=actor, should_stop=stop.is_set,
+                                              on_batch=bar.update, command=command_line(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
     else:
@@ -510,17 +508,17 @@ def purge(
     from runnerq_cli.cli.progress import BulkProgress
 
     backend = _audited_backend(ctx, reason, actor)
-    counts = backend.purge_preview()
+    counts = backend.operator.purge_preview()
     interrupted = False
     if not dry_run and sum(counts.values()):
         confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
                  _purge_preview(counts, state(ctx).settings()))
         try:
             with stop_on_signal() as stop, BulkProgress("purge", sum(counts.values())) as bar:
-                counts = backend.purge(limits=counts, reason=reason, actor=actor,
-                                       audit=True, should_stop=stop.is_set,
-                                       on_batch=bar.update,
-                                       command=command_line(ctx))  # no more than confirmed
+                counts = backend.operator.purge(limits=counts, reason=reason, actor=actor,
+                                                audit=True, should_stop=stop.is_set,
+                                                on_batch=bar.update,
+                                                command=command_line(ctx))  # no more than confirmed
         except PurgeInterrupted as stopped:
             counts, interrupted = stopped.counts, True
     data = {"action": "purge", "dry_run": dry_run, **counts, "total": sum(counts.values()),

@@ -35,7 +35,7 @@ def audit(
 
     when = values.time(since, "--since") if since else None
     backend = state(ctx).backend()
-    entries = backend.audit(since=when, actor=actor, action=action, limit=limit)
+    entries = backend.audit_log.audit(since=when, actor=actor, action=action, limit=limit)
     records = [e.to_json() for e in entries]
     if output is OutputFormat.JSONL:
         emit(output, records)

@@ -25,7 +25,7 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     # A misspelt queue is refused (exit 4), not created; pausing a new queue needs --create.
     backend = existing_backend(ctx, create=create,
                                 create_flag="--create" if verb == "pause" else None)
-    method = backend.pause if verb == "pause" else backend.resume
+    method = backend.control.pause if verb == "pause" else backend.control.resume
     paused = method(types or None, reason=reason, actor=actor, command=command_line(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "types": types or [], **paused.to_json()})

@@ -83,7 +83,7 @@ def dev_server(
             from runnerq_cli.backend.api import RunnerQ
 
             settings = cli.settings(uri=server.uri)
-            reports = RunnerQ(settings).init_indexes()
+            reports = RunnerQ(settings).maintenance.init_indexes()
             out.write(f"queue {settings.queue} in database {settings.database}: "
                       f"{len(reports)} indexes ready\n")
         out.write("Not for production. Press Ctrl-C to stop.\n")

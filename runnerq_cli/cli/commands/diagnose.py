@@ -31,10 +31,10 @@ def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queue
     if wanted and all_queues:
         raise InvalidArgument("give --queue or --all-queues, not both")
     if all_queues:
-        return backend.discover_queues()
+        return backend.diagnosis.discover_queues()
     names = list(dict.fromkeys(wanted or [cli.settings().queue]))
     if must_exist:
-        return backend.require_queues(names)
+        return backend.diagnosis.require_queues(names)
     from runnerq_cli.backend.naming import validate_queue_name
 
     return [validate_queue_name(n) for n in names]
@@ -89,9 +89,9 @@ def doctor_cmd(
     try:
         names = _queues(cli, backend, queue, all_queues, must_exist=False)
         for index, name in enumerate(names):
-            checks += backend.for_queue(name).doctor(server=index == 0)
+            checks += backend.for_queue(name).diagnosis.doctor(server=index == 0)
         if not names:
-            checks = [*backend.server_checks(),
+            checks = [*backend.diagnosis.server_checks(),
                       Check("queues", CheckStatus.WARN,
                             f"no RunnerQ queue in database {cli.settings().database}",
                             "runnerq-mongo --queue NAME init-indexes")]
@@ -142,7 +142,7 @@ def explain_cmd(
     backend = state(ctx).backend()
     # A malformed id fails before connecting; a full UUID needs no query.
     aid = resolve_id(backend, activity_id, any_queue=True)
-    found = backend.explain(aid, any_queue=True)
+    found = backend.diagnosis.explain(aid, any_queue=True)
     if output is not OutputFormat.TEXT:
         emit(output, found.to_json())
         return
@@ -189,7 +189,8 @@ def queues_cmd(
 
     cli = state(ctx)
     backend = cli.backend()
-    rows = [backend.for_queue(name).queue_summary() for name in backend.discover_queues()]
+    rows = [backend.for_queue(name).diagnosis.summary()
+            for name in backend.diagnosis.discover_queues()]
     if output is OutputFormat.JSON:
         emit(output, {"database": cli.settings().database, "queues": rows})
         return
@@ -275,7 +276,7 @@ def metrics_serve(
     from runnerq_cli.exposition import QueueCollector, log_error, serve
 
     collector = QueueCollector(
-        (lambda: list(fixed)) if fixed is not None else backend.discover_queues,
+        (lambda: list(fixed)) if fixed is not None else backend.diagnosis.discover_queues,
         backend.for_queue, min_interval=interval, window_seconds=window_seconds,
         on_error=log_error)
     try:

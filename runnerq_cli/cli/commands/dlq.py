@@ -62,7 +62,7 @@ def export(
         raise InvalidArgument(f"--output: cannot write {out_file}: "
                               f"{exc.strerror or exc}") from None
     try:
-        for line in backend.dlq_export(types, when, max_count):
+        for line in backend.dead_letters.dlq_export(types, when, max_count):
             handle.write(json.dumps(line, separators=(",", ":")) + "\n")
             count += 1
         handle.flush()
@@ -210,7 +210,7 @@ def import_(
             typer.echo(_line_text(outcome), err=True)
 
     with stop_on_signal() as stop, BulkProgress("importing lines", None, quiet=quiet) as bar:
-        report = backend.dlq_import(
+        report = backend.dead_letters.dlq_import(
             _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
             actor=actor, should_stop=stop.is_set, on_outcome=show,
             command=command_line(ctx), collect=False, batch_size=batch_size)

@@ -103,14 +103,15 @@ def init_indexes(
     settings = cli.settings()  # invalid queue names and config fail here, before connecting
     backend = cli.backend()
     write = not (dry_run or check)
-    missing_collections = set(backend.missing_collections())
-    reports = [r.to_json() for r in backend.init_indexes(write=write)]
+    missing_collections = set(backend.maintenance.missing_collections())
+    reports = [r.to_json() for r in backend.maintenance.init_indexes(write=write)]
     obsolete = [r for r in reports if r["state"] == "obsolete"]
     if drop_obsolete and obsolete and not (dry_run or check):
         names = ", ".join(f"{r['collection']}.{r['difference'].removeprefix('name ')}"
                           for r in obsolete)
         confirm(f"Drop {len(obsolete)} obsolete indexes ({names})?", yes)
-        reports = [r.to_json() for r in backend.init_indexes(write=True, drop_obsolete=True)]
+        reports = [r.to_json()
+                   for r in backend.maintenance.init_indexes(write=True, drop_obsolete=True)]
     collections = []
     for name in CollectionNames(settings.queue).all().values():
         coll_state = "present" if name not in missing_collections else \

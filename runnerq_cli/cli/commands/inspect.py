@@ -85,7 +85,7 @@ def list_cmd(
                          since=values.time(since, "--since") if since else None,
                          metadata=parse_metadata(metadata or [], "--metadata"))
     backend = state(ctx).backend()
-    page = backend.list_page(parsed, filters=filters, limit=limit, after=after)
+    page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)
     if output is OutputFormat.JSON:
         emit(output, {"status": parsed.value, "items": [a.to_json() for a in page.items],
                       "next_cursor": page.next_cursor})
@@ -301,9 +301,9 @@ def workers_cmd(
 
     stale_seconds = values.duration(stale_after, "--stale-after")
     backend = state(ctx).backend()
-    workers = backend.list_workers(stale_seconds)
+    workers = backend.registry.list_workers(stale_seconds)
     now = backend.now()
-    pause = backend.paused()
+    pause = backend.control.paused()
     if output is not OutputFormat.TEXT:
         records = [{**w.to_json(), "paused": pause.covers(w.types)} for w in workers]
         emit(output, records if output is OutputFormat.JSONL

@@ -253,10 +253,11 @@ def stats_cmd(
     history_seconds = history or (HOUR if watch else None)
 
     def take() -> dict[str, Any]:
-        snap = backend.stats_snapshot(by_type=by == "type", throughput_minutes=throughput_minutes,
-                                      latency_window_seconds=latency_window,
-                                      history_seconds=history_seconds)
-        snap["pause"] = backend.paused().to_json()  # pause/resume (control.py)
+        snap = backend.inspector.stats_snapshot(by_type=by == "type",
+                                                throughput_minutes=throughput_minutes,
+                                                latency_window_seconds=latency_window,
+                                                history_seconds=history_seconds)
+        snap["pause"] = backend.control.paused().to_json()  # pause/resume (control.py)
         return snap
 
     if watch:
@@ -265,7 +266,7 @@ def stats_cmd(
     if output is StatsOutput.OPENMETRICS:
         from runnerq_cli.exposition import render as render_metrics
 
-        sample = backend.metrics_sample(window_seconds=latency_window)
+        sample = backend.inspector.metrics_sample(window_seconds=latency_window)
         sys.stdout.write(render_metrics([sample]))
         if not checks:
             return

@@ -177,7 +177,7 @@ def _start_cursor(backend: Any, resume: str | None, cursor_file: str | None,
         cursor = EventCursor.starting_at(start)
     backend.ping()
     if cursor is None:
-        cursor = backend.event_cursor_at_end() if follow else EventCursor()
+        cursor = backend.inspector.event_cursor_at_end() if follow else EventCursor()
     return cursor
 
 

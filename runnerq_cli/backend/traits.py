@@ -1,0 +1,134 @@
+"""RunnerQ's two traits, as typed protocols: what a queue backend is, whatever stores it.
+
+RunnerQ (the Rust library this queue is shared with) defines a backend by two traits:
+`QueueBackend`, what producers and workers do, and `InspectionBackend`, what operators
+and tools read. The MongoDB backend (`api.RunnerQ`) implements both as its own
+methods; mypy --strict checks that it conforms (api.py), so a signature that drifts
+from the trait fails the type check, not a user.
+
+Everything else (operator actions, bulk, pause, dead letters, audit, diagnosis, the
+worker registry, maintenance) is not part of a trait: it is reached through RunnerQ's
+parts (`rq.operator`, `rq.bulk`, ...), each a class of its own.
+
+The worker depends on `QueueBackend` for the queue, and on `WorkerBackend` for what a
+worker process also does with it (its registry entry, its share of the chores, the
+pause it obeys).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.control import Control
+    from runnerq_cli.backend.enqueueing import ActivitySpec
+    from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.maintenance import Maintenance
+    from runnerq_cli.backend.models import (
+        AckOutcome,
+        Activity,
+        Claim,
+        DeadLetterRecord,
+        EnqueueResult,
+        Event,
+        Result,
+    )
+    from runnerq_cli.backend.workers import WorkerRegistry
+    from runnerq_cli.config import Settings
+
+__all__ = ["InspectionBackend", "QueueBackend", "WorkerBackend"]
+
+
+class QueueBackend(Protocol):
+    """RunnerQ's queue trait: enqueue, claim, acknowledge, leases, results, and the two
+    chores that move time along (the scheduler and the reaper).
+
+    `enqueue_many`, `ack_success_many`, `release` and the outbox buffer are this
+    backend's additions, for a worker's throughput and its shutdown.
+    """
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def queue(self) -> str: ...
+
+    def enqueue(self, activity_type: str | ActivitySpec,
+                payload: Mapping[str, Any] | None = ..., **options: Any) -> EnqueueResult: ...
+
+    def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]: ...
+
+    def check_idempotency(self, activity_type: str, key: str,
+                          activity_id: uuid.UUID) -> tuple[bool, uuid.UUID]: ...
+
+    def dequeue(self, worker_id: str, *, types: Iterable[str] | None = ..., limit: int = ...,
+                lease_seconds: float | None = ...,
+                exclude_types: Iterable[str] | None = ...,
+                on_claim: Callable[[Claim], None] | None = ...) -> list[Claim]: ...
+
+    def ack_success(self, claim: Claim, result: Any = ...) -> AckOutcome: ...
+
+    def ack_success_many(self, acks: Sequence[tuple[Claim, Any]],
+                         ) -> list[AckOutcome | Exception]: ...
+
+    def ack_failure(self, claim: Claim, error: str, *, retryable: bool = ...) -> AckOutcome: ...
+
+    def extend_lease(self, claim: Claim, seconds: float | None = ...) -> bool: ...
+
+    def release(self, claim: Claim, reason: str = ...) -> bool: ...
+
+    def store_result(self, activity_id: uuid.UUID | str, data: Any, state: str = ...) -> None: ...
+
+    def get_result(self, activity_id: uuid.UUID | str) -> Result | None: ...
+
+    def process_scheduled(self, limit: int | None = ...) -> int: ...
+
+    def requeue_expired(self, limit: int = ...) -> dict[str, int]: ...
+
+    def buffered_outbox(self, size: int = ..., *,
+                        drain: bool = ...) -> AbstractContextManager[None]: ...
+
+    def flush_outbox(self) -> int: ...
+
+
+class WorkerBackend(QueueBackend, Protocol):
+    """What a worker process needs beyond the queue: its entry in the workers registry,
+    its share of the other chores (outbox repair, retention) and the pause it obeys."""
+
+    @property
+    def registry(self) -> WorkerRegistry: ...
+
+    @property
+    def maintenance(self) -> Maintenance: ...
+
+    @property
+    def control(self) -> Control: ...
+
+
+class InspectionBackend(Protocol):
+    """RunnerQ's inspection trait: counts, lists by status, one activity and its events,
+    and the stream of lifecycle events. Nothing here changes anything."""
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def list_pending(self, offset: int = ..., limit: int = ...) -> list[Activity]: ...
+
+    def list_processing(self, offset: int = ..., limit: int = ...) -> list[Activity]: ...
+
+    def list_scheduled(self, offset: int = ..., limit: int = ...) -> list[Activity]: ...
+
+    def list_completed(self, offset: int = ..., limit: int = ...) -> list[Activity]: ...
+
+    def list_dead_letter(self, offset: int = ..., limit: int = ...) -> list[DeadLetterRecord]: ...
+
+    def get_activity(self, activity_id: uuid.UUID | str) -> Activity: ...
+
+    def get_activity_events(self, activity_id: uuid.UUID | str,
+                            limit: int = ...) -> list[Event]: ...
+
+    def event_stream(self, *, cursor: EventCursor | None = ...,
+                     filters: EventFilter | None = ..., mode: str = ...,
+                     follow: bool = ..., poll_interval: float = ...) -> EventStream: ...

@@ -5,7 +5,7 @@ WSGI server): nothing here writes the format by hand. Imported only by
 `stats -o openmetrics` and `metrics serve`, so `--help` and TAB completion
 never load it.
 
-The numbers come from `RunnerQ.metrics_sample` (backend/metrics.py): one
+The numbers come from `Inspector.metrics_sample` (backend/metrics.py): one
 bounded set of indexed queries per queue, whose cost does not grow with the
 finished history kept. `runnerq_activities` holds the exact counts; completed
 activities, which are not counted one by one, are the estimate

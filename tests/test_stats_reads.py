@@ -173,7 +173,7 @@ def test_live_counts_exact_while_workers_and_operators_act(backend: RunnerQ) -> 
                                          *(("cancel", a) for a in pending)]:
                     # WrongState: a worker took it meanwhile, and the fence held
                     with contextlib.suppress(WrongState):
-                        getattr(backend, action)(activity.id)
+                        getattr(backend.operator, action)(activity.id)
                 if not failed and not pending:
                     return
         except BaseException as exc:

@@ -27,7 +27,13 @@ from runnerq_cli.console import observability as obs
 from runnerq_cli.console import security
 from runnerq_cli.console.actions import ACTIONS, Desk, PreviewExpired
 from runnerq_cli.console.endpoints import LIMIT_CAP, OFFSET_CAP, Views, activity_id
-from runnerq_cli.console.stream import SharedTail, TooManyClients, is_idle
+from runnerq_cli.console.stream import (
+    CLIENT_QUEUE,
+    MAX_CLIENTS,
+    SharedTail,
+    TooManyClients,
+    is_idle,
+)
 from runnerq_cli.errors import InvalidArgument, NotFound, RunnerQError, Unavailable, WrongState
 
 if TYPE_CHECKING:
@@ -57,6 +63,9 @@ class ConsoleConfig:
     ui: bytes | None = None  # --ui FILE's content; None: ours
     keepalive: float = KEEPALIVE_SECONDS
     poll_interval: float = 0.5
+    max_connections: int = MAX_CONNECTIONS
+    max_streams: int = MAX_CLIENTS
+    client_queue: int = CLIENT_QUEUE
 
 
 class HttpError(Exception):
@@ -92,13 +101,14 @@ class ConsoleServer(ThreadingHTTPServer):
         self.rq = rq
         self.config = config
         self.views = Views(rq)
-        self.tail = SharedTail(rq, poll_interval=config.poll_interval)
+        self.tail = SharedTail(rq, poll_interval=config.poll_interval,
+                               client_queue=config.client_queue, max_clients=config.max_streams)
         self.desk = Desk(config.max_action)
         page = config.ui if config.ui is not None else our_page()
         self.page = page
         self.page_csp = (security.UI_CSP if config.ui is not None
                          else security.page_csp(page.decode("utf-8", "replace")))
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._slots = threading.BoundedSemaphore(config.max_connections)
         family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         self.address_family = family
         super().__init__((config.host, config.port), RequestHandler)
@@ -174,6 +184,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                    explain: str | None = None) -> None:
         """The standard library's own errors (bad request line, unknown method...), as JSON."""
         self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # the line was unreadable: answer in 1.1
+            self.request_version = self.protocol_version
         texts = {400: "bad request", 414: "request line too long",
                  431: "request headers too large", 501: "method not allowed"}
         status = 405 if code == 501 else code

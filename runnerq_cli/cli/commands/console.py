@@ -51,10 +51,14 @@ def console(
     from runnerq_cli.console.app import ConsoleConfig, serve
     from runnerq_cli.errors import InvalidArgument
 
+    if token is None and not security.is_loopback(host):
+        fail(f"--host {host} is not a loopback address: give a token (--token or "
+             "RUNNERQ_CONSOLE_TOKEN) so only those who hold it can read the queue",
+             ExitCode.USAGE)
     try:
         security.check_binding(host, token)
     except InvalidArgument as exc:
-        fail(f"--host {exc}" if "loopback" in str(exc) else str(exc), ExitCode.USAGE)
+        fail(f"--token: {exc}", ExitCode.USAGE)
     page: bytes | None = None
     if ui is not None:
         path = values.readable_file(ui, "--ui")

@@ -19,17 +19,12 @@ from __future__ import annotations
 import argparse
 import http.client
 import socket
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchserver import start_server  # noqa: E402
-from wirecount import WireCounter  # noqa: E402
+from benchserver import start_server
+from wirecount import WireCounter
 
 
 def page(port: int, stop: threading.Event) -> None:

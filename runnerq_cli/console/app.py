@@ -112,7 +112,7 @@ class ConsoleServer(ThreadingHTTPServer):
         family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         self.address_family = family
         super().__init__((config.host, config.port), RequestHandler)
-        self.gate = security.Gate(config.token, self.server_address[1])
+        self.gate = security.Gate(config.token, self.server_address[1], config.host)
 
     @property
     def url(self) -> str:
@@ -223,6 +223,9 @@ class RequestHandler(BaseHTTPRequestHandler):
             parts = urlsplit(self.path)
             path = parts.path
             params = dict(parse_qsl(parts.query, keep_blank_values=True))
+            if not self.server.gate.host_allowed(self.headers):
+                raise HttpError(403, "this console answers only to a loopback host name "
+                                     "(localhost, 127.0.0.1): give it a token to serve others")
             if method == "GET" and path == "/" and "token" in params:
                 self._login(params["token"])
                 return
@@ -314,6 +317,9 @@ class RequestHandler(BaseHTTPRequestHandler):
                 written = time.monotonic()
         except (OSError, ValueError):
             pass  # the client went away
+        except Exception as exc:  # headers are sent: end the stream, the client resumes
+            status, _ = failure(exc)
+            LOG.warning("console: a stream ended (%d)", status)
         finally:
             events.close()  # type: ignore[attr-defined]
 

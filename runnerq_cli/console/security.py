@@ -75,7 +75,9 @@ def page_csp(html: str) -> str:
     for match in _SCRIPT.finditer(html):
         if "src=" in match.group("attrs").lower():
             continue
-        digest = hashlib.sha256(match.group("body").encode()).digest()
+        # The browser hashes the script's text after the parser turned CRLF and CR into LF.
+        text = match.group("body").replace("\r\n", "\n").replace("\r", "\n")
+        digest = hashlib.sha256(text.encode()).digest()
         hashes.append(f"'sha256-{base64.b64encode(digest).decode()}'")
     scripts = " ".join(hashes) or "'none'"
     return (f"default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; "
@@ -86,9 +88,29 @@ def page_csp(html: str) -> str:
 class Gate:
     """The token rule: None lets every request in (a loopback console without a token)."""
 
-    def __init__(self, token: str | None, port: int) -> None:
+    def __init__(self, token: str | None, port: int, host: str = "127.0.0.1") -> None:
         self.token = token
         self.cookie = f"{COOKIE_PREFIX}{port}"
+        self.host = host
+
+    def host_allowed(self, headers: Headers) -> bool:
+        """Without a token, only requests addressed to this machine by a loopback name.
+
+        A page of another site can point its own name at 127.0.0.1 (DNS rebinding) and
+        then read this console as its own origin; its requests carry its name in
+        `Host`, which is refused here. With a token, the token is the protection.
+        """
+        if self.token is not None:
+            return True
+        value = headers.get("Host")
+        if value is None:
+            return True  # HTTP/1.0 without Host: no browser sends that
+        name = value.strip()
+        if name.startswith("["):
+            name = name[1:].partition("]")[0]
+        elif name.count(":") == 1:
+            name = name.partition(":")[0]
+        return is_loopback(name) or name == self.host
 
     def _matches(self, given: str | None) -> bool:
         assert self.token is not None

@@ -267,6 +267,12 @@ def test_other_queue_of_the_database(console: Console, backend: RunnerQ) -> None
     listed = console.get("/api/activities?state=pending&queue=mail")["items"]
     assert [a["id"] for a in listed] == [str(aid)]
     assert console.get(f"/api/activity/{aid}?queue=mail")["activity"]["id"] == str(aid)
+    stream = Sse(console.port, "/api/stream?queue=mail")
+    assert stream.message() == {"retry": "1000"} and stream.message()["id"]
+    backend.enqueue("in_tests", {})  # another queue's event: not on this stream
+    later = other.enqueue("send", {}).activity_id
+    assert stream.events(1)[0][1]["activity_id"] == str(later)
+    stream.close()
 
 
 # ------------------------------------------------------------------ HTTP rules

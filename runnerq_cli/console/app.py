@@ -92,7 +92,7 @@ Handler = Callable[["RequestHandler", dict[str, str], dict[str, str]], None]
 
 
 class ConsoleServer(ThreadingHTTPServer):
-    """The server with its shared parts: views and their cache, the tail, the actions."""
+    """The server with its shared parts: views and their cache, the tails, the actions."""
 
     daemon_threads = True
     request_queue_size = 16
@@ -101,8 +101,9 @@ class ConsoleServer(ThreadingHTTPServer):
         self.rq = rq
         self.config = config
         self.views = Views(rq)
-        self.tail = SharedTail(rq, poll_interval=config.poll_interval,
-                               client_queue=config.client_queue, max_clients=config.max_streams)
+        self._tails: dict[str, SharedTail] = {}
+        self._tails_lock = threading.Lock()
+        self.tail = self.tail_of(rq)
         self.desk = Desk(config.max_action)
         page = config.ui if config.ui is not None else our_page()
         self.page = page
@@ -113,6 +114,18 @@ class ConsoleServer(ThreadingHTTPServer):
         self.address_family = family
         super().__init__((config.host, config.port), RequestHandler)
         self.gate = security.Gate(config.token, self.server_address[1], config.host)
+
+    def tail_of(self, rq: RunnerQ) -> SharedTail:
+        """The one tail of `rq`'s queue in this process (made on first use, started by its
+        first stream)."""
+        with self._tails_lock:
+            tail = self._tails.get(rq.queue)
+            if tail is None:
+                tail = SharedTail(rq, poll_interval=self.config.poll_interval,
+                                  client_queue=self.config.client_queue,
+                                  max_clients=self.config.max_streams)
+                self._tails[rq.queue] = tail
+            return tail
 
     @property
     def url(self) -> str:
@@ -146,7 +159,10 @@ class ConsoleServer(ThreadingHTTPServer):
         LOG.warning("console: a connection ended with an error")
 
     def server_close(self) -> None:
-        self.tail.stop()
+        with self._tails_lock:
+            tails = list(self._tails.values())
+        for tail in tails:
+            tail.stop()
         super().server_close()
 
 
@@ -288,7 +304,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         """SSE: `id:` the position after each event, `data:` the event; keep-alives."""
         last = self.headers.get("Last-Event-ID") or params.get("cursor") or None
         try:
-            events = self.server.tail.subscribe(last)
+            tail = self.server.tail_of(self.server.views.backend(params.get("queue")))
+            events = tail.subscribe(last)
         except TooManyClients:
             raise HttpError(503, "too many streams open: try again") from None
         self.close_connection = True

@@ -40,11 +40,11 @@ def console(
     Exit codes: 0 stopped cleanly, 2 bad option (a non-loopback --host without
     a token, port in use, unreadable --ui), 3 database unreachable.
     """
-    import signal
     import sys
     import threading
 
     from runnerq_cli import values
+    from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
     from runnerq_cli.console import security
@@ -78,27 +78,24 @@ def console(
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)",
              ExitCode.USAGE)
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                               name="console", daemon=True)
     thread.start()
     try:
-        out = sys.stdout
-        out.write(f"runnerq console for queue {rq.queue}: {server.url}\n")
-        if token is not None:
-            out.write(f"  open {server.url}?token=... once (your --token or "
-                      "RUNNERQ_CONSOLE_TOKEN): the browser keeps it in a cookie\n")
-        if allow_actions:
-            out.write("  actions are on (previewed, confirmed, audited as from the console)\n")
-        out.write("Press Ctrl-C to stop.\n")
-        out.flush()
-        while not stop.wait(0.5):
-            pass
+        with stop_on_signal() as stop:
+            out = sys.stdout
+            out.write(f"runnerq console for queue {rq.queue}: {server.url}\n")
+            if token is not None:
+                out.write(f"  open {server.url}?token=... once (your --token or "
+                          "RUNNERQ_CONSOLE_TOKEN): the browser keeps it in a cookie\n")
+            if allow_actions:
+                out.write("  actions are on (previewed, confirmed, audited as from the "
+                          "console)\n")
+            out.write("Press Ctrl-C to stop.\n")
+            out.flush()
+            while not stop.wait(0.5):
+                pass
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         server.shutdown()
         server.server_close()
     sys.stderr.write("console stopped\n")

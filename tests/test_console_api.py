@@ -348,7 +348,9 @@ def test_connections_are_bounded(backend: RunnerQ) -> None:
 # ------------------------------------------------------------------ security
 
 
-def test_token_header_cookie_and_login(backend: RunnerQ) -> None:
+def test_token_header_cookie_and_login(backend: RunnerQ,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger="runnerq.console")
     c = Console(backend, token=TOKEN)
     try:
         c.get("/api/info", 401)
@@ -367,6 +369,7 @@ def test_token_header_cookie_and_login(backend: RunnerQ) -> None:
         assert stream.status == 200
         stream.close()
         assert Sse(c.port, "/api/stream").status == 401
+        assert "console: GET / 303" in caplog.text and TOKEN not in caplog.text
     finally:
         c.close()
 

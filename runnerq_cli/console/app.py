@@ -178,8 +178,13 @@ class RequestHandler(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return self.server_version  # no Python version in the Server header
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # The path without its query: `/?token=...` must not reach a log.
+        path = urlsplit(getattr(self, "path", "")).path[:200]
+        LOG.debug("console: %s %s %s", getattr(self, "command", ""), path, code)
+
     def log_message(self, format: str, *args: Any) -> None:
-        LOG.debug("console: %s", format % args)
+        LOG.debug("console: %s", (format % args)[:200].split("?")[0])
 
     def parse_request(self) -> bool:
         if len(self.raw_requestline) > REQUEST_LINE_MAX:
@@ -236,6 +241,8 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         try:
+            if method != "POST" and self.headers.get("Content-Length") not in (None, "0"):
+                self.close_connection = True  # a body no route reads: no next request after it
             parts = urlsplit(self.path)
             path = parts.path
             params = dict(parse_qsl(parts.query, keep_blank_values=True))

@@ -392,6 +392,11 @@ def test_host_rules_from_the_command_line(run_cli: Any) -> None:
     assert short.code == 2 and "at least 16" in short.stderr and "short" not in refused.stdout
     missing = run_cli("console", "--ui", "no-such-file.html", "--port", "0")
     assert missing.code == 2 and "--ui" in missing.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = run_cli("console", "--port", str(taken.getsockname()[1]))
+    assert busy.code == 2 and "cannot listen" in busy.stderr and busy.stderr.count("\n") == 1
 
 
 def test_console_command_prints_the_url_and_serves(cli_env: dict[str, str]) -> None:

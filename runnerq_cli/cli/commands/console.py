@@ -38,7 +38,7 @@ def console(
 
     Prints the URL to open. Binds 127.0.0.1 unless --host says otherwise.
     Exit codes: 0 stopped cleanly, 2 bad option (a non-loopback --host without
-    a token, port in use, unreadable --ui), 3 database unreachable.
+    a token, port in use, unreadable --ui), 6 database unreachable.
     """
     import sys
     import threading

@@ -584,7 +584,8 @@ def test_one_tail_shared_and_a_slow_client_dropped(backend: RunnerQ) -> None:
         fast = Sse(c.port, "/api/stream")
         slow = tail.subscribe(None)  # subscribed, never read: its queue fills
         wait_until(lambda: tail.clients == 2, 10, message="two clients")
-        assert sum(t.name == "console-tail" for t in threading.enumerate()) == 1
+        assert list(c.server._tails) == ["tests"]  # one tail, one thread, for both clients
+        assert tail._thread is not None and tail._thread.is_alive()
         for _ in range(6):  # one at a time: the fast one keeps up, the slow one's 3 fill
             _enqueue(backend, 1)
             assert len(fast.events(1)) == 1  # not slowed by the slow one

@@ -116,7 +116,8 @@ class SharedTail:
         cursor = self._rq.event_cursor_at_end()
         self._cursor = cursor
         self._position = cursor.encode()
-        self._thread = threading.Thread(target=self._run, name="console-tail", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"console-tail {self._rq.queue}",
+                                        daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

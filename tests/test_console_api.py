@@ -522,10 +522,14 @@ def test_stream_resumes_without_loss_or_repeat(backend: RunnerQ) -> None:
     first = Sse(c.port, "/api/stream")
     opening = first.message()
     assert opening == {"retry": "1000"}
-    assert first.message()["id"].startswith("ec")  # the position before any event
+    before = first.message()["id"]  # the position before any event
+    assert before.startswith("ec")
     _enqueue(backend, 3)
     got = first.events(2)
     first.close()
+    from_start = Sse(c.port, "/api/stream", {"Last-Event-ID": before})
+    assert [d["id"] for _, d in from_start.events(3)][:2] == [d["id"] for _, d in got]
+    from_start.close()
     _enqueue(backend, 2)
     # Resumed from the shared tail's recent positions (the ring): the rest, once.
     again = Sse(c.port, "/api/stream", {"Last-Event-ID": got[-1][0]})

@@ -116,6 +116,7 @@ class SharedTail:
         cursor = self._rq.event_cursor_at_end()
         self._cursor = cursor
         self._position = cursor.encode()
+        self._index[self._position] = self._seq  # where a client that saw no event resumes
         self._thread = threading.Thread(target=self._run, name=f"console-tail {self._rq.queue}",
                                         daemon=True)
         self._thread.start()
@@ -196,7 +197,8 @@ class SharedTail:
                 self._ensure_started()
             backlog: list[Delivery] = []
             seq = self._index.get(last_id) if last_id else None
-            if seq is not None:
+            if seq is not None and (not self._ring or seq >= self._ring[0][0] - 1):
+                # the ring holds every delivery after that position
                 backlog = [d for s, d in self._ring if s > seq]
                 private = None  # the shared positions are this client's
             start = self._position

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("runnerq.console")
 MAX_CONNECTIONS = 64
-REQUEST_LINE_MAX = 8192
-HEADERS_MAX = 16384
+REQUEST_LINE_MAX = 65536  # a resume position (?cursor=) holds the ids of the settle window
+HEADERS_MAX = 65536  # Last-Event-ID: the same position
 BODY_MAX = 64 * 1024
 IDLE_TIMEOUT = 30.0  # seconds a connection may stay silent (reading or writing)
 KEEPALIVE_SECONDS = 15.0

@@ -166,14 +166,16 @@ class Views:
         groups: dict[tuple[str, str], dict[str, Any]] = {}
         scanned = 0
         capped = False
-        for status in (Status.FAILED, Status.DEAD_LETTER):
+        for status in (Status.FAILED, Status.DEAD_LETTER):  # each gets half of the reads
             after: str | None = None
+            read = 0
             while True:
-                if scanned >= FAILING_SCAN:
+                if read >= FAILING_SCAN // 2:
                     capped = True
                     break
                 page = rq.inspector.list_page(status, limit=FAILING_PAGE, after=after)
                 inside = [a for a in page.items if a.completed_at and a.completed_at >= since]
+                read += len(page.items)
                 scanned += len(page.items)
                 for activity in inside:
                     _count_failure(groups, activity)

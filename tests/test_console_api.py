@@ -599,3 +599,17 @@ def test_one_tail_shared_and_a_slow_client_dropped(backend: RunnerQ) -> None:
         fast.close()
     finally:
         c.close()
+
+
+def test_failing_reads_a_bounded_number(console: Console, backend: RunnerQ,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runnerq_cli.console import endpoints
+
+    for _ in range(3):
+        drive_to(backend, "failed", "charge", error="declined")
+    monkeypatch.setattr(endpoints, "FAILING_SCAN", 4)  # 2 of each status
+    monkeypatch.setattr(endpoints, "FAILING_PAGE", 1)
+    view = console.get("/api/failing")
+    assert view["capped"] is True and view["scanned"] == 2
+    assert view["groups"][0]["count"] == 2
+    console.get("/api/failing?hours=0", 400)

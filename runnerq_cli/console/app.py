@@ -345,7 +345,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             status, _ = failure(exc)
             LOG.warning("console: a stream ended (%d)", status)
         finally:
-            events.close()  # type: ignore[attr-defined]
+            events.close()
 
 
 # ------------------------------------------------------------------ errors

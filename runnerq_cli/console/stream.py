@@ -25,7 +25,7 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -179,7 +179,7 @@ class SharedTail:
 
     # ------------------------------------------------------------ clients
 
-    def subscribe(self, last_id: str | None) -> Iterator[tuple[Event | None, str]]:
+    def subscribe(self, last_id: str | None) -> Generator[tuple[Event | None, str], None, None]:
         """The client's stream: (event, position after it) pairs, forever.
 
         The first pair may be (None, position): no event, only the position to
@@ -207,7 +207,7 @@ class SharedTail:
 
     def _deliveries(self, sub: Subscriber, backlog: list[Delivery],
                     private: EventCursor | None, start: str | None,
-                    last_id: str | None) -> Iterator[tuple[Event | None, str]]:
+                    last_id: str | None) -> Generator[tuple[Event | None, str], None, None]:
         try:
             if private is None:
                 if not last_id and start is not None:

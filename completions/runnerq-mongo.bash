@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit doctor explain queues config tail dlq metrics completion'
+            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit doctor explain queues config tail dlq metrics completion'
             flags='--local --utc --version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -24,6 +24,10 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--all-types --burst --fail-on-error -h --help'
             valopts='--handler --app --exec --types -n --concurrency --lease --poll-interval --shutdown-timeout --max-activities --worker-id --log-format --log-level' ;;
+        "console")
+            cmds=''
+            flags='--allow-actions -h --help'
+            valopts='--host --port --ui --token --max-action' ;;
         "stats")
             cmds=''
             flags='-w --watch -h --help'
@@ -234,6 +238,16 @@ _runnerq_mongo_values() {
             kind=choice; choices='auto rich plain json' ;;
         "worker|--log-level")
             kind=choice; choices='debug info warning error' ;;
+        "console|--host")
+            kind=none; choices='' ;;
+        "console|--port")
+            kind=none; choices='' ;;
+        "console|--ui")
+            kind=file; choices='' ;;
+        "console|--token")
+            kind=none; choices='' ;;
+        "console|--max-action")
+            kind=none; choices='' ;;
         "stats|--by")
             kind=choice; choices='type' ;;
         "stats|--check")

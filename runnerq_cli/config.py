@@ -268,6 +268,7 @@ def default_config_paths(environ: Mapping[str, str] | None = None) -> list[Path]
 # RUNNERQ_* variables that are not settings but are known: no warning for them.
 OTHER_ENV_VARS = frozenset({
     "RUNNERQ_CONFIG", "RUNNERQ_DEBUG",
+    "RUNNERQ_CONSOLE_TOKEN",  # `console`'s token (cli/commands/console.py)
     # set by the worker for shell handlers (worker/shell.py)
     "RUNNERQ_ACTIVITY_ID", "RUNNERQ_ACTIVITY_TYPE", "RUNNERQ_ATTEMPT", "RUNNERQ_WORKER_ID",
 })

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "enqueue",
     "dev_server",
     "worker",
+    "console",
     "tail",
     "stats",
     "inspect",
@@ -46,7 +47,7 @@ MODULE_OF = {
                      "redrive", "purge"), "actions"),
     "pause": "control", "resume": "control", "dlq": "dlq", "audit": "audit",
     **dict.fromkeys(("doctor", "explain", "queues", "metrics"), "diagnose"),
-    "completion": "completion",
+    "completion": "completion", "console": "console",
 }
 
 

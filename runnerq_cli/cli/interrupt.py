@@ -30,6 +30,10 @@ class StopFlag:
     def is_set(self) -> bool:
         return self._event.is_set()
 
+    def wait(self, timeout: float) -> bool:
+        """True once set; waits at most `timeout` seconds (a serving loop's tick)."""
+        return self._event.wait(timeout)
+
     def handle(self, signum: int, frame: Any) -> None:
         if self._event.is_set():
             raise KeyboardInterrupt

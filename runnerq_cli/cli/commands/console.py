@@ -1,0 +1,106 @@
+"""`runnerq-mongo console`: RunnerQ's console API and our page, served over HTTP.
+
+Thin: it checks the options, builds the server (runnerq_cli/console/app.py),
+prints the URL and serves until Ctrl-C or SIGTERM. What the server answers,
+and why it is safe to leave open, is in docs/console.md.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from runnerq_cli.cli.examples import examples
+from runnerq_cli.errors import ExitCode
+
+
+def console(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host",
+                             help="Address to listen on (not a loopback one: a token is "
+                                  "required)."),
+    port: int = typer.Option(8081, "--port", min=0, max=65535,
+                             help="Port to listen on (0: any free port)."),
+    ui: str | None = typer.Option(None, "--ui", metavar="FILE",
+                                  help="Serve this single-page console at / instead of ours "
+                                       "(e.g. RunnerQ's runnerq-console.html)."),
+    token: str | None = typer.Option(None, "--token", envvar="RUNNERQ_CONSOLE_TOKEN",
+                                     show_envvar=False, metavar="TOKEN",
+                                     help="Every request must carry it (env "
+                                          "RUNNERQ_CONSOLE_TOKEN; at least 16 characters)."),
+    allow_actions: bool = typer.Option(False, "--allow-actions",
+                                       help="Allow retry, cancel, run-now, redrive, pause and "
+                                            "resume from the page (previewed, confirmed, "
+                                            "audited)."),
+    max_action: int = typer.Option(1000, "--max-action", min=1, max=10_000,
+                                   help="The most activities one action may change."),
+) -> None:
+    """Serve a web console for the queue: RunnerQ's observability API and our page.
+
+    Prints the URL to open. Binds 127.0.0.1 unless --host says otherwise.
+    Exit codes: 0 stopped cleanly, 2 bad option (a non-loopback --host without
+    a token, port in use, unreadable --ui), 6 database unreachable.
+    """
+    import sys
+    import threading
+
+    from runnerq_cli import values
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.output import fail
+    from runnerq_cli.cli.state import state
+    from runnerq_cli.console import security
+    from runnerq_cli.console.app import ConsoleConfig, serve
+    from runnerq_cli.errors import InvalidArgument
+
+    if token is None and not security.is_loopback(host):
+        fail(f"--host {host} is not a loopback address: give a token (--token or "
+             "RUNNERQ_CONSOLE_TOKEN) so only those who hold it can read the queue",
+             ExitCode.USAGE)
+    try:
+        security.check_binding(host, token)
+    except InvalidArgument as exc:
+        fail(f"--token: {exc}", ExitCode.USAGE)
+    page: bytes | None = None
+    if ui is not None:
+        path = values.readable_file(ui, "--ui")
+        try:
+            with open(path, "rb") as handle:
+                page = handle.read(8 * 1024 * 1024 + 1)
+        except OSError as exc:
+            fail(f"--ui {ui}: {exc.strerror or exc}", ExitCode.USAGE)
+        if len(page) > 8 * 1024 * 1024:
+            fail(f"--ui {ui}: larger than 8 MB: is it a page?", ExitCode.USAGE)
+    rq = state(ctx).backend()
+    rq.ping()  # unreachable: exit 3 now, not at the first page
+    config = ConsoleConfig(host=host, port=port, token=token, allow_actions=allow_actions,
+                           max_action=max_action, ui=page)
+    try:
+        server = serve(rq, config)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)",
+             ExitCode.USAGE)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                              name="console", daemon=True)
+    thread.start()
+    try:
+        with stop_on_signal() as stop:
+            out = sys.stdout
+            out.write(f"runnerq console for queue {rq.queue}: {server.url}\n")
+            if token is not None:
+                out.write(f"  open {server.url}?token=... once (your --token or "
+                          "RUNNERQ_CONSOLE_TOKEN): the browser keeps it in a cookie\n")
+            if allow_actions:
+                out.write("  actions are on (previewed, confirmed, audited as from the "
+                          "console)\n")
+            out.write("Press Ctrl-C to stop.\n")
+            out.flush()
+            while not stop.wait(0.5):
+                pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    sys.stderr.write("console stopped\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `console` to the root app."""
+    app.command("console", epilog=examples("console"))(console)

@@ -1,0 +1,188 @@
+"""Operator actions from the console: a preview of the exact set, then a confirmation.
+
+As on the command line (`--dry-run`, then `--yes`): the preview reads only and
+returns the set the action would change with a `confirm` token; the action acts
+on exactly that set (bulk.Selection: an activity changed since is skipped, not
+acted on), bounded like `--max`, audited with the operator's actor and
+`command: console` so the audit trail tells the console's actions apart.
+Previews live in memory for PREVIEW_SECONDS; a restart forgets them (409: preview again).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.backend.models import to_jsonable
+from runnerq_cli.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+
+ACTIONS = ("retry", "cancel", "run-now", "redrive", "pause", "resume")
+BY_FILTER = ("retry", "cancel", "run-now")
+PREVIEW_SECONDS = 600.0
+PREVIEWS_KEPT = 64
+DEFAULT_MAX = 1000
+COMMAND = "console"
+
+
+class PreviewExpired(Exception):
+    """The confirm token names no preview (expired, used, or made before a restart)."""
+
+
+@dataclass
+class Preview:
+    action: str
+    queue: str
+    target: Any  # a Selection, a list of ids, or the types of pause/resume
+    expires: float
+
+
+def _strings(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgument(f"{name} must be a list of strings")
+    return value
+
+
+def _ids(body: dict[str, Any], limit: int) -> list[uuid.UUID] | None:
+    from runnerq_cli.backend.models import parse_activity_id
+
+    if "ids" not in body:
+        return None
+    ids = [parse_activity_id(t) for t in _strings(body["ids"], "ids")]
+    if not ids:
+        raise InvalidArgument("ids must not be empty")
+    if len(ids) > limit:
+        raise InvalidArgument(f"at most {limit} ids at once (the console's max)")
+    return list(dict.fromkeys(ids))
+
+
+class Desk:
+    """The console's actions: previews kept until confirmed or expired."""
+
+    def __init__(self, max_count: int = DEFAULT_MAX,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not 1 <= max_count <= 10_000:
+            raise InvalidArgument("max-action must be between 1 and 10000")
+        self.max_count = max_count
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._previews: dict[str, Preview] = {}
+
+    def _max(self, body: dict[str, Any]) -> int:
+        value = body.get("max")
+        if value is None:
+            raise InvalidArgument("max is required with a filter (as --max is)")
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not 1 <= value <= self.max_count:
+            raise InvalidArgument(f"max must be a whole number between 1 and {self.max_count}")
+        return value
+
+    def preview(self, rq: RunnerQ, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """What `action` would change now, with the token that confirms exactly that."""
+        shown: dict[str, Any]
+        target: Any
+        if action in BY_FILTER:
+            target, shown = self._preview_activities(rq, action, body)
+        elif action == "redrive":
+            ids = _ids(body, self.max_count)
+            types = _strings(body.get("types"), "types")
+            limit = self.max_count if ids is not None else self._max(body)
+            report = rq.operator.redrive(types or None, dry_run=True, ids=ids, limit=limit)
+            target = [a["id"] for a in report.activities]
+            shown = {"selected": len(target), "matched": len(target),
+                     "ids": [str(i) for i in target],
+                     "sample": to_jsonable(report.activities[:10])}
+        else:
+            types = _strings(body.get("types"), "types")
+            before = rq.control.paused()
+            target = types
+            shown = {"before": before.to_json(), "types": types,
+                     "what": ("the whole queue" if not types else ", ".join(types))}
+        token = secrets.token_urlsafe(18)
+        with self._lock:
+            now = self._clock()
+            for key in [k for k, p in self._previews.items() if p.expires <= now]:
+                del self._previews[key]
+            while len(self._previews) >= PREVIEWS_KEPT:
+                self._previews.pop(next(iter(self._previews)))
+            self._previews[token] = Preview(action, rq.queue, target, now + PREVIEW_SECONDS)
+        return {"action": action, "queue": rq.queue, **shown, "confirm": token,
+                "expires_in_seconds": PREVIEW_SECONDS}
+
+    def _preview_activities(self, rq: RunnerQ, action: str,
+                            body: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        ids = _ids(body, self.max_count)
+        if ids is not None:
+            rows = rq.bulk.preview_ids(action, ids)
+            eligible = [r["id"] for r in rows if r.get("eligible")]
+            return eligible, {"selected": len(eligible), "matched": len(ids),
+                              "ids": [str(i) for i in eligible], "sample": to_jsonable(rows)}
+        selection = rq.bulk.select(action, _activity_filter(body.get("filter")), self._max(body))
+        return selection, {**selection.to_json(), "ids": [str(i) for i in selection.ids]}
+
+    def confirm(self, rq: RunnerQ, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Act on the previewed set; PreviewExpired when the token names none."""
+        from runnerq_cli.backend.audit import check_text
+
+        actor = body.get("actor")
+        if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:
+            raise InvalidArgument("actor is required: who acts (1 to 200 characters)")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidArgument("reason must be text")
+        check_text(actor, "actor")
+        check_text(reason, "reason")
+        token = body.get("confirm")
+        with self._lock:
+            preview = self._previews.get(token) if isinstance(token, str) else None
+            if preview is None or preview.expires <= self._clock() \
+                    or preview.action != action or preview.queue != rq.queue:
+                raise PreviewExpired()
+            del self._previews[str(token)]  # a confirmation acts once
+        if action in BY_FILTER:
+            report = rq.bulk.apply(action, preview.target, reason=reason, actor=actor,
+                                   command=COMMAND)
+            out: dict[str, Any] = report.to_json()
+            return out
+        if action == "redrive":
+            redriven = rq.operator.redrive(ids=preview.target, reason=reason, actor=actor,
+                                           command=COMMAND)
+            moved: dict[str, Any] = redriven.to_json()
+            return moved
+        change = rq.control.pause if action == "pause" else rq.control.resume
+        state = change(preview.target or None, reason=reason, actor=actor, command=COMMAND)
+        return {"action": action, "state": state.to_json()}
+
+
+def _activity_filter(raw: Any) -> Any:
+    """An ActivityFilter from the preview's `filter` object (status, type, error_contains)."""
+    from runnerq_cli.backend.filters import ActivityFilter
+
+    if not isinstance(raw, dict):
+        raise InvalidArgument("give ids or a filter object")
+    unknown = set(raw) - {"status", "type", "error_contains"}
+    if unknown:
+        raise InvalidArgument(f"unknown filter field {sorted(unknown)[0]!r}: use status, "
+                              "type, error_contains")
+    error = raw.get("error_contains")
+    if error is not None and not isinstance(error, str):
+        raise InvalidArgument("error_contains must be text")
+    from runnerq_cli.backend.models import Status
+
+    flt = ActivityFilter(statuses=tuple(Status.parse(s) for s in _strings(raw.get("status"),
+                                                                          "status")),
+                         types=tuple(_strings(raw.get("type"), "type")),
+                         error_contains=error)
+    if flt.is_empty:
+        raise InvalidArgument("the filter is empty: give a status, a type or error_contains")
+    return flt
+

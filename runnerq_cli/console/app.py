@@ -1,0 +1,522 @@
+"""The console's HTTP server: routes, errors, limits (docs/console.md).
+
+The standard library's ThreadingHTTPServer, one thread per connection, at most
+MAX_CONNECTIONS at once: a console serves a few pages, and this keeps
+`pip install runnerq-mongo` free of a web framework. Every answer is JSON made
+here (errors too: `{"error": "..."}`, never a traceback), with the security
+headers of security.py; the URI never appears in one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from runnerq_cli.console import observability as obs
+from runnerq_cli.console import security
+from runnerq_cli.console.actions import ACTIONS, Desk, PreviewExpired
+from runnerq_cli.console.endpoints import LIMIT_CAP, OFFSET_CAP, Views, activity_id
+from runnerq_cli.console.stream import (
+    CLIENT_QUEUE,
+    MAX_CLIENTS,
+    SharedTail,
+    TooManyClients,
+    is_idle,
+)
+from runnerq_cli.errors import InvalidArgument, NotFound, RunnerQError, Unavailable, WrongState
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.models import Event
+
+LOG = logging.getLogger("runnerq.console")
+MAX_CONNECTIONS = 64
+REQUEST_LINE_MAX = 65536  # a resume position (?cursor=) holds the ids of the settle window
+HEADERS_MAX = 65536  # Last-Event-ID: the same position
+BODY_MAX = 64 * 1024
+IDLE_TIMEOUT = 30.0  # seconds a connection may stay silent (reading or writing)
+KEEPALIVE_SECONDS = 15.0
+PLACEHOLDER = (b"<!doctype html><meta charset=utf-8><title>runnerq console</title>"
+               b"<p>The console page is not installed; the API is at /api/.</p>")
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    """What `runnerq-mongo console` was given (the token stays out of every output)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8081
+    token: str | None = None
+    allow_actions: bool = False
+    max_action: int = 1000
+    ui: bytes | None = None  # --ui FILE's content; None: ours
+    keepalive: float = KEEPALIVE_SECONDS
+    poll_interval: float = 0.5
+    max_connections: int = MAX_CONNECTIONS
+    max_streams: int = MAX_CLIENTS
+    client_queue: int = CLIENT_QUEUE
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+def to_json(value: Any) -> bytes:
+    """JSON that stays inert even if a page puts it in HTML: <, > and & escaped."""
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+
+
+def our_page() -> bytes:
+    try:
+        return (resources.files("runnerq_cli.console") / "static" / "index.html").read_bytes()
+    except (FileNotFoundError, OSError):
+        return PLACEHOLDER
+
+
+Handler = Callable[["RequestHandler", dict[str, str], dict[str, str]], None]
+
+
+class ConsoleServer(ThreadingHTTPServer):
+    """The server with its shared parts: views and their cache, the tails, the actions."""
+
+    daemon_threads = True
+    request_queue_size = 16
+
+    def __init__(self, rq: RunnerQ, config: ConsoleConfig) -> None:
+        self.rq = rq
+        self.config = config
+        self.views = Views(rq)
+        self._tails: dict[str, SharedTail] = {}
+        self._tails_lock = threading.Lock()
+        self.tail = self.tail_of(rq)
+        self.desk = Desk(config.max_action)
+        page = config.ui if config.ui is not None else our_page()
+        self.page = page
+        self.page_csp = (security.UI_CSP if config.ui is not None
+                         else security.page_csp(page.decode("utf-8", "replace")))
+        self._slots = threading.BoundedSemaphore(config.max_connections)
+        family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+        self.address_family = family
+        super().__init__((config.host, config.port), RequestHandler)
+        self.gate = security.Gate(config.token, self.server_address[1], config.host)
+
+    def tail_of(self, rq: RunnerQ) -> SharedTail:
+        """The one tail of `rq`'s queue in this process (made on first use, started by its
+        first stream)."""
+        with self._tails_lock:
+            tail = self._tails.get(rq.queue)
+            if tail is None:
+                tail = SharedTail(rq, poll_interval=self.config.poll_interval,
+                                  client_queue=self.config.client_queue,
+                                  max_clients=self.config.max_streams)
+                self._tails[rq.queue] = tail
+            return tail
+
+    @property
+    def url(self) -> str:
+        address = self.server_address[0]
+        host = address.decode() if isinstance(address, bytes) else str(address)
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self.server_address[1]}/"
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            body = to_json({"error": "too many connections: try again"})
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\n"
+                                b"Content-Type: application/json\r\nConnection: close\r\n"
+                                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        LOG.warning("console: a connection ended with an error")
+
+    def server_close(self) -> None:
+        with self._tails_lock:
+            tails = list(self._tails.values())
+        for tail in tails:
+            tail.stop()
+        super().server_close()
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    server: ConsoleServer
+    protocol_version = "HTTP/1.1"
+    server_version = "runnerq-console"
+    sys_version = ""
+    timeout = IDLE_TIMEOUT
+
+    # ------------------------------------------------------------ plumbing
+
+    def version_string(self) -> str:
+        return self.server_version  # no Python version in the Server header
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # The path without its query: `/?token=...` must not reach a log.
+        path = urlsplit(getattr(self, "path", "")).path[:200]
+        LOG.debug("console: %s %s %s", getattr(self, "command", ""), path, code)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        LOG.debug("console: %s", (format % args)[:200].split("?")[0])
+
+    def parse_request(self) -> bool:
+        if len(self.raw_requestline) > REQUEST_LINE_MAX:
+            self.requestline = ""
+            self.request_version = "HTTP/1.1"
+            self.command = ""
+            self.send_error(414)
+            return False
+        if not super().parse_request():
+            return False
+        size = sum(len(k) + len(v) for k, v in self.headers.items())
+        if size > HEADERS_MAX:
+            self.send_error(431)
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """The standard library's own errors (bad request line, unknown method...), as JSON."""
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # the line was unreadable: answer in 1.1
+            self.request_version = self.protocol_version
+        texts = {400: "bad request", 414: "request line too long",
+                 431: "request headers too large", 501: "method not allowed"}
+        status = 405 if code == 501 else code
+        with contextlib.suppress(OSError):
+            self._send(status, to_json({"error": texts.get(code, "bad request")}),
+                       "application/json")
+
+    def __getattr__(self, name: str) -> Any:
+        # Every method, known or not, goes through the routes: 405 with `Allow`, not 501.
+        if name.startswith("do_"):
+            return lambda: self._dispatch(name[3:])
+        raise AttributeError(name)
+
+    def _send(self, status: int, body: bytes, content_type: str,
+              headers: dict[str, str] | None = None, csp: str = security.API_CSP) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Security-Policy", csp)
+        for key, value in {**security.HEADERS, **(headers or {})}.items():
+            self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def reply(self, value: Any, status: int = 200) -> None:
+        self._send(status, to_json(value), "application/json")
+
+    # ------------------------------------------------------------ dispatch
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            if method != "POST" and self.headers.get("Content-Length") not in (None, "0"):
+                self.close_connection = True  # a body no route reads: no next request after it
+            parts = urlsplit(self.path)
+            path = parts.path
+            params = dict(parse_qsl(parts.query, keep_blank_values=True))
+            if not self.server.gate.host_allowed(self.headers):
+                raise HttpError(403, "this console answers only to a loopback host name "
+                                     "(localhost, 127.0.0.1): give it a token to serve others")
+            if method == "GET" and path == "/" and "token" in params:
+                self._login(params["token"])
+                return
+            if not self.server.gate.allows(self.headers):
+                raise HttpError(401, "a token is required: open /?token=... once, or send "
+                                     "Authorization: Bearer ...")
+            handler, args = route(method, path)
+            handler(self, args, params)
+        except HttpError as exc:
+            if self.command == "POST":
+                self.close_connection = True  # its body may be unread
+            self._send(exc.status, to_json({"error": str(exc)}), "application/json",
+                       exc.headers)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True
+        except Exception as exc:
+            status, message = failure(exc)
+            try:
+                self._send(status, to_json({"error": message}), "application/json")
+            except OSError:
+                self.close_connection = True
+
+    def _login(self, given: str) -> None:
+        cookie = self.server.gate.login(given)
+        if cookie is None:
+            raise HttpError(401, "wrong token")
+        self._send(303, b"", "text/plain", {"Location": "/", "Set-Cookie": cookie})
+
+    def body(self) -> dict[str, Any]:
+        """The POST's JSON object (bounded, typed, and only from this console's pages)."""
+        if not self.server.config.allow_actions:
+            raise HttpError(403, "actions are off: start the console with --allow-actions")
+        if not security.same_origin(self.headers):
+            raise HttpError(403, "cross-origin request refused")
+        kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, "send the body as application/json")
+        length_text = self.headers.get("Content-Length")
+        if length_text is None or not length_text.isdigit():
+            raise HttpError(411, "Content-Length is required")
+        length = int(length_text)
+        if length > BODY_MAX:
+            self.close_connection = True
+            raise HttpError(413, f"the body is larger than {BODY_MAX} bytes")
+        try:
+            value = json.loads(self.rfile.read(length) or b"{}")
+        except (ValueError, RecursionError):
+            raise HttpError(400, "the body is not JSON") from None
+        if not isinstance(value, dict):
+            raise HttpError(400, "the body must be a JSON object")
+        return value
+
+    # ------------------------------------------------------------ pages and streams
+
+    def page(self, args: dict[str, str], params: dict[str, str]) -> None:
+        self._send(200, self.server.page, "text/html; charset=utf-8", csp=self.server.page_csp)
+
+    def stream(self, shape: Callable[[Event], dict[str, Any] | None],
+               params: dict[str, str]) -> None:
+        """SSE: `id:` the position after each event, `data:` the event; keep-alives."""
+        last = self.headers.get("Last-Event-ID") or params.get("cursor") or None
+        try:
+            tail = self.server.tail_of(self.server.views.backend(params.get("queue")))
+            events = tail.subscribe(last)
+        except TooManyClients:
+            raise HttpError(503, "too many streams open: try again") from None
+        self.close_connection = True
+        self.send_response(200)
+        for key, value in {"Content-Type": "text/event-stream; charset=utf-8",
+                           "Content-Security-Policy": security.API_CSP,
+                           "X-Accel-Buffering": "no", "Connection": "close",
+                           **security.HEADERS}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        keepalive = self.server.config.keepalive
+        try:
+            self.wfile.write(b"retry: 1000\n\n")
+            written = time.monotonic()
+            for event, position in events:
+                if is_idle(event, position):
+                    if time.monotonic() - written >= keepalive:
+                        self.wfile.write(b": keep-alive\n\n")
+                        written = time.monotonic()
+                    continue
+                data = shape(event) if event is not None else None
+                chunk = f"id: {position}\n"
+                if data is not None:
+                    chunk += "data: " + to_json(data).decode() + "\n"
+                self.wfile.write((chunk + "\n").encode())
+                written = time.monotonic()
+        except (OSError, ValueError):
+            pass  # the client went away
+        except Exception as exc:  # headers are sent: end the stream, the client resumes
+            status, _ = failure(exc)
+            LOG.warning("console: a stream ended (%d)", status)
+        finally:
+            events.close()
+
+
+# ------------------------------------------------------------------ errors
+
+
+def failure(exc: BaseException) -> tuple[int, str]:
+    """The status and the one line an exception becomes (the URI never in it)."""
+    from runnerq_cli.redaction import redact_uri
+
+    if isinstance(exc, PreviewExpired):
+        return 409, "this preview is unknown or expired: preview again"
+    if isinstance(exc, NotFound):
+        return 404, redact_uri(str(exc))
+    if isinstance(exc, InvalidArgument):
+        return 400, redact_uri(str(exc))
+    if isinstance(exc, WrongState):
+        return 409, redact_uri(str(exc))
+    if isinstance(exc, Unavailable):
+        return 503, "the database is unavailable"
+    if isinstance(exc, RunnerQError):
+        return 500, redact_uri(str(exc))[:300]
+    if type(exc).__module__.startswith(("pymongo", "bson")):
+        LOG.warning("console: database error: %s", type(exc).__name__)
+        return 503, "the database is unavailable"
+    LOG.exception("console: internal error")
+    return 500, "internal error"
+
+
+# ------------------------------------------------------------------ routes
+
+
+def _observability_stats(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.reply(h.server.views.observability_stats())
+
+
+def _observability_activities(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    key = a["key"]
+    try:
+        aid = activity_id(key)
+    except InvalidArgument:
+        if key not in obs.LISTS:
+            raise HttpError(400, f"unknown list: use one of {', '.join(obs.LISTS)} "
+                                 "or an activity id") from None
+        h.reply(h.server.views.observability_list(key, p))
+        return
+    h.reply(h.server.views.observability_activity(aid))
+
+
+def _observability_events(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.reply(h.server.views.observability_events(activity_id(a["id"]), p))
+
+
+def _observability_result(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.reply(h.server.views.observability_result(activity_id(a["id"])))
+
+
+def _observability_dead_letters(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.reply(h.server.views.observability_dead_letters(p))
+
+
+def _runnerq_event(event: Event) -> dict[str, Any] | None:
+    return obs.event(event) if event.activity_id is not None else None  # not optional there
+
+
+def _our_event(event: Event) -> dict[str, Any] | None:
+    data = event.to_json()
+    data["activity_type"] = event.activity_type
+    return data
+
+
+def _observability_stream(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.stream(_runnerq_event, p)
+
+
+def _stream(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.stream(_our_event, p)
+
+
+def _info(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    from runnerq_cli import __version__
+
+    config = h.server.config
+    h.reply({"version": __version__, "queue": h.server.rq.queue,
+             "database": h.server.rq.settings.database, "actions": config.allow_actions,
+             "max_action": config.max_action, "token": config.token is not None,
+             "offset_cap": OFFSET_CAP, "limit_cap": LIMIT_CAP})
+
+
+def _view(name: str) -> Handler:
+    """A route answering `Views.<name>(params)`."""
+    def handler(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+        h.reply(getattr(h.server.views, name)(p))
+    return handler
+
+
+def _queues(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.reply(h.server.views.queues())
+
+
+def _activity(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.reply(h.server.views.activity(activity_id(a["id"]), p))
+
+
+def _action(name: str) -> str:
+    if name not in ACTIONS:
+        raise HttpError(404, f"unknown action: use one of {', '.join(ACTIONS)}")
+    return name
+
+
+def _preview(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    action = _action(a["action"])
+    body = h.body()
+    rq = h.server.views.backend(p.get("queue"))
+    h.reply(h.server.desk.preview(rq, action, body))
+
+
+def _confirm(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    action = _action(a["action"])
+    body = h.body()
+    rq = h.server.views.backend(p.get("queue"))
+    h.reply(h.server.desk.confirm(rq, action, body))
+
+
+def _page(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
+    h.page(a, p)
+
+
+_SEGMENT = "[^/]+"
+_TABLE: list[tuple[str, dict[str, Handler]]] = [
+    (r"/", {"GET": _page}),
+    (r"/api/observability/stats", {"GET": _observability_stats}),
+    (rf"/api/observability/activities/(?P<key>{_SEGMENT})", {"GET": _observability_activities}),
+    (rf"/api/observability/activities/(?P<id>{_SEGMENT})/events",
+         {"GET": _observability_events}),
+    (rf"/api/observability/activities/(?P<id>{_SEGMENT})/result",
+         {"GET": _observability_result}),
+    (r"/api/observability/dead-letter", {"GET": _observability_dead_letters}),
+    (r"/api/observability/stream", {"GET": _observability_stream}),
+    (r"/api/info", {"GET": _info}),
+    (r"/api/queues", {"GET": _queues}),
+    (r"/api/stats", {"GET": _view("stats")}),
+    (r"/api/failing", {"GET": _view("failing")}),
+    (r"/api/workers", {"GET": _view("workers")}),
+    (r"/api/pauses", {"GET": _view("pauses")}),
+    (r"/api/doctor", {"GET": _view("doctor")}),
+    (r"/api/audit", {"GET": _view("audit")}),
+    (rf"/api/activity/(?P<id>{_SEGMENT})", {"GET": _activity}),
+    (r"/api/search", {"GET": _view("search")}),
+    (r"/api/activities", {"GET": _view("activities")}),
+    (r"/api/stream", {"GET": _stream}),
+    (r"/api/actions/(?P<action>[a-z-]+)/preview", {"POST": _preview}),
+    (r"/api/actions/(?P<action>[a-z-]+)", {"POST": _confirm}),
+]
+ROUTES = [(re.compile(pattern), methods) for pattern, methods in _TABLE]
+
+
+def route(method: str, path: str) -> tuple[Handler, dict[str, str]]:
+    """The handler of `method path` and the path's parts; 404 or 405 (with Allow)."""
+    for pattern, methods in ROUTES:
+        match = pattern.fullmatch(path)
+        if match is None:
+            continue
+        handler = methods.get(method)
+        if handler is None:
+            raise HttpError(405, f"method {method[:20]} not allowed here",
+                            {"Allow": ", ".join(methods)})
+        return handler, match.groupdict()
+    raise HttpError(404, "no such route")
+
+
+def serve(rq: RunnerQ, config: ConsoleConfig) -> ConsoleServer:
+    """A bound server (not yet serving: call serve_forever, in a thread or not)."""
+    security.check_binding(config.host, config.token)
+    return ConsoleServer(rq, config)

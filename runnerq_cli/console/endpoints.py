@@ -1,0 +1,298 @@
+"""What each GET route answers: RunnerQ's observability API and our own (docs/console.md).
+
+Each answer is the JSON its command-line twin prints, read through the
+backend's parts at the twin's cost. Reads every open page repeats (the counts,
+the stats snapshot, the queues, the doctor) go through `Shared`: computed once
+per short interval whatever the number of pages asking.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.backend.models import Activity, Status, parse_activity_id, to_jsonable
+from runnerq_cli.console import observability as obs
+from runnerq_cli.errors import InvalidArgument, NotFound
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+
+LIMIT_CAP = 1000  # RunnerQ's `limit` and ours
+OFFSET_CAP = 10_000  # RunnerQ's `offset`: the server walks what it skips
+SHARED_SECONDS = 2.0  # how long a shared read (counts, stats, queues) is reused
+DOCTOR_SECONDS = 10.0
+FAILING_SCAN = 5000  # documents the failing view reads at most
+FAILING_PAGE = 500
+ERROR_KEY_CHARS = 200
+RUNNING_SHOWN = 50  # activities listed per worker
+WINDOW_MAX_MINUTES = 24 * 60
+
+
+class Shared:
+    """Values reused for `seconds` and computed once when many ask at the same time."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._values: dict[tuple[Any, ...], tuple[float, Any]] = {}
+        self._locks: dict[tuple[Any, ...], threading.Lock] = {}
+
+    def get(self, key: tuple[Any, ...], seconds: float, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # one computation per key at a time; the others wait for its value
+            hit = self._values.get(key)
+            if hit is not None and self._clock() - hit[0] < seconds:
+                return hit[1]
+            value = compute()
+            self._values[key] = (self._clock(), value)
+            return value
+
+
+def integer(params: dict[str, str], name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter within [low, high] (InvalidArgument names it)."""
+    text = params.get(name)
+    if text is None or text == "":
+        return default
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise InvalidArgument(f"{name} must be a whole number between {low} and {high}")
+    value = int(text)
+    if not low <= value <= high:
+        raise InvalidArgument(f"{name} must be between {low} and {high}")
+    return value
+
+
+def activity_id(text: str) -> uuid.UUID:
+    return parse_activity_id(text)
+
+
+class Views:
+    """The answers, for one console (its default queue, its shared reads)."""
+
+    def __init__(self, rq: RunnerQ, shared: Shared | None = None) -> None:
+        self.rq = rq
+        self.shared = shared or Shared()
+
+    # ------------------------------------------------------------ queues
+
+    def queue_names(self) -> list[str]:
+        names: list[str] = self.shared.get(("queue names",), SHARED_SECONDS,
+                                           self.rq.diagnosis.discover_queues)
+        return names
+
+    def backend(self, name: str | None) -> RunnerQ:
+        """The console's queue, or another queue of the database (`?queue=`)."""
+        if not name or name == self.rq.queue:
+            return self.rq
+        if name not in self.queue_names():
+            raise InvalidArgument(f"unknown queue {name!r}: see /api/queues")
+        return self.rq.for_queue(name)
+
+    # ------------------------------------------------------------ RunnerQ's API
+
+    def max_workers(self, rq: RunnerQ) -> int | None:
+        live = [w for w in rq.registry.list_workers() if not w.stale]
+        return sum(w.concurrency for w in live) if live else None
+
+    def observability_stats(self) -> dict[str, Any]:
+        def compute() -> dict[str, Any]:
+            return obs.queue_stats(self.rq.inspector.stats(), self.max_workers(self.rq))
+
+        stats: dict[str, Any] = self.shared.get(("obs stats",), SHARED_SECONDS, compute)
+        return stats
+
+    def observability_list(self, key: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        offset = integer(params, "offset", 0, 0, OFFSET_CAP)
+        limit = integer(params, "limit", 50, 1, LIMIT_CAP)
+        inspector = self.rq.inspector
+        if key == "dead_letter":
+            return [obs.snapshot(r.activity) for r in inspector.list_dead_letter(offset, limit)]
+        lists: dict[str, Callable[[int, int], list[Activity]]] = {
+            "pending": inspector.list_pending, "processing": inspector.list_processing,
+            "scheduled": inspector.list_scheduled, "completed": inspector.list_completed}
+        return [obs.snapshot(a) for a in lists[key](offset, limit)]
+
+    def observability_activity(self, aid: uuid.UUID) -> dict[str, Any]:
+        return obs.snapshot(self.rq.inspector.get_activity(aid))
+
+    def observability_events(self, aid: uuid.UUID, params: dict[str, str]) -> list[dict[str, Any]]:
+        limit = integer(params, "limit", 50, 1, LIMIT_CAP)
+        return [obs.event(e) for e in self.rq.inspector.get_activity_events(aid, limit)]
+
+    def observability_result(self, aid: uuid.UUID) -> Any:
+        result = self.rq.get_result(aid)
+        return to_jsonable(result.data) if result is not None else None
+
+    def observability_dead_letters(self, params: dict[str, str]) -> list[dict[str, Any]]:
+        offset = integer(params, "offset", 0, 0, OFFSET_CAP)
+        limit = integer(params, "limit", 50, 1, LIMIT_CAP)
+        return [obs.dead_letter(r) for r in self.rq.inspector.list_dead_letter(offset, limit)]
+
+    # ------------------------------------------------------------ ours
+
+    def queues(self) -> dict[str, Any]:
+        def compute() -> dict[str, Any]:
+            return {"queues": [self.rq.for_queue(name).diagnosis.summary()
+                               for name in self.queue_names()]}
+
+        value: dict[str, Any] = self.shared.get(("queues",), SHARED_SECONDS, compute)
+        return value
+
+    def stats(self, params: dict[str, str]) -> dict[str, Any]:
+        rq = self.backend(params.get("queue"))
+        minutes = integer(params, "window", 60, 1, WINDOW_MAX_MINUTES)
+
+        def compute() -> dict[str, Any]:
+            # throughput and latency over `stats`' own windows; history over the page's
+            return rq.inspector.stats_snapshot(by_type=True, history_seconds=minutes * 60.0)
+
+        value: dict[str, Any] = self.shared.get(("stats", rq.queue, minutes), SHARED_SECONDS,
+                                                compute)
+        return value
+
+    def failing(self, params: dict[str, str]) -> dict[str, Any]:
+        """Failed and dead-lettered activities of the window, grouped by type and error:
+        newest first through keyset pages (list failed, list dead-letter), at most
+        FAILING_SCAN documents read."""
+        rq = self.backend(params.get("queue"))
+        hours = integer(params, "hours", 24, 1, 24 * 30)
+        limit = integer(params, "limit", 50, 1, LIMIT_CAP)
+        since = rq.now() - timedelta(hours=hours)
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
+        scanned = 0
+        capped = False
+        for status in (Status.FAILED, Status.DEAD_LETTER):  # each gets half of the reads
+            after: str | None = None
+            read = 0
+            while True:
+                if read >= FAILING_SCAN // 2:
+                    capped = True
+                    break
+                page = rq.inspector.list_page(status, limit=FAILING_PAGE, after=after)
+                inside = [a for a in page.items if a.completed_at and a.completed_at >= since]
+                read += len(page.items)
+                scanned += len(page.items)
+                for activity in inside:
+                    _count_failure(groups, activity)
+                if len(inside) < len(page.items) or page.next_cursor is None:
+                    break
+                after = page.next_cursor
+        rows = sorted(groups.values(), key=lambda g: (-g["count"], g["activity_type"]))
+        return {"groups": to_jsonable(rows[:limit]), "window_hours": hours,
+                "scanned": scanned, "capped": capped}
+
+    def workers(self, params: dict[str, str]) -> dict[str, Any]:
+        rq = self.backend(params.get("queue"))
+        running: dict[str, list[str]] = {}
+        page = rq.inspector.list_page(Status.PROCESSING, limit=LIMIT_CAP)
+        for activity in page.items:
+            if activity.worker_id is not None:
+                ids = running.setdefault(activity.worker_id, [])
+                if len(ids) < RUNNING_SHOWN:
+                    ids.append(str(activity.id))
+        out = []
+        for worker in rq.registry.list_workers():
+            row = worker.to_json()
+            row["running"] = running.get(worker.worker_id, [])
+            out.append(row)
+        return {"workers": out}
+
+    def pauses(self, params: dict[str, str]) -> dict[str, Any]:
+        state: dict[str, Any] = self.backend(params.get("queue")).control.paused().to_json()
+        return state
+
+    def doctor(self, params: dict[str, str]) -> dict[str, Any]:
+        rq = self.backend(params.get("queue"))
+
+        def compute() -> dict[str, Any]:
+            from runnerq_cli.backend.checks import failed
+
+            checks = rq.diagnosis.doctor()
+            return {"ok": not failed(checks), "checks": [c.to_json() for c in checks]}
+
+        value: dict[str, Any] = self.shared.get(("doctor", rq.queue), DOCTOR_SECONDS, compute)
+        return value
+
+    def audit(self, params: dict[str, str]) -> dict[str, Any]:
+        rq = self.backend(params.get("queue"))
+        limit = integer(params, "limit", 100, 1, LIMIT_CAP)
+        entries = rq.audit_log.audit(limit=limit, actor=params.get("actor") or None,
+                                     action=params.get("action") or None)
+        return {"entries": [e.to_json() for e in entries]}
+
+    def activity(self, aid: uuid.UUID, params: dict[str, str]) -> dict[str, Any]:
+        """One activity's page: the activity, its timeline oldest first, its result and
+        the `explain` sentence (show + events + result + explain)."""
+        rq = self.backend(params.get("queue"))
+        activity = rq.inspector.get_activity(aid)  # NotFound: 404
+        events = rq.inspector.get_activity_events(aid, LIMIT_CAP)
+        result = rq.get_result(aid)
+        try:
+            sentence: str | None = rq.diagnosis.explain(aid).sentence
+        except NotFound:  # deleted between the reads
+            sentence = None
+        return {"activity": activity.to_json(), "snapshot": obs.snapshot(activity),
+                "events": [e.to_json() for e in reversed(events)],
+                "result": result.to_json() if result is not None else None,
+                "explain": sentence}
+
+    def search(self, params: dict[str, str]) -> dict[str, Any]:
+        """Activities whose id starts with the hex digits given (idprefix.py's range read)."""
+        from runnerq_cli.backend.idprefix import PREFIX_MIN, matching_ids, prefix_of
+
+        rq = self.backend(params.get("queue"))
+        text = (params.get("q") or "").strip()
+        try:
+            aid = parse_activity_id(text)
+        except InvalidArgument:
+            digits = prefix_of(text)
+            if digits is None:
+                raise InvalidArgument(f"q must be an activity id or its first {PREFIX_MIN} or "
+                                      "more hex digits") from None
+            found = matching_ids(rq.context.activities, digits, limit=10)
+            return {"matches": [str(i) for i in found],
+                    "exact": str(found[0]) if len(found) == 1 else None}
+        try:
+            rq.inspector.get_activity(aid)
+        except NotFound:
+            return {"matches": [], "exact": None}
+        return {"matches": [str(aid)], "exact": str(aid)}
+
+    def activities(self, params: dict[str, str]) -> dict[str, Any]:
+        """A keyset page of one state, of one type if given (list STATE --type --after)."""
+        from runnerq_cli.backend.pagination import ListFilter
+
+        rq = self.backend(params.get("queue"))
+        state = Status.parse(params.get("state") or "pending")
+        limit = integer(params, "limit", 50, 1, LIMIT_CAP)
+        filters = ListFilter(activity_type=params.get("type") or None)
+        page = rq.inspector.list_page(state, filters=filters, limit=limit,
+                                      after=params.get("after") or None)
+        return {"items": [a.to_json() for a in page.items], "next_cursor": page.next_cursor,
+                "skipped": page.skipped}
+
+
+def _count_failure(groups: dict[tuple[str, str], dict[str, Any]], activity: Activity) -> None:
+    error = (activity.last_error or "").strip().splitlines()
+    key_text = (error[0] if error else "")[:ERROR_KEY_CHARS]
+    key = (activity.activity_type, key_text)
+    seen: datetime = activity.completed_at or activity.created_at
+    group = groups.get(key)
+    if group is None:
+        groups[key] = {"activity_type": activity.activity_type, "error": key_text,
+                       "count": 1, "first_seen": seen, "last_seen": seen,
+                       "example_id": str(activity.id), "statuses": [activity.status]}
+        return
+    group["count"] += 1
+    if seen < group["first_seen"]:
+        group["first_seen"] = seen
+    if seen > group["last_seen"]:
+        group["last_seen"] = seen
+        group["example_id"] = str(activity.id)
+    if activity.status not in group["statuses"]:
+        group["statuses"].append(activity.status)

@@ -1,0 +1,112 @@
+"""Our documents in the shapes of RunnerQ 0.6's serde models (src/observability/models.rs).
+
+RunnerQ's own console page (`runnerq-console.html`) and any client of its
+`observability_api` read these field for field, so the mapping is exact and
+written down in docs/console.md: statuses Pending/Running/Completed/Failed/
+Retrying/DeadLetter, priorities Low/Normal/High/Critical, RFC 3339 times, the
+id as the UUID's text. Pure functions of what the backend returned: no reads.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from runnerq_cli.backend.models import Activity, DeadLetterRecord, Event, to_jsonable
+
+# RunnerQ's ActivityPriority variants by our stored number.
+PRIORITIES = {1: "Low", 2: "Normal", 3: "High", 4: "Critical"}
+# The five lists of `activities/{key}` (RunnerQ's names) and our status they list.
+LISTS = ("pending", "processing", "scheduled", "completed", "dead_letter")
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """chrono's DateTime<Utc> serde form: `2026-12-01T10:00:00.123456Z`."""
+    text = to_jsonable(value)
+    return text if isinstance(text, str) else None
+
+
+def status_of(status: str, retry_count: int) -> str:
+    """RunnerQ's ActivityStatus for one of our seven statuses (docs/console.md)."""
+    if status == "processing":
+        return "Running"
+    if status == "scheduled":
+        return "Retrying" if retry_count > 0 else "Pending"
+    return {"pending": "Pending", "completed": "Completed", "failed": "Failed",
+            "cancelled": "Failed", "dead_letter": "DeadLetter"}.get(status, "Pending")
+
+
+def _status_updated_at(activity: Activity) -> datetime:
+    times = [t for t in (activity.completed_at, activity.started_at, activity.last_error_at,
+                         activity.created_at) if isinstance(t, datetime)]
+    return max(times)
+
+
+def snapshot(activity: Activity) -> dict[str, Any]:
+    """RunnerQ's ActivitySnapshot (score, lease_deadline_ms and processing_member are
+    Redis internals RunnerQ omits when unset: omitted)."""
+    running = activity.status == "processing"
+    return {
+        "id": str(activity.id),
+        "activity_type": activity.activity_type,
+        "payload": to_jsonable(activity.payload),
+        "priority": PRIORITIES.get(activity.priority, "Normal"),
+        "status": status_of(activity.status, activity.retry_count),
+        "created_at": rfc3339(activity.created_at),
+        "scheduled_at": rfc3339(activity.scheduled_at),
+        "started_at": rfc3339(activity.started_at),
+        "completed_at": rfc3339(activity.completed_at),
+        "current_worker_id": activity.worker_id if running else None,
+        "last_worker_id": activity.worker_id,
+        "retry_count": activity.retry_count,
+        "max_retries": activity.max_retries,
+        "timeout_seconds": int(activity.timeout_seconds),
+        "retry_delay_seconds": int(activity.retry_delay_seconds),
+        "metadata": {str(k): str(v) for k, v in (activity.metadata or {}).items()},
+        "last_error": activity.last_error,
+        "last_error_at": rfc3339(activity.last_error_at),
+        "status_updated_at": rfc3339(_status_updated_at(activity)),
+        "idempotency_key": activity.idempotency_key,
+    }
+
+
+def event(item: Event) -> dict[str, Any]:
+    """RunnerQ's ActivityEvent (`detail` only when there is one, as its serde skips None)."""
+    out: dict[str, Any] = {
+        "activity_id": str(item.activity_id) if item.activity_id is not None else None,
+        "timestamp": rfc3339(item.timestamp or item.ingested_at),
+        "event_type": item.event_type,
+        "worker_id": item.worker_id,
+    }
+    if item.detail:
+        out["detail"] = to_jsonable(item.detail)
+    return out
+
+
+def dead_letter(record: DeadLetterRecord) -> dict[str, Any]:
+    """RunnerQ's DeadLetterRecord."""
+    failed_at = record.failed_at or record.activity.completed_at or record.activity.created_at
+    return {"activity": snapshot(record.activity), "error": record.error,
+            "failed_at": rfc3339(failed_at)}
+
+
+def queue_stats(stats: dict[str, Any], max_workers: int | None) -> dict[str, Any]:
+    """RunnerQ's QueueStats from `Inspector.stats()` (priorities: the live states)."""
+    by_status = stats["by_status"]
+    live = ("pending", "scheduled", "processing")
+
+    def priority(name: str) -> int:
+        per = stats["by_priority"].get(name, {})
+        return sum(int(per.get(s, 0)) for s in live)
+
+    return {
+        "pending_activities": int(by_status.get("pending", 0)),
+        "processing_activities": int(by_status.get("processing", 0)),
+        "critical_priority": priority("critical"),
+        "high_priority": priority("high"),
+        "normal_priority": priority("normal"),
+        "low_priority": priority("low"),
+        "scheduled_activities": int(by_status.get("scheduled", 0)),
+        "dead_letter_activities": int(by_status.get("dead_letter", 0)),
+        "max_workers": max_workers,
+    }

@@ -1,0 +1,155 @@
+"""Who may read the console and who may act through it (docs/console.md, "Security").
+
+The console shows a queue's payloads, errors and results: on a loopback address
+only the machine's users reach it; anywhere else it needs a token. Browsers
+cannot put a header on an EventSource, so the page carries the token in a
+cookie (HttpOnly, SameSite=Strict) set once from `/?token=...`; scripts send
+`Authorization: Bearer`. Actions also need a same-origin request, so no other
+site's page can make a visitor's browser act.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import re
+from typing import Protocol
+
+from runnerq_cli.errors import InvalidArgument
+
+TOKEN_MIN = 16
+COOKIE_PREFIX = "runnerq_console_"
+_SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S | re.I)
+
+
+
+class Headers(Protocol):
+    """What is read of a request's headers (http.client.HTTPMessage, a dict)."""
+
+    def get(self, name: str, default: None = None) -> str | None: ...
+
+
+HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
+# A page given with --ui is the operator's own (RunnerQ's uses inline handlers and
+# Google Fonts): inline code runs, nothing is framed, requests go only to this server.
+UI_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline' "
+          "https://fonts.googleapis.com; font-src https://fonts.gstatic.com data:; "
+          "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+          "base-uri 'none'; form-action 'none'")
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and `localhost`: reachable from this machine only."""
+    name = host.strip().strip("[]")
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, token: str | None) -> None:
+    """Refuse a non-loopback address without a token, and a token too short to guess."""
+    if token is not None and (len(token) < TOKEN_MIN or not token.isprintable()
+                              or any(c in token for c in " ;,\"\\")):
+        raise InvalidArgument(f"the console token must be at least {TOKEN_MIN} printable "
+                              "characters, without spaces, quotes, ';', ',' or '\\'")
+    if token is None and not is_loopback(host):
+        raise InvalidArgument(
+            f"{host} is not a loopback address: give a token (token or RUNNERQ_CONSOLE_TOKEN) "
+            "so only those who hold it can read the queue")
+
+
+def page_csp(html: str) -> str:
+    """Our page's policy: its own inline scripts by hash, nothing else runs."""
+    hashes = []
+    for match in _SCRIPT.finditer(html):
+        if "src=" in match.group("attrs").lower():
+            continue
+        # The browser hashes the script's text after the parser turned CRLF and CR into LF.
+        text = match.group("body").replace("\r\n", "\n").replace("\r", "\n")
+        digest = hashlib.sha256(text.encode()).digest()
+        hashes.append(f"'sha256-{base64.b64encode(digest).decode()}'")
+    scripts = " ".join(hashes) or "'none'"
+    return (f"default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; "
+            "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+            "base-uri 'none'; form-action 'none'")
+
+
+class Gate:
+    """The token rule: None lets every request in (a loopback console without a token)."""
+
+    def __init__(self, token: str | None, port: int, host: str = "127.0.0.1") -> None:
+        self.token = token
+        self.cookie = f"{COOKIE_PREFIX}{port}"
+        self.host = host
+
+    def host_allowed(self, headers: Headers) -> bool:
+        """Without a token, only requests addressed to this machine by a loopback name.
+
+        A page of another site can point its own name at 127.0.0.1 (DNS rebinding) and
+        then read this console as its own origin; its requests carry its name in
+        `Host`, which is refused here. With a token, the token is the protection.
+        """
+        if self.token is not None:
+            return True
+        value = headers.get("Host")
+        if value is None:
+            return True  # HTTP/1.0 without Host: no browser sends that
+        name = value.strip()
+        if name.startswith("["):
+            name = name[1:].partition("]")[0]
+        elif name.count(":") == 1:
+            name = name.partition(":")[0]
+        return is_loopback(name) or name == self.host
+
+    def _matches(self, given: str | None) -> bool:
+        assert self.token is not None
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def allows(self, headers: Headers) -> bool:
+        if self.token is None:
+            return True
+        auth = headers.get("Authorization") or ""
+        if auth.startswith("Bearer ") and self._matches(auth[len("Bearer "):].strip()):
+            return True
+        return self._matches(cookie_value(headers.get("Cookie") or "", self.cookie))
+
+    def login(self, given: str | None) -> str | None:
+        """The Set-Cookie value when `given` (from `?token=`) is the token, else None."""
+        if self.token is None or not self._matches(given):
+            return None
+        return f"{self.cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+
+
+def cookie_value(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, sep, value = part.strip().partition("=")
+        if sep and key == name:
+            return value
+    return None
+
+
+def same_origin(headers: Headers) -> bool:
+    """A request a page of this console made (or a script: no browser headers at all).
+
+    `Sec-Fetch-Site` (sent by every current browser) must say same-origin; `Origin`,
+    when present, must name the host the request was sent to.
+    """
+    site = headers.get("Sec-Fetch-Site")
+    if site is not None and site != "same-origin":
+        return False
+    origin = headers.get("Origin")
+    if origin is None:
+        return True
+    host = headers.get("Host") or ""
+    return origin in (f"http://{host}", f"https://{host}")

@@ -113,7 +113,7 @@ class SharedTail:
         on, so a client that catches up afterwards reads past the tail's start."""
         if self._thread is not None:
             return
-        cursor = self._rq.event_cursor_at_end()
+        cursor = self._rq.inspector.event_cursor_at_end()
         self._cursor = cursor
         self._position = cursor.encode()
         self._index[self._position] = self._seq  # where a client that saw no event resumes

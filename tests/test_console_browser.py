@@ -42,9 +42,9 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.xdist_group("console_browser"), pytest.mark.skipif(
     not (CHROMIUM and os.access(CHROMEDRIVER, os.X_OK)),
-    reason="no chromium/chromedriver: apt-get install chromium chromium-driver (.ci/run does)")
+    reason="no chromium/chromedriver: apt-get install chromium chromium-driver (.ci/run does)")]
 
 # The page's hostile activity type: markup that would run script if it were parsed.
 HOSTILE = '<img src=x onerror="window.__pwned=1">'

@@ -30,6 +30,7 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.enqueueing import ActivitySpec
+from runnerq_cli.backend.pagination import ListFilter
 from runnerq_cli.config import load_settings
 from tests.waiting import LineReader, wait_until
 
@@ -216,12 +217,14 @@ def test_the_page_loads_and_its_counts_equal_stats(browser: WebDriver, console: 
 
 
 def test_lists_show_the_activities_and_filter_by_type(browser: WebDriver, console: Console,
-                                                      env: dict[str, str]) -> None:
-    listed = [a["id"] for a in cli(env, "list", "pending")["items"]]
+                                                      rq: RunnerQ) -> None:
+    listed = [str(a.id) for a in rq.inspector.list_page("pending").items]
     open_view(browser, console, "#/list/pending", "#list tr[data-id]")
     assert attrs(browser, "#list tr[data-id]", "data-id") == listed
 
-    resizes = [a["id"] for a in cli(env, "list", "pending", "--type", "resize")["items"]]
+    resizes = [str(a.id) for a in rq.inspector.list_page(
+        "pending", filters=ListFilter(activity_type="resize")).items]
+    assert 0 < len(resizes) < len(listed)
     open_view(browser, console, "#/list/pending?type=resize", "#list[data-state=pending]")
     wait_until(lambda: attrs(browser, "#list tr[data-id]", "data-id") == resizes, timeout=WAIT,
                message="only resize activities")

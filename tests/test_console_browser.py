@@ -39,6 +39,7 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -205,6 +206,30 @@ def attrs(browser: WebDriver, selector: str, name: str) -> list[str]:
     return [row[0] for row in rows(browser, selector, name)]
 
 
+def attr(browser: WebDriver, selector: str, name: str) -> str | None:
+    found = attrs(browser, selector, name)
+    return found[0] if found else None
+
+
+def text(browser: WebDriver, selector: str) -> str:
+    """The text the first element matching `selector` shows ("" when there is none)."""
+    shown: str = browser.execute_script(
+        "const el = document.querySelector(arguments[0]); return el ? el.innerText : '';",
+        selector)
+    return shown
+
+
+def click(browser: WebDriver, selector: str) -> None:
+    """Click it, again if the view redrew it between finding and clicking."""
+    def clicked() -> bool:
+        try:
+            browser.find_element(By.CSS_SELECTOR, selector).click()
+            return True
+        except StaleElementReferenceException:
+            return False
+    wait_until(clicked, timeout=WAIT, message=f"a click on {selector}")
+
+
 def page_errors(browser: WebDriver) -> list[str]:
     """Errors the page logged (script errors, CSP refusals), the favicon's 404 aside."""
     return [entry["message"] for entry in browser.get_log("browser")
@@ -250,21 +275,21 @@ def test_an_activity_opens_with_its_timeline_and_result(browser: WebDriver, cons
                timeout=WAIT, message="the activity found by its prefix")
     assert browser.current_url.endswith(f"#/activity/{activity_id}")
     assert attrs(browser, "#timeline li", "data-event") == [e["event_type"] for e in events]
-    assert json.loads(browser.find_element(By.ID, "result").text) == {
+    assert json.loads(text(browser, "#result")) == {
         "sent_to": "user0@example.com"}
-    assert browser.find_element(By.ID, "activity").get_attribute("data-status") == "completed"
+    assert attr(browser, "#activity", "data-status") == "completed"
 
 
 def test_hostile_text_is_shown_as_text(browser: WebDriver, console: Console,
                                        seeded: dict[str, list[str]]) -> None:
     hostile_id = seeded["hostile"][0]
     open_view(browser, console, "#/list/pending", f'#list tr[data-id="{hostile_id}"]')
-    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{hostile_id}"]').text
+    assert HOSTILE in text(browser, f'tr[data-id="{hostile_id}"]')
     open_view(browser, console, f"#/activity/{hostile_id}", "#activity #payload")
-    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "#activity h1").text
-    assert json.loads(browser.find_element(By.ID, "payload").text) == HOSTILE_PAYLOAD
+    assert HOSTILE in text(browser, "#activity h1")
+    assert json.loads(text(browser, "#payload")) == HOSTILE_PAYLOAD
     open_view(browser, console, "#/", "[data-count] .n")
-    wait_until(lambda: HOSTILE in browser.find_element(By.ID, "overview").text, timeout=WAIT,
+    wait_until(lambda: HOSTILE in text(browser, "#overview"), timeout=WAIT,
                message="the hostile type on the overview")
     assert browser.find_elements(By.TAG_NAME, "img") == []
     assert len(browser.find_elements(By.TAG_NAME, "script")) == 1  # the page's own
@@ -322,10 +347,9 @@ def test_with_allow_actions_a_retry_from_the_page_changes_it_and_is_audited(
     failed_id = seeded["failed"][0]
     console.restart("--allow-actions")
     open_view(browser, console, f"#/activity/{failed_id}", '#activity [data-action="retry"]')
-    browser.find_element(By.CSS_SELECTOR, '[data-action="retry"]').click()
-    wait_until(lambda: browser.find_element(By.ID, "confirm").get_attribute("open") is not None
-               and browser.find_element(By.ID, "confirm").get_attribute("data-count") == "1",
-               timeout=WAIT, message="the preview of exactly this activity")
+    click(browser, '[data-action="retry"]')
+    wait_until(lambda: rows(browser, "#confirm[open]", "data-count") == [["1"]], timeout=WAIT,
+               message="the preview of exactly this activity")
     assert attrs(browser, "#confirm-ids [data-id]", "data-id") == [failed_id]
     actor = browser.find_element(By.ID, "confirm-actor")
     actor.clear()
@@ -338,5 +362,5 @@ def test_with_allow_actions_a_retry_from_the_page_changes_it_and_is_audited(
     retry = [e for e in entries if e["action"] == "retry" and failed_id in e["ids"]]
     assert retry and retry[0]["actor"] == "ada from the browser"
     assert retry[0]["detail"]["command"] == "console"
-    wait_until(lambda: browser.find_element(By.ID, "activity").get_attribute("data-status")
-               == "pending", timeout=WAIT, message="the page showing it pending")
+    wait_until(lambda: attr(browser, "#activity", "data-status") == "pending", timeout=WAIT,
+               message="the page showing it pending")

@@ -230,6 +230,13 @@ def click(browser: WebDriver, selector: str) -> None:
     wait_until(clicked, timeout=WAIT, message=f"a click on {selector}")
 
 
+def fits_the_width(browser: WebDriver) -> bool:
+    """Nothing sticks out sideways: the page needs no horizontal scrolling at 1366 pixels."""
+    fits: bool = browser.execute_script(
+        "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;")
+    return fits
+
+
 def page_errors(browser: WebDriver) -> list[str]:
     """Errors the page logged (script errors, CSP refusals), the favicon's 404 aside."""
     return [entry["message"] for entry in browser.get_log("browser")
@@ -244,6 +251,7 @@ def test_the_page_loads_and_its_counts_equal_stats(browser: WebDriver, console: 
                                                          "data-value")}
     assert shown == stats["by_status"]
     assert browser.find_elements(By.CSS_SELECTOR, "#overview svg.chart")  # the charts drew
+    assert fits_the_width(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-action]")  # no --allow-actions
     assert page_errors(browser) == []
 
@@ -278,6 +286,7 @@ def test_an_activity_opens_with_its_timeline_and_result(browser: WebDriver, cons
     assert json.loads(text(browser, "#result")) == {
         "sent_to": "user0@example.com"}
     assert attr(browser, "#activity", "data-status") == "completed"
+    assert fits_the_width(browser)
 
 
 def test_hostile_text_is_shown_as_text(browser: WebDriver, console: Console,

@@ -1,0 +1,375 @@
+"""The console page in a real browser: Debian's chromium driven by selenium.
+
+One `runnerq-mongo console` process (started as a user starts it, `python -m runnerq_cli
+console --port P`) and one headless chromium serve the whole module, over one seeded
+database; the tests that restart the console do it on the same port, so the open page
+must find it again by itself. What is checked is what a user sees: counts equal to
+`stats -o json`, lists, an activity's timeline and result, live events, a stream that
+resumes across a restart with nothing lost or repeated, hostile text shown as text, and
+a retry done from the page (with `--allow-actions`) that changes the activity and writes
+an audit record.
+
+Without chromium, chromium-driver (apt) or selenium (the test extra) the module is
+skipped; .ci/run installs them, and runs it in its Python 3.13 suite only
+(RUNNERQ_TEST_NO_BROWSER=1 in the lowest-versions run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.enqueueing import ActivitySpec
+from runnerq_cli.backend.pagination import ListFilter
+from runnerq_cli.config import load_settings
+from tests.waiting import LineReader, wait_until
+
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+
+pytestmark = [
+    pytest.mark.xdist_group("console_browser"),
+    pytest.mark.skipif(
+        not (CHROMIUM and os.access(CHROMEDRIVER, os.X_OK)),
+        reason="no chromium/chromedriver: apt-get install chromium chromium-driver (.ci/run does)"),
+    # .ci/run's lowest-versions run: the page does not depend on them (the 3.13 run has it).
+    pytest.mark.skipif(os.environ.get("RUNNERQ_TEST_NO_BROWSER") == "1",
+                       reason="RUNNERQ_TEST_NO_BROWSER=1"),
+]
+
+# The page's hostile activity type: markup that would run script if it were parsed.
+HOSTILE = '<img src=x onerror="window.__pwned=1">'
+HOSTILE_PAYLOAD = {"note": "<script>window.__pwned=2</script>"}
+WAIT = 20.0  # seconds for anything the page shows (the test server shares this process)
+
+
+def enqueue(rq: RunnerQ, activity_type: str, payload: dict[str, Any]) -> str:
+    return str(rq.enqueue(activity_type, payload).activity_id)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Console:
+    """`runnerq-mongo console` as a user runs it: started, stopped, restarted on one port."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.flags: tuple[str, ...] = ()
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, *flags: str) -> None:
+        self.flags = flags
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runnerq_cli", "console", "--port", str(self.port), *flags],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert self.proc.stdout is not None
+        LineReader(self.proc.stdout).wait_for(lambda line: f":{self.port}" in line, timeout=30,
+                                              message="the console's URL")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def restart(self, *flags: str) -> None:
+        self.stop()
+        self.start(*flags)
+
+
+@pytest.fixture(scope="module")
+def env(server: Any) -> Iterator[dict[str, str]]:
+    """One database for the module (dropped at its end), as the CLI's environment."""
+    from pymongo import MongoClient
+
+    name = f"rq_test_console_{uuid.uuid4().hex[:10]}"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")}
+    environ.update(RUNNERQ_MONGO_URI=server.uri, RUNNERQ_DATABASE=name, RUNNERQ_QUEUE="tests",
+                   RUNNERQ_CONFIG="", NO_COLOR="1", RUNNERQ_CONNECT_TIMEOUT="30s")
+    yield environ
+    with MongoClient(server.uri) as client:
+        client.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def rq(env: dict[str, str]) -> RunnerQ:
+    settings = load_settings(None, overrides={
+        "uri": env["RUNNERQ_MONGO_URI"], "database": env["RUNNERQ_DATABASE"], "queue": "tests",
+        "connect_timeout": 30.0, "server_selection_timeout": 30.0},
+        environ={"RUNNERQ_CONFIG": ""})
+    backend = RunnerQ(settings)
+    backend.init_indexes()
+    return backend
+
+
+@pytest.fixture(scope="module")
+def seeded(rq: RunnerQ) -> dict[str, list[str]]:
+    """A small queue: completed with results, one failure, pending, scheduled, hostile."""
+    ids: dict[str, list[str]] = {"completed": [], "failed": [], "pending": [], "hostile": []}
+    for n in range(3):
+        ids["completed"].append(enqueue(rq, "send_email", {"to": f"user{n}@example.com"}))
+    claims = rq.dequeue("seed-worker", types=["send_email"], limit=3)
+    for claim in claims:
+        rq.ack_success(claim, {"sent_to": claim.activity.payload["to"]})
+    ids["failed"].append(enqueue(rq, "charge", {"cents": 1200}))
+    (claim,) = rq.dequeue("seed-worker", types=["charge"])
+    rq.ack_failure(claim, "card declined", retryable=False)
+    for image in ("cat.png", "dog.png"):
+        ids["pending"].append(enqueue(rq, "resize", {"image": image}))
+    ids["hostile"].append(enqueue(rq, HOSTILE, HOSTILE_PAYLOAD))
+    rq.enqueue(ActivitySpec("resize", {"image": "later.png"}, delay_seconds=3600))
+    return ids
+
+
+@pytest.fixture(scope="module")
+def console(env: dict[str, str], seeded: dict[str, list[str]]) -> Iterator[Console]:
+    running = Console(env)
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1366,768",
+                "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    if CHROMIUM:
+        options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def cli(env: dict[str, str], *args: str) -> Any:
+    """`runnerq-mongo ARGS -o json` as a subprocess, its JSON."""
+    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", *args, "-o", "json"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def open_view(browser: WebDriver, console: Console, route: str, ready: str) -> None:
+    """Load the page at `route` (a new load, not a hash change) and wait until the CSS
+    selector `ready` is shown."""
+    browser.get("about:blank")
+    browser.get(console.url + route)
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ready), timeout=WAIT,
+               message=f"{ready} on {route}")
+
+
+def rows(browser: WebDriver, selector: str, *names: str) -> list[list[str]]:
+    """The attributes `names` of every element matching `selector`, read at one instant
+    (one script: the page may redraw between two reads)."""
+    found: list[list[str]] = browser.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map((el) => arguments[1].map((name) => el.getAttribute(name) || ''));",
+        selector, list(names))
+    return found
+
+
+def attrs(browser: WebDriver, selector: str, name: str) -> list[str]:
+    return [row[0] for row in rows(browser, selector, name)]
+
+
+def attr(browser: WebDriver, selector: str, name: str) -> str | None:
+    found = attrs(browser, selector, name)
+    return found[0] if found else None
+
+
+def text(browser: WebDriver, selector: str) -> str:
+    """The text the first element matching `selector` shows ("" when there is none)."""
+    shown: str = browser.execute_script(
+        "const el = document.querySelector(arguments[0]); return el ? el.innerText : '';",
+        selector)
+    return shown
+
+
+def click(browser: WebDriver, selector: str) -> None:
+    """Click it, again if the view redrew it between finding and clicking."""
+    def clicked() -> bool:
+        try:
+            browser.find_element(By.CSS_SELECTOR, selector).click()
+            return True
+        except StaleElementReferenceException:
+            return False
+    wait_until(clicked, timeout=WAIT, message=f"a click on {selector}")
+
+
+def fits_the_width(browser: WebDriver) -> bool:
+    """Nothing sticks out sideways: the page needs no horizontal scrolling at 1366 pixels."""
+    fits: bool = browser.execute_script(
+        "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;")
+    return fits
+
+
+def page_errors(browser: WebDriver) -> list[str]:
+    """Errors the page logged (script errors, CSP refusals), the favicon's 404 aside."""
+    return [entry["message"] for entry in browser.get_log("browser")
+            if entry["level"] == "SEVERE" and "favicon" not in entry["message"]]
+
+
+def test_the_page_loads_and_its_counts_equal_stats(browser: WebDriver, console: Console,
+                                                   env: dict[str, str]) -> None:
+    open_view(browser, console, "#/", "[data-count] .n")
+    stats = cli(env, "stats")
+    shown = {state: int(value) for state, value in rows(browser, "[data-count]", "data-count",
+                                                         "data-value")}
+    assert shown == stats["by_status"]
+    assert browser.find_elements(By.CSS_SELECTOR, "#overview svg.chart")  # the charts drew
+    assert fits_the_width(browser)
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-action]")  # no --allow-actions
+    assert page_errors(browser) == []
+
+
+def test_lists_show_the_activities_and_filter_by_type(browser: WebDriver, console: Console,
+                                                      rq: RunnerQ) -> None:
+    listed = [str(a.id) for a in rq.inspector.list_page("pending").items]
+    open_view(browser, console, "#/list/pending", "#list tr[data-id]")
+    assert attrs(browser, "#list tr[data-id]", "data-id") == listed
+
+    resizes = [str(a.id) for a in rq.inspector.list_page(
+        "pending", filters=ListFilter(activity_type="resize")).items]
+    assert 0 < len(resizes) < len(listed)
+    open_view(browser, console, "#/list/pending?type=resize", "#list[data-state=pending]")
+    wait_until(lambda: attrs(browser, "#list tr[data-id]", "data-id") == resizes, timeout=WAIT,
+               message="only resize activities")
+
+
+def test_an_activity_opens_with_its_timeline_and_result(browser: WebDriver, console: Console,
+                                                        env: dict[str, str],
+                                                        seeded: dict[str, list[str]]) -> None:
+    activity_id = seeded["completed"][0]
+    events = cli(env, "events", activity_id)["events"]
+    open_view(browser, console, "#/", "[data-count]")
+    # From the keyboard: / focuses the search, an id prefix and Enter open the activity.
+    ActionChains(browser).send_keys("/").perform()
+    ActionChains(browser).send_keys(activity_id[:8] + Keys.ENTER).perform()
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#activity #timeline li"),
+               timeout=WAIT, message="the activity found by its prefix")
+    assert browser.current_url.endswith(f"#/activity/{activity_id}")
+    assert attrs(browser, "#timeline li", "data-event") == [e["event_type"] for e in events]
+    assert json.loads(text(browser, "#result")) == {
+        "sent_to": "user0@example.com"}
+    assert attr(browser, "#activity", "data-status") == "completed"
+    assert fits_the_width(browser)
+
+
+def test_hostile_text_is_shown_as_text(browser: WebDriver, console: Console,
+                                       seeded: dict[str, list[str]]) -> None:
+    hostile_id = seeded["hostile"][0]
+    open_view(browser, console, "#/list/pending", f'#list tr[data-id="{hostile_id}"]')
+    assert HOSTILE in text(browser, f'tr[data-id="{hostile_id}"]')
+    open_view(browser, console, f"#/activity/{hostile_id}", "#activity #payload")
+    assert HOSTILE in text(browser, "#activity h1")
+    assert json.loads(text(browser, "#payload")) == HOSTILE_PAYLOAD
+    open_view(browser, console, "#/", "[data-count] .n")
+    wait_until(lambda: HOSTILE in text(browser, "#overview"), timeout=WAIT,
+               message="the hostile type on the overview")
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    assert len(browser.find_elements(By.TAG_NAME, "script")) == 1  # the page's own
+    assert browser.execute_script("return window.__pwned") is None
+
+
+def _live_events(browser: WebDriver) -> list[tuple[str, str, str]]:
+    """(event id, activity id, event type) of every event the live view shows."""
+    return [(event_id, activity_id, event) for event_id, activity_id, event in rows(
+        browser, "#live-events li", "data-event-id", "data-activity-id", "data-event")]
+
+
+def _open_live(browser: WebDriver, console: Console) -> None:
+    open_view(browser, console, "#/live", "#live-events")
+    wait_until(lambda: browser.find_element(By.ID, "live-status").get_attribute("data-state")
+               == "open", timeout=WAIT, message="the stream open")
+
+
+def _enqueued_live(browser: WebDriver, activity_id: str) -> bool:
+    return (activity_id, "Enqueued") in {(a, t) for _, a, t in _live_events(browser)}
+
+
+def test_a_new_activity_appears_live(browser: WebDriver, console: Console, rq: RunnerQ) -> None:
+    _open_live(browser, console)
+    new_id = enqueue(rq, "send_email", {"to": "live@example.com"})
+    wait_until(lambda: _enqueued_live(browser, new_id), timeout=WAIT,
+               message="the new activity's Enqueued event on the page")
+
+
+def test_after_a_restart_the_stream_resumes_with_nothing_lost_or_repeated(
+        browser: WebDriver, console: Console, rq: RunnerQ) -> None:
+    _open_live(browser, console)
+    before = enqueue(rq, "resize", {"image": "before.png"})
+    wait_until(lambda: _enqueued_live(browser, before), timeout=WAIT, message="before the restart")
+
+    console.stop()
+    wait_until(lambda: browser.find_element(By.ID, "live-status").get_attribute("data-state")
+               != "open", timeout=WAIT, message="the page to see the console gone")
+    while_down = [enqueue(rq, "resize", {"image": f"down{n}.png"}) for n in range(2)]
+    console.start(*console.flags)
+    after = enqueue(rq, "resize", {"image": "after.png"})
+
+    for activity_id in [*while_down, after]:
+        wait_until(lambda a=activity_id: _enqueued_live(browser, a), timeout=WAIT,
+                   message=f"{activity_id}'s Enqueued event after the restart")
+    shown = _live_events(browser)
+    repeated = [event for event, n in Counter(e for e, _, _ in shown).items() if n > 1]
+    assert repeated == []
+    assert all(event_id for event_id, _, _ in shown)
+
+
+def test_with_allow_actions_a_retry_from_the_page_changes_it_and_is_audited(
+        browser: WebDriver, console: Console, rq: RunnerQ, env: dict[str, str],
+        seeded: dict[str, list[str]]) -> None:
+    failed_id = seeded["failed"][0]
+    console.restart("--allow-actions")
+    open_view(browser, console, f"#/activity/{failed_id}", '#activity [data-action="retry"]')
+    click(browser, '[data-action="retry"]')
+    wait_until(lambda: rows(browser, "#confirm[open]", "data-count") == [["1"]], timeout=WAIT,
+               message="the preview of exactly this activity")
+    assert attrs(browser, "#confirm-ids [data-id]", "data-id") == [failed_id]
+    actor = browser.find_element(By.ID, "confirm-actor")
+    actor.clear()
+    actor.send_keys("ada from the browser")
+    browser.find_element(By.ID, "confirm-ok").click()
+
+    wait_until(lambda: rq.get_activity(failed_id).status == "pending", timeout=WAIT,
+               message="the activity retried")
+    entries = cli(env, "audit")["actions"]
+    retry = [e for e in entries if e["action"] == "retry" and failed_id in e["ids"]]
+    assert retry and retry[0]["actor"] == "ada from the browser"
+    assert retry[0]["detail"]["command"] == "console"
+    wait_until(lambda: attr(browser, "#activity", "data-status") == "pending", timeout=WAIT,
+               message="the page showing it pending")

@@ -104,7 +104,7 @@ def main() -> None:
             "uri": uri, "database": f"bench_console_{uuid.uuid4().hex[:8]}", "queue": "bench"},
             environ={"RUNNERQ_CONFIG": ""})
         rq = RunnerQ(settings)
-        rq.init_indexes()
+        rq.maintenance.init_indexes()
         for n in range(50):
             rq.enqueue("job" if n % 2 else "mail", {"n": n})
         print("| open pages | commands per minute (shared) | unshared |")

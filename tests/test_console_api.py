@@ -201,7 +201,7 @@ def test_our_routes(console: Console, backend: RunnerQ, run_cli: Any) -> None:
               for _ in range(2)]
     drive_to(backend, "dead_letter", "charge", error="timeout")
     done = drive_to(backend, "completed", "send", result={"sent": True})
-    backend.register_worker("w-live", types=["send"], concurrency=4)
+    backend.registry.register_worker("w-live", types=["send"], concurrency=4)
     running = drive_to(backend, "processing", "send", worker_id="w-live")
     backend.enqueue("send", {})
 
@@ -260,7 +260,7 @@ def test_our_routes(console: Console, backend: RunnerQ, run_cli: Any) -> None:
 
 def test_other_queue_of_the_database(console: Console, backend: RunnerQ) -> None:
     other = backend.for_queue("mail")
-    other.init_indexes()
+    other.maintenance.init_indexes()
     aid = other.enqueue("send", {}).activity_id
     names = [q["queue"] for q in console.get("/api/queues")["queues"]]
     assert names == ["mail", "tests"]

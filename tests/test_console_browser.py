@@ -126,7 +126,7 @@ def rq(env: dict[str, str]) -> RunnerQ:
         "connect_timeout": 30.0, "server_selection_timeout": 30.0},
         environ={"RUNNERQ_CONFIG": ""})
     backend = RunnerQ(settings)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
     return backend
 
 

@@ -244,8 +244,7 @@ class Worker:
         previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
-        early, originals = startup.take_over()
-        previous.update(originals)
+        early = startup.take_over()
         if early:
             log.info("stop signal received during start-up: stopping",
                      extra=details(signals=len(early)))

@@ -16,15 +16,13 @@ passed on: point it at an older checkout to compare.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_enqueue_rss import peak_rss_mb
-from benchserver import start_server
+from benchserver import bench_queue
 
 
 def worker_peak(env: dict[str, str], size_mb: float) -> tuple[float, float, int]:
@@ -40,21 +38,12 @@ def worker_peak(env: dict[str, str], size_mb: float) -> tuple[float, float, int]
 
 def main() -> None:
     size_mb = float(sys.argv[1]) if len(sys.argv) > 1 else 400.0
-    uri, server = start_server()
-    env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
-           "RUNNERQ_DATABASE": f"bench_shell_{uuid.uuid4().hex[:8]}",
-           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s"}
-    try:
-        subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
-                       check=True, capture_output=True)
+    with bench_queue("bench_shell") as env:
         base, _, _ = worker_peak(env, 0)
         peak, seconds, code = worker_peak(env, size_mb)
-        print(f"shell handler printing {size_mb:g} MB to stdout and to stderr (exit {code}, "
-              f"{seconds:.0f} s): peak RSS one line {base:.1f} MB, this {peak:.1f} MB, "
-              f"growth {peak - base:.1f} MB")
-    finally:
-        if server is not None:
-            server.kill()
+    print(f"shell handler printing {size_mb:g} MB to stdout and to stderr (exit {code}, "
+          f"{seconds:.0f} s): peak RSS one line {base:.1f} MB, this {peak:.1f} MB, "
+          f"growth {peak - base:.1f} MB")
 
 
 if __name__ == "__main__":

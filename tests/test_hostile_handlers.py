@@ -191,3 +191,20 @@ def test_a_slot_that_died_holds_no_lease(backend):
     assert act.status == Status.DEAD_LETTER
     assert "slot ended without an outcome" in (act.last_error or "")
     assert_nothing_held(backend)
+
+
+def test_a_nan_result_stored_by_another_program_is_printed_as_valid_json(backend, run_cli):
+    """This version never stores NaN or Infinity (above); another program may have:
+    `result -o json` still prints valid JSON, the numbers as strings."""
+    import json
+
+    aid = backend.enqueue("other", {}).activity_id
+    claim = backend.dequeue("w1", types=["other"])[0]
+    backend.ack_success(claim, None)
+    results = backend.db[backend.context.names.results]
+    results.update_one({"_id": aid}, {"$set": {"data": {
+        "x": math.nan, "up": math.inf, "down": [-math.inf, 1.5]}}})
+    done = run_cli("result", str(aid), "-o", "json")
+    assert done.code == 0, done.stderr
+    data = json.loads(done.stdout, parse_constant=lambda name: pytest.fail(name))["data"]
+    assert data == {"x": "NaN", "up": "Infinity", "down": ["-Infinity", 1.5]}

@@ -386,7 +386,8 @@ class ActivityQueue:
     # --------------------------------------------------------------- results
 
     def store_result(self, activity_id: uuid.UUID | str, data: Any, state: str = "Ok") -> None:
-        """Upsert a result directly (ack_success already stores the handler's result)."""
+        """Upsert a result directly (ack_success already stores the handler's result);
+        InvalidArgument for a value that cannot be a result (results.checked_result)."""
         if state not in ("Ok", "Err"):
             raise InvalidArgument("result state must be Ok or Err")
         aid = parse_activity_id(activity_id)

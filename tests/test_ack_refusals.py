@@ -73,7 +73,7 @@ def test_a_batch_refused_as_a_whole_is_tried_claim_by_claim(backend, monkeypatch
     assert "BSONObj size is invalid" in str(answers[2])
 
 
-def run_worker(backend, registry: HandlerRegistry, count: int) -> Worker:
+def run_worker(backend, registry: HandlerRegistry) -> Worker:
     worker = Worker(backend, registry, burst=True, concurrency=4, poll_interval=0.2)
     worker.start()
     assert worker.join(timeout=60) is not None, "the worker did not exit"
@@ -113,7 +113,7 @@ def test_a_refused_failure_is_recorded_once_more_with_a_short_text(backend):
     registry.add("job", job)
     backend.enqueue_many([queue_module.ActivitySpec("job", {"i": i}, max_retries=1)
                           for i in range(6)])
-    worker = run_worker(backend, registry, 6)
+    worker = run_worker(backend, registry)
     assert worker.exit_code == 0
     assert worker.counters["succeeded"] == 5 and worker.counters["dead_lettered"] == 1
     acts = backend.db[backend.context.names.activities]
@@ -121,3 +121,27 @@ def test_a_refused_failure_is_recorded_once_more_with_a_short_text(backend):
     assert dead["payload"] == {"i": 2}
     assert dead["last_error"].startswith("the failure could not be recorded: ")
     assert acts.count_documents({"status": "processing"}) == 0
+
+
+def test_a_failure_refused_even_when_short_is_given_up_and_counted(backend):
+    """Every failure text refused (a validator allowing no `last_error` at all): the
+    outcome is given up, counted `unacknowledged` (which fails --fail-on-error), and the
+    others are written; its lease is left to run out for the reaper."""
+    validate(backend, "activities", {"last_error": {"$exists": False}})
+    registry = HandlerRegistry()
+
+    def job(payload: dict[str, Any]) -> Any:
+        if payload["i"] == 1:
+            raise RuntimeError("refused whatever it says")
+        return payload
+
+    registry.add("job", job)
+    backend.enqueue_many([queue_module.ActivitySpec("job", {"i": i}) for i in range(4)])
+    worker = Worker(backend, registry, burst=True, concurrency=2, poll_interval=0.2,
+                    fail_on_error=True)
+    worker.start()
+    assert worker.join(timeout=60) == 20
+    assert worker.counters["succeeded"] == 3 and worker.counters["unacknowledged"] == 1
+    acts = backend.db[backend.context.names.activities]
+    assert acts.count_documents({"status": "completed"}) == 3
+    assert acts.find_one({"status": "processing"})["payload"] == {"i": 1}

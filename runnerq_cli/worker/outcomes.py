@@ -8,6 +8,8 @@ commands however many), failures one by one; batches grow with the load by
 themselves. An outcome the server does not take (it is away) is tried again
 after a back-off (the claim loop wakes for it), for up to TIMING.ack_retry_for;
 after that the lease runs out and the reaper hands the activity to another worker.
+An outcome the server refuses is recorded on its own, with an error saying why, and
+never holds up the others (`_write_batch`).
 """
 
 from __future__ import annotations
@@ -151,14 +153,15 @@ class OutcomeWriter:
             try:
                 answers: list[Any] = self._backend.ack_success_many(
                     [(flight.claim, outcome[1]) for flight, outcome in successes])
-            except Exception as exc:  # the server is away: try nothing more now
+            except Exception as exc:  # the server is away (the backend answers refusals
+                # claim by claim): try nothing more now
                 away, answers = exc, [exc] * len(successes)
             for (flight, outcome), answer in zip(successes, answers, strict=True):
-                if isinstance(answer, InvalidArgument):  # the result cannot be stored
-                    failures.append((flight, ("fatal", describe(answer, with_class=False))))
-                elif isinstance(answer, Exception) and server_away(answer):
+                if answer is away or (isinstance(answer, Exception) and server_away(answer)):
                     away = away or answer
                     unwritten.append((flight, outcome))
+                elif isinstance(answer, InvalidArgument):  # the result cannot be stored
+                    failures.append((flight, ("fatal", describe(answer, with_class=False))))
                 elif isinstance(answer, ClaimLost | CheckpointConflict):
                     self._written(flight, outcome, ClaimLost(str(answer)))
                 elif isinstance(answer, Exception):

@@ -2,7 +2,7 @@
 its own attempt fails.
 
 Each case runs beside good work in a real burst `Worker` of one slot: the worker exits,
-the good work completes on the same slot thread, the hostile attempt ends as a failure
+the good work completes, the slot thread lives on, the hostile attempt ends as a failure
 whose error text names the class and is at most ERROR_TEXT_MAX_BYTES, and no activity
 is left held (`processing`) by a slot that stopped running it.
 """
@@ -109,19 +109,18 @@ CASES: dict[str, tuple[Callable[[Any], Any], Status, str]] = {
 def run_beside_good_work(backend, hostile: Callable[[Any], Any]) -> tuple[Worker, Any, list]:
     """Run `hostile` first and three good activities after it, on one slot; the worker,
     the hostile activity's id, the good ones' ids."""
-    threads: dict[str, int] = {}
+    threads: dict[str, threading.Thread] = {}
     registry = HandlerRegistry()
 
     def bad(payload: Any) -> Any:
-        threads["bad"] = threading.get_ident()
+        threads["bad"] = threading.current_thread()
         return hostile(payload)
 
     async def bad_async(payload: Any) -> Any:
-        threads["bad"] = threading.get_ident()
+        threads["bad"] = threading.current_thread()
         return await hostile(payload)
 
     def good(payload: Any) -> Any:
-        threads.setdefault("good", threading.get_ident())
         return {"n": payload["n"]}
 
     registry.add("hostile", bad_async if inspect.iscoroutinefunction(hostile) else bad)
@@ -132,7 +131,9 @@ def run_beside_good_work(backend, hostile: Callable[[Any], Any]) -> tuple[Worker
     worker = Worker(backend, registry, burst=True, concurrency=1, poll_interval=0.2)
     worker.start()
     assert worker.join(timeout=60) == 0, "the burst worker did not exit (or failed)"
-    assert threads["bad"] == threads["good"], "the slot thread died: another took over"
+    # (The good work may run on another slot thread: the pool starts one when the
+    # claim loop hands work over before the first slot counts itself free.)
+    assert threads["bad"].is_alive(), "the slot thread that ran the hostile handler died"
     return worker, bad_id, good_ids
 
 

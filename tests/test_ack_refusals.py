@@ -73,8 +73,21 @@ def test_a_batch_refused_as_a_whole_is_tried_claim_by_claim(backend, monkeypatch
     assert "BSONObj size is invalid" in str(answers[2])
 
 
-def run_worker(backend, registry: HandlerRegistry) -> Worker:
-    worker = Worker(backend, registry, burst=True, concurrency=4, poll_interval=0.2)
+def failing_one(backend, count: int, failing: int, message: str, **options: Any) -> Worker:
+    """A burst worker over `count` activities `{"i": i}` whose handler raises `message`
+    for i == `failing` only (a one-attempt activity), run to its end."""
+    registry = HandlerRegistry()
+
+    def job(payload: dict[str, Any]) -> Any:
+        if payload["i"] == failing:
+            raise RuntimeError(message)
+        return payload
+
+    registry.add("job", job)
+    backend.enqueue_many([queue_module.ActivitySpec("job", {"i": i}, max_retries=1)
+                          for i in range(count)])
+    worker = Worker(backend, registry, burst=True, concurrency=2, poll_interval=0.2,
+                    **options)
     worker.start()
     assert worker.join(timeout=60) is not None, "the worker did not exit"
     return worker
@@ -103,17 +116,7 @@ def test_a_refused_failure_is_recorded_once_more_with_a_short_text(backend):
     """The server refuses the failure's update itself (a validator on `last_error`): it is
     recorded with a text saying so, and the other attempts of the batch are not held up."""
     validate(backend, "activities", {"last_error": {"$not": {"$regex": "poison"}}})
-    registry = HandlerRegistry()
-
-    def job(payload: dict[str, Any]) -> Any:
-        if payload["i"] == 2:
-            raise RuntimeError("poison pill")
-        return payload
-
-    registry.add("job", job)
-    backend.enqueue_many([queue_module.ActivitySpec("job", {"i": i}, max_retries=1)
-                          for i in range(6)])
-    worker = run_worker(backend, registry)
+    worker = failing_one(backend, 6, 2, "poison pill")
     assert worker.exit_code == 0
     assert worker.counters["succeeded"] == 5 and worker.counters["dead_lettered"] == 1
     acts = backend.db[backend.context.names.activities]
@@ -128,20 +131,30 @@ def test_a_failure_refused_even_when_short_is_given_up_and_counted(backend):
     outcome is given up, counted `unacknowledged` (which fails --fail-on-error), and the
     others are written; its lease is left to run out for the reaper."""
     validate(backend, "activities", {"last_error": {"$exists": False}})
-    registry = HandlerRegistry()
-
-    def job(payload: dict[str, Any]) -> Any:
-        if payload["i"] == 1:
-            raise RuntimeError("refused whatever it says")
-        return payload
-
-    registry.add("job", job)
-    backend.enqueue_many([queue_module.ActivitySpec("job", {"i": i}) for i in range(4)])
-    worker = Worker(backend, registry, burst=True, concurrency=2, poll_interval=0.2,
-                    fail_on_error=True)
-    worker.start()
-    assert worker.join(timeout=60) == 20
+    worker = failing_one(backend, 4, 1, "refused whatever it says", fail_on_error=True)
+    assert worker.exit_code == 20
     assert worker.counters["succeeded"] == 3 and worker.counters["unacknowledged"] == 1
     acts = backend.db[backend.context.names.activities]
     assert acts.count_documents({"status": "completed"}) == 3
     assert acts.find_one({"status": "processing"})["payload"] == {"i": 1}
+
+
+def test_concurrent_ack_success_calls_sharing_a_batch_get_their_own_answers(backend):
+    """Library callers of `ack_success` from many threads share batches (group commit):
+    the one whose result is refused gets InvalidArgument, the others complete."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    held = claims(backend, 8)
+    results: list[Any] = [{"i": i} for i in range(8)]
+    results[5] = {"bad": math.inf}
+
+    def ack(i: int) -> Any:
+        try:
+            return backend.ack_success(held[i], results[i])
+        except InvalidArgument as exc:
+            return exc
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ack, range(8)))
+    assert isinstance(answers[5], InvalidArgument) and "NaN or Infinity" in str(answers[5])
+    assert [a for i, a in enumerate(answers) if i != 5] == [AckOutcome.COMPLETED] * 7

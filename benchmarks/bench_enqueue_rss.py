@@ -23,16 +23,14 @@ hides another's. PYTHONPATH is passed on: point it at an older checkout to compa
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchserver import start_server
+from benchserver import bench_queue
 
 WRAPPER = ("import resource, subprocess, sys\n"
            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
@@ -91,23 +89,13 @@ def main() -> None:
     line_kb = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
     small_mb = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
     json_mb = float(sys.argv[4]) if len(sys.argv) > 4 else 0.2
-    uri, server = start_server()
-    env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
-           "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
-           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s"}
-    try:
-        subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
-                       check=True, capture_output=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            runs = (("write", size_mb, line_kb, False, ("-q",)),
-                    ("validate (--strict, last line invalid)", small_mb, 0.0, True,
-                     ("--strict",)),
-                    ("write with -o json", json_mb, 0.0, False, ("-o", "json")))
-            for name, mb, kb, bad_last, options in runs:
-                print(f"{name}: {growth(env, Path(tmp), mb, kb, bad_last, options)}")
-    finally:
-        if server is not None:
-            server.kill()
+    with bench_queue("bench_enqueue") as env, tempfile.TemporaryDirectory() as tmp:
+        runs = (("write", size_mb, line_kb, False, ("-q",)),
+                ("validate (--strict, last line invalid)", small_mb, 0.0, True,
+                 ("--strict",)),
+                ("write with -o json", json_mb, 0.0, False, ("-o", "json")))
+        for name, mb, kb, bad_last, options in runs:
+            print(f"{name}: {growth(env, Path(tmp), mb, kb, bad_last, options)}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ operator would, and assert exit codes and the activities' final state.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -158,3 +159,31 @@ def test_two_processes_drain_one_queue_exactly_once(backend, spawn, tmp_path):
     assert len(run_ids) == 30 and set(run_ids) == {str(aid) for aid in ids}
     pids = {backend.get_result(aid).data["pid"] for aid in ids}
     assert len(pids) == 2, "both workers should have taken a share"
+
+
+def test_a_signal_after_worker_stopped_keeps_its_exit_code(backend, spawn):
+    """Once "worker stopped exit_code=0" is logged, stop signals arriving while the
+    process exits (here: one every few milliseconds) change nothing: exit 0, not 143."""
+    worker = spawn(*APP, "--poll-interval", "0.2")
+    wait_until(lambda: "worker started" in worker.log, message="the worker to start")
+    worker.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "worker stopped" in worker.log, interval=0.002,
+               message="the worker to log that it stopped")
+    while worker.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            worker.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.003)
+    assert worker.wait(30) == 0, worker.log
+    assert "exit_code=0" in worker.log
+
+
+def test_a_shell_handler_whose_child_holds_the_pipe_succeeds(backend, run_cli_subprocess):
+    """The command exits 0 with its result; a process it left running holds its output
+    open: the attempt succeeds with that result instead of timing out."""
+    aid = backend.enqueue("held", {}, timeout_seconds=4, max_retries=1).activity_id
+    done = run_cli_subprocess("worker", "--burst", "--log-format", "plain", "--exec",
+                              """held=sh -c 'sleep 8 & echo "{\\"ok\\": 1}"'""", timeout=60)
+    assert done.code == 0, done.stderr
+    act = backend.get_activity(aid)
+    assert act.status == Status.COMPLETED, act.last_error
+    assert backend.get_result(aid).data == {"ok": 1}

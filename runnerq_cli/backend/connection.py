@@ -185,6 +185,18 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
     return None
 
 
+def server_away(exc: BaseException) -> bool:
+    """Whether a write that raised `exc` may succeed as it is when tried again later: the
+    server could not be reached, could not confirm it, or said so (a retryable write
+    error). Anything else is a refusal of what was sent: sending it again changes nothing.
+    """
+    if isinstance(exc, Unavailable | mongo_errors.ConnectionFailure
+                  | mongo_errors.WriteConcernError | mongo_errors.ExecutionTimeout):
+        return True
+    return isinstance(exc, mongo_errors.PyMongoError) and bool(
+        exc.has_error_label("RetryableWriteError") or exc.timeout)
+
+
 def answered(uri: str) -> None:
     """Note that the server of `uri` answered: no more probing for it."""
     _answered.add(uri)

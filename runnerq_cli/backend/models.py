@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -395,7 +396,11 @@ def display_time(value: datetime | None) -> str:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Dates to ISO-8601 (UTC), UUIDs and ObjectIds to strings, recursively."""
+    """Dates to ISO-8601 (UTC), UUIDs and ObjectIds to strings, recursively; NaN and
+    the infinities (stored by another program: JSON has no such numbers) to the
+    strings "NaN", "Infinity" and "-Infinity", so the output stays valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, dict):

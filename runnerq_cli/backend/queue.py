@@ -18,10 +18,12 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend import queries
+from runnerq_cli.backend.connection import server_away
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
 from runnerq_cli.backend.enqueueing import ActivitySpec as ActivitySpec  # re-exported
 from runnerq_cli.backend.enqueueing import Enqueuer
+from runnerq_cli.backend.error_text import describe, error_text
 from runnerq_cli.backend.group_commit import GroupCommit
 from runnerq_cli.backend.models import (
     TERMINAL_STATUSES,
@@ -33,6 +35,7 @@ from runnerq_cli.backend.models import (
     Status,
     parse_activity_id,
 )
+from runnerq_cli.backend.results import checked_result, same_value
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import (
@@ -136,7 +139,40 @@ class ActivityQueue(Enqueuer):
         result; then the activity, fenced on the lease. A crash in between
         leaves a result that readers ignore (its lease is not the activity's
         last acknowledged one) and that the next attempt replaces.
+
+        A result that is not one (results.py: not JSON, too large...) is answered with
+        InvalidArgument before anything is sent; a batch the server refuses as a whole
+        is tried again claim by claim, so one refused result never costs the others
+        (a server that cannot be reached raises, for the caller to try again).
         """
+        answers: list[AckOutcome | Exception | None] = [None] * len(acks)
+        checked: list[tuple[int, tuple[Claim, Any]]] = []
+        for i, (claim, result) in enumerate(acks):
+            try:
+                checked.append((i, (claim, checked_result(result))))
+            except InvalidArgument as exc:
+                answers[i] = exc
+        try:
+            got = self._ack_checked([ack for _, ack in checked]) if checked else []
+        except Exception as exc:
+            if server_away(exc):
+                raise
+            got = ([self._ack_alone(ack) for _, ack in checked] if len(checked) > 1
+                   else [InvalidArgument(f"the result cannot be stored: {describe(exc)}")])
+        for (i, _), answer in zip(checked, got, strict=True):
+            answers[i] = answer
+        return [a for a in answers if a is not None]
+
+    def _ack_alone(self, ack: tuple[Claim, Any]) -> AckOutcome | Exception:
+        try:
+            return self._ack_checked([ack])[0]
+        except Exception as exc:
+            if server_away(exc):
+                raise
+            return InvalidArgument(f"the result cannot be stored: {describe(exc)}")
+
+    def _ack_checked(self, acks: Sequence[tuple[Claim, Any]]) -> list[AckOutcome | Exception]:
+        """ack_success_many of results already checked."""
         now = self._ctx.clock()
         refused = self._write_results(acks, now)
         answers: list[AckOutcome | Exception | None] = [refused.get(i) for i in range(len(acks))]
@@ -189,7 +225,7 @@ class ActivityQueue(Enqueuer):
                 # a checkpoint conflict (the first value stays); another claim's: lost.
                 if doc.get("lease_id") != claim.lease_id:
                     refused[i] = _claim_lost(claim)
-                elif not _same_value(doc.get("data"), result):
+                elif not same_value(doc.get("data"), result):
                     refused[i] = _checkpoint_conflict(claim)
         return refused
 
@@ -203,7 +239,7 @@ class ActivityQueue(Enqueuer):
         now = self._ctx.clock()
         act = claim.activity
         aid, wid = act.id, claim.worker_id
-        error = str(error)
+        error = error_text(str(error))
         attempt = {"error": error, "attempt": act.retry_count + 1, "started_at": act.started_at}
         common = {"last_error": error, "last_error_at": now, "last_lease_id": claim.lease_id,
                   "last_worker_id": wid}
@@ -276,7 +312,7 @@ class ActivityQueue(Enqueuer):
             if first is AckOutcome.COMPLETED and outcome is AckOutcome.COMPLETED:
                 stored = self._ctx.results.find_one(
                     {"_id": claim.activity_id, "lease_id": claim.lease_id}, {"data": 1})
-                if stored is not None and _same_value(stored.get("data"), result):
+                if stored is not None and same_value(stored.get("data"), result):
                     return first
                 if stored is not None:
                     raise _checkpoint_conflict(claim)
@@ -328,10 +364,12 @@ class ActivityQueue(Enqueuer):
     # --------------------------------------------------------------- results
 
     def store_result(self, activity_id: uuid.UUID | str, data: Any, state: str = "Ok") -> None:
-        """Upsert a result directly (ack_success already stores the handler's result)."""
+        """Upsert a result directly (ack_success already stores the handler's result);
+        InvalidArgument for a value that cannot be a result (results.checked_result)."""
         if state not in ("Ok", "Err"):
             raise InvalidArgument("result state must be Ok or Err")
         aid = parse_activity_id(activity_id)
+        data = checked_result(data)
         now = self._ctx.clock()
         self._ctx.results.replace_one(
             {"_id": aid}, {"_id": aid, "activity_id": aid, "state": state, "data": data,
@@ -447,19 +485,6 @@ def _lease_seconds(asked: float | None, default: float) -> float:
     if not seconds > 0:
         raise InvalidArgument(f"lease must be longer than 0 seconds, got {seconds!r}")
     return seconds
-
-
-def _same_value(stored: Any, given: Any) -> bool:
-    """Whether `given` is what MongoDB stored as `stored` (compared as BSON values)."""
-    import bson
-
-    try:
-        again: Any = bson.decode(bson.encode({"v": given}),
-                            codec_options=bson.CodecOptions(tz_aware=True,
-                                                            uuid_representation=4))["v"]
-    except (bson.errors.InvalidDocument, TypeError, ValueError, OverflowError):
-        return False
-    return bool(again == stored)
 
 
 def _err(error: str, kind: str, now: datetime, claim_number: int | None) -> dict[str, Any]:

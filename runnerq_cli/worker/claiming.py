@@ -199,13 +199,28 @@ class Claimer:
         self.slots.submit(self._execute, self._begin(claim))
 
     def _execute(self, flight: Flight) -> None:
-        """Run attempts on this slot until there is nothing to claim (see _claim_next)."""
+        """Run attempts on this slot until there is nothing to claim (see _claim_next).
+
+        Every attempt this slot starts is settled before it moves on, whatever goes
+        wrong: `call` answers for the handler, and a failure of the worker's own
+        around it fails the attempt too, rather than leave its claim held and renewed.
+        """
         current: Flight | None = flight
         while current is not None:
             try:
-                outcome = call(current)
+                self._run(current)
             except Abandoned:
                 return
-            self._writer.hand_over(current, outcome)
-            self._writer.write()
+            except BaseException as exc:
+                failed = ("retry", f"the worker failed running the handler: {brief(exc)}")
+                log.error("a handler slot failed", extra=details(
+                    activity_id=str(current.claim.activity_id), error=brief(exc)))
+                if self._writer.hand_over(current, failed):
+                    self._writer.write()
             current = self._claim_next()
+
+    def _run(self, flight: Flight) -> None:
+        flight.thread = threading.current_thread()
+        outcome = call(flight)
+        self._writer.hand_over(flight, outcome)
+        self._writer.write()

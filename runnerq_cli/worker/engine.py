@@ -149,7 +149,8 @@ class Worker:
 
     @property
     def counters(self) -> dict[str, int]:
-        """claimed, succeeded, retried, failed, dead_lettered, claims_lost, released."""
+        """claimed, succeeded, retried, failed, dead_lettered, claims_lost, released,
+        unacknowledged (flights.COUNTERS)."""
         return self._flights.counters
 
     def stop(self, force: bool = False) -> None:
@@ -230,7 +231,7 @@ class Worker:
         if released:
             return int(ExitCode.WORKER_SHUTDOWN_TIMEOUT)
         failures = (self.counters["retried"] + self.counters["failed"]
-                    + self.counters["dead_lettered"])
+                    + self.counters["dead_lettered"] + self.counters["unacknowledged"])
         if self.fail_on_error and failures:
             return int(ExitCode.WORKER_ERRORS)
         return int(ExitCode.OK)
@@ -244,8 +245,7 @@ class Worker:
         previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
-        early, originals = startup.take_over()
-        previous.update(originals)
+        early = startup.take_over()
         if early:
             log.info("stop signal received during start-up: stopping",
                      extra=details(signals=len(early)))

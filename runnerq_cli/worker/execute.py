@@ -1,31 +1,36 @@
 """Running one attempt's handler and turning what it did into an outcome.
 
 ("ok", result), ("fatal", error) for a failure not worth retrying (the
-handler said so, or its result can never be stored), ("retry", error) for any
-other failure. `Abandoned` means the attempt was settled elsewhere (timed out,
-claim lost, released) while an async handler ran: it has no outcome to write.
+handler said so), ("retry", error) for any other failure. `Abandoned` means the
+attempt was settled elsewhere (timed out, claim lost, released) while an async
+handler ran: it has no outcome to write.
+
+Whatever the handler raises (any BaseException, with a message that is huge or
+whose `__str__` raises or returns no string) ends as a failure with a bounded text
+(backend/error_text.py); `call` itself never raises anything else. Whether a
+result can be stored (JSON, finite numbers, at most RESULT_MAX_BYTES) is decided
+where it is written (backend/results.py): a result that cannot be is recorded
+as a non-retryable failure saying why (outcomes.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli import values
+from runnerq_cli.backend.error_text import describe, error_text
 from runnerq_cli.worker.handlers import HandlerTimeout, NonRetryableError, RetryableError
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
-from runnerq_cli.worker.outcomes import Outcome, brief
+from runnerq_cli.worker.outcomes import Outcome
 
 if TYPE_CHECKING:
     from runnerq_cli.worker.flights import Flight
 
 log = logging.getLogger(WORKER_LOGGER)
-RESULT_MAX_BYTES = 8 * 1024 * 1024  # the activity document (16 MiB max) carries it, payload too
 
 
 class Abandoned(Exception):
@@ -37,29 +42,32 @@ def call(flight: Flight) -> Outcome:
     handler = flight.handler
     act = flight.claim.activity
     if handler is None:
-        return "fatal", f"no handler for {act.activity_type}"
+        return "fatal", error_text(f"no handler for {act.activity_type}")
     try:
         args = (act.payload, flight.ctx) if handler.takes_context else (act.payload,)
         if handler.is_async:
-            result = asyncio.run(_run_async(flight, handler.func(*args)))
-        else:
-            result = handler.func(*args)
+            return "ok", asyncio.run(_run_async(flight, handler.func(*args)))
+        return "ok", handler.func(*args)
     except Abandoned:
         raise
     except NonRetryableError as exc:
-        return "fatal", str(exc) or type(exc).__name__
+        return "fatal", describe(exc, with_class=False)
     except RetryableError as exc:  # HandlerTimeout, shell failures, or the user's
-        return "retry", str(exc) or type(exc).__name__
+        return "retry", describe(exc, with_class=False)
     except BaseException as exc:  # SystemExit, CancelledError too: else the slot
         # thread dies and the claim is held, unsettled, until its timeout.
-        log.debug("handler raised", extra=details(
-            activity_id=str(act.id), traceback="".join(traceback.format_exception(exc))[-4000:]))
-        return "retry", brief(exc)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("handler raised", extra=details(
+                activity_id=str(act.id), traceback=_traceback(exc)))
+        return "retry", describe(exc)
+
+
+def _traceback(exc: BaseException) -> str:
+    """The end of the exception's traceback, or why it could not be formatted."""
     try:
-        json.dumps(result)
-    except (TypeError, ValueError) as exc:
-        return "fatal", f"result is not JSON-serialisable: {exc}"
-    return storable(result)
+        return error_text("".join(traceback.format_exception(exc))[-4000:])
+    except BaseException as failed:
+        return f"(the traceback could not be formatted: {describe(failed)})"
 
 
 async def _run_async(flight: Flight, coro: Any) -> Any:
@@ -76,22 +84,3 @@ async def _run_async(flight: Flight, coro: Any) -> Any:
             if flight.ctx.should_stop and time.monotonic() < flight.timeout_at:
                 raise Abandoned()
             raise HandlerTimeout(f"timed out after {flight.ctx.timeout_seconds:g}s")
-
-
-def storable(result: Any) -> Outcome:
-    """("ok", result), or ("fatal", why) for a result MongoDB refuses (an int past 64 bits,
-    too large, nested too deep): its acknowledgement could never succeed, and the reaper
-    would rerun it."""
-    import bson
-
-    if values.nested_deeper_than({"data": result}):
-        return "fatal", (f"result cannot be stored in MongoDB: nested deeper than "
-                         f"{values.JSON_MAX_DEPTH} levels")
-    try:
-        size = len(bson.encode({"data": result}))
-    except (bson.errors.InvalidDocument, OverflowError, TypeError, ValueError) as exc:
-        return "fatal", f"result cannot be stored in MongoDB: {brief(exc)}"
-    if size > RESULT_MAX_BYTES:
-        return "fatal", (f"result cannot be stored in MongoDB: {size} bytes, more than "
-                         f"{RESULT_MAX_BYTES} (it travels in the activity document)")
-    return "ok", result

@@ -9,18 +9,25 @@ one of the handler's slot, the lease keeper (timeout, claim lost) and shutdown
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.error_text import describe
+from runnerq_cli.worker.logs import WORKER_LOGGER, details
+
 if TYPE_CHECKING:
     from runnerq_cli.backend.models import Claim
     from runnerq_cli.worker.handlers import ActivityContext, Handler
 
+log = logging.getLogger(WORKER_LOGGER)
+# `unacknowledged`: outcomes given up unwritten (the server away past the retries, or
+# refusing even a short failure): the reaper requeues them when their lease runs out.
 COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
-            "released")
+            "released", "unacknowledged")
 
 
 @dataclass
@@ -38,6 +45,9 @@ class Flight:
     settled: bool = False
     presumed_lost: bool = False
     finished: float = 0.0  # monotonic time the attempt was settled (its outcome known)
+    # The slot thread running the handler, once it has started: while the attempt is
+    # unsettled its lease is renewed only as long as this thread lives (leases.py).
+    thread: threading.Thread | None = None
     ack_give_up: float = 0.0  # set when a write of the outcome first fails
 
     @property
@@ -169,13 +179,20 @@ class Slots:
         self._tasks.put((fn, args))
 
     def _loop(self) -> None:
-        while True:
-            fn, args = self._tasks.get()
-            try:
-                fn(*args)
-            finally:
-                with self._lock:
-                    self.busy -= 1
-                # Wake the claim loop only now: woken earlier, it would still see
-                # this slot busy and sleep a whole poll interval.
-                self._on_free()
+        try:
+            while True:
+                fn, args = self._tasks.get()
+                try:
+                    fn(*args)
+                except BaseException as exc:  # the task settles its own attempts (claiming.py);
+                    # this thread lives on for the next one
+                    log.error("a handler slot failed", extra=details(error=describe(exc)))
+                finally:
+                    with self._lock:
+                        self.busy -= 1
+                    # Wake the claim loop only now: woken earlier, it would still see
+                    # this slot busy and sleep a whole poll interval.
+                    self._on_free()
+        finally:  # a thread that died anyway is replaced by the next submit
+            with self._lock:
+                self._threads -= 1

@@ -75,7 +75,23 @@ class LeaseKeeper:
                 if not flight.settled:
                     self._look_at(flight, now)
 
+    def _orphaned(self, flight: Flight, now: float) -> str | None:
+        """Why no handler runs this unsettled attempt, or None while one does: a lease
+        is renewed only while its handler really runs."""
+        if flight.thread is None:  # a slot picks a claim up within milliseconds
+            return ("the handler never started" if now - flight.started > self._lease
+                    else None)
+        if not flight.thread.is_alive():
+            return "the handler's slot ended without an outcome"
+        return None
+
     def _look_at(self, flight: Flight, now: float) -> None:
+        orphaned = self._orphaned(flight, now)
+        if orphaned:
+            # Renewing would hold the activity for nobody, forever: fail the attempt.
+            if self._writer.hand_over(flight, ("retry", orphaned)):
+                self._flights.wake.set()
+            return
         if now >= flight.timeout_at + SELF_TIMED_GRACE[flight.kind]:
             # A thread cannot be killed: settle the attempt as timed out and
             # abandon the thread (its result will be dropped).

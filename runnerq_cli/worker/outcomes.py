@@ -8,6 +8,8 @@ commands however many), failures one by one; batches grow with the load by
 themselves. An outcome the server does not take (it is away) is tried again
 after a back-off (the claim loop wakes for it), for up to TIMING.ack_retry_for;
 after that the lease runs out and the reaper hands the activity to another worker.
+An outcome the server refuses is recorded on its own, with an error saying why, and
+never holds up the others (`_write_batch`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.connection import server_away
+from runnerq_cli.backend.error_text import describe
 from runnerq_cli.backend.models import AckOutcome
 from runnerq_cli.backend.timing import TIMING
-from runnerq_cli.errors import ClaimLost, InvalidArgument
+from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument
 from runnerq_cli.worker.logs import (
     LEVELS,
     OUTCOME_LEVEL,
@@ -56,8 +60,8 @@ def log_attempt(flight: Flight, outcome: str, error: str | None) -> None:
 
 
 def brief(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """`Class: message`, one line, bounded, whatever the exception (error_text.py)."""
+    return describe(exc)
 
 
 class OutcomeWriter:
@@ -132,44 +136,80 @@ class OutcomeWriter:
         self.write()
 
     def _write_batch(self) -> None:
-        """Write what is waiting; on a server error, keep the rest for _retry_later."""
+        """Write what is waiting; while the server is away, keep the rest for _retry_later.
+
+        An outcome the server refuses never holds up the others: a refused result
+        (backend: answered alone, InvalidArgument) is recorded as a non-retryable
+        failure saying why, a refused failure once more with a short text
+        (`_ack_failure`); one that cannot be written at all is given up and counted
+        (`unacknowledged`): its lease runs out and the reaper requeues it.
+        """
         batch = [self._finished.popleft() for _ in range(len(self._finished))]
         successes = [(flight, outcome) for flight, outcome in batch if outcome[0] == "ok"]
         failures = [(flight, outcome) for flight, outcome in batch if outcome[0] != "ok"]
-        error: Exception | None = None
+        away: Exception | None = None
         unwritten: list[tuple[Flight, Outcome]] = []
         if successes:
             try:
                 answers: list[Any] = self._backend.ack_success_many(
                     [(flight.claim, outcome[1]) for flight, outcome in successes])
-            except Exception as exc:  # the server is away: try nothing more now
-                error, answers = exc, [exc] * len(successes)
+            except Exception as exc:  # the server is away (the backend answers refusals
+                # claim by claim): try nothing more now
+                away, answers = exc, [exc] * len(successes)
             for (flight, outcome), answer in zip(successes, answers, strict=True):
-                if isinstance(answer, InvalidArgument):  # the server refused the result
-                    failures.append((flight, ("fatal", str(answer))))
-                elif isinstance(answer, Exception) and not isinstance(answer, ClaimLost):
-                    error = error or answer
+                if answer is away or (isinstance(answer, Exception) and server_away(answer)):
+                    away = away or answer
                     unwritten.append((flight, outcome))
+                elif isinstance(answer, InvalidArgument):  # the result cannot be stored
+                    failures.append((flight, ("fatal", describe(answer, with_class=False))))
+                elif isinstance(answer, ClaimLost | CheckpointConflict):
+                    self._written(flight, outcome, ClaimLost(str(answer)))
+                elif isinstance(answer, Exception):
+                    failures.append((flight, ("fatal", "the result could not be stored: "
+                                              + describe(answer))))
                 else:
                     self._written(flight, outcome, answer)
         for flight, outcome in failures:
-            if error is not None:
+            if away is not None:
                 unwritten.append((flight, outcome))
                 continue
             try:
-                answer = self._backend.ack_failure(flight.claim, outcome[1],
-                                                   retryable=outcome[0] != "fatal")
-            except ClaimLost as exc:
-                answer = exc
+                self._ack_failure(flight, outcome)
             except Exception as exc:
-                error = exc
+                away = exc
                 unwritten.append((flight, outcome))
-                continue
-            self._written(flight, outcome, answer)
-        if error is not None:
-            self._retry_later(unwritten, error)
+        if away is not None:
+            self._retry_later(unwritten, away)
         else:
             self._backoff = ACK_BACKOFF_FIRST
+
+    def _ack_failure(self, flight: Flight, outcome: Outcome) -> None:
+        """Record a failed attempt; raises only while the server is away. A failure the
+        server refuses is recorded once more with a short text saying so; refused again,
+        it is given up (counted `unacknowledged`, logged)."""
+        text, refusal = str(outcome[1]), None
+        for _ in range(2):
+            try:
+                answer = self._backend.ack_failure(flight.claim, text,
+                                                   retryable=outcome[0] != "fatal")
+            except ClaimLost as exc:
+                self._written(flight, outcome, exc)
+                return
+            except Exception as exc:
+                if server_away(exc):
+                    raise
+                refusal = exc
+                text = f"the failure could not be recorded: {describe(exc)}"
+                continue
+            self._written(flight, (outcome[0], text), answer)
+            return
+        self._give_up(flight, refusal or RuntimeError("refused"))
+
+    def _give_up(self, flight: Flight, error: BaseException) -> None:
+        self._flights.drop(flight)
+        self._flights.count("unacknowledged")
+        log.error("could not acknowledge; the reaper will requeue it when its lease expires",
+                  extra=details(activity_id=str(flight.claim.activity_id), error=brief(error)))
 
     def _written(self, flight: Flight, outcome: Outcome,
                  answer: AckOutcome | ClaimLost) -> None:
@@ -190,10 +230,7 @@ class OutcomeWriter:
         for flight, outcome in unwritten:
             flight.ack_give_up = flight.ack_give_up or now + TIMING.ack_retry_for
             if now >= flight.ack_give_up or self._force.is_set():
-                self._flights.drop(flight)
-                log.error("could not acknowledge; the reaper will requeue it when its "
-                          "lease expires", extra=details(
-                              activity_id=str(flight.claim.activity_id), error=brief(error)))
+                self._give_up(flight, error)
             else:
                 keep.append((flight, outcome))
         self._finished.extendleft(reversed(keep))

@@ -8,9 +8,16 @@ Contract (docs/workers.md: "Shell handlers"):
   ...) and no variable whose value holds the connection string or its
   password; plus exactly the RUNNERQ_* variables of `HANDLER_VARIABLES`.
 - The command is split with shlex and run without a shell; write
-  `sh -c '...'` yourself if you want one.
+  `sh -c '...'` yourself if you want one. So a first word holding `=`
+  (`--exec 'a=b=cat'`: type `a`, command `b=cat`) is refused: without a shell,
+  `VAR=value` is no assignment, and no program is named so.
 - Exit 0 is success. Standard output is the result: empty means null, JSON is
-  parsed, anything else becomes a string result (its last 16 KiB).
+  parsed, anything else becomes a string result (its last 16 KiB). Output
+  longer than 16 MiB (twice a result's bound) is not kept: only its last
+  16 KiB are, and they are the string result (pipes.py: bounded memory).
+- The command's own exit ends the attempt: output still arriving afterwards
+  (from a process it started that holds its output open) is read for at most
+  1 s more; such processes are neither waited for nor stopped.
 - Exit 100 (`EXIT_NON_RETRYABLE`) is a non-retryable failure; any other exit
   status, or death by a signal, is retryable. The last 2 KiB of standard
   error become `last_error`.
@@ -37,6 +44,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.literal import literal
 from runnerq_cli.worker.handlers import (
     ActivityContext,
     Handler,
@@ -44,12 +52,12 @@ from runnerq_cli.worker.handlers import (
     NonRetryableError,
     RetryableError,
 )
+from runnerq_cli.worker.pipes import OUTPUT_MAX_BYTES, Capture, exchange
 
 EXIT_NON_RETRYABLE = 100
 STDERR_TAIL = 2048
 STDOUT_TEXT_TAIL = 16384
 KILL_GRACE = 5.0
-POLL = 0.2
 # What a handler's environment holds of RunnerQ: these, and no other RUNNERQ_* variable.
 HANDLER_VARIABLES = ("RUNNERQ_ACTIVITY_ID", "RUNNERQ_ACTIVITY_TYPE", "RUNNERQ_ATTEMPT",
                      "RUNNERQ_WORKER_ID", "RUNNERQ_QUEUE")
@@ -63,9 +71,10 @@ class ShellFailure(RetryableError):
     """A retryable failure of a shell command (its exit status and stderr tail)."""
 
 
-def _tail(data: bytes, limit: int) -> str:
+def _tail(data: bytes, limit: int, cut: bool) -> str:
+    """The last `limit` bytes as text, marked "…" when more came before them (`cut`)."""
     text = data[-limit:].decode("utf-8", errors="replace").strip()
-    return ("…" + text) if len(data) > limit else text
+    return ("…" + text) if cut else text
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -173,6 +182,12 @@ class ShellCommand:
             raise InvalidArgument(f"command {command!r}: {exc}") from None
         if not self.argv:
             raise InvalidArgument("an --exec command must not be empty")
+        if "=" in self.argv[0]:
+            raise InvalidArgument(
+                f"command '{literal(command, max_length=200)}': its first word "
+                f"'{literal(self.argv[0], max_length=100)}' holds '=': commands run without "
+                "a shell, where VAR=value is no assignment (the type is the text before "
+                "the first '='); use 'env VAR=value COMMAND' or 'sh -c ...'")
         self.command = command
 
     def __call__(self, payload: dict[str, Any], ctx: ActivityContext) -> Any:
@@ -185,31 +200,23 @@ class ShellCommand:
             raise NonRetryableError(f"command not found: {self.argv[0]}") from None
         except PermissionError:
             raise NonRetryableError(f"command not executable: {self.argv[0]}") from None
-        data = json.dumps(payload).encode()
         import time
 
-        deadline = time.monotonic() + ctx.timeout_seconds
-        stdout = stderr = b""
-        pending_input: bytes | None = data
-        while True:
-            wait = min(POLL, max(0.0, deadline - time.monotonic()))
-            try:
-                stdout, stderr = proc.communicate(input=pending_input, timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                pending_input = None  # communicate() keeps what it has sent so far
-                if time.monotonic() >= deadline:
-                    _kill_group(proc)
-                    raise HandlerTimeout(
-                        f"timed out after {ctx.timeout_seconds:g}s: command killed") from None
-                if ctx.should_stop:
-                    _kill_group(proc)
-                    raise ShellFailure("command stopped: the worker gave the activity up"
-                                       ) from None
+        out, err = Capture(OUTPUT_MAX_BYTES, STDOUT_TEXT_TAIL), Capture(STDERR_TAIL, STDERR_TAIL)
+        ended = exchange(proc, json.dumps(payload).encode(), out, err,
+                         time.monotonic() + ctx.timeout_seconds, lambda: ctx.should_stop)
+        if ended == "timeout":
+            _kill_group(proc)
+            raise HandlerTimeout(f"timed out after {ctx.timeout_seconds:g}s: command killed")
+        if ended == "stopped":
+            _kill_group(proc)
+            raise ShellFailure("command stopped: the worker gave the activity up")
         code = proc.returncode
         if code == 0:
-            return parse_stdout(stdout)
-        tail = _tail(stderr, STDERR_TAIL)
+            # Output longer than any result can be: not parsed, its end is the result.
+            return parse_stdout(out.data) if out.whole else _tail(out.data, STDOUT_TEXT_TAIL,
+                                                                  cut=True)
+        tail = _tail(err.data, STDERR_TAIL, cut=not err.whole)
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         message = f"{how}: {tail}" if tail else how
         if code == EXIT_NON_RETRYABLE:

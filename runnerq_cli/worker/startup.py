@@ -13,11 +13,20 @@ stopped" logged), a second stops it at once, as documented.
 SIGINT is handled even if the process inherited it ignored (as anything started
 with `&` from a non-interactive shell does): an operator's Ctrl-C or `kill -INT`
 must stop a worker.
+
+And after the engine: it puts back the recording handlers (not the default
+disposition), and once the command knows its exit code (`exit_on_signal`) a stop
+signal ends the process at once with that code. A second SIGTERM 50 ms after
+"worker stopped exit_code=0" was logged used to kill the exiting process the
+default way (exit 143), though everything was done.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any
@@ -44,14 +53,31 @@ def install_if_worker(argv: Sequence[str]) -> bool:
     return True
 
 
-def take_over() -> tuple[list[int], dict[int, Any]]:
+def take_over() -> list[int]:
     """For the engine, once its own handlers are installed: the signals received
-    during start-up, and the dispositions the process had before them (to put back
-    when the engine is done). Empty when nothing was installed early."""
-    received, originals = list(_received), dict(_originals)
+    during start-up (empty when nothing was installed early). What the engine puts
+    back when it is done are the recording handlers: a signal while the process
+    exits changes nothing (see `exit_on_signal`)."""
+    received = list(_received)
     _received.clear()
-    _originals.clear()
-    return received, originals
+    return received
+
+
+def exit_on_signal(code: int) -> None:
+    """The worker command is done and exits with `code`: from now on a stop signal
+    ends the process at once with that code (what is left is the interpreter's
+    shutdown; nothing to stop gracefully)."""
+    if not _originals:
+        return
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # the interrupted code may hold its lock
+                stream.flush()
+        os._exit(code)
+
+    for signum in SIGNALS:
+        signal.signal(signum, leave)
 
 
 def received() -> int:

@@ -64,6 +64,7 @@ def worker(
 ) -> None:
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
+    from runnerq_cli.worker import startup
     from runnerq_cli.worker.api import build_registry
     from runnerq_cli.worker.engine import Worker, claim_types
     from runnerq_cli.worker.handlers import parse_assignment
@@ -98,6 +99,7 @@ def worker(
         code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
                       max_activities=max_activities, worker_id=worker_id,
                       all_types=all_types).run()
+        startup.exit_on_signal(code)  # a late signal does not change how it ended
     finally:
         unconfigure_logging(log_handler)
     raise typer.Exit(code)

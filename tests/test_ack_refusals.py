@@ -29,7 +29,7 @@ def validate(backend, collection: str, validator: dict[str, Any]) -> None:
         db = client[backend.settings.database]
         db.drop_collection(name)
         db.create_collection(name, validator=validator)
-    backend.init_indexes()
+    backend.maintenance.init_indexes()
 
 
 def claims(backend, count: int) -> list:

@@ -355,3 +355,33 @@ def test_user_values_in_bulk_actions_and_the_reaper_are_stored_as_written(
     doc = activity(backend, aid)
     assert (doc["status"], doc["last_error"], doc["payload"]) == (
         "dead_letter", "lease expired (worker $w)", HOSTILE)
+
+
+# ------------------------------------------- the contract: copies keep BSON types
+
+
+def test_an_outbox_another_program_wrote_is_copied_with_its_bson_types(
+        backend: RunnerQ) -> None:
+    """A double stays a double (a copier that turned `delay_seconds` 2.0 into an int32 2
+    broke the contract), an int64 an int64, an int32 an int32, a date a date."""
+    from bson import Int64, ObjectId
+
+    aid = uuid.uuid4()
+    long_ago = server_now(backend) - timedelta(hours=1)
+    event = {"_id": ObjectId(), "event_type": "Retrying", "timestamp": long_ago,
+             "worker_id": "other", "detail": {"delay_seconds": 2.0, "retry_count": 1,
+                                              "big": Int64(5), "scheduled_at": long_ago}}
+    backend.context.activities.insert_one({
+        "_id": aid, "activity_type": "other", "payload": {}, "priority": 2,
+        "status": "scheduled", "scheduled_at": long_ago, "created_at": long_ago,
+        "retry_count": 1, "max_retries": 3, "timeout_seconds": 300,
+        "retry_delay_seconds": 1, "metadata": {},
+        "outbox": {"seq": 1, "since": long_ago, "events": [event]}})
+    assert backend.maintenance.repair_outboxes() == 1
+    stored = backend.context.events.find_one({"_id": event["_id"]})
+    assert stored is not None
+    detail = stored["detail"]
+    assert type(detail["delay_seconds"]) is float and detail["delay_seconds"] == 2.0
+    assert type(detail["big"]) is Int64
+    assert type(detail["retry_count"]) is int
+    assert detail["scheduled_at"] == long_ago

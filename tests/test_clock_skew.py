@@ -292,8 +292,10 @@ return [str(r.activity_id) for r in done]
 # ------------------------------------------------------------ $literal
 
 
-HOSTILE = {"$name": "$x", "field": "$status", "expr": {"$add": [1, 2]}, "now": "$$NOW",
-           "list": ["$a", {"$literal": "$b"}], "dotted.key": "v", "empty": {}}
+# Values a pipeline would read as field paths and variables if they were not in $literal
+# (keys stay plain: whether `$`-prefixed keys may be stored is the server's rule, not this).
+HOSTILE = {"name": "$x", "field": "$status", "now": "$$NOW", "root": "$$ROOT",
+           "list": ["$a", "$$NOW", {"path": "$payload.name"}], "empty": {}, "n": 2.0}
 
 
 def test_user_values_in_pipeline_writes_are_stored_as_written(backend: RunnerQ) -> None:

@@ -172,6 +172,7 @@ return [rq.maintenance.requeue_expired(), rq.maintenance.process_scheduled()]
     assert activity(backend, due)["status"] == "pending"
 
 
+@pytest.mark.slow
 def test_a_worker_5_minutes_behind_keeps_its_renewed_lease(backend: RunnerQ, cli_env,
                                                            tmp_path: Path) -> None:
     """Its handler outlives the lease, so only renewals keep it; a true-clock worker's
@@ -197,6 +198,7 @@ def test_a_worker_5_minutes_behind_keeps_its_renewed_lease(backend: RunnerQ, cli
     assert not [e for e in backend.get_activity_events(aid) if e.event_type == "Requeued"]
 
 
+@pytest.mark.slow
 def test_a_dead_worker_5_minutes_ahead_loses_its_lease_on_time(backend: RunnerQ, cli_env
                                                                ) -> None:
     """Killed while it holds a 3 s lease: the reaper of a true clock takes it back within
@@ -224,6 +226,7 @@ def test_a_dead_worker_5_minutes_ahead_loses_its_lease_on_time(backend: RunnerQ,
 # --------------------------------------------------- back-off, failures, events
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("offset", SKEWS)
 def test_a_skewed_workers_failures_back_off_and_sort_by_the_server(
         backend: RunnerQ, cli_env, offset: str) -> None:

@@ -122,8 +122,8 @@ def repeats_within(first: TailProcess, killed_at: float, resumed: list[dict]) ->
 class LaggingClock:
     """A backend clock that says a time `lag` seconds old: a writer that chose its time and
     then stalled that long before its write landed (or a host whose clock runs behind).
-    `server_stamps` keeps the server stamping positions, as on the default clock
-    (writes.server_stamps)."""
+    `server_stamps` keeps the server stamping positions and every time it writes, as on
+    the default clock (servertime.server_stamps): only its comparisons use this clock."""
 
     server_stamps = True
 

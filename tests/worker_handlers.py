@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -72,7 +73,18 @@ def noop(payload, ctx):
 
 @registry.handler("slow_first")
 def slow_first(payload, ctx):
-    """Hangs on the first attempt (to be killed), quick afterwards."""
+    """Hangs on the first attempt (to be killed), quick afterwards (an event's wait, not
+    `time.sleep`: see `mark_and_wait`)."""
     if ctx.attempt == 1:
-        time.sleep(60)
+        threading.Event().wait(60)
     return {"attempt": ctx.attempt}
+
+
+@registry.handler("mark_and_wait")
+def mark_and_wait(payload, ctx):
+    """`mark`, waiting with an event instead of `time.sleep`: libfaketime with the
+    monotonic clock left true (tests/test_clock_skew.py) makes `time.sleep` fail (EINVAL)."""
+    directory = Path(payload["dir"])
+    (directory / f"{ctx.activity_id}-{os.getpid()}-{time.monotonic_ns()}").write_text("x")
+    threading.Event().wait(float(payload.get("seconds", 0)))
+    return {"pid": os.getpid()}

@@ -144,7 +144,8 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
                        clock=self._ctx.clock)
 
     def now(self) -> datetime:
-        """The backend's clock (what it stamps documents with)."""
+        """The backend's clock: the server's as this process knows it (servertime.py), or
+        the clock it was built with (`RunnerQ(settings, clock=...)`: tests travel in time)."""
         return self._ctx.clock()
 
     def ping(self) -> None:

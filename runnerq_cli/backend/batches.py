@@ -39,6 +39,7 @@ from runnerq_cli.backend.operator import (
     fence_of,
     plan_update,
 )
+from runnerq_cli.backend.servertime import server_update, write_time
 from runnerq_cli.backend.sizes import BULK_BATCH_SIZE
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 
@@ -105,12 +106,12 @@ class Batches:
         ctx = self._ctx
         eligible = self._eligible(action, ids, {"outbox": 0, "payload": 0}, allowed, expect,
                                   skipped)
-        now = ctx.clock()
+        now = write_time(ctx.clock)  # events, completed_at: the server's as they land
         writes: list[UpdateOne] = []
         planned: dict[uuid.UUID, tuple[dict[str, Any], dict[str, Any], Any, Any]] = {}
         for aid, before in eligible:
             update, info, event = plan_update(action, before, now, params, note)
-            writes.append(UpdateOne(fence_of(before), update))
+            writes.append(UpdateOne(fence_of(before), server_update(update)))
             planned[aid] = (before, info, event["_id"],
                             update["$set"].get("status", before.get("status")))
         if not writes:

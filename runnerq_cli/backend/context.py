@@ -2,6 +2,8 @@
 
 The collections are driver.py's: every call through them translates driver
 errors, so whatever holds a context holds no untranslated way to MongoDB.
+The clock is the server's (servertime.ServerClock) unless the caller brings
+its own (tests travel in time with one).
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class QueueContext:
                clock: Callable[[], datetime] = utc_now) -> QueueContext:
         names = CollectionNames(settings.queue)
         database = Database.wrap(settings.uri, db)
+        if clock is utc_now:  # the default: what decides what runs when is the server's
+            from runnerq_cli.backend.servertime import ServerClock
+
+            clock = ServerClock(database)
         activities, events = database[names.activities], database[names.events]
         results, dead_letter = database[names.results], database[names.dead_letter]
         outbox = OutboxWriter(activities, events, results, dead_letter, clock)

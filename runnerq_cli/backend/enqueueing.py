@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from runnerq_cli.backend.models import (
     Status,
     check_metadata_key,
 )
+from runnerq_cli.backend.servertime import When, write_time
 from runnerq_cli.backend.writes import insert_stamped, stamped_inserts
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
 
@@ -85,12 +86,18 @@ class ActivitySpec:
             raise InvalidArgument("idempotency key must be a non-empty string")
         values.activity_limits(self)  # storable payload, bounded numbers and times
 
-    def due_at(self, now: datetime) -> datetime | None:
-        """When a delayed activity becomes due, or None to run as soon as possible."""
+    def due_at(self, now: datetime | Callable[[], datetime],
+               at: When | None = None) -> When | None:
+        """When a delayed activity becomes due, or None to run as soon as possible.
+
+        A time to run at is compared with `now` (or a clock, asked only then); a delay
+        counts from `at` (the time the write sets: the server's `$$NOW`), else `now`."""
         if self.scheduled_at is not None:
-            return self.scheduled_at if self.scheduled_at > now else None
+            current = now if isinstance(now, datetime) else now()
+            return self.scheduled_at if self.scheduled_at > current else None
         if self.delay_seconds:
-            return now + timedelta(seconds=self.delay_seconds)
+            start = at if at is not None else now if isinstance(now, datetime) else now()
+            return start + timedelta(seconds=self.delay_seconds)
         return None
 
 
@@ -110,7 +117,7 @@ class Enqueuer(Part):
 
     def _insert(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
         """One activity, `created_at` stamped by the server (writes.stamped_inserts)."""
-        now = self._ctx.clock()
+        now = write_time(self._ctx.clock)
         doc = self.new_document(spec, activity_id, now)
         insert_stamped(self._ctx.activities, doc, "created_at", self._ctx.clock, now)
         return EnqueueResult(activity_id, True, doc["status"])
@@ -122,7 +129,7 @@ class Enqueuer(Part):
         keyed ones take the idempotent path one by one (they need the key's answer).
         """
         out: list[EnqueueResult | Exception | None] = [None] * len(specs)
-        now = self._ctx.clock()
+        now = write_time(self._ctx.clock)
         plain: list[tuple[int, dict[str, Any]]] = []
         for index, spec in enumerate(specs):
             if spec.idempotency_key is None:
@@ -145,11 +152,12 @@ class Enqueuer(Part):
         return [r for r in out if r is not None]
 
     def new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
-                     now: datetime) -> dict[str, Any]:
+                     now: When) -> dict[str, Any]:
         """The activity document an enqueue inserts (dlq import inserts the same)."""
         # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py),
         # which the insert stamps (writes.stamped_inserts): it is not in the document here.
-        due = spec.due_at(now)
+        # A delay counts from the time the write sets: the server's $$NOW (servertime.py).
+        due = spec.due_at(now if isinstance(now, datetime) else self._ctx.clock, now)
         status = Status.SCHEDULED if due else Status.PENDING
         doc: dict[str, Any] = {
             "_id": activity_id,

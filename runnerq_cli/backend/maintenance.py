@@ -28,6 +28,7 @@ from runnerq_cli.backend.queue import (
     flush_projection,
 )
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.servertime import past_now, server_update, write_time
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 
@@ -60,7 +61,8 @@ class QueueChores(Part):
         a worker that acknowledges at the same moment and the reaper cannot
         both win. Returns {"requeued": n, "dead_lettered": m}.
         """
-        now = self._ctx.clock()
+        now = self._ctx.clock()  # the server's (servertime.ServerClock): an indexed range
+        at = write_time(self._ctx.clock)  # what the updates write: the server's as they land
         expired = list(self._ctx.activities.find(
             queries.expired_leases(now).filter, {"outbox": 0, "payload": 0}).limit(limit))
         counts = {"requeued": 0, "dead_lettered": 0}
@@ -69,7 +71,7 @@ class QueueChores(Part):
             error = f"lease expired (worker {act.worker_id or 'unknown'})"
             if attempts_remain(act.retry_count, act.max_retries):
                 kind = "requeued"
-                event = new_event(act.id, act.activity_type, EventType.REQUEUED.value, now,
+                event = new_event(act.id, act.activity_type, EventType.REQUEUED.value, at,
                                   act.worker_id, reason="lease_expired", error=error,
                                   retry_count=act.retry_count + 1, attempt=act.retry_count + 1,
                                   started_at=act.started_at, lease_deadline=act.lease_deadline)
@@ -80,17 +82,17 @@ class QueueChores(Part):
                 # The attempt is over: started_at goes with the lease (its steps are stored).
                 update = merge_updates(
                     {"$set": {"status": Status.PENDING.value, "last_error": error,
-                              "last_error_at": now},
+                              "last_error_at": at},
                      "$unset": {**LEASE_FIELDS, "scheduled_at": "", "started_at": ""},
                      "$inc": {"retry_count": 1}},
-                    outbox_update(now, [*attempt, event]))
+                    outbox_update(at, [*attempt, event]))
             else:
                 kind = "dead_lettered"
-                update = dead_letter_update(act, error, now, act.worker_id, None)
+                update = dead_letter_update(act, error, at, act.worker_id, None)
             changed = self._ctx.activities.find_one_and_update(
                 {"_id": act.id, "status": Status.PROCESSING.value, "lease_id": act.lease_id,
-                 "lease_deadline": {"$lt": now}},
-                update, projection=flush_projection(update),
+                 "lease_deadline": {"$lt": now}, **past_now(self._ctx.clock, "lease_deadline")},
+                server_update(update), projection=flush_projection(update),
                 return_document=ReturnDocument.AFTER)
             if changed is not None:
                 self._ctx.outbox.submit(changed)

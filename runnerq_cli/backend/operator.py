@@ -37,6 +37,7 @@ from runnerq_cli.backend.models import (
     parse_activity_id,
     to_jsonable,
 )
+from runnerq_cli.backend.servertime import When, server_update, write_time
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 
@@ -285,7 +286,7 @@ class Operator:
 
     def redrive_one(self, aid: uuid.UUID, *, reason: str | None = None,
                      actor: str | None = None) -> dict[str, Any] | None:
-        now = self._ctx.clock()
+        now = write_time(self._ctx.clock)
         before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
         if before is None or before.get("status") != Status.DEAD_LETTER.value:
             return None
@@ -298,7 +299,7 @@ class Operator:
             "$unset": dict(RESTART_UNSET)}
         update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
         changed = self._ctx.activities.find_one_and_update(
-            {"_id": aid, "status": Status.DEAD_LETTER.value}, update,
+            {"_id": aid, "status": Status.DEAD_LETTER.value}, server_update(update),
             return_document=ReturnDocument.AFTER)
         if changed is None:
             return None
@@ -415,7 +416,7 @@ class Operator:
         aid = parse_activity_id(activity_id)
         allowed_values = [s.value for s in allowed]
         for _ in range(5):
-            now = self._ctx.clock()
+            now = write_time(self._ctx.clock)  # events, completed_at: the server's
             before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
             if before is None:
                 raise NotFound(f"activity {aid} not found")
@@ -431,7 +432,7 @@ class Operator:
             if "retry_count" not in before:
                 fence.pop("retry_count")
             changed = self._ctx.activities.find_one_and_update(
-                fence, update, projection={"payload": 0},
+                fence, server_update(update), projection={"payload": 0},
                 return_document=ReturnDocument.AFTER)
             if changed is None:
                 continue  # changed meanwhile: look again
@@ -462,7 +463,7 @@ PLAN_STATUSES: dict[str, tuple[Status, ...]] = {**ACTION_STATUSES,
                                                 "redrive": (Status.DEAD_LETTER,)}
 
 
-def plan_state(action: str, doc: dict[str, Any], now: datetime,
+def plan_state(action: str, doc: dict[str, Any], now: When,
                params: dict[str, Any]) -> dict[str, Any]:
     """The state update of `action` on `doc` (no outbox part)."""
     if action == "cancel":
@@ -498,7 +499,7 @@ def plan_detail(action: str, doc: dict[str, Any], params: dict[str, Any]) -> dic
     raise InvalidArgument(f"unknown action {action!r}")
 
 
-def plan_update(action: str, doc: dict[str, Any], now: datetime, params: dict[str, Any],
+def plan_update(action: str, doc: dict[str, Any], now: When, params: dict[str, Any],
                 note: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(the whole update with its outbox event, the event's detail, the event)."""
     info = {k: v for k, v in {**plan_detail(action, doc, params), **note}.items()

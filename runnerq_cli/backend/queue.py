@@ -37,6 +37,7 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.results import checked_result, same_value
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
+from runnerq_cli.backend.servertime import ServerTime, When, server_update, write_time
 from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import (
     DUPLICATE_KEY,
@@ -90,21 +91,23 @@ class ActivityQueue(Enqueuer):
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
         for _ in range(limit):
-            now = self._ctx.clock()
+            now = write_time(self._ctx.clock)
             lease_id = uuid.uuid4().hex
-            deadline = now + lease
+            deadline = now + lease  # the server's $$NOW + lease (servertime.py)
             # No event is stored: Dequeued/Started are derived from started_at (derived.py),
             # stamped by the server as the claim lands (a tail reads by it).
             doc = self._ctx.activities.find_one_and_update(
-                claimable.filter, merge_updates(
+                claimable.filter, server_update(merge_updates(
                     {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
                               "lease_id": lease_id, "lease_deadline": deadline},
                      "$inc": {"claims": 1}},
-                    stamp(self._ctx.clock, now, "started_at")),
+                    stamp(self._ctx.clock, now, "started_at"))),
                 projection=CLAIM_PROJECTION, sort=claimable.sort_list,
                 return_document=ReturnDocument.AFTER)
             if doc is None:
                 break
+            if isinstance(deadline, ServerTime):  # one $$NOW for both: started_at + lease
+                deadline = deadline.after(doc["started_at"])
             stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
             doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
                    "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
@@ -236,7 +239,7 @@ class ActivityQueue(Enqueuer):
         `DeadLetter`. Attempts are judged on the claim's snapshot of
         `retry_count`, which cannot change while the claim is held.
         """
-        now = self._ctx.clock()
+        now = write_time(self._ctx.clock)  # the server's, as the update lands
         act = claim.activity
         aid, wid = act.id, claim.worker_id
         error = error_text(str(error))
@@ -266,7 +269,7 @@ class ActivityQueue(Enqueuer):
                 state.update(status=Status.PENDING.value)
                 unset["scheduled_at"] = ""
             retrying = new_event(aid, act.activity_type, EventType.RETRYING.value, now, wid,
-                                 delay_seconds=delay, scheduled_at=due,
+                                 delay_seconds=float(delay), scheduled_at=due,
                                  retry_count=act.retry_count + 1, **attempt)
             retrying["detail"]["previous_scheduled_at"] = act.scheduled_at
             update = merge_updates(
@@ -290,7 +293,7 @@ class ActivityQueue(Enqueuer):
     def _acknowledge(self, claim: Claim, update: dict[str, Any], outcome: AckOutcome,
                      result: Any = None) -> AckOutcome:
         doc = self._ctx.activities.find_one_and_update(
-            _held_by(claim), update, projection=flush_projection(update),
+            _held_by(claim), server_update(update), projection=flush_projection(update),
             return_document=ReturnDocument.AFTER)
         if doc is None:
             return self._repeat_or_lost(claim, outcome, result)
@@ -325,14 +328,15 @@ class ActivityQueue(Enqueuer):
 
         Raises ClaimLost if the activity was reclaimed by someone else.
         """
-        now = self._ctx.clock()
+        now = write_time(self._ctx.clock)
         deadline = now + timedelta(seconds=_lease_seconds(seconds, self._ctx.settings.lease))
         event = new_event(claim.activity_id, claim.activity.activity_type,
                           EventType.LEASE_EXTENDED.value, now, claim.worker_id,
                           lease_deadline=deadline)
         doc = self._ctx.activities.find_one_and_update(
             _held_by(claim),
-            merge_updates({"$set": {"lease_deadline": deadline}}, outbox_update(now, [event])),
+            server_update(merge_updates({"$set": {"lease_deadline": deadline}},
+                                        outbox_update(now, [event]))),
             projection=OUTBOX_PROJECTION, return_document=ReturnDocument.AFTER)
         if doc is not None:
             self._ctx.outbox.submit(doc)
@@ -348,15 +352,16 @@ class ActivityQueue(Enqueuer):
 
         Used at shutdown for work that could not finish; False if not held.
         """
-        now = self._ctx.clock()
+        now = write_time(self._ctx.clock)
         event = new_event(claim.activity_id, claim.activity.activity_type,
                           EventType.REQUEUED.value, now, claim.worker_id, reason=reason,
                           started_at=claim.activity.started_at)
         doc = self._ctx.activities.find_one_and_update(
             _held_by(claim),
-            merge_updates({"$set": {"status": Status.PENDING.value},
-                           "$unset": {**LEASE_FIELDS, "started_at": ""}},
-                          outbox_update(now, [*self._ended_attempt(claim), event])),
+            server_update(merge_updates(
+                {"$set": {"status": Status.PENDING.value},
+                 "$unset": {**LEASE_FIELDS, "started_at": ""}},
+                outbox_update(now, [*self._ended_attempt(claim), event]))),
             projection=OUTBOX_PROJECTION, return_document=ReturnDocument.AFTER)
         self._ctx.outbox.submit(doc)
         return doc is not None
@@ -433,7 +438,7 @@ class ActivityQueue(Enqueuer):
         return self._ctx.outbox.drain()
 
 
-def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str | None,
+def dead_letter_update(act: Activity, error: str, now: When, worker_id: str | None,
                        lease_id: str | None) -> dict[str, Any]:
     """The one update that dead-letters `act`: its state, event, Err result and record."""
     dead = new_event(act.id, act.activity_type, EventType.DEAD_LETTER.value, now, worker_id,
@@ -487,7 +492,7 @@ def _lease_seconds(asked: float | None, default: float) -> float:
     return seconds
 
 
-def _err(error: str, kind: str, now: datetime, claim_number: int | None) -> dict[str, Any]:
+def _err(error: str, kind: str, now: When, claim_number: int | None) -> dict[str, Any]:
     """An Err result, with the claim it ends (so an older claim's late success cannot
     replace it)."""
     return {"state": "Err", "data": {"error": error, "type": kind}, "created_at": now,

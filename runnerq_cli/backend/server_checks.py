@@ -85,8 +85,10 @@ def check_clock(settings: Settings, info: dict[str, Any]) -> Check:
     if server_time.tzinfo is None:
         server_time = server_time.replace(tzinfo=UTC)
     skew = server_time.timestamp() - info["midpoint"]
-    # Lease deadlines are written by one host's clock and compared by another's (the
-    # reaper's): a skew of a quarter lease reaps live work early or dead work late.
+    # runnerq-mongo times work by the server's clock (servertime.py), but programs on
+    # this host that use its clock (0.1 workers, other clients) write lease deadlines
+    # another host's reaper compares: a quarter lease of skew reaps their live work
+    # early or dead work late. Logs and the times a user types are this host's too.
     fail_at = max(CLOCK_SKEW_WARN * 2, settings.lease / 4)
     facts = {"skew_seconds": round(skew, 3), "uncertainty_seconds": round(info["rtt"] / 2, 3),
              "warn_at_seconds": CLOCK_SKEW_WARN, "fail_at_seconds": fail_at,
@@ -95,7 +97,8 @@ def check_clock(settings: Settings, info: dict[str, Any]) -> Check:
     text = f"this host is {abs(skew):.3f}s {ahead} the server"
     if abs(skew) >= fail_at:
         return Check("clock", CheckStatus.FAIL, f"{text} (a quarter lease is {fail_at:g}s): "
-                     "leases expire early or late", "synchronise clocks (NTP) on every host",
+                     "programs on it that use this clock expire leases early or late "
+                     "(runnerq-mongo uses the server's)", "synchronise clocks (NTP) on every host",
                      facts)
     if abs(skew) >= CLOCK_SKEW_WARN:
         return Check("clock", CheckStatus.WARN, text, "synchronise clocks (NTP)", facts)

@@ -47,6 +47,7 @@ from pymongo.errors import BulkWriteError
 
 from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.queries import stale_outboxes
+from runnerq_cli.backend.servertime import When, server_stamps, server_update
 from runnerq_cli.backend.statements import Statement, update_statements
 
 DUPLICATE_KEY = 11000
@@ -56,15 +57,7 @@ DUPLICATE_KEY = 11000
 INSERT_CHUNK = 50
 
 
-def server_stamps(clock: Callable[[], datetime]) -> bool:
-    """Whether the server stamps positions: yes on the default clock, or a clock that says
-    so (`clock.server_stamps = True`); a clock of the caller's own (tests) stamps itself."""
-    from runnerq_cli.backend.context import utc_now
-
-    return bool(getattr(clock, "server_stamps", clock is utc_now))
-
-
-def stamp(clock: Callable[[], datetime], now: datetime, *fields: str) -> dict[str, Any]:
+def stamp(clock: Callable[[], datetime], now: When, *fields: str) -> dict[str, Any]:
     """Update operators that set `fields` to the time of the write: the server's
     (`$currentDate`), or `now` of a clock of the caller's own."""
     if server_stamps(clock):
@@ -73,7 +66,7 @@ def stamp(clock: Callable[[], datetime], now: datetime, *fields: str) -> dict[st
 
 
 def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
-                   clock: Callable[[], datetime], now: datetime) -> None:
+                   clock: Callable[[], datetime], now: When) -> None:
     """`stamped_inserts` of one document (without `field`), raising its write error."""
     from pymongo.errors import WriteError
 
@@ -84,14 +77,17 @@ def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
 
 
 def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: str,
-                    clock: Callable[[], datetime], now: datetime,
+                    clock: Callable[[], datetime], now: When,
                     ) -> dict[int, dict[str, Any]]:
     """Insert `docs` (each with its `_id`) with `field` stamped at the write (see `stamp`;
     a document that carries `field` keeps it), in commands of at most INSERT_CHUNK.
 
     A document already there (a repeat of this insert, after a network error) collides
     on `_id` and is left as it is: it counts as inserted. Returns the other write errors
-    by the index in `docs`.
+    by the index in `docs`. A document holding times the server computes (a delay's
+    `scheduled_at`: servertime.ServerTime) is inserted by an update pipeline, its
+    values in `$literal` (the guard matches no stored document, so `$setOnInsert`'s
+    "only on insert" still holds).
     """
     errors: dict[int, dict[str, Any]] = {}
     for offset in range(0, len(docs), INSERT_CHUNK):
@@ -101,22 +97,22 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
             guard = {"_id": doc["_id"], field: None}  # never matches a document we wrote
             # (the insert takes `_id` from the guard: not sent twice)
             if doc.get(field) is not None:
-                statements.append((guard, {"$setOnInsert": {
-                    k: v for k, v in doc.items() if k != "_id"}}, True))
+                statements.append((guard, server_update({"$setOnInsert": {
+                    k: v for k, v in doc.items() if k != "_id"}}), True))
             else:
                 fields = {k: v for k, v in doc.items() if k not in (field, "_id")}
                 when = stamp(clock, now, field)
                 update = {"$setOnInsert": {**fields, **when.get("$set", {})}}
                 if "$currentDate" in when:
                     update["$currentDate"] = when["$currentDate"]
-                statements.append((guard, update, True))
+                statements.append((guard, server_update(update), True))
         for error in update_statements(collection, statements)[1]:
             if error.get("code") != DUPLICATE_KEY:
                 errors[offset + error["index"]] = error
     return errors
 
 
-def new_event(activity_id: Any, activity_type: str | None, event_type: str, now: datetime,
+def new_event(activity_id: Any, activity_type: str | None, event_type: str, now: When,
               worker_id: str | None = None, **detail: Any) -> dict[str, Any]:
     """An event document, ready for the outbox (its `_id` is fixed here)."""
     return {
@@ -130,7 +126,7 @@ def new_event(activity_id: Any, activity_type: str | None, event_type: str, now:
     }
 
 
-def outbox_update(now: datetime, events: Iterable[dict[str, Any]] = (),
+def outbox_update(now: When, events: Iterable[dict[str, Any]] = (),
                   result: dict[str, Any] | None = None,
                   dead_letter: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Update operators that add to the outbox; merge them into a state update."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -140,6 +141,8 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
     _check_request(req, flt)
     backend = existing_backend(ctx)
     command = command_line(ctx)
+    if isinstance(params.get("at"), timedelta):  # --delay: from the server's clock
+        params["at"] = backend.now() + params["at"]
     if req.ids:
         from runnerq_cli.cli.ids import activity_ids
 
@@ -356,14 +359,14 @@ def _purge_preview(counts: dict[str, int], settings: Any) -> list[str]:
 
 def _when(at: str | None, delay: str | None) -> Any:
     """The time of --at TIME or --delay DURATION (exactly one)."""
-    from datetime import UTC, datetime, timedelta
+    from datetime import timedelta
 
     from runnerq_cli import values
 
     if (at is None) == (delay is None):
         raise InvalidArgument("give exactly one of --at TIME or --delay DURATION")
-    if delay is not None:
-        return datetime.now(UTC) + timedelta(seconds=values.duration(delay, "--delay"))
+    if delay is not None:  # from the server's clock, once connected (_run)
+        return timedelta(seconds=values.duration(delay, "--delay"))
     return values.time(at, "--at", relative=False)
 
 

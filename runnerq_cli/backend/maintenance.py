@@ -13,7 +13,7 @@ counts as the record's `fields`.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -21,11 +21,12 @@ from pymongo import ReturnDocument
 from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.models import Activity, EventType, Status
+from runnerq_cli.backend.models import Activity, EventType, MalformedDocument, Status
 from runnerq_cli.backend.queue import (
     LEASE_FIELDS,
     dead_letter_update,
     flush_projection,
+    set_aside_update,
 )
 from runnerq_cli.backend.rules import attempts_remain
 from runnerq_cli.backend.timing import TIMING
@@ -58,14 +59,20 @@ class Maintenance:
 
         Each activity is changed by one update fenced on the lease it had, so
         a worker that acknowledges at the same moment and the reaper cannot
-        both win. Returns {"requeued": n, "dead_lettered": m}.
+        both win. A malformed one (docs/design.md, "Malformed documents") is
+        dead-lettered as the claim does, and counted apart: one document never
+        stops the pass. Returns {"requeued": n, "dead_lettered": m, "malformed": k}.
         """
         now = self._ctx.clock()
         expired = list(self._ctx.activities.find(
             queries.expired_leases(now).filter, {"outbox": 0, "payload": 0}).limit(limit))
-        counts = {"requeued": 0, "dead_lettered": 0}
+        counts = {"requeued": 0, "dead_lettered": 0, "malformed": 0}
         for doc in expired:
-            act = Activity.from_doc({**doc, "payload": {}})
+            try:
+                act = Activity.from_doc({**doc, "payload": {}})
+            except MalformedDocument as exc:
+                counts["malformed"] += self._set_aside(doc, exc.problem, now)
+                continue
             error = f"lease expired (worker {act.worker_id or 'unknown'})"
             if attempts_remain(act.retry_count, act.max_retries):
                 kind = "requeued"
@@ -98,6 +105,20 @@ class Maintenance:
         if any(counts.values()):
             log.info("reaper: expired leases", extra={"fields": counts})
         return counts
+
+    def _set_aside(self, doc: dict[str, Any], problem: str, now: datetime) -> int:
+        """Dead-letter a malformed activity whose lease expired (fenced as a requeue is);
+        1 if this pass did it."""
+        worker = doc.get("worker_id") if isinstance(doc.get("worker_id"), str) else None
+        update = set_aside_update(doc, problem, now, worker, None)
+        changed = self._ctx.activities.find_one_and_update(
+            {"_id": doc["_id"], "status": Status.PROCESSING.value,
+             "lease_id": doc.get("lease_id"), "lease_deadline": {"$lt": now}},
+            update, return_document=ReturnDocument.AFTER)
+        log.warning("reaper: set aside a malformed activity", extra={"fields": {
+            "activity_id": str(doc["_id"]), "problem": problem}})
+        self._ctx.outbox.submit(changed)
+        return int(changed is not None)
 
     def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
         """Copy out outboxes a crashed process left behind (see writes.py): those older

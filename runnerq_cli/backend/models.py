@@ -17,6 +17,11 @@ class MalformedDocument(RunnerQError, ValueError):
     (another program's, or a hand edit). Lists skip such documents (shapes.py); a read
     of that one document fails with this (exit 1, one line)."""
 
+    @property
+    def problem(self) -> str:
+        """What is wrong, without the document's name: `priority is missing`."""
+        return str(self).split(": ", 1)[-1]
+
 
 _NONE = type(None)
 
@@ -251,10 +256,12 @@ class Activity:
         "last_error_at", "idempotency_key",
     )
 
-    # The fields a reader relies on, by type (MalformedDocument otherwise).
+    # The fields a reader relies on, by type (MalformedDocument otherwise): the contract's
+    # "Required fields and defaults" (docs/design.md). Absent ones take the defaults above.
     _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
         "activity_type": (str,), "priority": (int,), "status": (str,),
-        "created_at": (datetime,), "retry_count": (int,), "max_retries": (int,),
+        "created_at": (datetime,), "payload": (dict, _NONE), "retry_count": (int,),
+        "max_retries": (int,),
         "timeout_seconds": (int, float), "retry_delay_seconds": (int, float),
         "metadata": (dict, _NONE), "scheduled_at": (datetime, _NONE),
         "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
@@ -269,9 +276,9 @@ class Activity:
         what the contract says (docs/design.md)."""
         check_fields(doc, cls._TYPES, "activity", cls._REQUIRED)
         known = {name: doc[name] for name in cls._FIELDS if name in doc}
-        known.setdefault("payload", {})
-        if known.get("metadata") is None:
-            known["metadata"] = {}
+        for name in ("payload", "metadata"):  # absent or null: empty
+            if known.get(name) is None:
+                known[name] = {}
         extra = {k: v for k, v in doc.items() if k != "_id" and k not in cls._FIELDS}
         return cls(id=doc["_id"], extra=extra, **known)
 

@@ -8,11 +8,12 @@ document's outbox (see `writes.py`).
 
 from __future__ import annotations
 
+import logging
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pymongo import ReturnDocument
 
@@ -30,6 +31,7 @@ from runnerq_cli.backend.models import (
     Claim,
     EnqueueResult,
     EventType,
+    MalformedDocument,
     Result,
     Status,
     parse_activity_id,
@@ -49,6 +51,9 @@ from runnerq_cli.errors import (
     InvalidArgument,
 )
 
+log = logging.getLogger("runnerq.backend")
+T = TypeVar("T")
+MALFORMED = "malformed document"  # how the error of an activity set aside begins
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_STATUSES)
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
@@ -108,7 +113,7 @@ class ActivityQueue:
         claimable = queries.claim(types, exclude_types)
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
-        for _ in range(limit):
+        while len(claims) < limit:  # an activity set aside (malformed) takes no place
             now = self._ctx.clock()
             lease_id = uuid.uuid4().hex
             deadline = now + lease
@@ -127,11 +132,29 @@ class ActivityQueue:
             stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
             doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
                    "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
-            claim = Claim(Activity.from_doc(doc), lease_id, worker_id, deadline)
+            try:
+                activity = Activity.from_doc(doc)
+            except MalformedDocument as exc:  # never run, never left running: set aside
+                self._set_aside(doc, exc.problem, worker_id, lease_id)
+                continue
+            claim = Claim(activity, lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:
                 on_claim(claim)
         return claims
+
+    def _set_aside(self, doc: dict[str, Any], problem: str, worker_id: str,
+                   lease_id: str) -> None:
+        """Dead-letter an activity just claimed whose document is malformed (the claim's
+        own fence: nobody else holds it)."""
+        now = self._ctx.clock()
+        update = set_aside_update(doc, problem, now, worker_id, lease_id)
+        changed = self._ctx.activities.find_one_and_update(
+            {"_id": doc["_id"], "lease_id": lease_id, "status": Status.PROCESSING.value},
+            update, return_document=ReturnDocument.AFTER)
+        log.warning("claim: set aside a malformed activity", extra={"fields": {
+            "activity_id": str(doc["_id"]), "problem": problem}})
+        self._ctx.outbox.submit(changed)
 
     # ------------------------------------------------------------ acknowledge
 
@@ -417,6 +440,24 @@ def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str 
                       result=_err(error, "dead_letter", now, act.extra.get("claims")),
                       dead_letter={"error": error, "failed_at": now}),
     )
+
+
+def set_aside_update(doc: dict[str, Any], problem: str, now: datetime,
+                     worker_id: str | None, lease_id: str | None) -> dict[str, Any]:
+    """The update that dead-letters a malformed activity (docs/design.md, "Malformed
+    documents"): `dead_letter_update` with the error `malformed document: <problem>`,
+    built from the fields of `doc` that are usable (the others as if absent)."""
+    def usable(name: str, kind: type[T], default: T) -> T:
+        value = doc.get(name)
+        return value if type(value) is kind else default
+
+    stand_in = Activity(  # only what dead_letter_update reads is taken from `doc`
+        id=doc["_id"], activity_type=usable("activity_type", str, ""), payload={},
+        priority=0, status=Status.DEAD_LETTER.value, created_at=now,
+        retry_count=usable("retry_count", int, 0), started_at=doc.get("started_at")
+        if isinstance(doc.get("started_at"), datetime) else None,
+        extra={"claims": usable("claims", int, 0)})
+    return dead_letter_update(stand_in, f"{MALFORMED}: {problem}", now, worker_id, lease_id)
 
 
 def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:

@@ -5,9 +5,10 @@ a look-alike collection can store a document whose fields have the wrong type.
 Readers check the fields they use (models.check_fields, raising
 `MalformedDocument`) and lists skip such a document instead of crashing
 (`readable`); `doctor` finds them with the same tables turned into `$type`
-queries (`malformed`), bounded: live activities (at most SHAPE_SCAN_LIMIT looked
-at per status), the worker registry and the control document, never the
-finished history.
+queries (`malformed`), bounded: live and dead-lettered activities (at most
+SHAPE_SCAN_LIMIT looked at per status: a malformed activity is dead-lettered by
+the claim or the reaper, docs/design.md "Malformed documents"), the worker
+registry and the control document, never the rest of the finished history.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection
 LIVE_STATUSES = (Status.PENDING.value, Status.SCHEDULED.value, Status.PROCESSING.value)
+# ... and those set aside, which wait for an operator (dead_letter, as live work does)
+SCANNED_STATUSES = (*LIVE_STATUSES, Status.DEAD_LETTER.value)
 _NONE = type(None)
 log = logging.getLogger("runnerq.backend")
 T = TypeVar("T")
@@ -49,7 +52,7 @@ class Shape:
         try:
             self.check(doc)
         except MalformedDocument as exc:
-            return str(exc).split(": ", 1)[-1]
+            return exc.problem
         return None
 
     def mismatch(self) -> dict[str, Any]:
@@ -123,7 +126,7 @@ def malformed(ctx: QueueContext) -> list[Malformed]:
     """Malformed live activities, workers and control documents (bounded, see the module)."""
     found: list[Malformed] = []
     mismatch = ACTIVITY.mismatch()
-    for status in LIVE_STATUSES:
+    for status in SCANNED_STATUSES:
         pipeline: list[dict[str, Any]] = [
             {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
             {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]

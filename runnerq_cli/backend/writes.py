@@ -232,12 +232,13 @@ class OutboxWriter:
         clears: dict[tuple[Any, Any], list[Any]] = {}  # (outbox seq, since) -> activity ids
         for doc in docs:
             box = doc["outbox"]
+            # (a malformed activity's type, not text, is left out: its events stay readable)
+            kind = doc.get("activity_type") if isinstance(doc.get("activity_type"), str) else None
             for event in box.get("events", ()):
                 # Every event in an outbox is about its own document: say so here,
                 # which also covers events built before the claim knew the activity.
                 # A step stored after the fact (derived.attempt_events) keeps its own time.
-                events.append({**event, "activity_id": doc["_id"],
-                               "activity_type": doc.get("activity_type")})
+                events.append({**event, "activity_id": doc["_id"], "activity_type": kind})
             if box.get("result") is not None:
                 result = {"_id": doc["_id"], "activity_id": doc["_id"], **box["result"]}
                 # Never over a newer claim's result (a later attempt's success).

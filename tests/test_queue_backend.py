@@ -307,7 +307,8 @@ def test_reaper_requeues_expired_leases_without_backoff(queue: RunnerQ, clock) -
     activity_id = queue.enqueue("t", {}, max_retries=3, retry_delay_seconds=60).activity_id
     queue.dequeue("dead-worker", lease_seconds=5)
     clock.advance(5)
-    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0, "malformed": 0}  # not yet expired
+    # not yet expired
+    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0, "malformed": 0}
     clock.advance(0.001)
     assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0, "malformed": 0}
     doc = raw(queue, activity_id)

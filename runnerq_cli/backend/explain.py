@@ -206,7 +206,7 @@ class Explainer:
         """An activity whose document readers refuse (docs/design.md, "Malformed documents"):
         what is wrong, what the queue does with it, and the fix."""
         doc = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "last_error": 1}) or {}
-        status = doc.get("status") if isinstance(doc.get("status"), str) else "?"
+        status = str(doc["status"]) if isinstance(doc.get("status"), str) else "?"
         fate = _MALFORMED_FATE.get(status, f"in status {status!r}, no worker claims it")
         sentence = (f"Its document is malformed ({problem}): no worker runs it; {fate}. "
                     "Correct the field as docs/design.md (\"Activity document\") says and "

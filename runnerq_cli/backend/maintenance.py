@@ -13,7 +13,7 @@ counts as the record's `fields`.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -29,6 +29,7 @@ from runnerq_cli.backend.queue import (
     set_aside_update,
 )
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.shapes import ACTIVITY
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 
@@ -67,11 +68,15 @@ class Maintenance:
         expired = list(self._ctx.activities.find(
             queries.expired_leases(now).filter, {"outbox": 0, "payload": 0}).limit(limit))
         counts = {"requeued": 0, "dead_lettered": 0, "malformed": 0}
+        for doc in self._ctx.activities.find(queries.unexpirable_leases().filter,
+                                             {"outbox": 0, "payload": 0}).limit(limit):
+            problem = ACTIVITY.problem(doc) or "lease_deadline is missing while processing"
+            counts["malformed"] += self._set_aside(doc, problem)
         for doc in expired:
             try:
                 act = Activity.from_doc({**doc, "payload": {}})
             except MalformedDocument as exc:
-                counts["malformed"] += self._set_aside(doc, exc.problem, now)
+                counts["malformed"] += self._set_aside(doc, exc.problem)
                 continue
             error = f"lease expired (worker {act.worker_id or 'unknown'})"
             if attempts_remain(act.retry_count, act.max_retries):
@@ -106,14 +111,15 @@ class Maintenance:
             log.info("reaper: expired leases", extra={"fields": counts})
         return counts
 
-    def _set_aside(self, doc: dict[str, Any], problem: str, now: datetime) -> int:
-        """Dead-letter a malformed activity whose lease expired (fenced as a requeue is);
-        1 if this pass did it."""
+    def _set_aside(self, doc: dict[str, Any], problem: str) -> int:
+        """Dead-letter a malformed running activity whose lease expired or can never expire,
+        fenced on the lease as read (a holder that extends it meanwhile wins); 1 if this
+        pass did it."""
         worker = doc.get("worker_id") if isinstance(doc.get("worker_id"), str) else None
-        update = set_aside_update(doc, problem, now, worker, None)
+        update = set_aside_update(doc, problem, self._ctx.clock(), worker, None)
         changed = self._ctx.activities.find_one_and_update(
             {"_id": doc["_id"], "status": Status.PROCESSING.value,
-             "lease_id": doc.get("lease_id"), "lease_deadline": {"$lt": now}},
+             "lease_id": doc.get("lease_id"), "lease_deadline": doc.get("lease_deadline")},
             update, return_document=ReturnDocument.AFTER)
         log.warning("reaper: set aside a malformed activity", extra={"fields": {
             "activity_id": str(doc["_id"]), "problem": problem}})

@@ -5,9 +5,10 @@ a look-alike collection can store a document whose fields have the wrong type.
 Readers check the fields they use (models.check_fields, raising
 `MalformedDocument`) and lists skip such a document instead of crashing
 (`readable`); `doctor` finds them with the same tables turned into `$type`
-queries (`malformed`), bounded: live and dead-lettered activities (at most
-SHAPE_SCAN_LIMIT looked at per status: a malformed activity is dead-lettered by
-the claim or the reaper, docs/design.md "Malformed documents"), the worker
+queries (`malformed`), bounded: live and dead-lettered activities and those of
+no known status (at most SHAPE_SCAN_LIMIT looked at per status: a malformed
+activity is dead-lettered by the claim or the reaper, docs/design.md "Malformed
+documents"), the worker
 registry and the control document, never the rest of the finished history.
 """
 
@@ -126,7 +127,9 @@ def malformed(ctx: QueueContext) -> list[Malformed]:
     """Malformed live activities, workers and control documents (bounded, see the module)."""
     found: list[Malformed] = []
     mismatch = ACTIVITY.mismatch()
-    for status in SCANNED_STATUSES:
+    # ... and those of no status of ours (none, or not text): nothing ever claims them
+    unknown = {"$nin": [s.value for s in Status]}
+    for status in (*SCANNED_STATUSES, unknown):
         pipeline: list[dict[str, Any]] = [
             {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
             {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]

@@ -27,6 +27,7 @@ from pymongo.database import Database
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import Activity
 from runnerq_cli.backend.shapes import ACTIVITY, MALFORMED_LIMIT
+from runnerq_cli.backend.writes import new_event
 
 MISSING = object()  # the field is left out
 
@@ -283,3 +284,22 @@ def test_readers_doctor_explain_and_actions_read_past_malformed_documents(
     res = run_cli("delete", str(doc["_id"]), "--yes")  # the way out for any of them
     assert res.code == 0, res.stderr
     assert raw[names.activities].find_one({"_id": doc["_id"]}) is None
+
+
+@pytest.mark.parametrize("outbox", [
+    {"events": "x"}, {"events": [{"event_type": "Retrying"}]}, {"seq": "one"},
+    {"result": {"state": "Err", "data": {}, "claim": "two"}},
+    {"dead_letter": {"error": "boom"}}], ids=["events", "event-id", "seq", "claim", "record"])
+def test_outbox_repair_skips_a_malformed_outbox_and_copies_the_others(
+        outbox: dict[str, Any], backend: RunnerQ, raw: Database) -> None:
+    since = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
+    good, bad = (_bad("pending", "metadata", {}, since) for _ in range(2))
+    event = new_event(good["_id"], "job", "Retrying", since, "w", attempt=1)
+    good["outbox"] = {"seq": 1, "since": since, "events": [event]}
+    bad["outbox"] = {"seq": 1, "since": since, "events": [], **outbox}
+    names = backend.context.names
+    raw[names.activities].insert_many([bad, good])
+    assert backend.maintenance.repair_outboxes(30) == 1
+    assert raw[names.events].find_one({"_id": event["_id"]}) is not None
+    assert "outbox" not in raw[names.activities].find_one({"_id": good["_id"]})
+    assert raw[names.activities].find_one({"_id": bad["_id"]})["outbox"] == bad["outbox"]

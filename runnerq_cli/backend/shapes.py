@@ -85,6 +85,33 @@ PAUSE = Shape("pause", {
     "actor": (str, _NONE), "at": (datetime, _NONE)}, items={"types": str})
 
 
+# An activity's outbox as OutboxWriter.flush reads it (docs/design.md, "The outbox").
+OUTBOX = Shape("outbox", {"seq": (int,), "since": (datetime,), "events": (list,),
+                          "result": (dict, _NONE), "dead_letter": (dict, _NONE)},
+               ("seq", "since"), items={"events": dict})
+
+
+def outbox_problem(doc: dict[str, Any]) -> str | None:
+    """What keeps `doc`'s outbox from being copied out, or None: its shape, an event
+    without `_id`, a result whose `claim` is not a number, a dead-letter record without
+    a `failed_at` date."""
+    box = doc.get("outbox")
+    if not isinstance(box, dict):
+        return f"outbox is {type(box).__name__}, not a document"
+    problem = OUTBOX.problem(box)
+    if problem is not None:
+        return f"outbox: {problem}"
+    if any("_id" not in event for event in box.get("events") or ()):
+        return "outbox: an event has no _id"
+    claim = (box.get("result") or {}).get("claim")
+    if claim is not None and type(claim) is not int:
+        return f"outbox: result claim is {claim!r}, not int"
+    if box.get("dead_letter") is not None \
+            and not isinstance(box["dead_letter"].get("failed_at"), datetime):
+        return "outbox: dead_letter has no failed_at date"
+    return None
+
+
 def readable(docs: Iterable[dict[str, Any]], build: Callable[[dict[str, Any]], T],
              where: str) -> tuple[list[T], int]:
     """`build(doc)` of each document, skipping (and counting) malformed ones."""

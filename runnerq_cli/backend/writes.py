@@ -36,6 +36,7 @@ buffer only delays copies that are already safe in the activity document.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -47,8 +48,10 @@ from pymongo.errors import BulkWriteError
 
 from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.queries import stale_outboxes
+from runnerq_cli.backend.shapes import outbox_problem
 from runnerq_cli.backend.statements import Statement, update_statements
 
+log = logging.getLogger("runnerq.backend")
 DUPLICATE_KEY = 11000
 # Activities per insert command: the server stamps one command's documents with one time
 # and they become visible when it ends, so a command must stay well within a tail's settle
@@ -305,8 +308,17 @@ class OutboxWriter:
                 raise
 
     def repair(self, older_than: datetime, limit: int = 500) -> int:
-        """Flush outboxes left behind by a crash (older than `older_than`)."""
-        stale = list(self._activities.find(stale_outboxes(older_than).filter).limit(limit))
+        """Flush outboxes left behind by a crash (older than `older_than`); one that cannot
+        be copied (another program's, malformed) is skipped and logged, never stops the
+        others (shapes.outbox_problem)."""
+        stale = []
+        for doc in self._activities.find(stale_outboxes(older_than).filter).limit(limit):
+            problem = outbox_problem(doc)
+            if problem is None:
+                stale.append(doc)
+            else:
+                log.warning("outbox repair: skipped a malformed outbox", extra={"fields": {
+                    "activity_id": str(doc["_id"]), "problem": problem}})
         if stale:
             self.flush(stale)
         return len(stale)

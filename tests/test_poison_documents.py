@@ -25,6 +25,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.aside import checked
 from runnerq_cli.backend.models import Activity
 from runnerq_cli.backend.shapes import ACTIVITY, MALFORMED_LIMIT
 from runnerq_cli.backend.writes import new_event
@@ -53,12 +54,22 @@ CASES: dict[str, tuple[str, Any]] = {
     "worker_id-number": ("worker_id", 5),
     "lease_id-number": ("lease_id", 5),
     "last_error-document": ("last_error", {"x": 1}),
+    "claims-text": ("claims", "x"),  # the claim's own $inc fails on it
+    # The outbox (docs/design.md, "The outbox"): a write must be able to add to it.
+    "outbox-text": ("outbox", "s"),
+    "outbox-events": ("outbox", {"seq": 1, "since": datetime(2026, 1, 1, tzinfo=UTC),
+                                 "events": "x"}),
 }
 
 
 def test_every_field_the_contract_types_has_a_case() -> None:
     covered = {field for field, _ in CASES.values()}
-    assert covered == (set(Activity._TYPES) | set(Activity._REQUIRED)) - {"_id"}
+    assert covered == (set(Activity._TYPES) | set(Activity._REQUIRED) | {"outbox"}) - {"_id"}
+
+
+def _problem(doc: dict[str, Any]) -> str | None:
+    """What a writer finds wrong with `doc` (aside.checked: its outbox included)."""
+    return checked(doc)[1]
 
 
 @pytest.fixture
@@ -122,7 +133,7 @@ def _expected_fates(doc: dict[str, Any]) -> set[str]:
     """What a worker's pass may leave of a bad document: "set aside" (dead-lettered,
     the error naming what is wrong), "ran", "due" (the scheduler made it pending, and no
     claim matches it) or "untouched" (no worker may take it)."""
-    assert ACTIVITY.problem(doc) is not None
+    assert _problem(doc) is not None
     status = doc.get("status")
     typed = doc.get("activity_type") == "job" or doc.get("activity_type") == ["job"]
     if status == "processing":  # the reaper: an expired lease, or one that never expires
@@ -135,7 +146,7 @@ def _expected_fates(doc: dict[str, Any]) -> set[str]:
         return {"untouched"}  # no claim matches it
     if not typed:
         return {"due"} if status == "scheduled" else {"untouched"}
-    if ACTIVITY.problem({k: v for k, v in doc.items() if k not in CLAIM_WRITES}) is None:
+    if _problem({k: v for k, v in doc.items() if k not in CLAIM_WRITES}) is None:
         return {"ran"}
     return {"set aside"}
 
@@ -165,7 +176,7 @@ def _check_fates(backend: RunnerQ, raw: Database, poisoned: Poisoned) -> None:
         fate = _fate(inserted, doc)
         assert fate in _expected_fates(inserted), (inserted, doc)
         if fate == "set aside":
-            assert doc["last_error"] == f"malformed document: {ACTIVITY.problem(inserted)}"
+            assert doc["last_error"] == f"malformed document: {_problem(inserted)}"
             assert "lease_id" not in doc and "outbox" not in doc, doc
             record = raw[names.dead_letter].find_one({"_id": aid})
             assert record is not None and record["error"] == doc["last_error"]

@@ -19,17 +19,16 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend import queries
+from runnerq_cli.backend.aside import checked, set_aside
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.models import Activity, EventType, MalformedDocument, Status
+from runnerq_cli.backend.models import EventType, Status
 from runnerq_cli.backend.queue import (
     LEASE_FIELDS,
     dead_letter_update,
     flush_projection,
-    set_aside_update,
 )
 from runnerq_cli.backend.rules import attempts_remain
-from runnerq_cli.backend.shapes import ACTIVITY
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 
@@ -66,17 +65,16 @@ class Maintenance:
         """
         now = self._ctx.clock()
         expired = list(self._ctx.activities.find(
-            queries.expired_leases(now).filter, {"outbox": 0, "payload": 0}).limit(limit))
+            queries.expired_leases(now).filter, {"payload": 0}).limit(limit))
         counts = {"requeued": 0, "dead_lettered": 0, "malformed": 0}
         for doc in self._ctx.activities.find(queries.unexpirable_leases().filter,
-                                             {"outbox": 0, "payload": 0}).limit(limit):
-            problem = ACTIVITY.problem(doc) or "lease_deadline is missing while processing"
-            counts["malformed"] += self._set_aside(doc, problem)
+                                             {"payload": 0}).limit(limit):
+            counts["malformed"] += self._set_aside(
+                doc, checked(doc)[1] or "lease_deadline is missing while processing")
         for doc in expired:
-            try:
-                act = Activity.from_doc({**doc, "payload": {}})
-            except MalformedDocument as exc:
-                counts["malformed"] += self._set_aside(doc, exc.problem)
+            act, problem = checked({**doc, "payload": {}})
+            if act is None:  # (the outbox read along: the update must be able to add to it)
+                counts["malformed"] += self._set_aside(doc, str(problem))
                 continue
             error = f"lease expired (worker {act.worker_id or 'unknown'})"
             if attempts_remain(act.retry_count, act.max_retries):
@@ -113,18 +111,11 @@ class Maintenance:
 
     def _set_aside(self, doc: dict[str, Any], problem: str) -> int:
         """Dead-letter a malformed running activity whose lease expired or can never expire,
-        fenced on the lease as read (a holder that extends it meanwhile wins); 1 if this
-        pass did it."""
+        fenced on the lease as read (a holder that extends it meanwhile wins); 1 if done."""
         worker = doc.get("worker_id") if isinstance(doc.get("worker_id"), str) else None
-        update = set_aside_update(doc, problem, self._ctx.clock(), worker, None)
-        changed = self._ctx.activities.find_one_and_update(
-            {"_id": doc["_id"], "status": Status.PROCESSING.value,
-             "lease_id": doc.get("lease_id"), "lease_deadline": doc.get("lease_deadline")},
-            update, return_document=ReturnDocument.AFTER)
-        log.warning("reaper: set aside a malformed activity", extra={"fields": {
-            "activity_id": str(doc["_id"]), "problem": problem}})
-        self._ctx.outbox.submit(changed)
-        return int(changed is not None)
+        fence = {"_id": doc["_id"], "status": Status.PROCESSING.value,
+                 "lease_id": doc.get("lease_id"), "lease_deadline": doc.get("lease_deadline")}
+        return int(set_aside(self._ctx, doc, problem, fence, worker, None, "reaper"))
 
     def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
         """Copy out outboxes a crashed process left behind (see writes.py): those older

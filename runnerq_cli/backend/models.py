@@ -267,6 +267,7 @@ class Activity:
         "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
         "lease_deadline": (datetime, _NONE), "last_error_at": (datetime, _NONE),
         "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
+        "claims": (int,),
     }
     _REQUIRED = ("_id", "activity_type", "priority", "status", "created_at")
 

@@ -8,16 +8,17 @@ document's outbox (see `writes.py`).
 
 from __future__ import annotations
 
-import logging
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from pymongo import ReturnDocument
+from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend import queries
+from runnerq_cli.backend.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
@@ -31,7 +32,6 @@ from runnerq_cli.backend.models import (
     Claim,
     EnqueueResult,
     EventType,
-    MalformedDocument,
     Result,
     Status,
     parse_activity_id,
@@ -51,15 +51,14 @@ from runnerq_cli.errors import (
     InvalidArgument,
 )
 
-log = logging.getLogger("runnerq.backend")
-T = TypeVar("T")
-MALFORMED = "malformed document"  # how the error of an activity set aside begins
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_STATUSES)
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 # What a claim returns: the activity without the bookkeeping of earlier attempts, nor the
-# lease fields the claim itself just wrote (the claimer knows them: fewer bytes back).
-CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
+# lease fields the claim itself just wrote (the claimer knows them: fewer bytes back). An
+# outbox (rarely there: an operator's action not copied yet) comes back to be checked: the
+# attempt's outcome must be writable into it (aside.py).
+CLAIM_PROJECTION = {"last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
                     "status": 0, "worker_id": 0, "lease_id": 0, "lease_deadline": 0}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
@@ -119,42 +118,35 @@ class ActivityQueue:
             deadline = now + lease
             # No event is stored: Dequeued/Started are derived from started_at (derived.py),
             # stamped by the server as the claim lands (a tail reads by it).
-            doc = self._ctx.activities.find_one_and_update(
-                claimable.filter, merge_updates(
-                    {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                              "lease_id": lease_id, "lease_deadline": deadline},
-                     "$inc": {"claims": 1}},
-                    stamp(self._ctx.clock, now, "started_at")),
-                projection=CLAIM_PROJECTION, sort=claimable.sort_list,
-                return_document=ReturnDocument.AFTER)
+            try:
+                doc = self._ctx.activities.find_one_and_update(
+                    claimable.filter, merge_updates(
+                        {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                                  "lease_id": lease_id, "lease_deadline": deadline},
+                         "$inc": {"claims": 1}},
+                        stamp(self._ctx.clock, now, "started_at")),
+                    projection=CLAIM_PROJECTION, sort=claimable.sort_list,
+                    return_document=ReturnDocument.AFTER)
+            except OperationFailure as exc:  # a `claims` that is not a number (aside.py)
+                if exc.code != TYPE_MISMATCH or not set_aside_unclaimable(
+                        self._ctx, claimable, worker_id):
+                    raise
+                continue
             if doc is None:
                 break
             stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
             doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
                    "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
-            try:
-                activity = Activity.from_doc(doc)
-            except MalformedDocument as exc:  # never run, never left running: set aside
-                self._set_aside(doc, exc.problem, worker_id, lease_id)
+            activity, problem = checked(doc)
+            if activity is None:  # never run, never left running: set aside
+                set_aside(self._ctx, doc, str(problem), _held_by_lease(doc["_id"], lease_id),
+                          worker_id, lease_id, "claim")
                 continue
             claim = Claim(activity, lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:
                 on_claim(claim)
         return claims
-
-    def _set_aside(self, doc: dict[str, Any], problem: str, worker_id: str,
-                   lease_id: str) -> None:
-        """Dead-letter an activity just claimed whose document is malformed (the claim's
-        own fence: nobody else holds it)."""
-        now = self._ctx.clock()
-        update = set_aside_update(doc, problem, now, worker_id, lease_id)
-        changed = self._ctx.activities.find_one_and_update(
-            {"_id": doc["_id"], "lease_id": lease_id, "status": Status.PROCESSING.value},
-            update, return_document=ReturnDocument.AFTER)
-        log.warning("claim: set aside a malformed activity", extra={"fields": {
-            "activity_id": str(doc["_id"]), "problem": problem}})
-        self._ctx.outbox.submit(changed)
 
     # ------------------------------------------------------------ acknowledge
 
@@ -442,24 +434,6 @@ def dead_letter_update(act: Activity, error: str, now: datetime, worker_id: str 
     )
 
 
-def set_aside_update(doc: dict[str, Any], problem: str, now: datetime,
-                     worker_id: str | None, lease_id: str | None) -> dict[str, Any]:
-    """The update that dead-letters a malformed activity (docs/design.md, "Malformed
-    documents"): `dead_letter_update` with the error `malformed document: <problem>`,
-    built from the fields of `doc` that are usable (the others as if absent)."""
-    def usable(name: str, kind: type[T], default: T) -> T:
-        value = doc.get(name)
-        return value if type(value) is kind else default
-
-    stand_in = Activity(  # only what dead_letter_update reads is taken from `doc`
-        id=doc["_id"], activity_type=usable("activity_type", str, ""), payload={},
-        priority=0, status=Status.DEAD_LETTER.value, created_at=now,
-        retry_count=usable("retry_count", int, 0), started_at=doc.get("started_at")
-        if isinstance(doc.get("started_at"), datetime) else None,
-        extra={"claims": usable("claims", int, 0)})
-    return dead_letter_update(stand_in, f"{MALFORMED}: {problem}", now, worker_id, lease_id)
-
-
 def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:
     """What the outbox flush needs back: the outbox, or everything for a dead-letter record
     (it keeps a snapshot of the activity)."""
@@ -468,8 +442,11 @@ def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:
 
 def _held_by(claim: Claim) -> dict[str, Any]:
     """The fence of every write that takes a claim: the activity, still running under it."""
-    return {"_id": claim.activity_id, "lease_id": claim.lease_id,
-            "status": Status.PROCESSING.value}
+    return _held_by_lease(claim.activity_id, claim.lease_id)
+
+
+def _held_by_lease(activity_id: Any, lease_id: str) -> dict[str, Any]:
+    return {"_id": activity_id, "lease_id": lease_id, "status": Status.PROCESSING.value}
 
 
 def _claim_lost(claim: Claim) -> ClaimLost:

@@ -159,9 +159,11 @@ def _fate(inserted: dict[str, Any], doc: dict[str, Any]) -> str:
     return {"dead_letter": "set aside", "completed": "ran"}.get(doc["status"], doc["status"])
 
 
-def _burst(run_cli_subprocess) -> None:
-    res = run_cli_subprocess("worker", "--burst", "--concurrency", "2",
-                             "--handler", "job=tests.worker_handlers:echo", timeout=90)
+def _burst(run) -> None:
+    """`worker --burst` through `run` (run_cli, or run_cli_subprocess: a process of its
+    own, as a user runs it); it must exit, 0."""
+    res = run("worker", "--burst", "--concurrency", "2",
+              "--handler", "job=tests.worker_handlers:echo")
     assert res.code == 0, res.stderr[-2000:]
     assert "Traceback" not in res.stderr, res.stderr[-2000:]
 
@@ -185,11 +187,12 @@ def _check_fates(backend: RunnerQ, raw: Database, poisoned: Poisoned) -> None:
             assert raw[names.results].find_one({"_id": aid})["state"] == "Err"
 
 
+@pytest.mark.timeout(60)  # a worker that hangs on it fails the case (issue 23: it did)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_worker_finishes_the_good_work_beside_a_malformed_document(
-        case: str, backend: RunnerQ, raw: Database, run_cli_subprocess) -> None:
+        case: str, backend: RunnerQ, raw: Database, run_cli) -> None:
     poisoned = _poison(backend, raw, [case])
-    _burst(run_cli_subprocess)  # exits: nothing left running, no maintenance pass failed
+    _burst(run_cli)  # exits: nothing left running, no maintenance pass failed
     _check_fates(backend, raw, poisoned)
     assert backend.maintenance.requeue_expired()["malformed"] == 0  # nothing left to set aside
 
@@ -229,7 +232,7 @@ def test_a_claim_sets_aside_and_returns_the_good_work(backend: RunnerQ, raw: Dat
 def all_poisoned(backend: RunnerQ, raw: Database, run_cli_subprocess) -> Poisoned:
     """Every case at once, after a worker's pass (set aside, ran or untouched)."""
     poisoned = _poison(backend, raw, sorted(CASES))
-    _burst(run_cli_subprocess)
+    _burst(run_cli_subprocess)  # a process of its own, as a user runs it
     return poisoned
 
 
@@ -314,3 +317,13 @@ def test_outbox_repair_skips_a_malformed_outbox_and_copies_the_others(
     assert raw[names.events].find_one({"_id": event["_id"]}) is not None
     assert "outbox" not in raw[names.activities].find_one({"_id": good["_id"]})
     assert raw[names.activities].find_one({"_id": bad["_id"]})["outbox"] == bad["outbox"]
+
+
+def test_a_malformed_result_is_one_clean_line(backend: RunnerQ, raw: Database,
+                                              run_cli) -> None:
+    aid = backend.enqueue("job", {}).activity_id
+    backend.ack_success(backend.dequeue("w")[0], {"ok": 1})
+    raw[backend.context.names.results].update_one({"_id": aid}, {"$unset": {"state": ""}})
+    res = run_cli("result", str(aid))
+    assert res.code == 1 and res.stderr.startswith("error: result "), res.stderr
+    assert "state is missing" in res.stderr and len(res.stderr.strip().splitlines()) == 1

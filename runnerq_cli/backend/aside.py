@@ -74,12 +74,12 @@ def set_aside_update(doc: dict[str, Any], problem: str, now: datetime,
     return dead_letter_update(stand_in, f"{MALFORMED}: {problem}", now, worker_id, lease_id)
 
 
-def with_whole_outbox(update: dict[str, Any]) -> dict[str, Any]:
-    """`update` with its outbox operators (outbox_update) turned into one `$set` of the
-    whole outbox: for a document whose outbox refuses them."""
+def with_whole_outbox(update: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """`update` with its outbox operators (writes.outbox_update) turned into one `$set` of
+    the whole outbox: for a document whose outbox refuses them."""
     out = {op: dict(fields) for op, fields in update.items()}
-    box: dict[str, Any] = {"seq": 1, "since": out["$min"].pop("outbox.since")}
-    out["$inc"].pop("outbox.seq")
+    box: dict[str, Any] = {"seq": 1, "since": out.get("$min", {}).pop("outbox.since", now)}
+    out.get("$inc", {}).pop("outbox.seq", None)
     box["events"] = out.get("$push", {}).pop("outbox.events", {}).get("$each", [])
     for name in ("result", "dead_letter"):
         if f"outbox.{name}" in out.get("$set", {}):
@@ -91,14 +91,21 @@ def with_whole_outbox(update: dict[str, Any]) -> dict[str, Any]:
 def set_aside(ctx: QueueContext, doc: dict[str, Any], problem: str, fence: dict[str, Any],
               worker_id: str | None, lease_id: str | None, where: str) -> bool:
     """Dead-letter the malformed `doc` where `fence` still matches it; True if done.
-    `where` names the reader for the log ("claim", "reaper")."""
-    update = set_aside_update(doc, problem, ctx.clock(), worker_id, lease_id)
+    `where` names the reader for the log ("claim", "reaper"). A document the server
+    refuses to change even so is logged and left (False): its reader goes on."""
+    now = ctx.clock()
+    update = set_aside_update(doc, problem, now, worker_id, lease_id)
     try:
-        changed = ctx.activities.find_one_and_update(fence, update,
-                                                     return_document=ReturnDocument.AFTER)
-    except OperationFailure:  # its outbox refuses additions (see the module docstring)
-        changed = ctx.activities.find_one_and_update(fence, with_whole_outbox(update),
-                                                     return_document=ReturnDocument.AFTER)
+        try:
+            changed = ctx.activities.find_one_and_update(fence, update,
+                                                         return_document=ReturnDocument.AFTER)
+        except OperationFailure:  # its outbox refuses additions (see the module docstring)
+            changed = ctx.activities.find_one_and_update(
+                fence, with_whole_outbox(update, now), return_document=ReturnDocument.AFTER)
+    except OperationFailure as exc:
+        log.error(f"{where}: a malformed activity could not be set aside", extra={"fields": {
+            "activity_id": str(doc["_id"]), "problem": problem, "error": str(exc)[:500]}})
+        return False
     if changed is not None:
         log.warning(f"{where}: set aside a malformed activity", extra={"fields": {
             "activity_id": str(doc["_id"]), "problem": problem}})
@@ -108,13 +115,13 @@ def set_aside(ctx: QueueContext, doc: dict[str, Any], problem: str, fence: dict[
 
 def set_aside_unclaimable(ctx: QueueContext, claimable: Query, worker_id: str) -> bool:
     """After a claim failed on a type mismatch: set aside the first activity of the claim
-    whose `claims` is not a number; False if there is none (the failure was another)."""
+    whose `claims` is not a number; False if there is none (the failure was another) or
+    it changed meanwhile (the claim then fails as it would have, and is tried again)."""
     doc = ctx.activities.find_one(
         {**claimable.filter, "claims": {"$exists": True, "$not": {"$type": "number"}}},
         {"payload": 0}, sort=claimable.sort_list)
     if doc is None:
         return False
     problem = ACTIVITY.problem(doc) or f"claims is {doc['claims']!r}, not int"
-    set_aside(ctx, doc, problem, {"_id": doc["_id"], "status": doc["status"],
-                                  "claims": doc["claims"]}, worker_id, None, "claim")
-    return True
+    return set_aside(ctx, doc, problem, {"_id": doc["_id"], "status": doc["status"],
+                                         "claims": doc["claims"]}, worker_id, None, "claim")

@@ -34,6 +34,7 @@ from runnerq_cli.backend.models import (
     EventType,
     Result,
     Status,
+    check_fields,
     parse_activity_id,
 )
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
@@ -60,6 +61,9 @@ LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 # attempt's outcome must be writable into it (aside.py).
 CLAIM_PROJECTION = {"last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
                     "status": 0, "worker_id": 0, "lease_id": 0, "lease_deadline": 0}
+# What a reader of a result relies on (MalformedDocument otherwise).
+RESULT_TYPES: dict[str, tuple[type, ...]] = {"state": (str,),
+                                             "created_at": (datetime, type(None))}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
 
@@ -407,6 +411,7 @@ class ActivityQueue:
                     lease != activity.get("last_lease_id")
                     or activity.get("last_outcome") != AckOutcome.COMPLETED.value):
                 return None  # a success nobody acknowledged (a crash, a stale claim)
+        check_fields(doc, RESULT_TYPES, "result", ("state",))  # another program's, maybe
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
 
 

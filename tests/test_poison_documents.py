@@ -327,3 +327,11 @@ def test_a_malformed_result_is_one_clean_line(backend: RunnerQ, raw: Database,
     res = run_cli("result", str(aid))
     assert res.code == 1 and res.stderr.startswith("error: result "), res.stderr
     assert "state is missing" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_list_says_what_it_skipped(backend: RunnerQ, raw: Database, run_cli) -> None:
+    _poison(backend, raw, ["priority-missing"])
+    res = run_cli("list", "pending")
+    assert res.code == 0 and "skipped 1 malformed activity" in res.stderr, res.stderr
+    res = run_cli("list", "pending", "-o", "json")
+    assert json.loads(res.stdout)["skipped"] == 1

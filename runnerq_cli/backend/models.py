@@ -33,7 +33,7 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
     named in `items` must hold only that type."""
     for name in required:
         if name not in doc:
-            raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} is missing")
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is missing")
     for name, kinds in types.items():
         if name in doc:
             value = doc[name]
@@ -41,13 +41,18 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
                 continue
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
-                raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} is "
+                raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
                                         f"{_short(value)}, not {wanted}")
     for name, kind in (items or {}).items():
         value = doc.get(name)
         if isinstance(value, list) and not all(isinstance(v, kind) for v in value):
-            raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} holds "
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} holds "
                                     f"something other than {kind.__name__}")
+
+
+def _named(doc_id: Any) -> str:
+    """A document's id as people write it: a UUID as text, anything else as stored."""
+    return str(doc_id) if isinstance(doc_id, uuid.UUID) else _short(doc_id)
 
 
 def _short(value: Any) -> str:

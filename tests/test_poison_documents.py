@@ -335,3 +335,12 @@ def test_a_list_says_what_it_skipped(backend: RunnerQ, raw: Database, run_cli) -
     assert res.code == 0 and "skipped 1 malformed activity" in res.stderr, res.stderr
     res = run_cli("list", "pending", "-o", "json")
     assert json.loads(res.stdout)["skipped"] == 1
+
+
+def test_a_key_held_by_a_malformed_activity_is_answered(backend: RunnerQ,
+                                                        raw: Database) -> None:
+    first = backend.enqueue("job", {}, idempotency_key="k1").activity_id
+    raw[backend.context.names.activities].update_one({"_id": first},
+                                                     {"$unset": {"status": ""}})
+    again = backend.enqueue("job", {}, idempotency_key="k1")
+    assert (again.activity_id, again.created, again.status) == (first, False, "?")

@@ -59,6 +59,8 @@ CASES: dict[str, tuple[str, Any]] = {
     "outbox-text": ("outbox", "s"),
     "outbox-events": ("outbox", {"seq": 1, "since": datetime(2026, 1, 1, tzinfo=UTC),
                                  "events": "x"}),
+    "outbox-event-id": ("outbox", {"seq": 1, "since": datetime(2026, 1, 1, tzinfo=UTC),
+                                   "events": [{"event_type": "Retrying"}]}),  # no copy
 }
 
 

@@ -11,9 +11,11 @@ Setting aside is the ordinary dead-lettering (queue.dead_letter_update: state,
 document that are usable. Two shapes of document refuse the ordinary update
 itself, and are handled here too:
 
-- an outbox that is not a document, or whose `seq` or `events` have another type:
-  the outbox operators (`$inc`, `$push`) fail on it, so the set-aside writes the
-  outbox whole instead (what it held could not be copied anyway: repair skips it);
+- a malformed outbox (shapes.outbox_problem): the outbox operators (`$inc`, `$push`)
+  fail on one that is not a document or whose `seq` or `events` have another type,
+  and a flush fails on an event without `_id`; so the set-aside writes the outbox
+  whole instead of adding to it (what it held could not be copied anyway: repair
+  skips it);
 - a `claims` that is not a number: the claim's own `$inc` fails, on every claim,
   before any document is returned; the claim then finds that document and sets
   it aside from `pending`.
@@ -95,6 +97,8 @@ def set_aside(ctx: QueueContext, doc: dict[str, Any], problem: str, fence: dict[
     refuses to change even so is logged and left (False): its reader goes on."""
     now = ctx.clock()
     update = set_aside_update(doc, problem, now, worker_id, lease_id)
+    if doc.get("outbox") is not None and outbox_problem(doc) is not None:
+        update = with_whole_outbox(update, now)  # nothing of it could be copied out
     try:
         try:
             changed = ctx.activities.find_one_and_update(fence, update,

@@ -71,7 +71,7 @@ def run_lease_expiry(queue: RunnerQ, clock) -> uuid.UUID:
     clock.advance(3)
     queue.extend_lease(claim, 10)
     clock.advance(11)
-    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0}
+    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0, "malformed": 0}
     clock.advance(1)
     queue.ack_success(queue.dequeue("w2")[0], None)
     return aid
@@ -235,7 +235,7 @@ def test_previous_version_data_reads_the_same_after_an_upgrade(queue: RunnerQ, c
     assert queue.get_result(done).data == "old"
 
     # The old worker is gone: the new reaper requeues its claim, a new worker finishes it.
-    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0}
+    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0, "malformed": 0}
     claim = queue.dequeue("new-worker")[0]  # the oldest pending: the requeued one
     assert claim.activity_id == running
     queue.ack_success(claim, "new")

@@ -268,7 +268,7 @@ def test_a_stale_claim_changes_nothing(queue: RunnerQ, clock) -> None:
     queue.enqueue("t", {}, max_retries=5)
     stale = queue.dequeue("slow", lease_seconds=10)[0]
     clock.advance(11)
-    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0}
+    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0, "malformed": 0}
     fresh = queue.dequeue("fast")[0]
     before = raw(queue, fresh.activity_id)
 
@@ -294,7 +294,7 @@ def test_extend_lease(queue: RunnerQ, clock) -> None:
     assert queue.extend_lease(claim, 30) is True
     assert raw(queue, claim.activity_id)["lease_deadline"] == clock.now + timedelta(seconds=30)
     clock.advance(25)
-    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0}
+    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0, "malformed": 0}
     assert "LeaseExtended" in event_types(queue, claim.activity_id)
     queue.ack_success(claim, None)
     assert queue.extend_lease(claim, 30) is False  # no longer held, but not stolen
@@ -307,9 +307,10 @@ def test_reaper_requeues_expired_leases_without_backoff(queue: RunnerQ, clock) -
     activity_id = queue.enqueue("t", {}, max_retries=3, retry_delay_seconds=60).activity_id
     queue.dequeue("dead-worker", lease_seconds=5)
     clock.advance(5)
-    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0}  # not yet expired
+    # not yet expired
+    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0, "malformed": 0}
     clock.advance(0.001)
-    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0}
+    assert queue.requeue_expired() == {"requeued": 1, "dead_lettered": 0, "malformed": 0}
     doc = raw(queue, activity_id)
     assert doc["status"] == "pending" and doc["retry_count"] == 1
     assert "dead-worker" in doc["last_error"]
@@ -321,7 +322,7 @@ def test_reaper_dead_letters_when_no_attempt_remains(queue: RunnerQ, clock) -> N
     activity_id = queue.enqueue("t", {}, max_retries=1).activity_id
     queue.dequeue("dead-worker", lease_seconds=5)
     clock.advance(6)
-    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 1}
+    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 1, "malformed": 0}
     doc = raw(queue, activity_id)
     assert doc["status"] == "dead_letter" and doc["retry_count"] == 0
     assert queue.get_result(activity_id).data["type"] == "dead_letter"
@@ -477,7 +478,7 @@ def test_the_reaper_dead_lettering_answers_for_no_claim(queue: RunnerQ, clock) -
     assert queue.ack_failure(first, "boom") is AckOutcome.RETRYING
     second = queue.dequeue("w2", lease_seconds=5)[0]
     clock.advance(6)
-    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 1}
+    assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 1, "malformed": 0}
     with pytest.raises(ClaimLost):  # not "dead_lettered": that claim did not end it
         queue.ack_failure(first, "boom")
     with pytest.raises(ClaimLost):

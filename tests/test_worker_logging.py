@@ -158,7 +158,7 @@ def test_the_backend_logs_what_its_maintenance_did(settings, queue, clock):
     queue.dequeue("w1", types=["job"], lease_seconds=5)
     finished = drive_to(queue, "completed", "done")
     with worker_log("json", "info") as quiet:
-        assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0}
+        assert queue.requeue_expired() == {"requeued": 0, "dead_lettered": 0, "malformed": 0}
         assert queue.maintenance.repair_outboxes() == 0
         assert queue.maintenance.purge_expired() == {"completed": 0, "failed": 0}
     assert quiet.getvalue() == ""

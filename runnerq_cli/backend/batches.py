@@ -29,7 +29,7 @@ from typing import Any
 from pymongo import DeleteOne, UpdateOne
 
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.models import MalformedDocument, Status
 from runnerq_cli.backend.operator import (
     PLAN_STATUSES,
     SNAPSHOT_FIELDS,
@@ -171,7 +171,7 @@ class Batches:
                 continue
             try:
                 check_expected(before, action, aid, allowed, expect.get(aid))
-            except (WrongState, InvalidArgument) as exc:
+            except (WrongState, InvalidArgument, MalformedDocument) as exc:
                 skipped[aid] = _skip(aid, exc)
                 continue
             eligible.append((aid, before))

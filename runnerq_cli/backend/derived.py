@@ -33,6 +33,7 @@ from typing import Any
 from bson import ObjectId
 
 from runnerq_cli.backend.models import EventType, Status
+from runnerq_cli.backend.shapes import ACTIVITY
 
 # The order of steps that share one timestamp (one write may record several).
 LIFECYCLE_RANK = {name: rank for rank, name in enumerate((
@@ -137,7 +138,11 @@ def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[d
 
     `stored` are the activity's stored events (any subset that includes the
     ones that keep overwritten values; an empty one for a fresh document).
+    A malformed document (docs/design.md, "Malformed documents") proves
+    nothing: its stored events are all there is (doctor names it).
     """
+    if ACTIVITY.problem(doc) is not None:
+        return []
     stored = list(stored)
     twins = {twin_key(e) for e in stored}
     out: list[dict[str, Any]] = []

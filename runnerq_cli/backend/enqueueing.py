@@ -242,7 +242,10 @@ class Enqueuer(Part):
                 if self._move_key(key_id, held, new_id, now):
                     return self._insert_keyed(spec, new_id)
                 continue
-            status = holder["status"] if holder else Status.PENDING.value
+            # (a holder without a text status, another program's malformed one: "?")
+            status: str = Status.PENDING.value
+            if holder is not None:
+                status = holder["status"] if isinstance(holder.get("status"), str) else "?"
             behaviour = spec.on_duplicate
             if behaviour is OnDuplicate.RETURN_EXISTING:
                 return EnqueueResult(holder_id, False, status)

@@ -368,8 +368,8 @@ class EventStream:
             query = queries.tail_step(label, name, extra, purpose, start, base)
             found = list(self._activities.find(query.filter, PROJECTION)
                          .sort(query.sort_list).limit(limit))
-            if len(found) == limit:
-                cuts.append(found[-1][name])
+            if len(found) == limit and isinstance(found[-1].get(name), datetime):
+                cuts.append(found[-1][name])  # (a malformed document's text is no time)
             for doc in found:
                 docs[doc["_id"]] = doc
         # Steps waiting in outboxes are an ended attempt's Dequeued/Started only.
@@ -403,7 +403,7 @@ class EventStream:
                                          {"outbox.events": 1, "activity_type": 1}):
             for event in (doc.get("outbox") or {}).get("events", ()):
                 stamp = event.get("ingested_at")
-                if event.get("materialized") and stamp is not None and stamp >= start:
+                if event.get("materialized") and isinstance(stamp, datetime) and stamp >= start:
                     out.append({**event, "activity_id": doc["_id"],
                                 "activity_type": doc.get("activity_type"), "_stamp": stamp})
         return out

@@ -12,7 +12,14 @@ from runnerq_cli.backend.checks import STALE_AFTER, at_least, count
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.discovery import discover_queues
-from runnerq_cli.backend.models import Activity, Priority, Status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.models import (
+    Activity,
+    MalformedDocument,
+    Priority,
+    Status,
+    parse_activity_id,
+    to_jsonable,
+)
 from runnerq_cli.backend.rules import attempts_remain
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.errors import NotFound
@@ -29,7 +36,8 @@ class Explanation:
     activity_id: uuid.UUID
     queue: str
     status: str
-    reason: str  # scheduled | backing_off | held | lease_expired | pending | <terminal status>
+    reason: str  # scheduled | backing_off | held | lease_expired | pending | malformed |
+    # <terminal status>
     sentence: str
     facts: dict[str, Any]
 
@@ -159,6 +167,14 @@ def _explain_finished(act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
     return reason, sentence
 
 
+_MALFORMED_FATE = {
+    Status.PENDING.value: "the first worker that claims it dead-letters it at once",
+    Status.SCHEDULED.value: "once due, the first worker that claims it dead-letters it",
+    Status.PROCESSING.value: "the reaper dead-letters it when its lease expires",
+    Status.DEAD_LETTER.value: "it was dead-lettered",
+}
+
+
 class Explainer:
     """Explanations of one queue's activities, given what they read; `other(queue)` is
     the explainer of another queue of the database (an id may be in any of them)."""
@@ -186,6 +202,18 @@ class Explainer:
         raise NotFound(f"activity {activity_id} not found (in any queue of database "
                        f"{self._ctx.settings.database!r})")
 
+    def _malformed(self, aid: uuid.UUID, problem: str) -> Explanation:
+        """An activity whose document readers refuse (docs/design.md, "Malformed documents"):
+        what is wrong, what the queue does with it, and the fix."""
+        doc = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "last_error": 1}) or {}
+        status = str(doc["status"]) if isinstance(doc.get("status"), str) else "?"
+        fate = _MALFORMED_FATE.get(status, f"in status {status!r}, no worker claims it")
+        sentence = (f"Its document is malformed ({problem}): no worker runs it; {fate}. "
+                    "Correct the field as docs/design.md (\"Activity document\") says and "
+                    "retry it, or delete it; the program that wrote it has a bug.")
+        return Explanation(aid, self._ctx.settings.queue, status, "malformed", sentence,
+                           {"problem": problem, "last_error": doc.get("last_error")})
+
     def pause_of(self, activity_type: str | None = None) -> dict[str, Any] | None:
         """The pause that stops claims (of `activity_type`, when given), or None."""
         state = self._paused()
@@ -205,7 +233,10 @@ class Explainer:
             return self.locate(aid).explain(aid)
         ctx = self._ctx
         queue = ctx.settings.queue
-        act = self._get_activity(aid)
+        try:
+            act = self._get_activity(aid)
+        except MalformedDocument as exc:
+            return self._malformed(aid, exc.problem)
         now = ctx.clock()
         workers = self._registry.list_workers(STALE_AFTER)
         live = [w for w in workers if not w.stale]

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend import queries
+from runnerq_cli.backend.aside import checked, set_aside
 from runnerq_cli.backend.context import Part
 from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.models import Activity, EventType, Status
+from runnerq_cli.backend.models import EventType, Status
 from runnerq_cli.backend.queue import (
     LEASE_FIELDS,
     dead_letter_update,
@@ -59,15 +60,24 @@ class QueueChores(Part):
 
         Each activity is changed by one update fenced on the lease it had, so
         a worker that acknowledges at the same moment and the reaper cannot
-        both win. Returns {"requeued": n, "dead_lettered": m}.
+        both win. A malformed one (docs/design.md, "Malformed documents") is
+        dead-lettered as the claim does, and counted apart: one document never
+        stops the pass. Returns {"requeued": n, "dead_lettered": m, "malformed": k}.
         """
         now = self._ctx.clock()  # the server's (servertime.ServerClock): an indexed range
         at = write_time(self._ctx.clock)  # what the updates write: the server's as they land
         expired = list(self._ctx.activities.find(
-            queries.expired_leases(now).filter, {"outbox": 0, "payload": 0}).limit(limit))
-        counts = {"requeued": 0, "dead_lettered": 0}
+            queries.expired_leases(now).filter, {"payload": 0}).limit(limit))
+        counts = {"requeued": 0, "dead_lettered": 0, "malformed": 0}
+        for doc in self._ctx.activities.find(queries.unexpirable_leases().filter,
+                                             {"payload": 0}).limit(limit):
+            counts["malformed"] += self._set_aside(
+                doc, checked(doc)[1] or "lease_deadline is missing while processing")
         for doc in expired:
-            act = Activity.from_doc({**doc, "payload": {}})
+            act, problem = checked({**doc, "payload": {}})
+            if act is None:  # (the outbox read along: the update must be able to add to it)
+                counts["malformed"] += self._set_aside(doc, str(problem))
+                continue
             error = f"lease expired (worker {act.worker_id or 'unknown'})"
             if attempts_remain(act.retry_count, act.max_retries):
                 kind = "requeued"
@@ -101,6 +111,13 @@ class QueueChores(Part):
             log.info("reaper: expired leases", extra={"fields": counts})
         return counts
 
+    def _set_aside(self, doc: dict[str, Any], problem: str) -> int:
+        """Dead-letter a malformed running activity whose lease expired or can never expire,
+        fenced on the lease as read (a holder that extends it meanwhile wins); 1 if done."""
+        worker = doc.get("worker_id") if isinstance(doc.get("worker_id"), str) else None
+        fence = {"_id": doc["_id"], "status": Status.PROCESSING.value,
+                 "lease_id": doc.get("lease_id"), "lease_deadline": doc.get("lease_deadline")}
+        return int(set_aside(self._ctx, doc, problem, fence, worker, None, "reaper"))
 
 
 class Maintenance(Part):

@@ -18,6 +18,11 @@ class MalformedDocument(RunnerQError, ValueError):
     (another program's, or a hand edit). Lists skip such documents (shapes.py); a read
     of that one document fails with this (exit 1, one line)."""
 
+    @property
+    def problem(self) -> str:
+        """What is wrong, without the document's name: `priority is missing`."""
+        return str(self).split(": ", 1)[-1]
+
 
 _NONE = type(None)
 
@@ -29,7 +34,7 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
     named in `items` must hold only that type."""
     for name in required:
         if name not in doc:
-            raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} is missing")
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is missing")
     for name, kinds in types.items():
         if name in doc:
             value = doc[name]
@@ -37,13 +42,18 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
                 continue
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
-                raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} is "
+                raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
                                         f"{_short(value)}, not {wanted}")
     for name, kind in (items or {}).items():
         value = doc.get(name)
         if isinstance(value, list) and not all(isinstance(v, kind) for v in value):
-            raise MalformedDocument(f"{what} {_short(doc.get('_id'))}: {name} holds "
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} holds "
                                     f"something other than {kind.__name__}")
+
+
+def _named(doc_id: Any) -> str:
+    """A document's id as people write it: a UUID as text, anything else as stored."""
+    return str(doc_id) if isinstance(doc_id, uuid.UUID) else _short(doc_id)
 
 
 def _short(value: Any) -> str:
@@ -252,15 +262,18 @@ class Activity:
         "last_error_at", "idempotency_key",
     )
 
-    # The fields a reader relies on, by type (MalformedDocument otherwise).
+    # The fields a reader relies on, by type (MalformedDocument otherwise): the contract's
+    # "Required fields and defaults" (docs/design.md). Absent ones take the defaults above.
     _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
         "activity_type": (str,), "priority": (int,), "status": (str,),
-        "created_at": (datetime,), "retry_count": (int,), "max_retries": (int,),
+        "created_at": (datetime,), "payload": (dict, _NONE), "retry_count": (int,),
+        "max_retries": (int,),
         "timeout_seconds": (int, float), "retry_delay_seconds": (int, float),
         "metadata": (dict, _NONE), "scheduled_at": (datetime, _NONE),
         "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
         "lease_deadline": (datetime, _NONE), "last_error_at": (datetime, _NONE),
         "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
+        "claims": (int,),
     }
     _REQUIRED = ("_id", "activity_type", "priority", "status", "created_at")
 
@@ -270,9 +283,9 @@ class Activity:
         what the contract says (docs/design.md)."""
         check_fields(doc, cls._TYPES, "activity", cls._REQUIRED)
         known = {name: doc[name] for name in cls._FIELDS if name in doc}
-        known.setdefault("payload", {})
-        if known.get("metadata") is None:
-            known["metadata"] = {}
+        for name in ("payload", "metadata"):  # absent or null: empty
+            if known.get(name) is None:
+                known[name] = {}
         extra = {k: v for k, v in doc.items() if k != "_id" and k not in cls._FIELDS}
         return cls(id=doc["_id"], extra=extra, **known)
 

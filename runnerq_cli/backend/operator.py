@@ -32,12 +32,14 @@ from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.maintenance import Maintenance
 from runnerq_cli.backend.models import (
     EventType,
+    MalformedDocument,
     Priority,
     Status,
     parse_activity_id,
     to_jsonable,
 )
 from runnerq_cli.backend.servertime import When, server_update, write_time
+from runnerq_cli.backend.shapes import ACTIVITY, Shape
 from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 
@@ -553,10 +555,18 @@ def snapshot_of(doc: dict[str, Any]) -> dict[str, Any]:
     return {name: doc.get(name) for name in EXPECT_FIELDS}
 
 
+# What an action reads of the document it acts on (the fields present; a delete reads none).
+_ACTED_ON = Shape("activity", ACTIVITY.types, ("_id",))
+
+
 def _check(before: dict[str, Any], action: str, aid: uuid.UUID, allowed: list[str],
            expect: Expect) -> None:
     """Raise WrongState (not an eligible status) or Changed (not what was shown)."""
     status = str(before.get("status"))
+    problem = None if action == "delete" else _ACTED_ON.problem(before)
+    if problem is not None:  # the plans read these fields: act only on what reads right
+        raise MalformedDocument(f"cannot {action} activity {aid}: its document is malformed "
+                                f"({problem}); correct the field or delete it")
     if expect is not None:
         moved = [f"{name} {expect.get(name)!s} -> {before.get(name)!s}" for name in expect
                  if before.get(name) != expect.get(name)]

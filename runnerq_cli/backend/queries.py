@@ -114,6 +114,16 @@ def expired_leases(now: datetime) -> Query:
                  purpose="expired leases")
 
 
+def unexpirable_leases() -> Query:
+    """Running activities whose `lease_deadline` is not a date, or absent: no deadline
+    ever passes, so the reaper sets them aside as malformed (docs/design.md, "Malformed
+    documents"). The running set is small (workers' concurrency)."""
+    return Query("reaper, malformed leases", "activities",
+                 {"status": Status.PROCESSING.value,
+                  "lease_deadline": {"$not": {"$type": "date"}}},
+                 purpose="expired leases")
+
+
 def stale_outboxes(older_than: datetime) -> Query:
     """Outboxes a crashed writer left (the repair copies them out)."""
     return Query("outbox repair", "activities", {"outbox.since": {"$lt": older_than}},
@@ -285,6 +295,7 @@ def representative_queries(settings: Settings, now: datetime,
         claim(exclude_types=SAMPLE_PAUSED),
         due_scheduled(now),
         expired_leases(now),
+        unexpirable_leases(),
         stale_outboxes(now - timedelta(seconds=repair_grace)),
         *retention(settings, now).values(),
         *(list_page(status) for status in LIST_ORDERS),

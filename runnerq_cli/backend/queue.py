@@ -16,8 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
+from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend import queries
+from runnerq_cli.backend.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.connection import server_away
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
@@ -33,6 +35,7 @@ from runnerq_cli.backend.models import (
     EventType,
     Result,
     Status,
+    check_fields,
     parse_activity_id,
 )
 from runnerq_cli.backend.results import checked_result, same_value
@@ -56,9 +59,14 @@ TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_STATUSES)
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 # What a claim returns: the activity without the bookkeeping of earlier attempts, nor the
-# lease fields the claim itself just wrote (the claimer knows them: fewer bytes back).
-CLAIM_PROJECTION = {"outbox": 0, "last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
+# lease fields the claim itself just wrote (the claimer knows them: fewer bytes back). An
+# outbox (rarely there: an operator's action not copied yet) comes back to be checked: the
+# attempt's outcome must be writable into it (aside.py).
+CLAIM_PROJECTION = {"last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
                     "status": 0, "worker_id": 0, "lease_id": 0, "lease_deadline": 0}
+# What a reader of a result relies on (MalformedDocument otherwise).
+RESULT_TYPES: dict[str, tuple[type, ...]] = {"state": (str,),
+                                             "created_at": (datetime, type(None))}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
 
@@ -90,20 +98,26 @@ class ActivityQueue(Enqueuer):
         claimable = queries.claim(types, exclude_types)
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
-        for _ in range(limit):
+        while len(claims) < limit:  # an activity set aside (malformed) takes no place
             now = write_time(self._ctx.clock)
             lease_id = uuid.uuid4().hex
             deadline = now + lease  # the server's $$NOW + lease (servertime.py)
             # No event is stored: Dequeued/Started are derived from started_at (derived.py),
             # stamped by the server as the claim lands (a tail reads by it).
-            doc = self._ctx.activities.find_one_and_update(
-                claimable.filter, server_update(merge_updates(
-                    {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                              "lease_id": lease_id, "lease_deadline": deadline},
-                     "$inc": {"claims": 1}},
-                    stamp(self._ctx.clock, now, "started_at"))),
-                projection=CLAIM_PROJECTION, sort=claimable.sort_list,
-                return_document=ReturnDocument.AFTER)
+            try:
+                doc = self._ctx.activities.find_one_and_update(
+                    claimable.filter, server_update(merge_updates(
+                        {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                                  "lease_id": lease_id, "lease_deadline": deadline},
+                         "$inc": {"claims": 1}},
+                        stamp(self._ctx.clock, now, "started_at"))),
+                    projection=CLAIM_PROJECTION, sort=claimable.sort_list,
+                    return_document=ReturnDocument.AFTER)
+            except OperationFailure as exc:  # a `claims` that is not a number (aside.py)
+                if exc.code != TYPE_MISMATCH or not set_aside_unclaimable(
+                        self._ctx, claimable, worker_id):
+                    raise
+                continue
             if doc is None:
                 break
             if isinstance(deadline, ServerTime):  # one $$NOW for both: started_at + lease
@@ -111,7 +125,12 @@ class ActivityQueue(Enqueuer):
             stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
             doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
                    "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
-            claim = Claim(Activity.from_doc(doc), lease_id, worker_id, deadline)
+            activity, problem = checked(doc)
+            if activity is None:  # never run, never left running: set aside
+                set_aside(self._ctx, doc, str(problem), _held_by_lease(doc["_id"], lease_id),
+                          worker_id, lease_id, "claim")
+                continue
+            claim = Claim(activity, lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:
                 on_claim(claim)
@@ -413,6 +432,7 @@ class ActivityQueue(Enqueuer):
                     lease != activity.get("last_lease_id")
                     or activity.get("last_outcome") != AckOutcome.COMPLETED.value):
                 return None  # a success nobody acknowledged (a crash, a stale claim)
+        check_fields(doc, RESULT_TYPES, "result", ("state",))  # another program's, maybe
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
 
     # ------------------------------------------------------------- the outbox
@@ -470,8 +490,11 @@ def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:
 
 def _held_by(claim: Claim) -> dict[str, Any]:
     """The fence of every write that takes a claim: the activity, still running under it."""
-    return {"_id": claim.activity_id, "lease_id": claim.lease_id,
-            "status": Status.PROCESSING.value}
+    return _held_by_lease(claim.activity_id, claim.lease_id)
+
+
+def _held_by_lease(activity_id: Any, lease_id: str) -> dict[str, Any]:
+    return {"_id": activity_id, "lease_id": lease_id, "status": Status.PROCESSING.value}
 
 
 def _claim_lost(claim: Claim) -> ClaimLost:

@@ -255,15 +255,18 @@ def check_documents(ctx: QueueContext) -> Check:
     facts: dict[str, Any] = {"malformed": [m.to_json() for m in found]}
     if not found:
         return Check("documents", CheckStatus.OK,
-                     "no malformed document among live activities, workers and controls",
-                     None, facts)
+                     "no malformed document among live and dead-lettered activities, workers "
+                     "and controls", None, facts)
     first = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     return Check("documents", CheckStatus.WARN,
                  f"{len(found)} malformed document{'s' if len(found) > 1 else ''}, e.g. "
                  f"{first.collection} {first.id}: {first.problem}{more}",
-                 "fix or delete them (readers skip them; the program that wrote them has a bug)",
-                 facts)
+                 "correct the field as docs/design.md says (the program that wrote it has a "
+                 "bug) or delete the document; readers skip a malformed one, workers "
+                 "dead-letter a malformed activity without running it"
+                 + (f" (runnerq-mongo explain {first.id})"
+                    if first.collection == ctx.activities.name else ""), facts)
 
 
 def check_dead_letters(ctx: QueueContext, now: datetime) -> Check:

@@ -5,9 +5,11 @@ a look-alike collection can store a document whose fields have the wrong type.
 Readers check the fields they use (models.check_fields, raising
 `MalformedDocument`) and lists skip such a document instead of crashing
 (`readable`); `doctor` finds them with the same tables turned into `$type`
-queries (`malformed`), bounded: live activities (at most SHAPE_SCAN_LIMIT looked
-at per status), the worker registry and the control document, never the
-finished history.
+queries (`malformed`), bounded: live and dead-lettered activities and those of
+no known status (at most SHAPE_SCAN_LIMIT looked at per status: a malformed
+activity is dead-lettered by the claim or the reaper, docs/design.md "Malformed
+documents"), the worker
+registry and the control document, never the rest of the finished history.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection
 LIVE_STATUSES = (Status.PENDING.value, Status.SCHEDULED.value, Status.PROCESSING.value)
+# ... and those set aside, which wait for an operator (dead_letter, as live work does)
+SCANNED_STATUSES = (*LIVE_STATUSES, Status.DEAD_LETTER.value)
 _NONE = type(None)
 log = logging.getLogger("runnerq.backend")
 T = TypeVar("T")
@@ -49,7 +53,7 @@ class Shape:
         try:
             self.check(doc)
         except MalformedDocument as exc:
-            return str(exc).split(": ", 1)[-1]
+            return exc.problem
         return None
 
     def mismatch(self) -> dict[str, Any]:
@@ -79,6 +83,33 @@ WORKER = Shape("worker", {
 PAUSE = Shape("pause", {
     "all": (bool, _NONE), "types": (list, _NONE), "reason": (str, _NONE),
     "actor": (str, _NONE), "at": (datetime, _NONE)}, items={"types": str})
+
+
+# An activity's outbox as OutboxWriter.flush reads it (docs/design.md, "The outbox").
+OUTBOX = Shape("outbox", {"seq": (int,), "since": (datetime,), "events": (list,),
+                          "result": (dict, _NONE), "dead_letter": (dict, _NONE)},
+               ("seq", "since"), items={"events": dict})
+
+
+def outbox_problem(doc: dict[str, Any]) -> str | None:
+    """What keeps `doc`'s outbox from being copied out, or None: its shape, an event
+    without `_id`, a result whose `claim` is not a number, a dead-letter record without
+    a `failed_at` date."""
+    box = doc.get("outbox")
+    if not isinstance(box, dict):
+        return f"outbox is {type(box).__name__}, not a document"
+    problem = OUTBOX.problem(box)
+    if problem is not None:
+        return f"outbox: {problem}"
+    if any("_id" not in event for event in box.get("events") or ()):
+        return "outbox: an event has no _id"
+    claim = (box.get("result") or {}).get("claim")
+    if claim is not None and type(claim) is not int:
+        return f"outbox: result claim is {claim!r}, not int"
+    if box.get("dead_letter") is not None \
+            and not isinstance(box["dead_letter"].get("failed_at"), datetime):
+        return "outbox: dead_letter has no failed_at date"
+    return None
 
 
 def readable(docs: Iterable[dict[str, Any]], build: Callable[[dict[str, Any]], T],
@@ -123,7 +154,9 @@ def malformed(ctx: QueueContext) -> list[Malformed]:
     """Malformed live activities, workers and control documents (bounded, see the module)."""
     found: list[Malformed] = []
     mismatch = ACTIVITY.mismatch()
-    for status in LIVE_STATUSES:
+    # ... and those of no status of ours (none, or not text): nothing ever claims them
+    unknown = {"$nin": [s.value for s in Status]}
+    for status in (*SCANNED_STATUSES, unknown):
         pipeline: list[dict[str, Any]] = [
             {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
             {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]

@@ -36,6 +36,7 @@ buffer only delays copies that are already safe in the activity document.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -48,8 +49,10 @@ from pymongo.errors import BulkWriteError
 from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.queries import stale_outboxes
 from runnerq_cli.backend.servertime import When, server_stamps, server_update
+from runnerq_cli.backend.shapes import outbox_problem
 from runnerq_cli.backend.statements import Statement, update_statements
 
+log = logging.getLogger("runnerq.backend")
 DUPLICATE_KEY = 11000
 # Activities per insert command: the server stamps one command's documents with one time
 # and they become visible when it ends, so a command must stay well within a tail's settle
@@ -228,12 +231,13 @@ class OutboxWriter:
         clears: dict[tuple[Any, Any], list[Any]] = {}  # (outbox seq, since) -> activity ids
         for doc in docs:
             box = doc["outbox"]
+            # (a malformed activity's type, not text, is left out: its events stay readable)
+            kind = doc.get("activity_type") if isinstance(doc.get("activity_type"), str) else None
             for event in box.get("events", ()):
                 # Every event in an outbox is about its own document: say so here,
                 # which also covers events built before the claim knew the activity.
                 # A step stored after the fact (derived.attempt_events) keeps its own time.
-                events.append({**event, "activity_id": doc["_id"],
-                               "activity_type": doc.get("activity_type")})
+                events.append({**event, "activity_id": doc["_id"], "activity_type": kind})
             if box.get("result") is not None:
                 result = {"_id": doc["_id"], "activity_id": doc["_id"], **box["result"]}
                 # Never over a newer claim's result (a later attempt's success).
@@ -300,8 +304,17 @@ class OutboxWriter:
                 raise
 
     def repair(self, older_than: datetime, limit: int = 500) -> int:
-        """Flush outboxes left behind by a crash (older than `older_than`)."""
-        stale = list(self._activities.find(stale_outboxes(older_than).filter).limit(limit))
+        """Flush outboxes left behind by a crash (older than `older_than`); one that cannot
+        be copied (another program's, malformed) is skipped and logged, never stops the
+        others (shapes.outbox_problem)."""
+        stale = []
+        for doc in self._activities.find(stale_outboxes(older_than).filter).limit(limit):
+            problem = outbox_problem(doc)
+            if problem is None:
+                stale.append(doc)
+            else:
+                log.warning("outbox repair: skipped a malformed outbox", extra={"fields": {
+                    "activity_id": str(doc["_id"]), "problem": problem}})
         if stale:
             self.flush(stale)
         return len(stale)

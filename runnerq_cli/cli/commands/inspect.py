@@ -86,9 +86,13 @@ def list_cmd(
                          metadata=parse_metadata(metadata or [], "--metadata"))
     backend = state(ctx).backend()
     page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)
+    if page.skipped:  # never "no activities" without a word on those it could not read
+        sys.stderr.write(f"skipped {page.skipped} malformed "
+                         f"activit{'y' if page.skipped == 1 else 'ies'} "
+                         "(runnerq-mongo doctor names them)\n")
     if output is OutputFormat.JSON:
         emit(output, {"status": parsed.value, "items": [a.to_json() for a in page.items],
-                      "next_cursor": page.next_cursor})
+                      "next_cursor": page.next_cursor, "skipped": page.skipped})
         return
     if output is OutputFormat.JSONL:
         emit(output, [a.to_json() for a in page.items])

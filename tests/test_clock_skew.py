@@ -164,7 +164,7 @@ def test_the_reaper_and_the_scheduler_of_a_skewed_host_use_the_servers_now(
     wait_until(lambda: server_now(backend) > activity(backend, due)["scheduled_at"],
                message="the short delay and lease past on the server")
     answer = skewed_python(cli_env, offset, """
-return [rq.maintenance.requeue_expired(), rq.maintenance.process_scheduled()]
+return [rq.requeue_expired(), rq.process_scheduled()]
 """)
     assert answer == [{"requeued": 1, "dead_lettered": 0}, 1]
     assert activity(backend, live)["lease_id"] == held.lease_id  # still held
@@ -216,7 +216,7 @@ def test_a_dead_worker_5_minutes_ahead_loses_its_lease_on_time(backend: RunnerQ,
             ahead.stderr.close()
     held = activity(backend, aid)
     assert held["lease_deadline"] - held["started_at"] <= timedelta(seconds=3)
-    wait_until(lambda: backend.maintenance.requeue_expired()["requeued"], timeout=20,
+    wait_until(lambda: backend.requeue_expired()["requeued"], timeout=20,
                interval=0.5, message="the dead worker's lease reaped")
     assert server_now(backend) - held["lease_deadline"] < SLACK
     finish(worker(cli_env, "--burst", "--worker-id", "true-clock"))
@@ -242,7 +242,7 @@ def test_a_skewed_workers_failures_back_off_and_sort_by_the_server(
     assert doc["status"] == "scheduled"
     assert doc["scheduled_at"] - doc["last_error_at"] == timedelta(seconds=20)
     assert now - SLACK < doc["last_error_at"] <= now
-    assert backend.maintenance.process_scheduled() == 0  # not due yet, on any clock
+    assert backend.process_scheduled() == 0  # not due yet, on any clock
     events = list(reversed(backend.get_activity_events(retried)))
     assert [e.event_type for e in events] == ["Enqueued", "Dequeued", "Started", "Retrying"]
     assert [e.timestamp for e in events] == sorted(e.timestamp for e in events)
@@ -265,7 +265,7 @@ def test_delays_from_a_skewed_command_count_from_the_servers_time(
     aid = cli(cli_env, "enqueue", "later", "--delay", "1m", "-q", offset=offset).stdout.strip()
     doc = activity(backend, aid)
     assert doc["scheduled_at"] - doc["created_at"] == timedelta(minutes=1)
-    assert backend.maintenance.process_scheduled() == 0
+    assert backend.process_scheduled() == 0
     cli(cli_env, "reschedule", aid, "--delay", "2m", "--yes", offset=offset)
     now = server_now(backend)
     at = activity(backend, aid)["scheduled_at"]
@@ -299,7 +299,7 @@ def test_user_values_in_pipeline_writes_are_stored_as_written(backend: RunnerQ) 
     stored = activity(backend, aid)
     assert (stored["payload"], stored["metadata"]) == (HOSTILE, metadata)
     assert stored["idempotency_key"] == "$key"
-    wait_until(lambda: backend.maintenance.process_scheduled(), message="due")
+    wait_until(lambda: backend.process_scheduled(), message="due")
     [claim] = backend.dequeue("$worker", types=["hostile"])
     assert activity(backend, aid)["worker_id"] == "$worker"
     assert claim.activity.payload == HOSTILE
@@ -342,7 +342,7 @@ def test_user_values_in_bulk_actions_and_the_reaper_are_stored_as_written(
                                                                            "$actor")
     aid = backend.enqueue("reaped", HOSTILE, max_retries=1).activity_id
     backend.dequeue("$w", types=["reaped"], lease_seconds=0.001)
-    wait_until(lambda: backend.maintenance.requeue_expired()["dead_lettered"],
+    wait_until(lambda: backend.requeue_expired()["dead_lettered"],
                message="the lease reaped")
     doc = activity(backend, aid)
     assert (doc["status"], doc["last_error"], doc["payload"]) == (

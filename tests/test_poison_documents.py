@@ -196,7 +196,7 @@ def test_a_worker_finishes_the_good_work_beside_a_malformed_document(
     poisoned = _poison(backend, raw, [case])
     _burst(run_cli)  # exits: nothing left running, no maintenance pass failed
     _check_fates(backend, raw, poisoned)
-    assert backend.maintenance.requeue_expired()["malformed"] == 0  # nothing left to set aside
+    assert backend.requeue_expired()["malformed"] == 0  # nothing left to set aside
 
 
 def test_the_reaper_sets_aside_and_counts_a_malformed_lease_and_goes_on(
@@ -204,9 +204,9 @@ def test_the_reaper_sets_aside_and_counts_a_malformed_lease_and_goes_on(
     """The pass that used to fail on the first malformed document: every other expired
     lease is recovered in the same pass, due work still moves."""
     poisoned = _poison(backend, raw, ["priority-missing", "retry_count-text"])
-    counts = backend.maintenance.requeue_expired()
+    counts = backend.requeue_expired()
     assert counts == {"requeued": 1, "dead_lettered": 0, "malformed": 2}
-    assert backend.maintenance.process_scheduled() >= 1
+    assert backend.process_scheduled() >= 1
     names = backend.context.names
     statuses = {d["_id"]: d["status"] for d in raw[names.activities].find()}
     assert statuses[poisoned.good[0]] == "pending"  # the good held one, recovered

@@ -166,7 +166,7 @@ def test_the_reaper_and_the_scheduler_of_a_skewed_host_use_the_servers_now(
     answer = skewed_python(cli_env, offset, """
 return [rq.requeue_expired(), rq.process_scheduled()]
 """)
-    assert answer == [{"requeued": 1, "dead_lettered": 0}, 1]
+    assert answer == [{"requeued": 1, "dead_lettered": 0, "malformed": 0}, 1]
     assert activity(backend, live)["lease_id"] == held.lease_id  # still held
     assert activity(backend, dead)["status"] == "pending"
     assert activity(backend, later)["status"] == "scheduled"

@@ -144,7 +144,7 @@ def test_stopping_between_batches_records_what_was_done_and_a_rerun_goes_on(
 
     selection = queue.bulk.select("cancel", ActivityFilter(), 100)
     report = queue.bulk.apply("cancel", selection, batch_size=10, should_stop=stop_after_two)
-    assert report.interrupted and len(report.applied) == 20 and report.exit_code() == 130
+    assert report.interrupted and len(report.applied) == 20
     first = _audit_records(ctx, "cancel")[0]["detail"]
     assert first["state"] == "interrupted" and first["count"] == 20
     assert first["last_id"] == str(report.last_id) == str(selection.ids[19])

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.worker.engine import FLEET_STALE_AFTER, Worker
+from runnerq_cli.worker.engine import FLEET_STALE_AFTER, Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry
 from tests.waiting import wait_until
 
@@ -46,7 +46,7 @@ def test_a_running_worker_counts_in_the_fleet_that_shares_the_chores(settings) -
         assert not me.stale
     finally:
         worker.stop()
-        assert worker.join(10) == 0
+        assert worker.join(10) == WorkerEnd.STOPPED
     assert backend.registry.count_live_workers(FLEET_STALE_AFTER) == 3
 
 

@@ -148,7 +148,7 @@ class EventCursor:
                 version > CURSOR_VERSION:
             raise InvalidArgument(f"event cursor of a newer version ({version}) than this "
                                   f"runnerq-mongo reads ({CURSOR_VERSION}): upgrade, or start "
-                                  "again with --since")
+                                  "again with since", "since")
         try:
             if version == CURSOR_VERSION:
                 base = datetime.fromisoformat(data["m"])
@@ -488,7 +488,7 @@ class EventStream:
         except (OperationFailure, PyMongoError) as exc:
             raise ChangeStreamsUnavailable(
                 "this server does not offer change streams (they need a replica set or a "
-                f"sharded cluster): use --mode poll or auto ({str(exc)[:120]})") from None
+                f"sharded cluster): use mode poll or auto ({str(exc)[:120]})", "mode") from None
         with stream:
             while not self._stopped and stream.alive:
                 yield from self._catch_up()

@@ -116,14 +116,12 @@ class Maintenance(Part):
         return ensure_indexes(self._ctx.db, self._ctx.settings, write=write,
                               drop_obsolete=drop_obsolete)
 
-    def require_queue(self, *, create: bool = False,
-                      create_flag: str | None = "--create") -> None:
+    def require_queue(self, *, create: bool = False) -> None:
         """Return if this queue exists (or `create`); else NotFound naming the closest
         queue (existence.py: operator writes to a misspelt queue are refused)."""
         from runnerq_cli.backend.existence import require_queue
 
-        require_queue(self._ctx.db, self._ctx.settings.queue, create=create,
-                      create_flag=create_flag)
+        require_queue(self._ctx.db, self._ctx.settings.queue, create=create)
 
     def missing_collections(self) -> list[str]:
         """The queue's collections that do not exist yet."""

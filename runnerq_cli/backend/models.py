@@ -15,7 +15,7 @@ from runnerq_cli.errors import InvalidArgument, RunnerQError
 class MalformedDocument(RunnerQError, ValueError):
     """A stored document lacks a field its reader needs, or has it with the wrong type
     (another program's, or a hand edit). Lists skip such documents (shapes.py); a read
-    of that one document fails with this (exit 1, one line)."""
+    of that one document fails with this."""
 
 
 _NONE = type(None)
@@ -122,7 +122,8 @@ class OnDuplicate(StrEnum):
         if isinstance(value, OnDuplicate):
             return value
         if not isinstance(value, str):
-            raise InvalidArgument(f"unknown --on-duplicate {str(value)[:40]!r}: expected text")
+            raise InvalidArgument(f"unknown on_duplicate {str(value)[:40]!r}: expected text",
+                                  "on_duplicate")
         text = value.strip().lower().replace("_", "-")
         aliases = {"allowreuse": "allow-reuse", "returnexisting": "return-existing",
                    "allowreuseonfailure": "allow-reuse-on-failure", "noreuse": "no-reuse"}
@@ -131,7 +132,8 @@ class OnDuplicate(StrEnum):
             return cls(text)
         except ValueError:
             names = ", ".join(m.value for m in cls)
-            raise InvalidArgument(f"unknown --on-duplicate {value!r}: use one of {names}") from None
+            raise InvalidArgument(f"unknown on_duplicate {value!r}: use one of {names}",
+                                  "on_duplicate") from None
 
 
 class AckOutcome(StrEnum):

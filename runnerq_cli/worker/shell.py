@@ -172,7 +172,7 @@ class ShellCommand:
         except ValueError as exc:
             raise InvalidArgument(f"command {command!r}: {exc}") from None
         if not self.argv:
-            raise InvalidArgument("an --exec command must not be empty")
+            raise InvalidArgument("a shell command must not be empty", "command")
         self.command = command
 
     def __call__(self, payload: dict[str, Any], ctx: ActivityContext) -> Any:

@@ -22,6 +22,8 @@ from typing import Any
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import (
     TERMINAL_STATUSES,
+    UNSUCCESSFUL_STATUSES,
+    WAITING_STATUSES,
     EventType,
     Status,
     to_jsonable,
@@ -30,7 +32,6 @@ from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument, WrongState
 
 OPERATOR = "operator"  # the worker_id recorded on operator events
-WAITING = (Status.PENDING, Status.SCHEDULED)
 # What a retry or redrive clears: the outcome of the previous run. The lease
 # fields are already absent on a terminal activity; `last_lease_id` goes too,
 # so a late repeat ack of the old claim is answered "claim lost", not replayed.
@@ -87,16 +88,16 @@ def _restart_detail(doc: Doc, params: Params) -> Doc:
 
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
-    Action("cancel", WAITING, Status.CANCELLED, EventType.CANCELLED,
+    Action("cancel", WAITING_STATUSES, Status.CANCELLED, EventType.CANCELLED,
            state=_cancel_state,
            detail=lambda doc, params: {"previous_status": doc["status"]}),
-    Action("retry", (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED), Status.PENDING,
+    Action("retry", UNSUCCESSFUL_STATUSES, Status.PENDING,
            EventType.RETRIED, state=_restart_state, detail=_restart_detail),
     Action("run-now", (Status.SCHEDULED,), Status.PENDING, EventType.RUN_NOW,
            state=lambda doc, now, params: {"$set": {"status": Status.PENDING.value},
                                            "$unset": {"scheduled_at": ""}},
            detail=lambda doc, params: {"previous_scheduled_at": doc.get("scheduled_at")}),
-    Action("reschedule", WAITING, Status.SCHEDULED, EventType.RESCHEDULED,
+    Action("reschedule", WAITING_STATUSES, Status.SCHEDULED, EventType.RESCHEDULED,
            state=lambda doc, now, params: {"$set": {"status": Status.SCHEDULED.value,
                                                     "scheduled_at": params["at"]}},
            detail=lambda doc, params: {"previous_status": doc["status"],
@@ -104,12 +105,12 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
                                        "scheduled_at": params["at"]},
            done=lambda params: {"status": Status.SCHEDULED.value,
                                 "scheduled_at": params["at"]}),
-    Action("set-priority", WAITING, None, EventType.PRIORITY_CHANGED,
+    Action("set-priority", WAITING_STATUSES, None, EventType.PRIORITY_CHANGED,
            state=lambda doc, now, params: {"$set": {"priority": int(params["priority"])}},
            detail=lambda doc, params: {"old_priority": doc.get("priority"),
                                        "new_priority": int(params["priority"])},
            done=lambda params: {"priority": int(params["priority"])}),
-    Action("delete", tuple(TERMINAL_STATUSES), None, None,
+    Action("delete", TERMINAL_STATUSES, None, None,
            fence=("status", "completed_at")),
     Action("redrive", (Status.DEAD_LETTER,), Status.PENDING, EventType.REDRIVEN,
            state=_restart_state, detail=_restart_detail, by_filter=False),

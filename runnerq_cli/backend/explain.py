@@ -8,12 +8,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.checks import STALE_AFTER, at_least, count
+from runnerq_cli.backend.checks import at_least, count
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.discovery import discover_queues
-from runnerq_cli.backend.models import Activity, Priority, Status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.models import (
+    WAITING_STATUSES,
+    Activity,
+    Priority,
+    Status,
+    parse_activity_id,
+    to_jsonable,
+)
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.errors import NotFound
 
@@ -207,7 +215,7 @@ class Explainer:
         queue = ctx.settings.queue
         act = self._get_activity(aid)
         now = ctx.clock()
-        workers = self._registry.list_workers(STALE_AFTER)
+        workers = self._registry.list_workers(TIMING.worker_stale_after)
         live = [w for w in workers if not w.stale]
         pause = self.pause_of(act.activity_type)
         facts: dict[str, Any] = {
@@ -224,7 +232,7 @@ class Explainer:
             reason, sentence = _explain_pending(ctx, act, live, facts)
         else:
             reason, sentence = _explain_finished(act, facts)
-        if pause is not None and status in (Status.PENDING.value, Status.SCHEDULED.value):
+        if pause is not None and status in WAITING_STATUSES:
             facts["pause"] = pause
             what = f"queue {queue}" if pause.get("all") else f"type {act.activity_type}"
             sentence += f" Its {what} is paused: nothing is claimed until it is resumed."

@@ -29,6 +29,7 @@ from typing import Any
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.indexes import index_name
+from runnerq_cli.backend.models import LIVE_STATUSES as LIVE
 from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.backend.queries import (
     EXACT_FINISHED,
@@ -40,9 +41,8 @@ from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
 SCHEMA = "runnerq.stats/2"
-REPORTED_STATUSES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
-                     "cancelled")
-LIVE_STATUSES = ("pending", "scheduled", "processing")
+REPORTED_STATUSES = tuple(s.value for s in Status)
+LIVE_STATUSES = tuple(s.value for s in LIVE)
 
 EXACT_STATUSES = (*LIVE_STATUSES, *EXACT_FINISHED)
 # The counts that are estimates (every other count is exact); `total` includes them.

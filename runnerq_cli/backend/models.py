@@ -104,8 +104,12 @@ class Status(StrEnum):
             raise InvalidArgument(f"unknown status {value!r}: use one of {names}") from None
 
 
-TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER,
-                               Status.CANCELLED})
+# The statuses by what they mean, each set defined once, in the order of `Status`.
+WAITING_STATUSES = (Status.PENDING, Status.SCHEDULED)  # not started: operators may move them
+LIVE_STATUSES = (*WAITING_STATUSES, Status.PROCESSING)  # work to do; never ages out
+# Ended without success: retention's "failed" kind, what `retry` restarts.
+UNSUCCESSFUL_STATUSES = (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
+TERMINAL_STATUSES = (Status.COMPLETED, *UNSUCCESSFUL_STATUSES)
 
 
 class OnDuplicate(StrEnum):
@@ -283,7 +287,7 @@ class Activity:
 
     @property
     def is_terminal(self) -> bool:
-        return self.status in {s.value for s in TERMINAL_STATUSES}
+        return self.status in TERMINAL_STATUSES
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with stable field names (ids and dates as strings)."""

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runnerq_cli.backend.models import Activity, MalformedDocument, Status, check_fields
+from runnerq_cli.backend.models import (
+    LIVE_STATUSES,
+    Activity,
+    MalformedDocument,
+    check_fields,
+)
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.context import QueueContext
@@ -26,7 +31,6 @@ if TYPE_CHECKING:
 
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection
-LIVE_STATUSES = (Status.PENDING.value, Status.SCHEDULED.value, Status.PROCESSING.value)
 _NONE = type(None)
 log = logging.getLogger("runnerq.backend")
 T = TypeVar("T")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.traits import WorkerBackend
 
 __all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
-           "RetryableError", "Worker", "create_worker", "handler", "run_worker"]
+           "RetryableError", "Worker", "WorkerEnd", "create_worker", "handler", "run_worker"]
 
 
 def create_worker(registry: HandlerRegistry | None = None, *, backend: WorkerBackend | None = None,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker import startup
-from runnerq_cli.worker.chores import FLEET_STALE_AFTER, ChoreScheduler
+from runnerq_cli.worker.chores import ChoreScheduler
 from runnerq_cli.worker.claiming import Claimer
 from runnerq_cli.worker.flights import Flight, Flights
 from runnerq_cli.worker.handlers import CATCH_ALL, HandlerRegistry
@@ -42,7 +42,7 @@ from runnerq_cli.worker.outcomes import OutcomeWriter, brief, log_attempt
 if TYPE_CHECKING:
     from runnerq_cli.backend.traits import WorkerBackend
 
-__all__ = ["FLEET_STALE_AFTER", "Worker", "WorkerEnd", "claim_types"]
+__all__ = ["Worker", "WorkerEnd", "claim_types"]
 
 log = logging.getLogger(WORKER_LOGGER)
 

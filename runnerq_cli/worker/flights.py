@@ -15,12 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.workers import COUNTERS  # the registry's: the heartbeat stores each
+
 if TYPE_CHECKING:
     from runnerq_cli.backend.models import Claim
     from runnerq_cli.worker.handlers import ActivityContext, Handler
-
-COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
-            "released")
 
 
 @dataclass

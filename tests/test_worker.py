@@ -119,7 +119,7 @@ def test_unknown_type_is_left_pending_with_or_without_types(backend):
 def test_types_without_a_handler_are_refused(backend):
     with pytest.raises(InvalidArgument, match="without a handler"):
         make_worker(backend, types=["echo", "missing"])
-    with pytest.raises(InvalidArgument, match="no handlers"):
+    with pytest.raises(InvalidArgument, match="no handler to run"):
         make_worker(backend, registry=HandlerRegistry())
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo import ReturnDocument
 
-from runnerq_cli.backend import queries
+from runnerq_cli.backend import LOGGER_NAME, queries
 from runnerq_cli.backend.context import Part
 from runnerq_cli.backend.derived import attempt_events
 from runnerq_cli.backend.models import Activity, EventType, Status
@@ -34,7 +34,7 @@ from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 if TYPE_CHECKING:
     from runnerq_cli.backend.indexes import IndexReport
 
-log = logging.getLogger("runnerq.backend")
+log = logging.getLogger(LOGGER_NAME)
 
 
 class QueueChores(Part):

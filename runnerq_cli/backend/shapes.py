@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.models import (
     LIVE_STATUSES,
     Activity,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection
 _NONE = type(None)
-log = logging.getLogger("runnerq.backend")
+log = logging.getLogger(LOGGER_NAME)
 T = TypeVar("T")
 
 

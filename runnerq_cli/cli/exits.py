@@ -82,8 +82,9 @@ WORKER_FLAGS: dict[str, str] = {
     "types": "--types (worker.types)",
     "all_types": "--all-types",
     "max_activities": "--max-activities",
-    "handlers": "--handler, --exec or --app (or worker.handlers / worker.exec / worker.app "
-                "in the config)",
+    "handlers": "--handler",
+    "commands": "--exec",
+    "app": "--app (or worker.handlers / worker.exec / worker.app in the config)",
 }
 
 

@@ -71,7 +71,8 @@ def claim_types(registry: HandlerRegistry, types: tuple[str, ...],
     the handled types; each must have a handler.
     """
     if not len(registry):
-        raise InvalidArgument("no handlers: give handlers", "handlers")
+        raise InvalidArgument("no handler to run: give handlers, commands or app",
+                              "handlers", "commands", "app")
     if all_types:
         if registry.catch_all is None:
             raise InvalidArgument(f"all_types needs a catch-all handler ('{CATCH_ALL}')",

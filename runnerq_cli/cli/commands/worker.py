@@ -85,8 +85,9 @@ def worker(
                               queue=settings.queue, secrets=(settings.uri,))
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
-    try:  # no handlers, or incoherent type choices: exit 2 before connecting
-        claim_types(registry, tuple(ws.types), all_types)
+    try:
+        if len(registry):  # incoherent type choices: exit 2 before connecting
+            claim_types(registry, tuple(ws.types), all_types)
     except InvalidArgument as exc:
         raise flagged(exc, WORKER_FLAGS) from None
 
@@ -98,9 +99,13 @@ def worker(
     log_handler = configure_logging(ws.log_format, ws.log_level)
     try:
         backend.ping()
-        end = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                     max_activities=max_activities, worker_id=worker_id,
-                     all_types=all_types).run()
+        try:
+            worker = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
+                            max_activities=max_activities, worker_id=worker_id,
+                            all_types=all_types)
+        except InvalidArgument as exc:  # no handlers: said after the server answered
+            raise flagged(exc, WORKER_FLAGS) from None
+        end = worker.run()
     finally:
         unconfigure_logging(log_handler)
     raise typer.Exit(int(worker_exit_code(end)))

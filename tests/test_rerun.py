@@ -8,9 +8,6 @@ counted from the first run), so no activity gets the same change, or its event, 
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
@@ -19,7 +16,7 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.backend.queue import ActivitySpec
-from tests.waiting import wait_until
+from tests.helpers import sigterm_after_first_batch
 
 TOTAL, MAX = 60, 40
 
@@ -38,18 +35,9 @@ def test_a_rerun_after_sigterm_goes_on_with_the_rest(
         action: str, args: tuple[str, ...], event: str) -> None:
     backend.enqueue_many([ActivitySpec("x", {"n": n}) for n in range(TOTAL)])
     command = (action, "--type", "x", "--max", str(MAX), *args, "--yes", "--batch-size", "4")
-    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *command], env=cli_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: any(r["detail"].get("count", 0) >= 4
-                               for r in _records(backend, action)),
-                   timeout=60, interval=0.01, message="the first batch")
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    code, _, err = sigterm_after_first_batch(cli_env, command,
+                                             lambda: _records(backend, action))
+    assert code == 130, err
     first = _records(backend, action)[0]["detail"]["count"]
     assert 0 < first < MAX
 

@@ -74,7 +74,7 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
     queue.process_scheduled()
     queue.requeue_expired()
-    queue.maintenance.repair_outboxes(60.0)
+    queue.maintenance.repair_outboxes()  # its default grace, as doctor's sample
     queue.maintenance.purge_expired()
     for status in queries.LIST_ORDERS:
         queue.inspector.list_page(status)

@@ -101,8 +101,9 @@ class QueueChores(Part):
 
 
 
-class Maintenance(Part):
-    """The other chores of one queue: outbox repair, retention, and its set-up."""
+class Maintenance(QueueChores):
+    """Every chore of one queue (the trait's two, outbox repair, retention) and its
+    set-up."""
 
     def init_indexes(self, *, write: bool = True,
                      drop_obsolete: bool = False) -> list[IndexReport]:

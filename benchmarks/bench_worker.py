@@ -235,7 +235,7 @@ def bench_worker(uri: str, n: int, concurrency: int) -> dict[str, Any]:
     acts = activities(backend.db, "bench")
     ids = [d["_id"] for d in acts.find({}, {"_id": 1}).limit(20)]
     check = {
-        "exit_code": code,
+        "end": str(code),
         "completed": acts.count_documents({"status": "completed"}),
         "results_of_20_sampled": sum(backend.get_result(i) is not None for i in ids),
         "outboxes_left": acts.count_documents({"outbox": {"$exists": True}}),
@@ -297,7 +297,7 @@ def bench_failures(uri: str, m: int, concurrency: int) -> dict[str, Any]:
             code = quiet_worker(backend, registry, concurrency).run(install_signals=False)
         acts = activities(backend.db, "retry")
         out["retry"] = block.figures(catalog, flaky.total)
-        out["retry"]["check"] = {"exit_code": code, "attempts": flaky.total,
+        out["retry"]["check"] = {"end": str(code), "attempts": flaky.total,
                                  "expected_attempts": 2 * m,
                                  "completed": acts.count_documents({"status": "completed"}),
                                  "expected_completed": m}
@@ -321,7 +321,7 @@ def bench_failures(uri: str, m: int, concurrency: int) -> dict[str, Any]:
         dead_records = backend.db["runnerq_dead_dead_letter"]
         out["dead_letter"] = block.figures(catalog, doomed.total)
         out["dead_letter"]["check"] = {
-            "exit_code": code, "attempts": doomed.total,
+            "end": str(code), "attempts": doomed.total,
             "dead_lettered": acts.count_documents({"status": "dead_letter"}),
             "dead_letter_records": dead_records.count_documents({}), "expected": m}
 

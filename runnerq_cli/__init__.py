@@ -15,107 +15,64 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.version import __version__ as __version__
 
-_EXPORTS = {
-    "connect": "runnerq_cli.backend.api",
-    "RunnerQ": "runnerq_cli.backend.api",
-    "ActivitySpec": "runnerq_cli.backend.queue",
-    "Activity": "runnerq_cli.backend.models",
-    "Claim": "runnerq_cli.backend.models",
-    "EnqueueResult": "runnerq_cli.backend.models",
-    "Result": "runnerq_cli.backend.models",
-    "Event": "runnerq_cli.backend.models",
-    "Priority": "runnerq_cli.backend.models",
-    "Status": "runnerq_cli.backend.models",
-    "OnDuplicate": "runnerq_cli.backend.models",
-    "AckOutcome": "runnerq_cli.backend.models",
-    "EventCursor": "runnerq_cli.backend.events",
-    "EventFilter": "runnerq_cli.backend.events",
-    "Settings": "runnerq_cli.config",
-    "load_settings": "runnerq_cli.config",
-    "RunnerQError": "runnerq_cli.errors",
-    "InvalidArgument": "runnerq_cli.errors",
-    "ConfigError": "runnerq_cli.errors",
-    "NotFound": "runnerq_cli.errors",
-    "ClaimLost": "runnerq_cli.errors",
-    "DuplicateActivity": "runnerq_cli.errors",
-    "IdempotencyConflict": "runnerq_cli.errors",
-    "Unavailable": "runnerq_cli.errors",
-    "Worker": "runnerq_cli.worker.api",
-    "HandlerRegistry": "runnerq_cli.worker.api",
-    "handler": "runnerq_cli.worker.api",
-    "NonRetryableError": "runnerq_cli.worker.api",
-    "RetryableError": "runnerq_cli.worker.api",
-    "ActivityContext": "runnerq_cli.worker.api",
-    "create_worker": "runnerq_cli.worker.api",
-    "run_worker": "runnerq_cli.worker.api",
+# The public names, by the module that defines them: loaded on first access (__getattr__).
+# Type checkers read the same names from the imports below.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "runnerq_cli.backend.api": ("RunnerQ", "connect"),
+    "runnerq_cli.backend.queue": ("ActivitySpec",),
+    "runnerq_cli.backend.models": (
+        "AckOutcome", "Activity", "Claim", "EnqueueResult", "Event", "OnDuplicate", "Priority",
+        "Result", "Status",
+    ),
+    "runnerq_cli.backend.events": ("EventCursor", "EventFilter"),
+    "runnerq_cli.config": ("Settings", "load_settings"),
+    "runnerq_cli.errors": (
+        "ClaimLost", "ConfigError", "DuplicateActivity", "IdempotencyConflict", "InvalidArgument",
+        "NotFound", "RunnerQError", "Unavailable",
+    ),
+    "runnerq_cli.worker.api": (
+        "ActivityContext", "HandlerRegistry", "NonRetryableError", "RetryableError", "Worker",
+        "WorkerEnd", "create_worker", "handler", "run_worker",
+    ),
+    "runnerq_cli.backend.traits": ("InspectionBackend", "QueueBackend"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_EXPORTS)
 
-__all__ = [
-    "AckOutcome",
-    "Activity",
-    "ActivitySpec",
-    "Claim",
-    "ClaimLost",
-    "ConfigError",
-    "DuplicateActivity",
-    "EnqueueResult",
-    "Event",
-    "EventCursor",
-    "EventFilter",
-    "IdempotencyConflict",
-    "InvalidArgument",
-    "NotFound",
-    "OnDuplicate",
-    "Priority",
-    "Result",
-    "RunnerQ",
-    "RunnerQError",
-    "Settings",
-    "Status",
-    "Unavailable",
-    "connect",
-    "load_settings",
-]
-__all__ += ["ActivityContext", "HandlerRegistry", "NonRetryableError", "RetryableError",
-            "Worker", "create_worker", "handler", "run_worker"]
-
-if TYPE_CHECKING:
-    from runnerq_cli.backend.api import RunnerQ, connect
-    from runnerq_cli.backend.events import EventCursor, EventFilter
-    from runnerq_cli.backend.models import (
-        AckOutcome,
-        Activity,
-        Claim,
-        EnqueueResult,
-        Event,
-        OnDuplicate,
-        Priority,
-        Result,
-        Status,
+if TYPE_CHECKING:  # the same names, for type checkers (explicit re-exports)
+    # isort: off
+    from runnerq_cli.backend.api import (
+        RunnerQ as RunnerQ, connect as connect,
     )
-    from runnerq_cli.backend.queue import ActivitySpec
-    from runnerq_cli.config import Settings, load_settings
+    from runnerq_cli.backend.events import (
+        EventCursor as EventCursor, EventFilter as EventFilter,
+    )
+    from runnerq_cli.backend.models import (
+        AckOutcome as AckOutcome, Activity as Activity, Claim as Claim,
+        EnqueueResult as EnqueueResult, Event as Event, OnDuplicate as OnDuplicate,
+        Priority as Priority, Result as Result, Status as Status,
+    )
+    from runnerq_cli.backend.queue import (
+        ActivitySpec as ActivitySpec,
+    )
+    from runnerq_cli.backend.traits import (
+        InspectionBackend as InspectionBackend, QueueBackend as QueueBackend,
+    )
+    from runnerq_cli.config import (
+        Settings as Settings, load_settings as load_settings,
+    )
     from runnerq_cli.errors import (
-        ClaimLost,
-        ConfigError,
-        DuplicateActivity,
-        IdempotencyConflict,
-        InvalidArgument,
-        NotFound,
-        RunnerQError,
-        Unavailable,
+        ClaimLost as ClaimLost, ConfigError as ConfigError, DuplicateActivity as DuplicateActivity,
+        IdempotencyConflict as IdempotencyConflict, InvalidArgument as InvalidArgument,
+        NotFound as NotFound, RunnerQError as RunnerQError, Unavailable as Unavailable,
     )
     from runnerq_cli.worker.api import (
-        ActivityContext,
-        HandlerRegistry,
-        NonRetryableError,
-        RetryableError,
-        Worker,
-        create_worker,
-        handler,
-        run_worker,
+        ActivityContext as ActivityContext, HandlerRegistry as HandlerRegistry,
+        NonRetryableError as NonRetryableError, RetryableError as RetryableError, Worker as Worker,
+        WorkerEnd as WorkerEnd, create_worker as create_worker, handler as handler,
+        run_worker as run_worker,
     )
-
+    # isort: on
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)

@@ -14,19 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runnerq_cli.errors import ExitCode, InvalidArgument, RunnerQError
+from runnerq_cli.errors import ConfigError, InvalidArgument, RunnerQError
 
 
-class DevServerUnavailable(RunnerQError):
-    """mongoeco is not installed (it needs Python 3.13 or newer)."""
-
-    exit_code = ExitCode.CONFIG
+class DevServerUnavailable(ConfigError):
+    """mongoeco is not installed (it needs Python 3.13 or newer): the set-up, exit 3."""
 
 
-class PortInUse(RunnerQError):
-    """Another process listens on the port (it may have taken it a moment ago)."""
-
-    exit_code = ExitCode.USAGE
+class PortInUse(InvalidArgument):
+    """Another process listens on the port (it may have taken it a moment ago): the
+    `port` given cannot be used, exit 2."""
 
 
 def _engine(path: Path | None) -> Any:

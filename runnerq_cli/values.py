@@ -73,16 +73,18 @@ def one_line_text(value: Any, what: str, *, max_chars: int) -> str:
     import unicodedata
 
     if not isinstance(value, str):
-        raise InvalidArgument(f"{what}: expected text")
+        raise InvalidArgument(f"{what}: expected text", what)
     if len(value) > max_chars:
-        raise InvalidArgument(f"{what}: at most {max_chars} characters, got {len(value)}")
+        raise InvalidArgument(f"{what}: at most {max_chars} characters, got {len(value)}",
+                              what)
     for position, char in enumerate(value):
         category = unicodedata.category(char)
         if category == "Cs":
-            raise InvalidArgument(f"{what}: not valid UTF-8 (at character {position + 1})")
+            raise InvalidArgument(f"{what}: not valid UTF-8 (at character {position + 1})",
+                                  what)
         if category in ("Cc", "Zl", "Zp") or char in _BIDI_MARKS:
             raise InvalidArgument(f"{what}: one line of printable text: control character "
-                                  f"U+{ord(char):04X} at character {position + 1}")
+                                  f"U+{ord(char):04X} at character {position + 1}", what)
     return value
 
 

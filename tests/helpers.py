@@ -176,3 +176,24 @@ def metric_value(family: Any, **labels: str) -> float:
              if all(s.labels.get(k) == v for k, v in labels.items())]
     assert len(found) == 1, (labels, family.samples)
     return float(found[0])
+
+
+def sigterm_after_first_batch(cli_env: dict[str, str], args: tuple[str, ...],
+                              records: Any) -> tuple[int, str, str]:
+    """Run `runnerq-mongo ARGS` in a process, send it SIGTERM once `records()` (the
+    run's audit records) show a first batch of 4 done; (exit code, stdout, stderr)."""
+    import signal
+
+    from tests.waiting import wait_until
+
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *args], env=cli_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: any(r["detail"].get("count", 0) >= 4 for r in records()),
+                   timeout=60, interval=0.01, message="the first batch")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err

@@ -20,8 +20,8 @@ import typer
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.cli.app import app
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.cli.typer_compat import context_class
-from runnerq_cli.errors import ExitCode
 
 BAD = os.fsdecode(b"ab\xff\xfecd")  # surrogate escapes, as Python decodes such argv
 Context = context_class()

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 
 @pytest.fixture

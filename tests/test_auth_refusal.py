@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 
 @pytest.mark.parametrize("args", [["list", "pending"], ["enqueue", "job", "-p", "{}"],

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode, exit_code_of
 
 USAGE, CONFIG, UNAVAILABLE = ExitCode.USAGE, ExitCode.CONFIG, ExitCode.UNAVAILABLE
 REFUSED_URI = "mongodb://ops:s3cret@127.0.0.1:1/"
@@ -552,7 +552,7 @@ def test_a_port_taken_between_check_and_start_is_exit_2() -> None:
         taken.listen(1)
         with pytest.raises(PortInUse) as raised:
             start_in_thread("127.0.0.1", taken.getsockname()[1])
-    assert raised.value.exit_code == USAGE
+    assert exit_code_of(raised.value) == USAGE
     assert str(raised.value).count("in use") == 1
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.filters import ActivityFilter
-from runnerq_cli.errors import ExitCode, InvalidArgument, WrongState
+from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.errors import InvalidArgument, WrongState
 from tests.helpers import ALL_STATES, raw, snapshot
 from tests.helpers import drive_to as make
 
@@ -104,7 +105,8 @@ def test_only_the_shown_set_is_acted_on(queue: RunnerQ, clock) -> None:
     assert [r.activity_id for r in report.applied] == shown[1:]
     assert [s["id"] for s in report.skipped] == [shown[0]]
     assert "changed since it was shown" in report.skipped[0]["reason"]
-    assert report.exit_code() == ExitCode.WRONG_STATE
+    [error] = report.errors()
+    assert isinstance(error, WrongState)
     assert raw(queue, shown[0])["status"] == "failed"
     assert raw(queue, newcomer)["status"] == "failed"
 

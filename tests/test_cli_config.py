@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 
 def _show(run_cli, *args: str, env: dict[str, str] | None = None) -> dict:

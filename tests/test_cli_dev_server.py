@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from pymongo import MongoClient
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from tests.waiting import LineReader
 
 pytest.importorskip("mongoeco", reason="the dev server needs mongoeco (Python 3.13+)")

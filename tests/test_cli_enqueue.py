@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 ENQUEUED = "enqueued "
 

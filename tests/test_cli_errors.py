@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 UNREACHABLE = "mongodb://u:s3cret@127.0.0.1:1/"
 FAST_FAIL = {"RUNNERQ_SERVER_SELECTION_TIMEOUT": "0.5s", "RUNNERQ_CONNECT_TIMEOUT": "0.5s"}

@@ -8,8 +8,8 @@ import pytest
 from pymongo import MongoClient
 
 from runnerq_cli.backend.indexes import index_plan
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.config import Settings
-from runnerq_cli.errors import ExitCode
 
 PLANNED = len(index_plan(Settings()))
 

@@ -18,8 +18,8 @@ import typer
 from runnerq_cli.cli.app import app, main
 from runnerq_cli.cli.commands.completion import Shell, install_path
 from runnerq_cli.cli.completion_scripts import FILE_NAMES, REPO_COMPLETIONS, SHELLS, generate
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.cli.typer_compat import context_class
-from runnerq_cli.errors import ExitCode
 
 Context = context_class()
 REGENERATE = "python -m runnerq_cli.cli.completion_scripts --write"

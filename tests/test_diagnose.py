@@ -14,7 +14,8 @@ from runnerq_cli.backend.indexes import index_name, index_plan
 from runnerq_cli.backend.plans import plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.server_checks import check_clock
-from runnerq_cli.errors import ExitCode, NotFound
+from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.errors import NotFound
 from tests.helpers import drive_to as make
 from tests.helpers import run_then_crash
 

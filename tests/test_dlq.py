@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.config import load_settings
-from runnerq_cli.errors import ExitCode
 from tests.helpers import drive_to, snapshot
 
 

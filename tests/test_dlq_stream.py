@@ -5,9 +5,6 @@ that leaves an audit record a rerun completes (issue 15, issue 16 #6 #8 #11)."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from runnerq_cli.backend.operator import Operator
 from runnerq_cli.backend.queue import ActivityQueue
 from runnerq_cli.config import Settings
 from tests.bulk_fixtures import Commands, counted_context
-from tests.waiting import wait_until
+from tests.helpers import sigterm_after_first_batch
 
 
 def _line(original: uuid.UUID | None = None, **fields: Any) -> bytes:
@@ -118,17 +115,8 @@ def test_sigterm_midway_leaves_an_audit_record_and_a_rerun_imports_the_rest_once
     ctx = backend.context
     path = _write(tmp_path / "big.ndjson", [_line(uuid.uuid4()) for _ in range(100)])
     args = ("dlq", "import", str(path), "--batch-size", "4", "--reason", "replay", "-q")
-    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *args], env=cli_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: any(r["detail"].get("count", 0) >= 4 for r in _records(ctx)),
-                   timeout=60, interval=0.01, message="the first batch")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    code, out, err = sigterm_after_first_batch(cli_env, args, lambda: _records(ctx))
+    assert code == 130, err
     assert "interrupted: dlq import stopped after line" in err and "Traceback" not in err
     assert out.endswith(" enqueued\n") and " lines: " in out
     [record] = _records(ctx)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from tests.helpers import default_signals
 from tests.waiting import wait_until
 

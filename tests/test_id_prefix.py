@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from tests.helpers import snapshot
 
 TWINS = (uuid.UUID("aaaaaaaa-1111-4000-8000-000000000001"),

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from tests.helpers import drive_to
 from tests.waiting import wait_until
 

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.exposition import QueueCollector, registry_for
 from tests.helpers import default_signals
 from tests.helpers import metric_value as value

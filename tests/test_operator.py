@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.errors import ExitCode, InvalidArgument, NotFound, WrongState
+from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 from tests.helpers import ALL_STATES, raw
 from tests.helpers import drive_to as make
 

@@ -18,6 +18,7 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.events import EventCursor
 from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.queries import representative_queries
+from runnerq_cli.backend.timing import TIMING
 
 Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort
 
@@ -73,7 +74,7 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
     queue.process_scheduled()
     queue.requeue_expired()
-    queue.maintenance.repair_outboxes(60.0)
+    queue.maintenance.repair_outboxes()  # its default grace, as doctor's sample
     queue.maintenance.purge_expired()
     for status in queries.LIST_ORDERS:
         queue.inspector.list_page(status)
@@ -82,7 +83,7 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.diagnosis.summary()
     queue.get_activity_events(queries.SAMPLE_ACTIVITY)
     queue.list_dead_letter()
-    queue.registry.count_live_workers(queries.STALE_AFTER_SAMPLE)
+    queue.registry.count_live_workers(TIMING.worker_stale_after)
     # One read of a tail positioned where doctor's sample tail reads from.
     start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))

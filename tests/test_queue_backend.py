@@ -11,7 +11,8 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.models import AckOutcome, Priority, Status
 from runnerq_cli.backend.queue import ActivitySpec
-from runnerq_cli.errors import CheckpointConflict, ClaimLost, ExitCode, InvalidArgument, NotFound
+from runnerq_cli.cli.exits import ExitCode, exit_code_of
+from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument, NotFound
 
 
 def raw(queue: RunnerQ, activity_id: uuid.UUID) -> dict:
@@ -183,7 +184,7 @@ def test_acking_twice_is_harmless_and_answers_the_same(queue: RunnerQ) -> None:
     with pytest.raises(CheckpointConflict) as conflict:
         queue.ack_success(claim, {"n": 2})
     assert not isinstance(conflict.value, ClaimLost)
-    assert conflict.value.exit_code is ExitCode.CHECKPOINT_CONFLICT == 16
+    assert exit_code_of(conflict.value) is ExitCode.CHECKPOINT_CONFLICT == 16
     [answer] = queue.activities.ack_success_many([(claim, {"n": 3})])  # the batch path too
     assert isinstance(answer, CheckpointConflict)
     with pytest.raises(ClaimLost):
@@ -513,8 +514,8 @@ def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
 
 
 def test_wait_returns_the_outcome_or_times_out(queue: RunnerQ) -> None:
+    from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.waiting import exit_code
-    from runnerq_cli.errors import ExitCode
 
     aid = queue.enqueue("t", {}).activity_id
     timed_out = queue.wait(aid, timeout=0.2, poll=0.05)

@@ -16,9 +16,9 @@ import pytest
 
 from runnerq_cli import ActivitySpec
 from runnerq_cli.backend.models import Status
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker.api import build_registry
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry, load_app
 from tests import worker_handlers
 from tests.helpers import worker_log
@@ -40,7 +40,7 @@ def test_success_stores_result_and_counts(backend):
     aid = backend.enqueue("echo", {"x": 1}, metadata={"k": "v"}).activity_id
     worker = make_worker(backend)
     with worker_log("json", "info") as stream:
-        assert worker.run(install_signals=False) == 0
+        assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     act = activity(backend, aid)
     assert act.status == Status.COMPLETED
     result = backend.get_result(aid)
@@ -62,7 +62,7 @@ def test_success_stores_result_and_counts(backend):
 def test_plain_async_and_payload_only_handlers(backend):
     a = backend.enqueue("async_echo", {"value": 7}).activity_id
     b = backend.enqueue("payload_only", {"value": "v"}).activity_id
-    assert make_worker(backend).run(install_signals=False) == 0
+    assert make_worker(backend).run(install_signals=False) == WorkerEnd.STOPPED
     assert backend.get_result(a).data == {"async": True, "value": 7}
     assert backend.get_result(b).data == "v"
 
@@ -70,7 +70,7 @@ def test_plain_async_and_payload_only_handlers(backend):
 def test_retryable_failure_backs_off_then_dead_letters(backend):
     aid = backend.enqueue("boom", {}, max_retries=2, retry_delay_seconds=1).activity_id
     worker = make_worker(backend, fail_on_error=True)
-    assert worker.run(install_signals=False) == ExitCode.WORKER_ERRORS
+    assert worker.run(install_signals=False) == WorkerEnd.ERRORS
     act = activity(backend, aid)
     assert act.status == Status.SCHEDULED and act.retry_count == 1
     assert "RuntimeError: boom on attempt 1" in act.last_error
@@ -79,11 +79,11 @@ def test_retryable_failure_backs_off_then_dead_letters(backend):
     assert worker.counters["retried"] == 1
     # not due yet: a second burst finds nothing to do
     again = make_worker(backend)
-    assert again.run(install_signals=False) == 0 and again.counters["claimed"] == 0
+    assert again.run(install_signals=False) == WorkerEnd.STOPPED and again.counters["claimed"] == 0
     wait_until(lambda: datetime.now(UTC) >= act.scheduled_at, timeout=10,
                message="the retry to come due")
     last = make_worker(backend, fail_on_error=True)
-    assert last.run(install_signals=False) == ExitCode.WORKER_ERRORS
+    assert last.run(install_signals=False) == WorkerEnd.ERRORS
     act = activity(backend, aid)
     assert act.status == Status.DEAD_LETTER and act.retry_count == 1
     assert last.counters["dead_lettered"] == 1
@@ -94,7 +94,7 @@ def test_retryable_failure_backs_off_then_dead_letters(backend):
 def test_non_retryable_failure(backend):
     aid = backend.enqueue("fatal", {}, max_retries=5).activity_id
     worker = make_worker(backend)
-    assert worker.run(install_signals=False) == 0  # no --fail-on-error
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED  # no --fail-on-error
     act = activity(backend, aid)
     assert act.status == Status.FAILED and act.retry_count == 0
     assert act.last_error == "bad input: cannot be retried"
@@ -107,10 +107,10 @@ def test_unknown_type_is_left_pending_with_or_without_types(backend):
     # A worker claims only the types it has handlers for (tests/test_worker_types.py).
     aid = backend.enqueue("nobody_handles_this", {}).activity_id
     limited = make_worker(backend, types=["echo"])
-    assert limited.run(install_signals=False) == 0
+    assert limited.run(install_signals=False) == WorkerEnd.STOPPED
     assert activity(backend, aid).status == Status.PENDING and limited.counters["claimed"] == 0
     worker = make_worker(backend)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     act = activity(backend, aid)
     assert act.status == Status.PENDING and act.last_error is None
     assert worker.counters["claimed"] == 0
@@ -119,7 +119,7 @@ def test_unknown_type_is_left_pending_with_or_without_types(backend):
 def test_types_without_a_handler_are_refused(backend):
     with pytest.raises(InvalidArgument, match="without a handler"):
         make_worker(backend, types=["echo", "missing"])
-    with pytest.raises(InvalidArgument, match="no handlers"):
+    with pytest.raises(InvalidArgument, match="no handler to run"):
         make_worker(backend, registry=HandlerRegistry())
 
 
@@ -140,7 +140,7 @@ def test_timeout_of_sync_and_async_handlers_is_a_retryable_failure(backend):
                                max_retries=3, retry_delay_seconds=60).activity_id
     started = time.monotonic()
     worker = make_worker(backend)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     assert time.monotonic() - started < 4.5
     for aid in (sync_id, async_id):
         act = activity(backend, aid)
@@ -153,7 +153,7 @@ def test_timeout_of_sync_and_async_handlers_is_a_retryable_failure(backend):
 def test_lease_renewal_keeps_a_long_handler_claim(backend):
     aid = backend.enqueue("sleep", {"seconds": 3.5}).activity_id
     worker = make_worker(backend, lease=1.0)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     act = activity(backend, aid)
     assert act.status == Status.COMPLETED and act.retry_count == 0
     assert worker.counters["claims_lost"] == 0
@@ -163,7 +163,7 @@ def test_lease_renewal_keeps_a_long_handler_claim(backend):
 
 def test_handler_can_enqueue_follow_up(backend):
     aid = backend.enqueue("spawn", {}).activity_id
-    assert make_worker(backend).run(install_signals=False) == 0
+    assert make_worker(backend).run(install_signals=False) == WorkerEnd.STOPPED
     child = backend.get_result(aid).data["child"]
     assert backend.get_result(child).data["echo"] == {"parent": str(aid)}
 
@@ -172,7 +172,7 @@ def test_max_activities(backend):
     for i in range(3):
         backend.enqueue("echo", {"i": i})
     worker = make_worker(backend, burst=False, max_activities=2, concurrency=1)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     assert worker.counters["succeeded"] == 2
     assert backend.db[backend.context.names.activities].count_documents(
         {"status": "pending"}) == 1
@@ -189,7 +189,7 @@ def test_background_worker_registers_and_stops(backend):
     wait_until(lambda: activity(backend, aid).status == Status.COMPLETED, timeout=10,
                message="the background worker to complete it")
     worker.stop()
-    assert worker.join(10) == 0
+    assert worker.join(10) == WorkerEnd.STOPPED
     assert backend.registry.list_workers() == []
 
 
@@ -200,7 +200,7 @@ def test_graceful_stop_releases_work_past_the_shutdown_timeout(backend):
     wait_until(lambda: activity(backend, aid).status == Status.PROCESSING, timeout=10,
                message="the worker to claim it")
     worker.stop()
-    assert worker.join(10) == ExitCode.WORKER_SHUTDOWN_TIMEOUT
+    assert worker.join(10) == WorkerEnd.RELEASED
     act = activity(backend, aid)
     assert act.status == Status.PENDING and act.retry_count == 0 and act.worker_id is None
 
@@ -242,7 +242,7 @@ def test_shell_handlers(backend, tmp_path):
                                  timeout_seconds=1 if mode == "hang" else 30).activity_id
            for mode in ("ok", "text", "empty", "fatal", "retry", "hang")}
     worker = make_worker(backend, registry=registry, concurrency=6)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     ok = backend.get_result(ids["ok"]).data
     assert ok["got"]["quote"] == "it's $HOME; rm -rf /"
     assert ok["id"] == str(ids["ok"]) and ok["attempt"] == "1"
@@ -290,7 +290,7 @@ def test_handler_raising_system_exit_fails_the_attempt_at_once(backend):
     worker.start()
     started = time.monotonic()
     worker.join(timeout=20)
-    assert worker.exit_code is not None, "worker still waiting on a dead handler thread"
+    assert worker.end is not None, "worker still waiting on a dead handler thread"
     assert time.monotonic() - started < 20
     act = backend.get_activity(aid)
     assert act.status == Status.DEAD_LETTER
@@ -321,7 +321,7 @@ def test_a_result_mongodb_cannot_store_fails_the_activity_instead_of_stranding_i
     worker = Worker(backend, registry, burst=True, poll_interval=0.2)
     worker.start()
     worker.join(timeout=15)
-    assert worker.exit_code is not None, "worker stuck retrying an ack that cannot succeed"
+    assert worker.end is not None, "worker stuck retrying an ack that cannot succeed"
     act = backend.get_activity(aid)
     assert act.status == Status.FAILED
     assert "cannot be stored" in (act.last_error or "")
@@ -357,7 +357,7 @@ def test_busy_slots_claim_their_next_activity_within_concurrency(backend):
     ids = [r.activity_id for r in backend.enqueue_many(
         [ActivitySpec("overlap", {"i": i}) for i in range(60)])]
     worker = make_worker(backend, registry, concurrency=3)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     assert overlap.calls == 60 and overlap.most == 3
     assert worker.counters["claimed"] == worker.counters["succeeded"] == 60
     assert [backend.get_result(i).data for i in ids] == list(range(60))
@@ -368,7 +368,7 @@ def test_max_activities_holds_while_busy_slots_claim(backend):
     registry.add("overlap", _Overlap(0.005))
     backend.enqueue_many([ActivitySpec("overlap", {"i": i}) for i in range(30)])
     worker = make_worker(backend, registry, burst=False, concurrency=4, max_activities=10)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     acts = backend.db[backend.context.names.activities]
     assert worker.counters["claimed"] == worker.counters["succeeded"] == 10
     assert acts.count_documents({"status": "completed"}) == 10
@@ -417,7 +417,7 @@ def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     assert acts.count_documents({"started_at": {"$gt": settled_at}}) == 0
     assert acts.count_documents({"status": "pending"}) > 0
     worker.stop()
-    assert worker.join(15) == 0
+    assert worker.join(15) == WorkerEnd.STOPPED
 
 
 def test_a_burst_workers_abandoned_handler_thread_claims_nothing_once_run_returns(backend):
@@ -431,7 +431,7 @@ def test_a_burst_workers_abandoned_handler_thread_claims_nothing_once_run_return
     registry.add("echo", lambda payload: payload)
     backend.enqueue("slow", {}, timeout_seconds=1, max_retries=0)
     worker = make_worker(backend, registry, concurrency=1)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     late = backend.enqueue("echo", {"late": True}).activity_id
     release.set()  # the abandoned thread's handler returns now
     wait_until(lambda: worker._slots.busy == 0, timeout=30,
@@ -464,7 +464,7 @@ def test_a_stop_while_a_slot_is_claiming_leaves_nothing_held(backend):
     assert in_claim.wait(20)
     worker.stop()
     stopped.set()
-    assert worker.join(20) == 0
+    assert worker.join(20) == WorkerEnd.STOPPED
     returned_at = backend.context.clock()
     # A slot left claiming would claim (and run) now, for nobody, before going idle.
     wait_until(lambda: worker._slots.busy == 0, timeout=10, message="the slots to go idle")
@@ -497,7 +497,7 @@ def test_a_graceful_stop_writes_outcomes_waiting_out_a_retry_back_off(backend):
     quick = backend.enqueue("quick", {}).activity_id
     wait_until(lambda: not failures["left"], timeout=30, message="the hiccup to pass")
     worker.stop()
-    assert worker.join(20) == 0
+    assert worker.join(20) == WorkerEnd.STOPPED
     assert activity(backend, quick).status == Status.COMPLETED
     assert backend.get_result(quick).data == "done"
 
@@ -522,7 +522,7 @@ def test_claims_wait_while_outcomes_pile_up_unwritten(backend):
     most = 0
     while worker.join(0.05) is None:
         most = max(most, acts.count_documents({"status": "processing"}))
-    assert worker.exit_code == 0
+    assert worker.end is WorkerEnd.STOPPED
     assert acts.count_documents({"status": "completed"}) == 40
     # Held (status processing) at most: c running, fewer than 2c + c waiting (a slot may
     # append after its claim passed the check), and the batch being written (as many):

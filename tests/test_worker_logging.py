@@ -12,7 +12,7 @@ import re
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry, NonRetryableError
 from runnerq_cli.worker.logs import (
     attempt_details,
@@ -38,7 +38,7 @@ def test_an_embedding_app_captures_the_worker_records(settings, caplog, capsys):
     caplog.set_level(logging.INFO, logger="runnerq")
     # No `log=`: the worker only emits records; the app's logging decides where they go.
     worker = Worker(backend, worker_handlers.registry, burst=True, poll_interval=0.2)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
 
     records = [r for r in caplog.records if r.name == "runnerq.worker"]
     outcomes = {r.activity_id: r for r in records if getattr(r, "outcome", None)}

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.worker.engine import FLEET_STALE_AFTER, Worker
+from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry
 from tests.waiting import wait_until
 
@@ -41,13 +42,13 @@ def test_a_running_worker_counts_in_the_fleet_that_shares_the_chores(settings) -
         wait_until(lambda: worker.worker_id in {
                        w.worker_id for w in backend.registry.list_workers()},
                    message="the worker to register")
-        assert backend.registry.count_live_workers(FLEET_STALE_AFTER) == 4
+        assert backend.registry.count_live_workers(TIMING.fleet_stale_after) == 4
         [me] = [w for w in backend.registry.list_workers() if w.worker_id == worker.worker_id]
         assert not me.stale
     finally:
         worker.stop()
-        assert worker.join(10) == 0
-    assert backend.registry.count_live_workers(FLEET_STALE_AFTER) == 3
+        assert worker.join(10) == WorkerEnd.STOPPED
+    assert backend.registry.count_live_workers(TIMING.fleet_stale_after) == 3
 
 
 @pytest.mark.slow

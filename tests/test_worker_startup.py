@@ -20,7 +20,7 @@ import pytest
 
 from runnerq_cli.argv import ROOT_OPTIONS_WITH_VALUE, command_word
 from runnerq_cli.backend.models import Status
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from tests.helpers import default_signals
 from tests.waiting import wait_until
 

@@ -14,8 +14,9 @@ import threading
 import pytest
 
 from runnerq_cli.backend.models import Status
-from runnerq_cli.errors import ExitCode, InvalidArgument
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry
 from tests.waiting import wait_until
 
@@ -39,7 +40,7 @@ def test_a_worker_leaves_the_types_it_has_no_handler_for_pending(backend):
     others = [backend.enqueue(t, {}).activity_id for t in ("resize", "charge")]
     worker = _worker(backend, _registry("send_email"))
     assert worker.types == ("send_email",)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     assert backend.get_activity(mail).status == Status.COMPLETED
     for aid in others:
         act = backend.get_activity(aid)
@@ -60,7 +61,7 @@ def test_the_registry_records_the_types_a_worker_claims(backend):
     finally:
         gate.set()
         worker.stop()
-        assert worker.join(15) == 0
+        assert worker.join(15) == WorkerEnd.STOPPED
 
 
 def test_two_workers_with_disjoint_types_each_run_only_their_own(backend):
@@ -78,7 +79,7 @@ def test_two_workers_with_disjoint_types_each_run_only_their_own(backend):
         for worker in workers.values():
             worker.stop()
         for worker in workers.values():
-            assert worker.join(15) == 0
+            assert worker.join(15) == WorkerEnd.STOPPED
     for activity_type, group in ids.items():
         for aid in group:
             assert backend.get_result(aid).data == {"ran": activity_type,
@@ -93,16 +94,16 @@ def test_all_types_runs_every_type_through_the_catch_all(backend):
     registry.add("*", lambda payload, ctx: {"caught": ctx.activity_type})
     worker = _worker(backend, registry, all_types=True)
     assert worker.types == ()
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     assert backend.get_result(ids["send_email"]).data["ran"] == "send_email"
     for name in ("resize", "charge"):
         assert backend.get_result(ids[name]).data == {"caught": name}
 
 
 @pytest.mark.parametrize(("registry_types", "options", "message"), [
-    (("send_email",), {"all_types": True}, "--all-types needs a catch-all handler"),
-    (("send_email", "*"), {}, "give --all-types"),
-    (("send_email", "*"), {"all_types": True, "types": ["send_email"]}, "leave out --types"),
+    (("send_email",), {"all_types": True}, "all_types needs a catch-all handler"),
+    (("send_email", "*"), {}, "give all_types"),
+    (("send_email", "*"), {"all_types": True, "types": ["send_email"]}, "leave out types"),
     (("send_email",), {"types": ["resize"]}, "without a handler: resize"),
 ])
 def test_incoherent_choices_are_refused(backend, registry_types, options, message):
@@ -166,4 +167,4 @@ def test_doctor_and_explain_name_the_type_no_live_worker_handles(backend, run_cl
     finally:
         gate.set()
         worker.stop()
-        assert worker.join(15) == 0
+        assert worker.join(15) == WorkerEnd.STOPPED

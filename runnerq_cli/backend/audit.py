@@ -70,7 +70,7 @@ def default_actor() -> str:
 
 def check_text(value: str | None, what: str) -> str | None:
     """A reason or actor: one line of printable, valid UTF-8 text, at most TEXT_MAX
-    (`--actor`: ACTOR_MAX) characters; InvalidArgument (exit 2) otherwise."""
+    (an actor: ACTOR_MAX) characters; InvalidArgument otherwise."""
     if value is None:
         return None
     limit = ACTOR_MAX if "actor" in what else TEXT_MAX
@@ -280,7 +280,7 @@ class AuditLog:
               action: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """Operator actions, newest first (kept as long as events: the events TTL)."""
         if limit < 1 or limit > 10_000:
-            raise InvalidArgument("--limit must be between 1 and 10000")
+            raise InvalidArgument("limit must be between 1 and 10000", "limit")
         query: dict[str, Any] = {"activity_id": None,
                                  "event_type": {"$in": list(AUDIT_EVENT_TYPES)}}
         if since is not None:

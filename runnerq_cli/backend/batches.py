@@ -4,7 +4,7 @@ One batch (up to `BATCH_SIZE` ids) of a state-changing action is:
 
     1 find      the documents as they are now ({_id: {$in: ids}}, no payload)
     2 bulk_write one UpdateOne per eligible document, fenced on what was read
-                (operator.fence_of: status, priority, retry count, completion
+                (actions.fence_of: status, priority, retry count, completion
                 time, lease) with the action's event in the outbox
     3 find      which documents carry their new event (the applied ones)
     4 flush     their outboxes (writes.OutboxWriter.flush: find, insert_many, clear)
@@ -28,17 +28,16 @@ from typing import Any
 
 from pymongo import DeleteOne, UpdateOne
 
-from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.models import MalformedDocument, Status
-from runnerq_cli.backend.operator import (
-    PLAN_STATUSES,
+from runnerq_cli.backend.actions import (
+    ACTIONS,
     SNAPSHOT_FIELDS,
-    TERMINAL,
     ActionResult,
-    check_expected,
+    check,
     fence_of,
     plan_update,
 )
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.models import MalformedDocument, Status
 from runnerq_cli.backend.servertime import server_update, write_time
 from runnerq_cli.backend.sizes import BULK_BATCH_SIZE
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
@@ -56,8 +55,7 @@ class BatchOutcome:
 
 
 def _skip(aid: uuid.UUID, exc: Exception) -> tuple[dict[str, Any], Exception]:
-    return ({"id": aid, "reason": str(exc), "status": getattr(exc, "status", None),
-             "exit_code": int(getattr(exc, "exit_code", 1))}, exc)
+    return ({"id": aid, "reason": str(exc), "status": getattr(exc, "status", None)}, exc)
 
 
 class Batches:
@@ -77,7 +75,6 @@ class Batches:
     def _update(self, action: str, ids: list[uuid.UUID], note: dict[str, Any],
                 expect: dict[uuid.UUID, dict[str, Any]],
                 params: dict[str, Any]) -> BatchOutcome:
-        allowed = [s.value for s in PLAN_STATUSES[action]]
         outcome = BatchOutcome()
         done: dict[uuid.UUID, ActionResult] = {}
         skipped: dict[uuid.UUID, tuple[dict[str, Any], Exception]] = {}
@@ -85,8 +82,7 @@ class Batches:
         for _ in range(ROUNDS):
             if not pending:
                 break
-            pending = self._update_round(action, pending, note, expect, params, allowed,
-                                         done, skipped)
+            pending = self._update_round(action, pending, note, expect, params, done, skipped)
         for aid in pending:  # the fence moved every time it was read
             skipped[aid] = _skip(aid, WrongState(
                 f"{action} {aid}: skipped, it changed while it was acted on; try again"))
@@ -99,19 +95,18 @@ class Batches:
 
     def _update_round(self, action: str, ids: list[uuid.UUID], note: dict[str, Any],
                       expect: dict[uuid.UUID, dict[str, Any]], params: dict[str, Any],
-                      allowed: list[str], done: dict[uuid.UUID, ActionResult],
+                      done: dict[uuid.UUID, ActionResult],
                       skipped: dict[uuid.UUID, tuple[dict[str, Any], Exception]],
                       ) -> list[uuid.UUID]:
         """One read, one write, one check; returns the ids whose fence moved meanwhile."""
         ctx = self._ctx
-        eligible = self._eligible(action, ids, {"outbox": 0, "payload": 0}, allowed, expect,
-                                  skipped)
+        eligible = self._eligible(action, ids, {"outbox": 0, "payload": 0}, expect, skipped)
         now = write_time(ctx.clock)  # events, completed_at: the server's as they land
         writes: list[UpdateOne] = []
         planned: dict[uuid.UUID, tuple[dict[str, Any], dict[str, Any], Any, Any]] = {}
         for aid, before in eligible:
             update, info, event = plan_update(action, before, now, params, note)
-            writes.append(UpdateOne(fence_of(before), server_update(update)))
+            writes.append(UpdateOne(fence_of(before, ACTIONS[action].fence), server_update(update)))
             planned[aid] = (before, info, event["_id"],
                             update["$set"].get("status", before.get("status")))
         if not writes:
@@ -156,7 +151,7 @@ class Batches:
         return applied
 
     def _eligible(self, action: str, ids: list[uuid.UUID], projection: dict[str, Any],
-                  allowed: list[str], expect: dict[uuid.UUID, dict[str, Any]],
+                  expect: dict[uuid.UUID, dict[str, Any]],
                   skipped: dict[uuid.UUID, tuple[dict[str, Any], Exception]],
                   ) -> list[tuple[uuid.UUID, dict[str, Any]]]:
         """One read of `ids`: (id, document) of those `action` may act on, in order; the
@@ -170,7 +165,7 @@ class Batches:
                 skipped[aid] = _skip(aid, NotFound(f"activity {aid} not found"))
                 continue
             try:
-                check_expected(before, action, aid, allowed, expect.get(aid))
+                check(before, action, aid, expect.get(aid))
             except (WrongState, InvalidArgument, MalformedDocument) as exc:
                 skipped[aid] = _skip(aid, exc)
                 continue
@@ -180,12 +175,10 @@ class Batches:
     def _delete(self, ids: list[uuid.UUID], note: dict[str, Any],
                 expect: dict[uuid.UUID, dict[str, Any]]) -> BatchOutcome:
         ctx = self._ctx
-        allowed = [s.value for s in TERMINAL]
         outcome = BatchOutcome()
         unique = list(dict.fromkeys(ids))
         skipped: dict[uuid.UUID, tuple[dict[str, Any], Exception]] = {}
-        planned = dict(self._eligible("delete", unique, SNAPSHOT_FIELDS, allowed, expect,
-                                      skipped))
+        planned = dict(self._eligible("delete", unique, SNAPSHOT_FIELDS, expect, skipped))
         gone: set[uuid.UUID] = set()
         if planned:
             records = [DeleteOne({"_id": aid, "failed_at": doc.get("completed_at")})
@@ -194,9 +187,8 @@ class Batches:
             if records:
                 ctx.dead_letter.bulk_write(records, ordered=False)
             ctx.activities.bulk_write(
-                [DeleteOne({"_id": aid, "status": doc.get("status"),
-                            "completed_at": doc.get("completed_at")})
-                 for aid, doc in planned.items()], ordered=False)
+                [DeleteOne(fence_of(doc, ACTIONS["delete"].fence)) for doc in planned.values()],
+                ordered=False)
             left = {d["_id"] for d in ctx.activities.find(
                 {"_id": {"$in": list(planned)}}, {"_id": 1}).batch_size(len(planned) + 1)}
             gone = set(planned) - left

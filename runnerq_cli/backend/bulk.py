@@ -24,21 +24,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli.backend.actions import SNAPSHOT_FIELDS, ActionResult, action, snapshot_of
 from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.batches import BATCH_SIZE, Batches
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.filters import ActivityFilter
 from runnerq_cli.backend.models import Priority, display_status, parse_activity_id, to_jsonable
-from runnerq_cli.backend.operator import (
-    ACTION_STATUSES,
-    SNAPSHOT_FIELDS,
-    ActionResult,
-    Operator,
-    snapshot_of,
-)
+from runnerq_cli.backend.operator import Operator
 from runnerq_cli.backend.shapes import ACTIVITY, Shape, well_formed
-from runnerq_cli.errors import ExitCode, InvalidArgument, WrongState
+from runnerq_cli.errors import InvalidArgument, WrongState
 
+AUDIT_LOOKBACK = 20  # runs of an action read to find the last one of the same command
 MAX_BULK = 10_000  # largest --max: one action, one audit record, one report
 SAMPLE_SIZE = 10
 SCAN_BATCH = 500
@@ -81,15 +77,9 @@ class BulkReport:
     last_id: uuid.UUID | None = None  # the last id of the last batch done
     reached: int = 0  # how many of the selected ids were handled
 
-    def exit_code(self) -> int:
-        """0 if everything shown was acted on; 130 if interrupted; else the skips' exit
-        code (1 if they differ)."""
-        if self.interrupted:
-            return int(ExitCode.INTERRUPTED)
-        codes = {int(s["exit_code"]) for s in self.skipped}
-        if not codes:
-            return int(ExitCode.OK)
-        return codes.pop() if len(codes) == 1 else int(ExitCode.FAILURE)
+    def errors(self) -> list[Exception]:
+        """The error of each skipped activity, in the order of the ids."""
+        return [outcome[1] for outcome in self.outcomes if isinstance(outcome, tuple)]
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action, "matched": self.matched, "selected": self.selected,
@@ -112,25 +102,32 @@ class BulkActions:
         self._operator = operator
         self._audit = audit
 
-    def select(self, action: str, flt: ActivityFilter, max_count: int | None = None,
-               *, sample_size: int = SAMPLE_SIZE) -> Selection:
-        """The activities `flt` matches for `action` (only its eligible statuses), oldest first.
+    def select(self, name: str, flt: ActivityFilter, max_count: int | None = None,
+               *, sample_size: int = SAMPLE_SIZE, **params: Any) -> Selection:
+        """The activities `flt` matches for action `name` (only its eligible statuses),
+        oldest first.
 
-        Statuses the action does not apply to raise `WrongState`. Reads only.
+        With the action's `params` (`at`, `priority`), those already where the action
+        would put them are left out: a run again after an interruption goes on with
+        the rest instead of doing the first ones twice. Statuses the action does not
+        apply to raise `WrongState`. Reads only.
         """
-        allowed = ACTION_STATUSES.get(action)
-        if allowed is None:
-            raise InvalidArgument(f"unknown action {action!r}")
+        row = action(name)
+        if not row.by_filter:
+            raise InvalidArgument(f"{name} is not an action by filter")
+        allowed = row.from_states
         if max_count is not None and not 1 <= max_count <= MAX_BULK:
-            raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}")
+            raise InvalidArgument(f"max_count must be between 1 and {MAX_BULK}", "max_count")
         wrong = [s for s in flt.statuses if s not in allowed]
         if wrong:
             names = " or ".join(s.value for s in allowed)
-            raise WrongState(f"{action} applies to {names} activities, not "
+            raise WrongState(f"{name} applies to {names} activities, not "
                              f"{', '.join(s.value for s in wrong)}", status=wrong[0].value)
         flt = flt.restricted_to(allowed)
         limit = max_count if max_count is not None else MAX_BULK
         query = flt.query()
+        if row.done is not None and params:
+            query = {"$and": [query, {"$nor": [row.done(self._params(name, params))]}]}
         order = [("created_at", 1), ("_id", 1)]
         if flt.worker is None:
             matched = self._ctx.activities.count_documents(query)
@@ -140,7 +137,7 @@ class BulkActions:
         else:
             matched, docs = self._select_by_worker(query, flt.worker, order, limit)
         now = self._ctx.clock()
-        return Selection(action, flt, matched, [d["_id"] for d in docs],
+        return Selection(name, flt, matched, [d["_id"] for d in docs],
                          {d["_id"]: snapshot_of(d) for d in docs},
                          [_summary(d, now) for d in docs[:sample_size]], max_count)
 
@@ -181,11 +178,9 @@ class BulkActions:
         flush()
         return matched, kept
 
-    def preview_ids(self, action: str, ids: Iterable[uuid.UUID | str]) -> list[dict[str, Any]]:
+    def preview_ids(self, name: str, ids: Iterable[uuid.UUID | str]) -> list[dict[str, Any]]:
         """What `apply` would do to each id now (a dry run by ids): reads only."""
-        if action not in ACTION_STATUSES:
-            raise InvalidArgument(f"unknown action {action!r}")
-        allowed = {s.value for s in ACTION_STATUSES[action]}
+        allowed = set(action(name).from_values)
         aids = [parse_activity_id(i) for i in ids]
         found = {d["_id"]: d for d in self._ctx.activities.find({"_id": {"$in": aids}},
                                                                 SNAPSHOT_FIELDS)}
@@ -199,7 +194,7 @@ class BulkActions:
             eligible = doc.get("status") in allowed
             rows.append({**_summary(doc, now), "eligible": eligible,
                          "reason": None if eligible else
-                         f"{action} does not apply to {doc.get('status')} activities"})
+                         f"{name} does not apply to {doc.get('status')} activities"})
         return rows
 
     def apply(self, action: str, target: Selection | Iterable[uuid.UUID | str], *,
@@ -232,11 +227,7 @@ class BulkActions:
             ids = [parse_activity_id(i) for i in target]
             snapshots = {}
             matched = len(ids)
-        # The action's own values are checked once, before anything is written.
-        if action == "reschedule" and "at" in params:
-            params["at"] = self._operator.future_time(params["at"])
-        if action == "set-priority" and "priority" in params:
-            params["priority"] = Priority.parse(params["priority"])
+        params = self._params(action, params)  # checked once, before anything is written
         if not 1 <= batch_size <= 10_000:
             raise InvalidArgument("batch size must be between 1 and 10000")
         intent: dict[str, Any] = {"matched": matched, "selected": len(ids), "command": command,
@@ -277,6 +268,26 @@ class BulkActions:
                        last_id=str(report.last_id) if report.last_id else None,
                        reached=report.reached)
         return report
+
+
+    def unfinished(self, name: str, command: str) -> dict[str, Any] | None:
+        """What the newest audited run of `command` recorded (its `at`, `priority`...),
+        if it was interrupted: a run again of the same command goes on with its values
+        (a `--delay` reschedule keeps the first run's time), else None."""
+        for entry in self._audit.audit(action=name, limit=AUDIT_LOOKBACK):
+            if entry.detail.get("command") == command:
+                return entry.detail if entry.state == "interrupted" else None
+        return None
+
+    def _params(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The action's own values (`at` for reschedule, `priority` for set-priority),
+        checked and as they are stored."""
+        checked = dict(params)
+        if name == "reschedule" and "at" in params:
+            checked["at"] = self._operator.future_time(params["at"])
+        if name == "set-priority" and "priority" in params:
+            checked["priority"] = Priority.parse(params["priority"])
+        return checked
 
 
 def _summary(doc: dict[str, Any], now: datetime) -> dict[str, Any]:

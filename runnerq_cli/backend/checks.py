@@ -12,11 +12,7 @@ from typing import Any
 
 from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.models import to_jsonable
-from runnerq_cli.backend.timing import TIMING
 
-STALE_AFTER = TIMING.worker_stale_after  # the timings: backend/timing.py
-LEASE_GRACE = TIMING.lease_overdue
-OUTBOX_MAX_AGE = TIMING.outbox_overdue
 PENDING_AGE_WARN = 300.0  # the oldest pending activity waiting longer than this: warn
 CLOCK_SKEW_WARN = 1.0  # seconds
 COUNT_LIMIT = 100_000  # counts stop here ("at least N"): bounded on a queue of millions

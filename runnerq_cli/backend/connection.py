@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
@@ -204,22 +202,3 @@ def answered(uri: str) -> None:
 
 def is_answered(uri: str) -> bool:
     return uri in _answered
-
-
-@contextmanager
-def translate_errors(uri: str) -> Iterator[None]:
-    """Turn driver connection errors into `Unavailable` with the URI redacted.
-
-    The first time a URI is used in this process, its seeds are probed: when
-    every one refuses the connection, `Unavailable` is raised at once. (The
-    queue's collections translate every call themselves: driver.py.)
-    """
-    probe(uri)
-    try:
-        yield
-    except mongo_errors.PyMongoError as exc:
-        translated = translation(exc, uri)
-        if translated is None:
-            raise
-        raise translated from None
-    _answered.add(uri)

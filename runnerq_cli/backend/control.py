@@ -150,18 +150,20 @@ class Control:
         """Resume everything, or only `types` (when those, not the whole queue, are paused).
 
         Nothing paused (or none of `types`): nothing is written, not even an
-        audit record; the state is returned as it is.
+        audit record; the state is returned as it is. Of `types`, only those that were
+        paused are resumed and recorded (a misspelt one is not in the audit).
         """
         from runnerq_cli.backend.audit import check_text
 
-        names = _check_types(types)
+        asked = _check_types(types)
         check_text(reason, "reason")
         check_text(actor, "actor")
         before = self.paused()
-        if names and before.all:
-            raise InvalidArgument("the whole queue is paused: resume it (without --type), "
-                                  "then pause the types that must stay paused")
-        if not before.active or (names and not set(names) & set(before.types)):
+        if asked and before.all:
+            raise InvalidArgument("the whole queue is paused: resume it (without types), "
+                                  "then pause the types that must stay paused", "types")
+        names = [n for n in asked if n in before.types]
+        if not before.active or (asked and not names):
             return before
         run = self._audit.begin("resume", reason=reason, actor=actor,
                                 event_type=EventType.RESUMED.value, types=names or "all",

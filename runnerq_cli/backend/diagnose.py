@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from runnerq_cli.backend.checks import STALE_AFTER, Check, CheckStatus, failed
+from runnerq_cli.backend.checks import Check, CheckStatus, failed
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.discovery import discover_queues, require_queues
@@ -25,6 +25,7 @@ from runnerq_cli.backend.explain import Explainer, Explanation
 from runnerq_cli.backend.models import Activity
 from runnerq_cli.backend.queue_checks import QueueChecks
 from runnerq_cli.backend.server_checks import server_checks
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerRegistry
 
 __all__ = ["Check", "CheckStatus", "Diagnosis", "Explanation", "failed"]
@@ -76,7 +77,7 @@ class Diagnosis:
         """`wanted`, each checked to exist; NotFound names the queues that do."""
         return require_queues(self._ctx.db, wanted)
 
-    def summary(self, stale_after: float = STALE_AFTER) -> dict[str, Any]:
+    def summary(self, stale_after: float = TIMING.worker_stale_after) -> dict[str, Any]:
         """One queue at a glance: counts by status, oldest pending, workers, paused."""
         from runnerq_cli.backend.metrics import ESTIMATED, counts, oldest_pending
 

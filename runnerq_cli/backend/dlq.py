@@ -140,7 +140,7 @@ class DeadLetters:
         activities that retention has removed since (kept until an operator acts).
         """
         if max_count is not None and max_count < 1:
-            raise InvalidArgument("--max must be at least 1")
+            raise InvalidArgument("max_count must be at least 1", "max_count")
         type_list = [t for t in (types or ()) if t]
         query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
         if type_list:

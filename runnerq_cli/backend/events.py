@@ -37,14 +37,13 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
-from runnerq_cli.backend import queries
+from runnerq_cli.backend import LOGGER_NAME, queries
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.driver import Collection
 from runnerq_cli.backend.models import Event, MalformedDocument
@@ -148,7 +147,7 @@ class EventCursor:
                 version > CURSOR_VERSION:
             raise InvalidArgument(f"event cursor of a newer version ({version}) than this "
                                   f"runnerq-mongo reads ({CURSOR_VERSION}): upgrade, or start "
-                                  "again with --since")
+                                  "again with since", "since")
         try:
             if version == CURSOR_VERSION:
                 base = datetime.fromisoformat(data["m"])
@@ -251,8 +250,7 @@ class EventStream:
                  poll_interval: float = 0.5, settle: float = DEFAULT_SETTLE_SECONDS,
                  batch_size: int = 500,
                  on_reconnect: Callable[[Exception], None] | None = None,
-                 on_idle: Callable[[], None] | None = None,
-                 errors: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
+                 on_idle: Callable[[], None] | None = None) -> None:
         if mode not in MODES:
             raise InvalidArgument(f"unknown mode {mode!r}: use auto, change-stream or poll")
         self._events = events
@@ -266,7 +264,6 @@ class EventStream:
         self.batch_size = batch_size
         self.on_reconnect = on_reconnect
         self.on_idle = on_idle
-        self.errors = errors
         self._stopped = False
 
     def stop(self) -> None:
@@ -277,10 +274,9 @@ class EventStream:
         return self._stopped
 
     def __iter__(self) -> Iterator[Event]:
-        # Errors that end the iteration (not the ones following reconnects from) reach the
-        # caller translated, like every other operation of the facade.
-        with self.errors():
-            yield from self._events_in_order()
+        # Errors that end the iteration (not the ones it reconnects after) reach the caller
+        # translated by the queue's collections (driver.py), like every other operation.
+        yield from self._events_in_order()
 
     def _events_in_order(self) -> Iterator[Event]:
         if not self.follow:
@@ -320,7 +316,7 @@ class EventStream:
         try:
             event = Event.from_doc(_normalise(doc))
         except MalformedDocument as exc:  # another program's event of the wrong shape
-            logging.getLogger("runnerq.backend").warning("skipped a malformed event: %s", exc)
+            logging.getLogger(LOGGER_NAME).warning("skipped a malformed event: %s", exc)
             return None
         if str(event.id) in self.cursor.seen:
             return None
@@ -488,7 +484,7 @@ class EventStream:
         except (OperationFailure, PyMongoError) as exc:
             raise ChangeStreamsUnavailable(
                 "this server does not offer change streams (they need a replica set or a "
-                f"sharded cluster): use --mode poll or auto ({str(exc)[:120]})") from None
+                f"sharded cluster): use mode poll or auto ({str(exc)[:120]})", "mode") from None
         with stream:
             while not self._stopped and stream.alive:
                 yield from self._catch_up()

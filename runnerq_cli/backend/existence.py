@@ -4,7 +4,7 @@ A queue exists when its activities collection does (`runnerq_{queue}_activities`
 made by its first enqueue or by `init-indexes`). Writing an operator's pause,
 an audit record or an import to a queue that does not exist would create its
 collections silently while the real queue, one letter away, keeps running:
-`require_queue` refuses (NotFound, exit 4) naming the closest existing queue,
+`require_queue` refuses (NotFound) naming the closest existing queue,
 unless the caller says a new queue is meant (`create`).
 """
 
@@ -25,8 +25,7 @@ def existing_queues(db: Any) -> list[str]:
     return sorted({m.group(1) for n in names if (m := _ACTIVITIES.fullmatch(n))})
 
 
-def require_queue(db: Any, queue: str, *, create: bool = False,
-                  create_flag: str | None = "--create") -> None:
+def require_queue(db: Any, queue: str, *, create: bool = False) -> None:
     """Return if `queue` exists (or `create`); else NotFound with the closest name."""
     if create:
         return
@@ -37,6 +36,5 @@ def require_queue(db: Any, queue: str, *, create: bool = False,
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     if not queues:
         hint = " (it has no queues)"
-    extra = f" (give {create_flag} if a new queue is meant)" if create_flag else ""
     raise NotFound(f"queue {queue!r} does not exist in database {db.name!r}{hint}; "
-                   f"nothing written{extra}")
+                   "nothing written")

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.checks import STALE_AFTER, at_least, count
+from runnerq_cli.backend.checks import at_least, count
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.discovery import discover_queues
 from runnerq_cli.backend.models import (
+    WAITING_STATUSES,
     Activity,
     MalformedDocument,
     Priority,
@@ -21,6 +22,7 @@ from runnerq_cli.backend.models import (
     to_jsonable,
 )
 from runnerq_cli.backend.rules import attempts_remain
+from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.errors import NotFound
 
@@ -238,7 +240,7 @@ class Explainer:
         except MalformedDocument as exc:
             return self._malformed(aid, exc.problem)
         now = ctx.clock()
-        workers = self._registry.list_workers(STALE_AFTER)
+        workers = self._registry.list_workers(TIMING.worker_stale_after)
         live = [w for w in workers if not w.stale]
         pause = self.pause_of(act.activity_type)
         facts: dict[str, Any] = {
@@ -255,7 +257,7 @@ class Explainer:
             reason, sentence = _explain_pending(ctx, act, live, facts)
         else:
             reason, sentence = _explain_finished(act, facts)
-        if pause is not None and status in (Status.PENDING.value, Status.SCHEDULED.value):
+        if pause is not None and status in WAITING_STATUSES:
             facts["pause"] = pause
             what = f"queue {queue}" if pause.get("all") else f"type {act.activity_type}"
             sentence += f" Its {what} is paused: nothing is claimed until it is resumed."

@@ -50,15 +50,15 @@ class ActivityFilter:
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise InvalidArgument(f"--{name} must be a timezone-aware time")
+                raise InvalidArgument(f"{name} must be a timezone-aware time", name)
         if self.since is not None and self.until is not None and self.since > self.until:
-            raise InvalidArgument("--since is after --until: nothing can match")
+            raise InvalidArgument("since is after until: nothing can match", "since", "until")
         text = self.error_contains
         if text is not None and (not text or len(text) > ERROR_CONTAINS_MAX or "\x00" in text):
-            raise InvalidArgument(f"--error-contains: 1-{ERROR_CONTAINS_MAX} characters, "
-                                  "no NUL")
+            raise InvalidArgument(f"error_contains: 1-{ERROR_CONTAINS_MAX} characters, "
+                                  "no NUL", "error_contains")
         if self.worker is not None and not str(self.worker).strip():
-            raise InvalidArgument("--worker must not be empty")
+            raise InvalidArgument("worker must not be empty", "worker")
 
     @property
     def is_empty(self) -> bool:

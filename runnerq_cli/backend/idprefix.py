@@ -50,8 +50,8 @@ def resolve(activities: Any, text: str) -> uuid.UUID:
     """The one activity id that `text` (a full UUID or a prefix of >= 8 hex digits) names.
 
     A full UUID is returned as it is (whether it exists is the caller's
-    question). A prefix no activity has is NotFound (exit 4); a prefix two or
-    more share is InvalidArgument (exit 2) saying how many; anything else is
+    question). A prefix no activity has is NotFound; a prefix two or
+    more share is InvalidArgument saying how many; anything else is
     InvalidArgument naming what an id looks like.
     """
     from runnerq_cli.backend.models import parse_activity_id

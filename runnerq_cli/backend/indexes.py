@@ -20,7 +20,6 @@ from runnerq_cli.backend.naming import CollectionNames
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
-WORKER_REGISTRY_TTL = TIMING.registry_ttl  # no heartbeat this long: the entry expires
 _COMPARED_OPTIONS = ("unique", "sparse", "expireAfterSeconds", "partialFilterExpression")
 # Indexes earlier versions created that this one no longer uses (reported as obsolete).
 
@@ -122,7 +121,7 @@ def index_plan(settings: Settings) -> list[IndexSpec]:
         IndexSpec("events", (("timestamp", 1),), ttl(settings.events_ttl), why="events TTL"),
         IndexSpec("events", (("ingested_at", 1), ("_id", 1)), why="event stream polling"),
         IndexSpec("dead_letter", (("failed_at", -1),), why="dead-letter listing"),
-        IndexSpec("workers", (("last_heartbeat", 1),), ttl(WORKER_REGISTRY_TTL),
+        IndexSpec("workers", (("last_heartbeat", 1),), ttl(TIMING.registry_ttl),
                   why="stale worker entries expire"),
     ]
 

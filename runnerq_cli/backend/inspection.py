@@ -119,13 +119,12 @@ class Inspection(Part):
                      filters: EventFilter | None = None, mode: str = "auto",
                      follow: bool = True, poll_interval: float = 0.5) -> EventStream:
         """Lifecycle events after `cursor` (all stored ones by default), in ingestion order."""
-        from runnerq_cli.backend.connection import translate_errors
         from runnerq_cli.backend.events import EventStream
 
+        # The queue's collections translate every step of the stream (driver.py).
         return EventStream(self._ctx.events, activities=self._ctx.activities, cursor=cursor,
                            filters=filters, mode=mode, follow=follow,
-                           poll_interval=poll_interval,
-                           errors=lambda: translate_errors(self._ctx.settings.uri))
+                           poll_interval=poll_interval)
 
 
 class Inspector(Inspection):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo import ReturnDocument
 
-from runnerq_cli.backend import queries
+from runnerq_cli.backend import LOGGER_NAME, queries
 from runnerq_cli.backend.aside import checked, set_aside
 from runnerq_cli.backend.context import Part
 from runnerq_cli.backend.derived import attempt_events
@@ -36,7 +36,7 @@ from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
 if TYPE_CHECKING:
     from runnerq_cli.backend.indexes import IndexReport
 
-log = logging.getLogger("runnerq.backend")
+log = logging.getLogger(LOGGER_NAME)
 
 
 class QueueChores(Part):
@@ -120,8 +120,9 @@ class QueueChores(Part):
         return int(set_aside(self._ctx, doc, problem, fence, worker, None, "reaper"))
 
 
-class Maintenance(Part):
-    """The other chores of one queue: outbox repair, retention, and its set-up."""
+class Maintenance(QueueChores):
+    """Every chore of one queue (the trait's two, outbox repair, retention) and its
+    set-up."""
 
     def init_indexes(self, *, write: bool = True,
                      drop_obsolete: bool = False) -> list[IndexReport]:
@@ -135,14 +136,12 @@ class Maintenance(Part):
         return ensure_indexes(self._ctx.db, self._ctx.settings, write=write,
                               drop_obsolete=drop_obsolete)
 
-    def require_queue(self, *, create: bool = False,
-                      create_flag: str | None = "--create") -> None:
+    def require_queue(self, *, create: bool = False) -> None:
         """Return if this queue exists (or `create`); else NotFound naming the closest
         queue (existence.py: operator writes to a misspelt queue are refused)."""
         from runnerq_cli.backend.existence import require_queue
 
-        require_queue(self._ctx.db, self._ctx.settings.queue, create=create,
-                      create_flag=create_flag)
+        require_queue(self._ctx.db, self._ctx.settings.queue, create=create)
 
     def missing_collections(self) -> list[str]:
         """The queue's collections that do not exist yet."""

@@ -2,8 +2,8 @@
 
 Everything is computed on the server; the client receives a few numbers per
 query, never activities. What one read costs does not grow with the finished
-history a queue keeps (docs/cli.md, "What each stats query costs", mirrors
-`QUERY_COSTS` below):
+history a queue keeps (docs/cli.md, "What each stats query costs", says the
+same for users):
 
 - live states (pending, scheduled, processing): exact, one covered `$group`
   per state on its partial index (index keys only): O(live work);
@@ -29,6 +29,7 @@ from typing import Any
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.indexes import index_name
+from runnerq_cli.backend.models import LIVE_STATUSES as LIVE
 from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.backend.queries import (
     EXACT_FINISHED,
@@ -40,37 +41,14 @@ from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
 SCHEMA = "runnerq.stats/2"
-REPORTED_STATUSES = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
-                     "cancelled")
-LIVE_STATUSES = ("pending", "scheduled", "processing")
+REPORTED_STATUSES = tuple(s.value for s in Status)
+LIVE_STATUSES = tuple(s.value for s in LIVE)
 
 EXACT_STATUSES = (*LIVE_STATUSES, *EXACT_FINISHED)
 # The counts that are estimates (every other count is exact); `total` includes them.
 ESTIMATED = ("completed", "total")
 PERCENTILES = (50, 95, 99)
 HISTORY_BUCKETS = 20  # sparkline points: 20 x 3 minutes for the last hour
-
-QUERY_COSTS = {
-    "by_status, by_priority: pending, scheduled, processing":
-        "exact: one covered $group per state over its own partial index: O(live work)",
-    "by_status, by_priority: failed, dead_letter, cancelled":
-        "exact: one covered $group per status on the finished index, reading only that "
-        "status's keys (the index leads with status): O(those activities kept)",
-    "by_status: completed (and total)":
-        "estimate: the collection's document count from its metadata (O(1)) minus the "
-        "exact counts; not counted by priority or type",
-    "by_type (--by type)": "the exact statuses only, the same covered $groups: O(live work + "
-                           "failed, dead-lettered and cancelled kept)",
-    "oldest_pending": "one index seek on the claim-order index (4 ranges merged): O(1)",
-    "throughput": "range on the finished index (status, completed_at) for the last N minutes: "
-                  "O(finished in window)",
-    "latency percentiles": "the same range, newest `sample_cap` (default 10000) fetched and "
-                           "sorted on the server: O(min(finished in window, cap))",
-    "history (--watch, --since)": "the same range for the window shown: counts per type and "
-                                  "bucket from index keys (O(finished in window)), latency per "
-                                  "type and bucket from the newest `sample_cap`",
-    "workers": "the worker registry (one document per worker process)",
-}
 
 
 @dataclass(frozen=True)

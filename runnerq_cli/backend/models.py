@@ -16,7 +16,7 @@ from runnerq_cli.errors import InvalidArgument, RunnerQError
 class MalformedDocument(RunnerQError, ValueError):
     """A stored document lacks a field its reader needs, or has it with the wrong type
     (another program's, or a hand edit). Lists skip such documents (shapes.py); a read
-    of that one document fails with this (exit 1, one line)."""
+    of that one document fails with this."""
 
     @property
     def problem(self) -> str:
@@ -115,8 +115,12 @@ class Status(StrEnum):
             raise InvalidArgument(f"unknown status {value!r}: use one of {names}") from None
 
 
-TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER,
-                               Status.CANCELLED})
+# The statuses by what they mean, each set defined once, in the order of `Status`.
+WAITING_STATUSES = (Status.PENDING, Status.SCHEDULED)  # not started: operators may move them
+LIVE_STATUSES = (*WAITING_STATUSES, Status.PROCESSING)  # work to do; never ages out
+# Ended without success: retention's "failed" kind, what `retry` restarts.
+UNSUCCESSFUL_STATUSES = (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
+TERMINAL_STATUSES = (Status.COMPLETED, *UNSUCCESSFUL_STATUSES)
 
 
 class OnDuplicate(StrEnum):
@@ -133,7 +137,8 @@ class OnDuplicate(StrEnum):
         if isinstance(value, OnDuplicate):
             return value
         if not isinstance(value, str):
-            raise InvalidArgument(f"unknown --on-duplicate {str(value)[:40]!r}: expected text")
+            raise InvalidArgument(f"unknown on_duplicate {str(value)[:40]!r}: expected text",
+                                  "on_duplicate")
         text = value.strip().lower().replace("_", "-")
         aliases = {"allowreuse": "allow-reuse", "returnexisting": "return-existing",
                    "allowreuseonfailure": "allow-reuse-on-failure", "noreuse": "no-reuse"}
@@ -142,7 +147,8 @@ class OnDuplicate(StrEnum):
             return cls(text)
         except ValueError:
             names = ", ".join(m.value for m in cls)
-            raise InvalidArgument(f"unknown --on-duplicate {value!r}: use one of {names}") from None
+            raise InvalidArgument(f"unknown on_duplicate {value!r}: use one of {names}",
+                                  "on_duplicate") from None
 
 
 class AckOutcome(StrEnum):
@@ -295,7 +301,7 @@ class Activity:
 
     @property
     def is_terminal(self) -> bool:
-        return self.status in {s.value for s in TERMINAL_STATUSES}
+        return self.status in TERMINAL_STATUSES
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with stable field names (ids and dates as strings)."""

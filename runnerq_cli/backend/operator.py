@@ -12,7 +12,7 @@ the lease and would overwrite or race the operator's change. Stop the worker
 or wait for the attempt to end (a cancelled-while-running state would need
 the worker to poll for it, which the data contract does not define).
 
-Wrong status -> `WrongState` (exit 9), unknown id -> `NotFound`,
+Wrong status -> `WrongState`, unknown id -> `NotFound`,
 malformed id or value -> `InvalidArgument`.
 """
 
@@ -20,68 +20,32 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pymongo import DeleteOne, ReturnDocument
 
-from runnerq_cli.backend.audit import AuditLog
-from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.maintenance import Maintenance
-from runnerq_cli.backend.models import (
-    EventType,
-    MalformedDocument,
-    Priority,
-    Status,
-    parse_activity_id,
-    to_jsonable,
+from runnerq_cli.backend.actions import (
+    ACTIONS,
+    SNAPSHOT_FIELDS,
+    ActionResult,
+    Expect,
+    action,
+    check,
+    fence_of,
+    note,
+    plan_update,
 )
-from runnerq_cli.backend.servertime import When, server_update, write_time
-from runnerq_cli.backend.shapes import ACTIVITY, Shape
-from runnerq_cli.backend.writes import merge_updates, new_event, outbox_update
+from runnerq_cli.backend.audit import AuditLog
+from runnerq_cli.backend.batches import BATCH_SIZE, Batches
+from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.maintenance import Maintenance
+from runnerq_cli.backend.models import Priority, Status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.servertime import server_update, write_time
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
 
-OPERATOR = "operator"  # the worker_id recorded on operator events
-CANCELLABLE = (Status.PENDING, Status.SCHEDULED)
-RETRYABLE = (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
-WAITING = (Status.PENDING, Status.SCHEDULED)
-# What a retry or redrive clears: the outcome of the previous run. The lease
-# fields are already absent on a terminal activity; `last_lease_id` goes too,
-# so a late repeat ack of the old claim is answered "claim lost", not replayed.
-RESTART_UNSET = {"completed_at": "", "last_outcome": "", "last_lease_id": "",
-                 "scheduled_at": "", "started_at": "", "outbox.dead_letter": "",
-                 "outbox.result": ""}
 PURGE_BATCH = 1000
-TERMINAL = (Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
-# Which statuses each action applies to (an action by filter selects only these).
-ACTION_STATUSES: dict[str, tuple[Status, ...]] = {
-    "cancel": CANCELLABLE, "retry": RETRYABLE, "run-now": (Status.SCHEDULED,),
-    "reschedule": WAITING, "set-priority": WAITING, "delete": TERMINAL,
-}
-# What an action by filter expects to be unchanged since the operator saw it.
-EXPECT_FIELDS = ("status", "retry_count", "priority", "completed_at")
-SNAPSHOT_FIELDS = {"activity_type": 1, "status": 1, "completed_at": 1, "retry_count": 1,
-                   "priority": 1, "created_at": 1, "last_error": 1}
-Expect = dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    """What one action did to one activity."""
-
-    action: str
-    activity_id: uuid.UUID
-    activity_type: str
-    previous_status: str
-    status: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "id": str(self.activity_id), "ok": True,
-                "activity_type": self.activity_type, "previous_status": self.previous_status,
-                "status": self.status, "detail": to_jsonable(self.detail)}
 
 
 @dataclass
@@ -124,7 +88,7 @@ class Operator:
 
         A running activity is refused: its worker holds the lease.
         """
-        return self._planned("cancel", activity_id, {}, reason, actor, expect)
+        return self._act("cancel", activity_id, {}, reason, actor, expect)[0]
 
     def retry(self, activity_id: uuid.UUID | str, reason: str | None = None,
               actor: str | None = None, *, expect: Expect = None) -> ActionResult:
@@ -134,11 +98,7 @@ class Operator:
         activity the dead-letter record is removed after the activity update
         (see `_drop_dead_letter_record` for why in that order).
         """
-        result, before = self._act_with_before(
-            "retry", activity_id, RETRYABLE, EventType.RETRIED,
-            lambda doc, now: plan_state("retry", doc, now, {}),
-            lambda doc: plan_detail("retry", doc, {}), note=_note(reason, actor),
-            expect=expect)
+        result, before = self._act("retry", activity_id, {}, reason, actor, expect)
         if before["status"] == Status.DEAD_LETTER.value:
             self.drop_dead_letter_record(before)
         return result
@@ -146,14 +106,14 @@ class Operator:
     def run_now(self, activity_id: uuid.UUID | str, reason: str | None = None,
                 actor: str | None = None, *, expect: Expect = None) -> ActionResult:
         """scheduled -> pending now (skips a delay or a retry back-off)."""
-        return self._planned("run-now", activity_id, {}, reason, actor, expect)
+        return self._act("run-now", activity_id, {}, reason, actor, expect)[0]
 
     def reschedule(self, activity_id: uuid.UUID | str, at: datetime,
                    reason: str | None = None, actor: str | None = None, *,
                    expect: Expect = None) -> ActionResult:
         """pending or scheduled -> scheduled at `at` (timezone-aware, in the future)."""
-        return self._planned("reschedule", activity_id, {"at": self.future_time(at)}, reason,
-                             actor, expect)
+        return self._act("reschedule", activity_id, {"at": self.future_time(at)}, reason,
+                         actor, expect)[0]
 
     def future_time(self, at: datetime) -> datetime:
         if not isinstance(at, datetime) or at.tzinfo is None:
@@ -168,16 +128,8 @@ class Operator:
                      reason: str | None = None, actor: str | None = None, *,
                      expect: Expect = None) -> ActionResult:
         """pending or scheduled -> the new priority (the event has the old and the new)."""
-        return self._planned("set-priority", activity_id, {"priority": Priority.parse(priority)},
-                             reason, actor, expect)
-
-    def _planned(self, action: str, activity_id: uuid.UUID | str, params: dict[str, Any],
-                 reason: str | None, actor: str | None, expect: Expect) -> ActionResult:
-        """One activity through the action's plan (`plan_state`, `plan_detail`)."""
-        return self._act(action, activity_id, PLAN_STATUSES[action], ACTION_EVENTS[action],
-                         lambda doc, now: plan_state(action, doc, now, params),
-                         lambda doc: plan_detail(action, doc, params),
-                         note=_note(reason, actor), expect=expect)
+        return self._act("set-priority", activity_id, {"priority": Priority.parse(priority)},
+                         reason, actor, expect)[0]
 
     def delete(self, activity_id: uuid.UUID | str, reason: str | None = None,
                actor: str | None = None, *, expect: Expect = None) -> ActionResult:
@@ -193,24 +145,22 @@ class Operator:
         drops that record anyway.
         """
         aid = parse_activity_id(activity_id)
-        allowed = [s.value for s in TERMINAL]
         for _ in range(5):
             before = self._ctx.activities.find_one({"_id": aid}, SNAPSHOT_FIELDS)
             if before is None:
                 raise NotFound(f"activity {aid} not found")
             status = str(before.get("status"))
-            _check(before, "delete", aid, allowed, expect)
+            check(before, "delete", aid, expect)
             if status == Status.DEAD_LETTER.value:
                 self.drop_dead_letter_record(before)
-            gone = self._ctx.activities.delete_one(
-                {"_id": aid, "status": status, "completed_at": before.get("completed_at")})
+            gone = self._ctx.activities.delete_one(fence_of(before, ACTIONS["delete"].fence))
             if not gone.deleted_count:
                 continue  # changed meanwhile: look again
             self._ctx.results.delete_one({"_id": aid})
             self._ctx.events.delete_many({"activity_id": aid})
             self._ctx.idempotency.delete_many({"activity_id": aid})
             return ActionResult("delete", aid, str(before.get("activity_type")), status,
-                                "deleted", {k: v for k, v in _note(reason, actor).items()
+                                "deleted", {k: v for k, v in note(reason, actor).items()
                                             if v is not None})
         raise WrongState(f"delete {aid}: the activity keeps changing; try again")
 
@@ -235,8 +185,6 @@ class Operator:
         Batched (batches.py) and audited before acting, like `BulkActions.apply`;
         `should_stop` is asked between batches.
         """
-        from runnerq_cli.backend.batches import BATCH_SIZE, Batches
-
         type_list = [t for t in (types or ()) if t]
         query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
         if type_list:
@@ -261,7 +209,7 @@ class Operator:
             return report
         run = self._audit.begin("redrive", reason=reason, actor=actor,
                                 types=type_list or None, selected=len(found), command=command)
-        note = _note(reason, actor or run.doc["detail"]["actor"])
+        told = note(reason, actor or run.doc["detail"]["actor"])
         batches = Batches(self._ctx)
         order = [doc["_id"] for doc in found]
         with run:
@@ -270,7 +218,7 @@ class Operator:
                     report.interrupted = True
                     break
                 chunk = order[start:start + BATCH_SIZE]
-                done = batches.run("redrive", chunk, note=note)
+                done = batches.run("redrive", chunk, note=told)
                 moved.extend(summaries[r.activity_id] for r in done.applied)
                 report.last_id = chunk[-1]
                 run.progress([r.activity_id for r in done.applied], last_id=str(chunk[-1]),
@@ -285,28 +233,6 @@ class Operator:
                        stale_records_removed=0 if report.interrupted else len(stale),
                        last_id=str(report.last_id) if report.last_id else None)
         return report
-
-    def redrive_one(self, aid: uuid.UUID, *, reason: str | None = None,
-                     actor: str | None = None) -> dict[str, Any] | None:
-        now = write_time(self._ctx.clock)
-        before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
-        if before is None or before.get("status") != Status.DEAD_LETTER.value:
-            return None
-        event = new_event(aid, before.get("activity_type"), EventType.REDRIVEN.value, now,
-                          OPERATOR, previous_status=before["status"],
-                          previous_retry_count=before.get("retry_count", 0),
-                          **_note(reason, actor))
-        state: dict[str, dict[str, Any]] = {
-            "$set": {"status": Status.PENDING.value, "retry_count": 0},
-            "$unset": dict(RESTART_UNSET)}
-        update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
-        changed = self._ctx.activities.find_one_and_update(
-            {"_id": aid, "status": Status.DEAD_LETTER.value}, server_update(update),
-            return_document=ReturnDocument.AFTER)
-        if changed is None:
-            return None
-        self._ctx.outbox.submit(changed)
-        return before
 
     def _stale_dead_letter_records(self, types: list[str]) -> list[dict[str, Any]]:
         """Dead-letter records whose activity was retried or redriven since.
@@ -397,140 +323,41 @@ class Operator:
 
     # ---------------------------------------------------------------- helpers
 
-    def _act(self, action: str, activity_id: uuid.UUID | str, allowed: tuple[Status, ...],
-             event_type: EventType, state_update: Any, detail: Any, *,
-             note: dict[str, Any] | None = None, expect: Expect = None) -> ActionResult:
-        return self._act_with_before(action, activity_id, allowed, event_type, state_update,
-                                     detail, note=note, expect=expect)[0]
-
-    def _act_with_before(self, action: str, activity_id: uuid.UUID | str,
-                         allowed: tuple[Status, ...], event_type: EventType, state_update: Any,
-                         detail: Any, *, note: dict[str, Any] | None = None,
-                         expect: Expect = None) -> tuple[ActionResult, dict[str, Any]]:
-        """One conditional update: the document changes only if its status is `allowed`.
+    def _act(self, name: str, activity_id: uuid.UUID | str, params: dict[str, Any],
+             reason: str | None, actor: str | None,
+             expect: Expect) -> tuple[ActionResult, dict[str, Any]]:
+        """One conditional update (actions.plan_update), with the document as it was.
 
         The update is computed from a snapshot (for the event's "previous"
-        values) and fenced on that snapshot's status and priority, so a change
-        in between makes it retry on a fresh snapshot instead of recording a
-        stale "previous" value. With `expect`, a snapshot that no longer has the
+        values) and fenced on it (actions.fence_of), so a change in between
+        makes it retry on a fresh snapshot instead of recording a stale
+        "previous" value. With `expect`, a snapshot that no longer has the
         expected values raises `Changed` instead (nothing written).
         """
         aid = parse_activity_id(activity_id)
-        allowed_values = [s.value for s in allowed]
         for _ in range(5):
             now = write_time(self._ctx.clock)  # events, completed_at: the server's
             before = self._ctx.activities.find_one({"_id": aid}, {"outbox": 0, "payload": 0})
             if before is None:
                 raise NotFound(f"activity {aid} not found")
-            status = before.get("status")
-            _check(before, action, aid, allowed_values, expect)
-            info = {k: v for k, v in {**detail(before), **(note or {})}.items() if v is not None}
-            event = new_event(aid, before.get("activity_type"), event_type.value, now, OPERATOR,
-                              **info)
-            state = state_update(before, now)
-            update = merge_updates(state, outbox_update(now, _kept_steps(before, state, event)))
-            fence = {"_id": aid, "status": status, "priority": before.get("priority"),
-                     "retry_count": before.get("retry_count", 0)}
-            if "retry_count" not in before:
-                fence.pop("retry_count")
+            check(before, name, aid, expect)
+            update, info, _ = plan_update(name, before, now, params, note(reason, actor))
             changed = self._ctx.activities.find_one_and_update(
-                fence, server_update(update), projection={"payload": 0},
+                fence_of(before, ACTIONS[name].fence), server_update(update),
+                projection={"payload": 0},
                 return_document=ReturnDocument.AFTER)
             if changed is None:
                 continue  # changed meanwhile: look again
             self._ctx.outbox.submit(changed)
-            return ActionResult(action, aid, str(changed.get("activity_type")), str(status),
-                                str(changed["status"]), info), before
-        raise WrongState(f"{action} {aid}: the activity keeps changing; try again")
+            return ActionResult(name, aid, str(changed.get("activity_type")),
+                                str(before.get("status")), str(changed["status"]), info), before
+        raise WrongState(f"{name} {aid}: the activity keeps changing; try again")
 
-    def action_method(self, action: str) -> Any:
-        methods = {"cancel": self.cancel, "retry": self.retry, "run-now": self.run_now,
-                   "reschedule": self.reschedule, "set-priority": self.set_priority,
-                   "delete": self.delete}
-        if action not in methods:
-            raise InvalidArgument(f"unknown action {action!r}: use one of {', '.join(methods)}")
-        return methods[action]
-
-
-# ------------------------------------------------------------- action plans
-# What each state-changing action writes, from the document as read: one definition,
-# used by the one-activity methods above and by the batches (batches.py).
-
-ACTION_EVENTS: dict[str, EventType] = {
-    "cancel": EventType.CANCELLED, "retry": EventType.RETRIED, "run-now": EventType.RUN_NOW,
-    "reschedule": EventType.RESCHEDULED, "set-priority": EventType.PRIORITY_CHANGED,
-    "redrive": EventType.REDRIVEN,
-}
-PLAN_STATUSES: dict[str, tuple[Status, ...]] = {**ACTION_STATUSES,
-                                                "redrive": (Status.DEAD_LETTER,)}
-
-
-def plan_state(action: str, doc: dict[str, Any], now: When,
-               params: dict[str, Any]) -> dict[str, Any]:
-    """The state update of `action` on `doc` (no outbox part)."""
-    if action == "cancel":
-        # No claim ended it: an earlier claim's late acknowledgement is a lost claim.
-        return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
-                         "last_outcome": "cancelled"}, "$unset": {"last_lease_id": ""}}
-    if action in ("retry", "redrive"):
-        return {"$set": {"status": Status.PENDING.value, "retry_count": 0},
-                "$unset": dict(RESTART_UNSET)}
-    if action == "run-now":
-        return {"$set": {"status": Status.PENDING.value}, "$unset": {"scheduled_at": ""}}
-    if action == "reschedule":
-        return {"$set": {"status": Status.SCHEDULED.value, "scheduled_at": params["at"]}}
-    if action == "set-priority":
-        return {"$set": {"priority": int(params["priority"])}}
-    raise InvalidArgument(f"unknown action {action!r}")
-
-
-def plan_detail(action: str, doc: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """The event detail of `action` on `doc` (the "previous" values)."""
-    if action == "cancel":
-        return {"previous_status": doc["status"]}
-    if action in ("retry", "redrive"):
-        return {"previous_status": doc["status"],
-                "previous_retry_count": doc.get("retry_count", 0)}
-    if action == "run-now":
-        return {"previous_scheduled_at": doc.get("scheduled_at")}
-    if action == "reschedule":
-        return {"previous_status": doc["status"],
-                "previous_scheduled_at": doc.get("scheduled_at"), "scheduled_at": params["at"]}
-    if action == "set-priority":
-        return {"old_priority": doc.get("priority"), "new_priority": int(params["priority"])}
-    raise InvalidArgument(f"unknown action {action!r}")
-
-
-def plan_update(action: str, doc: dict[str, Any], now: When, params: dict[str, Any],
-                note: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(the whole update with its outbox event, the event's detail, the event)."""
-    info = {k: v for k, v in {**plan_detail(action, doc, params), **note}.items()
-            if v is not None}
-    event = new_event(doc["_id"], doc.get("activity_type"), ACTION_EVENTS[action].value, now,
-                      OPERATOR, **info)
-    state = plan_state(action, doc, now, params)
-    update = merge_updates(state, outbox_update(now, _kept_steps(doc, state, event)))
-    return update, info, event
-
-
-def fence_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """The filter that makes an update apply only to `doc` as it was read.
-
-    Status, priority, retry count, completion time and lease: a claim, an
-    acknowledgement or another operator's change in between moves one of
-    them, and the update then matches nothing (the activity is left alone).
-    """
-    fence = {"_id": doc["_id"], "status": doc.get("status"), "priority": doc.get("priority"),
-             "completed_at": doc.get("completed_at"), "lease_id": doc.get("lease_id")}
-    if "retry_count" in doc:
-        fence["retry_count"] = doc["retry_count"]
-    return fence
-
-
-def check_expected(before: dict[str, Any], action: str, aid: uuid.UUID,
-                   allowed: list[str], expect: Expect) -> None:
-    """`_check` for other modules: WrongState or Changed, else nothing."""
-    _check(before, action, aid, allowed, expect)
+    def action_method(self, name: str) -> Any:
+        """The method of an action by filter (ACTIONS), by its name."""
+        if not action(name).by_filter:
+            raise InvalidArgument(f"{name} is not an action by filter")
+        return getattr(self, name.replace("-", "_"))
 
 
 class PurgeInterrupted(Exception):
@@ -539,68 +366,3 @@ class PurgeInterrupted(Exception):
     def __init__(self, counts: dict[str, int]) -> None:
         super().__init__("purge interrupted")
         self.counts = counts
-
-
-class Changed(WrongState):
-    """The activity is no longer what an operator was shown: skipped, nothing written."""
-
-
-def _note(reason: str | None, actor: str | None) -> dict[str, Any]:
-    """The operator's reason and name, for an event's detail."""
-    return {"reason": reason, "actor": actor}
-
-
-def snapshot_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """The fields an action by filter re-checks: a change to any of them skips the activity."""
-    return {name: doc.get(name) for name in EXPECT_FIELDS}
-
-
-# What an action reads of the document it acts on (the fields present; a delete reads none).
-_ACTED_ON = Shape("activity", ACTIVITY.types, ("_id",))
-
-
-def _check(before: dict[str, Any], action: str, aid: uuid.UUID, allowed: list[str],
-           expect: Expect) -> None:
-    """Raise WrongState (not an eligible status) or Changed (not what was shown)."""
-    status = str(before.get("status"))
-    problem = None if action == "delete" else _ACTED_ON.problem(before)
-    if problem is not None:  # the plans read these fields: act only on what reads right
-        raise MalformedDocument(f"cannot {action} activity {aid}: its document is malformed "
-                                f"({problem}); correct the field or delete it")
-    if expect is not None:
-        moved = [f"{name} {expect.get(name)!s} -> {before.get(name)!s}" for name in expect
-                 if before.get(name) != expect.get(name)]
-        if moved:
-            raise Changed(f"{action} {aid}: skipped, it changed since it was shown "
-                          f"({'; '.join(moved)})", status=status)
-    if status not in allowed:
-        raise WrongState(_wrong_state_message(action, aid, status, allowed), status=status)
-
-
-def _kept_steps(before: dict[str, Any], state: dict[str, Any],
-                event: dict[str, Any]) -> list[dict[str, Any]]:
-    """The action's event, with what it overwrites that readers derive events from.
-
-    A cleared `started_at` takes the last attempt's derived steps with it: they
-    are stored now (derived.attempt_events). A changed schedule is kept in the
-    event's detail, so the enqueue step is still shown as it was.
-    """
-    touched = {name for op in ("$set", "$unset") for name in state.get(op, {})}
-    if "scheduled_at" in touched and event["event_type"] not in (
-            EventType.RUN_NOW.value, EventType.RESCHEDULED.value):
-        event["detail"]["previous_scheduled_at"] = before.get("scheduled_at")
-    steps = []
-    if "started_at" in touched and before.get("started_at") is not None:
-        steps = attempt_events(before["_id"], before.get("activity_type"), before["started_at"],
-                               before.get("worker_id") or before.get("last_worker_id"),
-                               int(before.get("retry_count") or 0) + 1)
-    return [*steps, event]
-
-
-def _wrong_state_message(action: str, aid: uuid.UUID, status: str, allowed: list[str]) -> str:
-    shown = "running" if status == Status.PROCESSING.value else status
-    text = f"cannot {action} activity {aid}: it is {shown}; {action} applies to " \
-           f"{' or '.join(allowed)} activities"
-    if status == Status.PROCESSING.value:
-        text += " (a worker holds it: wait for the attempt to end)"
-    return text

@@ -103,7 +103,7 @@ def decode_cursor(text: str, status: Status) -> list[Any]:
         if len(values) != len(ORDERS[status][0]):
             raise ValueError("length")
     except (ValueError, KeyError, TypeError, OverflowError):
-        raise InvalidArgument(f"invalid --after cursor {value[:40]!r}") from None
+        raise InvalidArgument(f"after: invalid cursor {value[:40]!r}", "after") from None
     if data.get("s") != status.value:
         raise InvalidArgument(f"this cursor belongs to a list of {data.get('s')!r}, "
                               f"not {status.value!r}")

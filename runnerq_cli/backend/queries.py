@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.indexes import EVER, index_name
-from runnerq_cli.backend.models import Priority, Status, display_status
+from runnerq_cli.backend.models import UNSUCCESSFUL_STATUSES, Priority, Status, display_status
 from runnerq_cli.backend.timing import TIMING
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ LIST_ORDERS: dict[Status, tuple[Sort, str]] = {
 # Which index serves a status's list (finished statuses: "list finished").
 _LIST_INDEX = {Status.PENDING: "claim order", Status.SCHEDULED: "due scheduled",
                Status.PROCESSING: "expired leases"}
-FAILED_STATUSES = (Status.FAILED.value, Status.DEAD_LETTER.value, Status.CANCELLED.value)
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ def retention(settings: Settings, now: datetime) -> dict[str, Query]:
     """{"completed"|"failed": terminal activities past their retention}; a retention of 0
     keeps them forever (no query)."""
     plans = (("completed", [Status.COMPLETED.value], settings.retention_completed),
-             ("failed", list(FAILED_STATUSES), settings.retention_failed))
+             ("failed", [s.value for s in UNSUCCESSFUL_STATUSES], settings.retention_failed))
     return {name: Query(f"retention {name}", "activities",
                         {"status": {"$in": statuses},
                          "completed_at": {"$lt": now - timedelta(seconds=keep)}},
@@ -189,7 +188,7 @@ def live_workers(now: datetime, stale_after: float) -> Query:
 
 # Finished states counted exactly (the rest of finished history, completed, is estimated
 # from the collection's metadata count: metrics.py).
-EXACT_FINISHED = (Status.FAILED.value, Status.DEAD_LETTER.value, Status.CANCELLED.value)
+EXACT_FINISHED = tuple(s.value for s in UNSUCCESSFUL_STATUSES)
 
 
 def status_counts() -> list[Query]:
@@ -280,7 +279,6 @@ def stored_events_of(activity_ids: Iterable[Any]) -> Query:
 SAMPLE_TYPES = ("a", "b")
 SAMPLE_PAUSED = ("a",)
 SAMPLE_ACTIVITY = uuid.UUID(int=0)
-STALE_AFTER_SAMPLE = 30.0
 STATS_WINDOW_SAMPLE = 900.0  # stats' default latency window
 TAIL_BEHIND_SAMPLE = 10.0  # a tail reading from 10 s behind the server's clock
 
@@ -303,7 +301,7 @@ def representative_queries(settings: Settings, now: datetime,
         oldest_pending(),
         events_of(SAMPLE_ACTIVITY),
         dead_letter_list(),
-        live_workers(now, STALE_AFTER_SAMPLE),
+        live_workers(now, TIMING.worker_stale_after),
         finished_since(now - timedelta(seconds=STATS_WINDOW_SAMPLE)),
         *tail_steps(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
         uncopied_steps(),

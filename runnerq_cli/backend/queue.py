@@ -55,7 +55,6 @@ from runnerq_cli.errors import (
     InvalidArgument,
 )
 
-TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_STATUSES)
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 # What a claim returns: the activity without the bookkeeping of earlier attempts, nor the
@@ -417,7 +416,7 @@ class ActivityQueue(Enqueuer):
         activity = self._ctx.activities.find_one(
             {"_id": aid}, {"status": 1, "outbox.result": 1, "last_lease_id": 1,
                            "last_outcome": 1})
-        if activity is not None and activity.get("status") not in TERMINAL_VALUES:
+        if activity is not None and activity.get("status") not in TERMINAL_STATUSES:
             return None
         if activity is not None and activity.get("status") == "cancelled":
             # Cancelled before it ran again: a stored result is a retried run's.

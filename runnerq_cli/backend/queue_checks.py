@@ -17,10 +17,7 @@ from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend import queries
 from runnerq_cli.backend.checks import (
-    LEASE_GRACE,
-    OUTBOX_MAX_AGE,
     PENDING_AGE_WARN,
-    STALE_AFTER,
     TYPES_LIMIT,
     Check,
     CheckStatus,
@@ -147,7 +144,7 @@ def check_workers(ctx: QueueContext, workers: list[WorkerInfo], pending: int) ->
         first = stale[0]
         return Check("workers", CheckStatus.FAIL,
                      f"{len(stale)} stale worker{'s' if len(stale) > 1 else ''} "
-                     f"(no heartbeat for {STALE_AFTER:g}s), e.g. "
+                     f"(no heartbeat for {TIMING.worker_stale_after:g}s), e.g. "
                      f"{first.worker_id} on {first.host} pid {first.pid}; {len(live)} live",
                      "check those processes; a dead worker's entry expires after 10 minutes "
                      "and its activities return when their leases expire", facts)
@@ -183,14 +180,14 @@ def check_coverage(ctx: QueueContext, workers: list[WorkerInfo]) -> Check:
 def check_leases(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
     """Activities still processing past their lease (plus a grace): no reaper is running."""
     expired = count(ctx.activities,
-                    queries.expired_leases(now - timedelta(seconds=LEASE_GRACE)).filter)
-    facts = {"expired_over_grace": expired, "grace_seconds": LEASE_GRACE,
+                    queries.expired_leases(now - timedelta(seconds=TIMING.lease_overdue)).filter)
+    facts = {"expired_over_grace": expired, "grace_seconds": TIMING.lease_overdue,
              "live_workers": live_workers}
     if expired:
         why = ("no worker is alive to reap them" if not live_workers
                else "live workers run the reaper: check their logs")
         return Check("leases", CheckStatus.FAIL,
-                     f"{activities(expired)} processing more than {LEASE_GRACE:g}s "
+                     f"{activities(expired)} processing more than {TIMING.lease_overdue:g}s "
                      f"past their lease: {why}",
                      "start a worker (its reaper requeues them)" if not live_workers
                      else "check the workers' logs for reaper errors", facts)
@@ -200,12 +197,12 @@ def check_leases(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
 def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
     """Outboxes older than a minute: a writer crashed and no repair has run since."""
     old = count(ctx.activities,
-                queries.stale_outboxes(now - timedelta(seconds=OUTBOX_MAX_AGE)).filter)
+                queries.stale_outboxes(now - timedelta(seconds=TIMING.outbox_overdue)).filter)
     facts = {"older_than_a_minute": old, "live_workers": live_workers}
     if old:
         return Check("outbox", CheckStatus.FAIL,
                      f"{activities(old)} with an outbox older than "
-                     f"{OUTBOX_MAX_AGE:g}s (their events/results are not copied out yet)",
+                     f"{TIMING.outbox_overdue:g}s (their events/results are not copied out yet)",
                      f"start a worker: it repairs outboxes every {TIMING.repair_every:g} s"
                      if not live_workers
                      else "check the workers' logs for repair errors", facts)
@@ -294,7 +291,7 @@ class QueueChecks:
         ctx = self._ctx
         now = ctx.clock()
         reports = ensure_indexes(ctx.db, ctx.settings, write=False)
-        workers = self._registry.list_workers(STALE_AFTER)
+        workers = self._registry.list_workers(TIMING.worker_stale_after)
         live = sum(1 for w in workers if not w.stale)
         pending = count(ctx.activities, {"status": Status.PENDING.value})
         pause = self._paused()

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runnerq_cli.backend.models import Activity, MalformedDocument, Status, check_fields
+from runnerq_cli.backend import LOGGER_NAME
+from runnerq_cli.backend.models import (
+    LIVE_STATUSES,
+    Activity,
+    MalformedDocument,
+    Status,
+    check_fields,
+)
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.context import QueueContext
@@ -28,11 +35,11 @@ if TYPE_CHECKING:
 
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection
-LIVE_STATUSES = (Status.PENDING.value, Status.SCHEDULED.value, Status.PROCESSING.value)
-# ... and those set aside, which wait for an operator (dead_letter, as live work does)
-SCANNED_STATUSES = (*LIVE_STATUSES, Status.DEAD_LETTER.value)
+# The statuses scanned for malformed documents: live work, and those set aside, which wait
+# for an operator (dead_letter).
+SCANNED_STATUSES = (*(s.value for s in LIVE_STATUSES), Status.DEAD_LETTER.value)
 _NONE = type(None)
-log = logging.getLogger("runnerq.backend")
+log = logging.getLogger(LOGGER_NAME)
 T = TypeVar("T")
 
 

@@ -11,7 +11,8 @@ data contract, docs/design.md "Workers"; other programs may ignore it):
     started_at      date
     last_heartbeat  date (a TTL index removes entries silent for TIMING.registry_ttl)
     in_flight       activities running now
-    counters        {claimed, succeeded, retried, failed, dead_lettered, claims_lost}
+    counters        {claimed, succeeded, retried, failed, dead_lettered, claims_lost,
+                     released}
     version         runnerq-mongo version
 
 A worker registers at start, heartbeats every TIMING.heartbeat_every seconds, and removes its
@@ -31,8 +32,11 @@ from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.version import __version__
 
-COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost")
-DEFAULT_STALE_AFTER = TIMING.worker_stale_after  # no heartbeat this long: stale
+# A worker's counters, as it keeps them and as its heartbeat stores them (one list).
+# `unacknowledged`: outcomes given up unwritten (the server away past the retries, or
+# refusing even a short failure): the reaper requeues them when their lease runs out.
+COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
+            "released", "unacknowledged")
 
 
 @dataclass(frozen=True)
@@ -105,14 +109,14 @@ class WorkerRegistry:
     def unregister_worker(self, worker_id: str) -> None:
         self._ctx.workers.delete_one({"_id": worker_id})
 
-    def count_live_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> int:
+    def count_live_workers(self, stale_after: float = TIMING.worker_stale_after) -> int:
         """Workers whose heartbeat is fresh: the size of the fleet sharing maintenance."""
         from runnerq_cli.backend.queries import live_workers
 
         return self._ctx.workers.count_documents(
             live_workers(self._ctx.clock(), stale_after).filter)
 
-    def list_workers(self, stale_after: float = DEFAULT_STALE_AFTER) -> list[WorkerInfo]:
+    def list_workers(self, stale_after: float = TIMING.worker_stale_after) -> list[WorkerInfo]:
         """Every registered worker, freshest first, stale ones marked."""
         now = self._ctx.clock()
         from runnerq_cli.backend.shapes import readable

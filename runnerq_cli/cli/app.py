@@ -14,9 +14,10 @@ from typer.core import TyperGroup
 
 from runnerq_cli import __version__
 from runnerq_cli.argv import command_word
+from runnerq_cli.cli.exits import ExitCode, exit_code_of, message_of
 from runnerq_cli.cli.output import error_line
 from runnerq_cli.cli.state import CliState
-from runnerq_cli.errors import ExitCode, RunnerQError
+from runnerq_cli.errors import RunnerQError
 
 # Each module defines `register(app)`; one module per command or command group, in the
 # order root --help lists them.
@@ -289,7 +290,7 @@ def undecodable_argument(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code (see errors.ExitCode)."""
+    """Console-script entry point; returns the exit code (see cli/exits.ExitCode)."""
     from runnerq_cli.cli import typer_compat
 
     bad = undecodable_argument(argv if argv is not None else sys.argv[1:])
@@ -324,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         from runnerq_cli.errors import Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
-        error_line(f"{exc}{hint}")
-        code = exc.exit_code
+        error_line(f"{message_of(exc)}{hint}")
+        code = exit_code_of(exc)
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): not an error
         code = ExitCode.OK

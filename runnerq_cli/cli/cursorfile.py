@@ -59,14 +59,6 @@ def _write_beside(path: str, text: str, *, durable: bool) -> str:
     return tmp
 
 
-def write_cursor_file(path: str, text: str, *, durable: bool = True) -> None:
-    """Replace `path` atomically: a reader (or a resume after a kill) sees old or new, whole.
-
-    `durable` also fsyncs it first, so it survives a machine crash (a killed
-    process needs no fsync: the page cache outlives it)."""
-    os.replace(_write_beside(path, text, durable=durable), path)
-
-
 def journal_line(event_id: str, position: datetime) -> bytes:
     """One journal entry: the event's id and its position (milliseconds since the epoch)."""
     millis = round((position - EPOCH).total_seconds() * 1000)

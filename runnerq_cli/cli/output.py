@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -1,5 +1,9 @@
 """The one place that touches typer's private modules, with fallbacks for older typers.
 
+The fast coercion (install_fast_coercion) replaces a private method of typer 0.29; it
+is installed only on the typers CI tests (TESTED_TYPER, and pyproject.toml's upper
+bound), so a new typer is never patched blind: it runs its own, slower coercion.
+
 typer 0.26 vendored click as `typer._click` (before, typer used the `click`
 package); 0.29 added `typer._param_types` and coerces every parameter through a
 pydantic `TypeAdapter`, which imports pydantic (~0.1 s of CPU) on every command
@@ -177,13 +181,25 @@ def _number(kind: type, low: Any, high: Any) -> Any:
     return coerce
 
 
+# The typers whose private `_TyperParameter.get_runtime_param` the fast coercion
+# replaces: the ones CI tests (pyproject.toml bounds typer below the next one). Any other
+# typer keeps its own coercion: slower by the pydantic import, never broken by a change
+# of its internals.
+TESTED_TYPER = ("0.29",)
+
+
 def install_fast_coercion() -> None:
-    """Let typer >= 0.29 coerce plain parameters without building pydantic adapters.
+    """Let typer 0.29 coerce plain parameters without building pydantic adapters.
 
     A command run then costs no pydantic import (issue 11: per-command CPU).
     Parameters of other types keep typer's own coercion. No-op on typers that
-    coerce through click's types (no pydantic there).
+    coerce through click's types (no pydantic there), and on typers not tested
+    (TESTED_TYPER): their private internals may differ.
     """
+    import typer
+
+    if ".".join(str(getattr(typer, "__version__", "")).split(".")[:2]) not in TESTED_TYPER:
+        return
     try:
         from typer import core
         from typer._coercion import RuntimeParam

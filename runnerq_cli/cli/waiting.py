@@ -1,7 +1,7 @@
 """Report a waited-for activity: shared by `wait ID` and `enqueue --wait` (the waiting
 itself is the backend's: `RunnerQ.wait`, backend/waiting.py).
 
-The exit codes are the CLI's (errors.ExitCode): 0 completed; ACTIVITY_FAILED (10);
+The exit codes are the CLI's (cli/exits.ExitCode): 0 completed; ACTIVITY_FAILED (10);
 ACTIVITY_DEAD_LETTERED (11); ACTIVITY_CANCELLED (12); WAIT_TIMEOUT (13) not
 terminal in time.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.models import Result

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import (
     ActivityContext,
     HandlerRegistry,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.traits import WorkerBackend
 
 __all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
-           "RetryableError", "Worker", "create_worker", "handler", "run_worker"]
+           "RetryableError", "Worker", "WorkerEnd", "create_worker", "handler", "run_worker"]
 
 
 def create_worker(registry: HandlerRegistry | None = None, *, backend: WorkerBackend | None = None,
@@ -65,8 +65,8 @@ def create_worker(registry: HandlerRegistry | None = None, *, backend: WorkerBac
     return Worker(backend, combined, **options)
 
 
-def run_worker(registry: HandlerRegistry | None = None, **kwargs: Any) -> int:
-    """Create a worker and run it in this thread until stopped; returns the exit code."""
+def run_worker(registry: HandlerRegistry | None = None, **kwargs: Any) -> WorkerEnd:
+    """Create a worker and run it in this thread until stopped; returns how it ended."""
     return create_worker(registry, **kwargs).run()
 
 

@@ -29,8 +29,6 @@ log = logging.getLogger(WORKER_LOGGER)
 # Chores any one worker can do for all, spread over the live fleet (up to
 # TIMING.max_fleet_share workers).
 SHARED_CHORES = frozenset({"scheduler", "reaper", "repair", "purge"})
-# A worker silent this long no longer counts in the fleet that shares the chores.
-FLEET_STALE_AFTER = TIMING.fleet_stale_after
 
 
 class ChoreScheduler:
@@ -88,7 +86,7 @@ class ChoreScheduler:
         counters, running = self._flights.snapshot()
         self._backend.registry.heartbeat_worker(self._worker_id, in_flight=running,
                                                 counters=counters)
-        live = self._backend.registry.count_live_workers(FLEET_STALE_AFTER)
+        live = self._backend.registry.count_live_workers(TIMING.fleet_stale_after)
         self.fleet = max(1, min(live, TIMING.max_fleet_share))
 
     def _scheduler(self) -> None:

@@ -25,12 +25,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker import startup
-from runnerq_cli.worker.chores import FLEET_STALE_AFTER, ChoreScheduler
+from runnerq_cli.worker.chores import ChoreScheduler
 from runnerq_cli.worker.claiming import Claimer
 from runnerq_cli.worker.flights import Flight, Flights
 from runnerq_cli.worker.handlers import CATCH_ALL, HandlerRegistry
@@ -41,9 +42,20 @@ from runnerq_cli.worker.outcomes import OutcomeWriter, brief, log_attempt
 if TYPE_CHECKING:
     from runnerq_cli.backend.traits import WorkerBackend
 
-__all__ = ["FLEET_STALE_AFTER", "Worker", "claim_types"]
+__all__ = ["Worker", "WorkerEnd", "claim_types"]
 
 log = logging.getLogger(WORKER_LOGGER)
+
+
+class WorkerEnd(StrEnum):
+    """How a worker's run ended (the `worker` command's exit code: cli/exits.py)."""
+
+    STOPPED = "stopped"  # stopped and drained, nothing to report
+    ERRORS = "errors"  # fail_on_error, and some attempt failed
+    RELEASED = "released"  # running work was released at shutdown (shutdown_timeout)
+    INTERRUPTED = "interrupted"  # stopped at once (force, a second signal)
+
+
 OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
 
 
@@ -59,22 +71,23 @@ def claim_types(registry: HandlerRegistry, types: tuple[str, ...],
     the handled types; each must have a handler.
     """
     if not len(registry):
-        raise InvalidArgument("no handlers: give --handler, --exec or --app "
-                              "(or worker.handlers / worker.exec / worker.app in the config)")
+        raise InvalidArgument("no handler to run: give handlers, commands or app",
+                              "handlers", "commands", "app")
     if all_types:
         if registry.catch_all is None:
-            raise InvalidArgument(f"--all-types needs a catch-all handler: --handler "
-                                  f"'{CATCH_ALL}=MOD:FUNC' or --exec '{CATCH_ALL}=COMMAND'")
+            raise InvalidArgument(f"all_types needs a catch-all handler ('{CATCH_ALL}')",
+                                  "all_types")
         if types:
-            raise InvalidArgument("--all-types claims every type: leave out --types "
-                                  "(worker.types)")
+            raise InvalidArgument("all_types claims every type: leave out types",
+                                  "all_types", "types")
         return ()
     if registry.catch_all is not None:
         raise InvalidArgument(f"a catch-all handler ('{CATCH_ALL}') runs every type: "
-                              "give --all-types to claim every type")
+                              "give all_types to claim every type", "all_types")
     missing = [t for t in types if t not in registry]
     if missing:
-        raise InvalidArgument(f"--types names types without a handler: {', '.join(missing)}")
+        raise InvalidArgument(f"types names types without a handler: {', '.join(missing)}",
+                              "types")
     return types or tuple(registry.types)
 
 
@@ -126,7 +139,7 @@ class Worker:
         if self.concurrency < 1:
             raise InvalidArgument("concurrency must be at least 1")
         if max_activities is not None and max_activities < 1:
-            raise InvalidArgument("--max-activities must be at least 1")
+            raise InvalidArgument("max_activities must be at least 1", "max_activities")
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._background_stop = threading.Event()
@@ -142,7 +155,7 @@ class Worker:
         self._chores = ChoreScheduler(backend, self._flights, self.worker_id,
                                       poll_interval=self.poll_interval, lease=self.lease)
         self._thread: threading.Thread | None = None
-        self.exit_code: int | None = None
+        self.end: WorkerEnd | None = None  # how `run` ended, once it has
         self.running = threading.Event()
 
     # ----------------------------------------------------------- controls
@@ -167,10 +180,10 @@ class Worker:
         self._thread.start()
         return self._thread
 
-    def join(self, timeout: float | None = None) -> int | None:
+    def join(self, timeout: float | None = None) -> WorkerEnd | None:
         if self._thread is not None:
             self._thread.join(timeout)
-        return self.exit_code
+        return self.end
 
     @property
     def in_flight(self) -> int:
@@ -178,8 +191,8 @@ class Worker:
 
     # ---------------------------------------------------------------- run
 
-    def run(self, install_signals: bool = True) -> int:
-        """Work until stopped; returns the exit code (see errors.ExitCode)."""
+    def run(self, install_signals: bool = True) -> WorkerEnd:
+        """Work until stopped; returns how the run ended."""
         previous = self._install_signals() if install_signals else {}
         helpers: list[threading.Thread] = []
         try:
@@ -187,7 +200,7 @@ class Worker:
             # the end they are flushed below, unless the worker was stopped at once.
             with self.backend.buffered_outbox(self.outbox_batch, drain=False):
                 try:
-                    code = self._work(helpers)
+                    end = self._work(helpers)
                 finally:
                     self._background_stop.set()
                     for thread in helpers:
@@ -200,15 +213,15 @@ class Worker:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.running.clear()
-        self.exit_code = code
-        log.log(logging.INFO if code == 0 else logging.WARNING, "worker stopped",
-                extra=details(worker=self.worker_id, exit_code=code, **self.counters))
-        return code
+        self.end = end
+        log.log(logging.INFO if end is WorkerEnd.STOPPED else logging.WARNING, "worker stopped",
+                extra=details(worker=self.worker_id, end=end.value, **self.counters))
+        return end
 
-    def _work(self, helpers: list[threading.Thread]) -> int:
-        """Register, start the helper threads, claim until stopped, drain; the exit code."""
+    def _work(self, helpers: list[threading.Thread]) -> WorkerEnd:
+        """Register, start the helper threads, claim until stopped, drain; how it ended."""
         if self._stopping.is_set():  # stopped during start-up: nothing to start or undo
-            return self._exit_code(0)
+            return self._end(0)
         self.backend.registry.register_worker(self.worker_id, types=list(self.types),
                                               concurrency=self.concurrency)
         helpers.append(self._spawn(lambda: self._keeper.run(self._background_stop),
@@ -223,18 +236,18 @@ class Worker:
         self.running.set()
         self._claimer.loop()
         self._flights.close()  # a slot (or an abandoned handler's thread) claims no more
-        return self._exit_code(self._drain())
+        return self._end(self._drain())
 
-    def _exit_code(self, released: int) -> int:
+    def _end(self, released: int) -> WorkerEnd:
         if self._force.is_set():
-            return int(ExitCode.INTERRUPTED)
+            return WorkerEnd.INTERRUPTED
         if released:
-            return int(ExitCode.WORKER_SHUTDOWN_TIMEOUT)
+            return WorkerEnd.RELEASED
         failures = (self.counters["retried"] + self.counters["failed"]
                     + self.counters["dead_lettered"] + self.counters["unacknowledged"])
         if self.fail_on_error and failures:
-            return int(ExitCode.WORKER_ERRORS)
-        return int(ExitCode.OK)
+            return WorkerEnd.ERRORS
+        return WorkerEnd.STOPPED
 
     def _install_signals(self) -> dict[int, Any]:
         """SIGTERM/SIGINT stop the worker (SIGINT too when inherited ignored); the

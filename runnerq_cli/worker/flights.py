@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.error_text import describe
+from runnerq_cli.backend.workers import COUNTERS  # the registry's: the heartbeat stores each
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 
 if TYPE_CHECKING:
@@ -24,10 +25,6 @@ if TYPE_CHECKING:
     from runnerq_cli.worker.handlers import ActivityContext, Handler
 
 log = logging.getLogger(WORKER_LOGGER)
-# `unacknowledged`: outcomes given up unwritten (the server away past the retries, or
-# refusing even a short failure): the reaper requeues them when their lease runs out.
-COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
-            "released", "unacknowledged")
 
 
 @dataclass

@@ -30,7 +30,6 @@ from runnerq_cli.redaction import redact_uri
 
 ROOT_LOGGER = "runnerq"
 WORKER_LOGGER = "runnerq.worker"
-BACKEND_LOGGER = "runnerq.backend"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
 OUTCOME_STYLE = {"completed": "green", "retrying": "yellow", "failed": "red",

@@ -181,13 +181,13 @@ class ShellCommand:
         except ValueError as exc:
             raise InvalidArgument(f"command {command!r}: {exc}") from None
         if not self.argv:
-            raise InvalidArgument("an --exec command must not be empty")
+            raise InvalidArgument("a shell command must not be empty", "command")
         if "=" in self.argv[0]:
             raise InvalidArgument(
                 f"command '{literal(command, max_length=200)}': its first word "
                 f"'{literal(self.argv[0], max_length=100)}' holds '=': commands run without "
                 "a shell, where VAR=value is no assignment (the type is the text before "
-                "the first '='); use 'env VAR=value COMMAND' or 'sh -c ...'")
+                "the first '='); use 'env VAR=value COMMAND' or 'sh -c ...'", "command")
         self.command = command
 
     def __call__(self, payload: dict[str, Any], ctx: ActivityContext) -> Any:

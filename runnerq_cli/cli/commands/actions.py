@@ -28,15 +28,23 @@ import typer
 
 from runnerq_cli.cli.choices import PRIORITIES, completer
 from runnerq_cli.cli.examples import examples
-from runnerq_cli.cli.output import OutputFormat, confirm, emit, error_line, output_option
+from runnerq_cli.cli.exits import ExitCode, common_exit_code, exit_code_of, skip_row
+from runnerq_cli.cli.output import (
+    OutputFormat,
+    confirm,
+    emit,
+    error_line,
+    output_option,
+    warning_line,
+)
 from runnerq_cli.cli.state import state
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.actions import ActionResult
     from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.backend.bulk import BulkReport, Selection
     from runnerq_cli.backend.filters import ActivityFilter
-    from runnerq_cli.backend.operator import ActionResult
 
 IDS_HELP = "Activity id(s): UUIDs or their first 8+ hex digits; or select by filter instead."
 YES_HELP = "Act without asking (needed when not on a terminal)."
@@ -174,7 +182,12 @@ def existing_backend(ctx: typer.Context, *, create: bool = False,
                       create_flag: str | None = None) -> RunnerQ:
     """The backend, once its queue is known to exist (a misspelt queue: exit 4)."""
     backend = state(ctx).backend()
-    backend.maintenance.require_queue(create=create, create_flag=create_flag)
+    try:
+        backend.maintenance.require_queue(create=create)
+    except NotFound as exc:
+        if create_flag is None:
+            raise
+        raise NotFound(f"{exc} (give {create_flag} if a new queue is meant)") from None
     return backend
 
 
@@ -211,7 +224,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
             skip, exc = outcome
             error_line(str(exc))
             rows.append({"action": action, "id": str(skip["id"]), "ok": False,
-                         "error": str(exc), "exit_code": skip["exit_code"]})
+                         "error": str(exc), "exit_code": int(exit_code_of(exc))})
             continue
         rows.append(outcome.to_json())
         if req.output is OutputFormat.TEXT:
@@ -221,7 +234,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
     if report.interrupted:
         error_line(_interrupted_line(action, len(report.applied), report.selected,
                                      len(report.skipped), report.last_id))
-    return report.exit_code()
+    return _exit_code(report)
 
 
 def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
@@ -229,11 +242,12 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 
+    _go_on(backend, action, command, params)
     if req.max_count is None and not req.dry_run:
         matched = backend.bulk.select(action, flt, 1).matched  # counts; reads one document
         raise InvalidArgument(f"{matched} activities match this filter: give --max N "
                               f"to {action} at most N of them (--dry-run shows a sample)")
-    selection = backend.bulk.select(action, flt, req.max_count)
+    selection = backend.bulk.select(action, flt, req.max_count, **params)
     if req.dry_run:
         _print_selection(selection, req.output, dry_run=True)
         return int(ExitCode.OK)
@@ -253,7 +267,26 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     if report.interrupted:
         error_line(_interrupted_line(action, len(report.applied), report.selected,
                                      len(report.skipped), report.last_id))
-    return report.exit_code()
+    return _exit_code(report)
+
+
+def _go_on(backend: RunnerQ, action: str, command: str, params: dict[str, Any]) -> None:
+    """The same command run again after an interruption goes on where it stopped: the
+    activities already done are left out (`select`), and a reschedule keeps the time
+    the first run chose (its `--delay` counted from then), while still in the future."""
+    from datetime import datetime
+
+    previous = backend.bulk.unfinished(action, command) if "at" in params else None
+    if not previous or not isinstance(previous.get("at"), str):
+        return
+    try:
+        at = datetime.fromisoformat(previous["at"])
+    except ValueError:
+        return
+    if at.tzinfo is not None and at > backend.now():
+        params["at"] = at
+        warning_line("going on with the interrupted run of this command: "
+                     f"at {previous['at']}")
 
 
 # ----------------------------------------------------------------- printing
@@ -297,7 +330,11 @@ def _print_report(report: BulkReport | None, selection: Selection,
             {"action": selection.action, "matched": selection.matched, "selected": 0,
              "applied": 0, "skipped": 0, "interrupted": False, "last_id": None,
              "results": [], "skips": []})
+    from runnerq_cli.backend.models import to_jsonable
+
     data["filter"] = selection.filter.to_json()
+    skips = _skips(report) if report is not None else []
+    data["skips"] = to_jsonable(skips)
     if output is OutputFormat.JSON:
         emit(output, data)
         return
@@ -305,7 +342,7 @@ def _print_report(report: BulkReport | None, selection: Selection,
         rows = [r.to_json() for r in report.applied] if report else []
         rows += [{"action": selection.action, "id": str(s["id"]), "ok": False,
                   "skipped": s["reason"], "exit_code": s["exit_code"]}
-                 for s in (report.skipped if report else [])]
+                 for s in skips]
         emit(output, rows)
         return
     for result in report.applied if report else []:
@@ -314,6 +351,21 @@ def _print_report(report: BulkReport | None, selection: Selection,
         typer.echo(f"skipped: {skip['id']}: {skip['reason']}")
     typer.echo(f"{selection.action}: matched {data['matched']}, shown {data['selected']}, "
                f"applied {data['applied']}, skipped {data['skipped']}")
+
+
+def _exit_code(report: BulkReport) -> int:
+    """130 if interrupted; else 0 when nothing was skipped, the skips' exit code when
+    they agree, 1 when they differ."""
+    if report.interrupted:
+        return int(ExitCode.INTERRUPTED)
+    return int(common_exit_code(report.errors()))
+
+
+def _skips(report: BulkReport) -> list[dict[str, Any]]:
+    """The report's skips, each with the exit code of its error."""
+    errors = {skip["id"]: exc for skip, exc in
+              (o for o in report.outcomes if isinstance(o, tuple))}
+    return [skip_row(skip, errors[skip["id"]]) for skip in report.skipped]
 
 
 def _describe(result: ActionResult) -> str:

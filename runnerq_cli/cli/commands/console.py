@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from runnerq_cli.cli.examples import examples
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 
 
 def console(

@@ -75,9 +75,10 @@ def doctor_cmd(
     failed, 6 the server is unreachable, 2 bad options.
     """
     from runnerq_cli.backend.diagnose import Check, CheckStatus, failed
+    from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
-    from runnerq_cli.errors import ExitCode, InvalidArgument, Unavailable
+    from runnerq_cli.errors import InvalidArgument, Unavailable
 
     if queue and all_queues:
         raise InvalidArgument("give --queue or --all-queues, not both")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from runnerq_cli.cli.examples import examples
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.cli.output import (
     JsonObjectStream,
     OutputFormat,
@@ -21,7 +22,7 @@ from runnerq_cli.cli.output import (
     output_option,
 )
 from runnerq_cli.cli.state import state
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -20,6 +20,7 @@ import typer
 
 from runnerq_cli.cli.choices import ON_DUPLICATE, PRIORITIES, completer
 from runnerq_cli.cli.examples import examples
+from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.cli.output import (
     JsonObjectStream,
     OutputFormat,
@@ -28,7 +29,7 @@ from runnerq_cli.cli.output import (
     print_jsonl,
 )
 from runnerq_cli.cli.state import state
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -601,7 +602,7 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
             _report_bulk(stop.summary, output, quiet, stream)
         cause = stop.cause
         fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
-             getattr(cause, "exit_code", ExitCode.FAILURE))
+             exit_code_of(cause))
     _report_bulk(summary, output, quiet, stream)
     if summary.interrupted:
         error_line(summary.interrupted_line()

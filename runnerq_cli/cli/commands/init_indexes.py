@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from runnerq_cli.cli.examples import examples
+from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.cli.output import (
     OutputFormat,
     confirm,
@@ -20,7 +21,6 @@ from runnerq_cli.cli.output import (
     output_option,
 )
 from runnerq_cli.cli.state import state
-from runnerq_cli.errors import ExitCode
 
 _LABELS = {"created": "created", "present": "present", "missing": "would create",
            "conflict": "CONFLICT", "obsolete": "obsolete", "dropped": "dropped"}

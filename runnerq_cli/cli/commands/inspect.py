@@ -235,11 +235,11 @@ def result_cmd(
     import sys
 
     from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.waiting import code_for_result
-    from runnerq_cli.errors import ExitCode
 
     backend = state(ctx).backend()
     aid = resolve_id(backend, activity_id)

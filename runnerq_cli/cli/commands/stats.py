@@ -235,9 +235,10 @@ def stats_cmd(
 
     from runnerq_cli import values
     from runnerq_cli.backend.metrics import CHECK_NAMES, check_values
+    from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import console, emit, error_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.errors import ExitCode, InvalidArgument
+    from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.stats_checks import evaluate, parse_check
 
     if by not in (None, "type"):

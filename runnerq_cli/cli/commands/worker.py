@@ -62,6 +62,7 @@ def worker(
                                          autocompletion=completer(LOG_LEVELS),
                                          help="debug, info, warning or error."),
 ) -> None:
+    from runnerq_cli.cli.exits import WORKER_FLAGS, flagged, worker_exit_code
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.worker import startup
@@ -85,8 +86,11 @@ def worker(
                               queue=settings.queue, secrets=(settings.uri,))
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
-    if len(registry):  # incoherent type choices: exit 2 before connecting
-        claim_types(registry, tuple(ws.types), all_types)
+    try:
+        if len(registry):  # incoherent type choices: exit 2 before connecting
+            claim_types(registry, tuple(ws.types), all_types)
+    except InvalidArgument as exc:
+        raise flagged(exc, WORKER_FLAGS) from None
 
     from runnerq_cli.backend.api import RunnerQ
 
@@ -96,9 +100,14 @@ def worker(
     log_handler = configure_logging(ws.log_format, ws.log_level)
     try:
         backend.ping()
-        code = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
-                      max_activities=max_activities, worker_id=worker_id,
-                      all_types=all_types).run()
+        try:
+            worker = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
+                            max_activities=max_activities, worker_id=worker_id,
+                            all_types=all_types)
+        except InvalidArgument as exc:  # no handlers: said after the server answered
+            raise flagged(exc, WORKER_FLAGS) from None
+        end = worker.run()
+        code = int(worker_exit_code(end))
         startup.exit_on_signal(code)  # a late signal does not change how it ended
     finally:
         unconfigure_logging(log_handler)

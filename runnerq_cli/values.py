@@ -37,8 +37,10 @@ QUEUE_NAME_MAX = 64
 SHOWN_MAX = 60  # characters of a rejected value quoted back in a message
 
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_PART = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(ms|s|m|h|d|w)")
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only: Python's \\d, int() and float() also take Arabic-Indic or full-width
+# digits ('٤', '２'), which no documentation promises and no other tool reads the same.
+_PART = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _DATABASE_FORBIDDEN = set('/\\. "$\x00')
 
@@ -101,6 +103,8 @@ def number(value: Any, what: str, *, minimum: float | None = None,
         raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
     if isinstance(value, str):
         text = value.strip()
+        if not text.isascii():  # float('٤') is 4.0: digits are ASCII everywhere here
+            raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
         if integer:
             if not _INTEGER.fullmatch(text):
                 raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
@@ -151,6 +155,8 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
         raise InvalidArgument(expected)
     if isinstance(value, str):
         text = value.strip().lower()
+        if not text.isascii():  # float('١٠') is 10.0: refused like any other non-duration
+            raise InvalidArgument(expected)
         if text.startswith("-"):
             raise InvalidArgument(f"{what} must not be negative, got {shown(value)}")
         if len(text) > 100:
@@ -214,7 +220,7 @@ def time(value: Any, what: str = "time", *, relative: bool = True,
     a duration meaning that long ago. Between 1970 and the end of year 9999 (UTC)."""
     if isinstance(value, datetime):
         parsed = value
-    elif isinstance(value, str) and len(value) <= 64:
+    elif isinstance(value, str) and len(value) <= 64 and value.isascii():
         text = value.strip()
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -243,6 +249,15 @@ def time(value: Any, what: str = "time", *, relative: bool = True,
         raise InvalidArgument(f"{what}: {shown(value)} is out of range (from "
                               f"1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z)")
     return parsed
+
+
+def optional_time(value: str | None, what: str, **options: Any) -> datetime | None:
+    """`time(value)` for an option that may be absent: None only when it was not given.
+
+    An empty value (`--since ''`, a variable that expanded to nothing) is a malformed
+    time like any other, never "no filter": the commands test `is None`, not truth.
+    """
+    return None if value is None else time(value, what, **options)
 
 
 # ------------------------------------------------------------------ JSON
@@ -405,7 +420,21 @@ def mongo_uri(value: Any) -> str:
             detail = _unknown_uri_options(value) or detail
         raise InvalidArgument(f"invalid MongoDB URI {shown(redact_uri(value))}: "
                               f"{detail[:200]}") from None
+    if _unacknowledged(value):
+        raise InvalidArgument(
+            f"invalid MongoDB URI {shown(redact_uri(value))}: w=0 (unacknowledged writes) "
+            "is not supported: idempotency keys, claims and fenced acknowledgements need "
+            "the server's answer to each write; use w=1 or w=majority")
     return value
+
+
+def _unacknowledged(uri: str) -> bool:
+    """True if the URI's options ask for w=0 (the driver then answers no write)."""
+    from pymongo import uri_parser
+
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    options = uri_parser.split_options(query, validate=True, warn=False) if query else {}
+    return options.get("w") == 0
 
 
 def _unknown_uri_options(uri: str) -> str:
@@ -439,9 +468,22 @@ def readable_file(value: str, what: str) -> str:
 
 
 def writable_file(value: str, what: str) -> str:
-    """A path where a file can be created or replaced (its directory exists, is writable)."""
+    """A path where a regular file can be created or replaced (its directory exists, is
+    writable); returns the path to write, a symlink's target (written through: replacing
+    the link itself would leave its target stale and the link gone).
+
+    An existing FIFO, socket or device is refused: opening one blocks or reads nothing
+    a cursor could be made of, so the command would hang instead of answering.
+    """
+    import stat
+
     if not value:
         raise InvalidArgument(f"{what}: the path must not be empty")
+    value = os.path.realpath(value)
+    if os.path.exists(value) and not os.path.isdir(value) \
+            and not stat.S_ISREG(os.stat(value).st_mode):
+        raise InvalidArgument(f"{what}: {shown(value)} is not a regular file (a FIFO, "
+                              "socket or device)")
     if os.path.isdir(value):
         raise InvalidArgument(f"{what}: {shown(value)} is a directory, not a file")
     parent = os.path.dirname(os.path.abspath(value))

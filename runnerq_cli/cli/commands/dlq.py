@@ -52,7 +52,7 @@ def export(
 
     from runnerq_cli import values
 
-    when = values.time(since, "--since") if since else None
+    when = values.optional_time(since, "--since")
     backend = state(ctx).backend()
     tmp = None if out_file == "-" else f"{out_file}.tmp"
     count = 0

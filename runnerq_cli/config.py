@@ -323,7 +323,7 @@ def _yaml_loader() -> type:
             second `lease:` further down would win over the one the reader sees."""
             seen: set[Any] = set()
             for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+                key = self.construct_object(key_node, deep=deep)
                 try:
                     duplicate = key in seen
                 except TypeError:  # an unhashable key: the base class refuses it

@@ -18,7 +18,18 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runnerq_cli.backend.sizes import (  # the bounds, defined once (import-free module)
+    ACTIVITY_TYPE_MAX,
+    BSON_DOCUMENT_MAX,
+    IDEMPOTENCY_KEY_MAX_BYTES,
+    METADATA_MAX_BYTES,
+    METADATA_VALUE_MAX_BYTES,
+    PAYLOAD_MAX_BYTES,
+    PAYLOAD_TEXT_MAX,
+)
 from runnerq_cli.errors import InvalidArgument
+
+__all__ = ["BSON_DOCUMENT_MAX", "PAYLOAD_MAX_BYTES", "PAYLOAD_TEXT_MAX"]  # read from here too
 
 INT64_MAX = 2**63 - 1
 # Longer than any lease, timeout or retention anyone means; 100 years still fits a datetime.
@@ -26,12 +37,6 @@ MAX_DURATION = 100 * 365 * 86400.0
 TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 JSON_MAX_DEPTH = 64  # MongoDB refuses documents nested deeper than 100 levels
-BSON_DOCUMENT_MAX = 16 * 1024 * 1024  # MongoDB's limit for one document
-# The activity document carries the payload and, later, the result (at most 8 MiB,
-# worker/engine.py): the payload gets what is left, with room for the other fields.
-PAYLOAD_MAX_BYTES = BSON_DOCUMENT_MAX - 8 * 1024 * 1024 - 512 * 1024
-# JSON text can be longer than its BSON (spaces, escapes), but not by this much.
-PAYLOAD_TEXT_MAX = 64 * 1024 * 1024
 NAME_MAX_BYTES = 63  # MongoDB: database names are shorter than 64 bytes
 QUEUE_NAME_MAX = 64
 SHOWN_MAX = 60  # characters of a rejected value quoted back in a message
@@ -502,9 +507,63 @@ def writable_file(value: str, what: str) -> str:
 # ------------------------------------------------------------------ activities
 
 
+def stored_text(value: Any, what: str, *, max_bytes: int | None = None,
+                max_chars: int | None = None) -> str:
+    """Non-empty text MongoDB can store, within its bound (backend/sizes.py).
+
+    Refused, naming `what` and quoting at most SHOWN_MAX characters of the value:
+    not text, empty, an unpaired surrogate (a JSON `"\\ud800"` escape: not UTF-8, so
+    BSON cannot encode it), more than `max_chars` characters or `max_bytes` bytes
+    of UTF-8. A 17 MB value is measured, never copied into the message.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what}: expected text, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(f"{what}: must not be empty")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgument(f"{what} {shown(value)} is {len(value)} characters, more than "
+                              f"the limit of {max_chars} characters")
+    if max_bytes is not None and len(value) > max_bytes:  # at least a byte a character
+        raise InvalidArgument(f"{what} {shown(value)} is more than the limit of {max_bytes} "
+                              f"bytes ({len(value)} characters)")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{what} {shown(value)} is not valid UTF-8: an unpaired "
+                              f"surrogate at character {exc.start + 1}") from None
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidArgument(f"{what} {shown(value)} is {size} bytes, more than the limit "
+                              f"of {max_bytes} bytes")
+    return value
+
+
+def metadata(value: Mapping[str, Any], what: str = "metadata") -> None:
+    """Raise unless `value` is storable metadata: string values within
+    METADATA_VALUE_MAX_BYTES each (empty allowed), METADATA_MAX_BYTES in all (keys are
+    checked by models.check_metadata_key)."""
+    total = 5  # a BSON document's frame
+    for key, tag in value.items():
+        if not isinstance(tag, str):
+            raise InvalidArgument(f"{what} {shown(key)}: expected a string value, got "
+                                  f"{type(tag).__name__}")
+        if tag:
+            stored_text(tag, f"{what} value of {shown(key)}", max_bytes=METADATA_VALUE_MAX_BYTES)
+        total += len(key.encode("utf-8", "surrogatepass")) + len(tag.encode("utf-8")) + 7
+    if total > METADATA_MAX_BYTES:
+        raise InvalidArgument(f"{what} is {total} bytes as BSON, more than the limit of "
+                              f"{METADATA_MAX_BYTES} bytes")
+
+
 def activity_limits(spec: Any) -> None:
-    """The bounds of an ActivitySpec (backend/queue.py) that its type checks do not cover:
-    a storable payload, and numbers and times MongoDB and datetime arithmetic can hold."""
+    """The bounds of an ActivitySpec (backend/enqueueing.py) that its type checks do not
+    cover: text that can be stored within its bound (backend/sizes.py), a storable
+    payload, and numbers and times MongoDB and datetime arithmetic can hold. Errors
+    name the parameter (activity_type, metadata, idempotency_key, payload)."""
+    stored_text(spec.activity_type, "activity_type", max_chars=ACTIVITY_TYPE_MAX)
+    if spec.idempotency_key is not None:
+        stored_text(spec.idempotency_key, "idempotency_key",
+                    max_bytes=IDEMPOTENCY_KEY_MAX_BYTES)
+    metadata(spec.metadata)
     payload(spec.payload)
     for name in ("max_retries", "timeout_seconds", "retry_delay_seconds"):
         value = getattr(spec, name)

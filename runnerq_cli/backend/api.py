@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.filters import ActivityFilter
     from runnerq_cli.backend.indexes import IndexReport
     from runnerq_cli.backend.inspection import Inspector
+    from runnerq_cli.backend.intake import Intake
     from runnerq_cli.backend.maintenance import Maintenance
     from runnerq_cli.backend.operator import ActionResult, Expect, Operator, RedriveReport
     from runnerq_cli.backend.pagination import ListFilter, Page
@@ -116,6 +117,13 @@ class RunnerQ:
         from runnerq_cli.backend.control import Control
 
         return Control(self._ctx, self.audit_log)
+
+    @functools.cached_property
+    def intake(self) -> Intake:
+        """Streams of NDJSON lines into the queue (`enqueue --from`)."""
+        from runnerq_cli.backend.intake import Intake
+
+        return Intake(self.activities.enqueuer)
 
     @functools.cached_property
     def dead_letters(self) -> DeadLetters:

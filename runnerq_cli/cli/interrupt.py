@@ -25,12 +25,22 @@ class StopFlag:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._finishing = False
         self.signal_name: str | None = None
 
     def is_set(self) -> bool:
         return self._event.is_set()
 
+    def finishing(self) -> None:
+        """The work is done, only its report is left to print: signals from now on are
+        ignored, so the report (which names the last line or id written) comes out
+        whole instead of being cut, or never printed, by a second signal."""
+        self._finishing = True
+
     def handle(self, signum: int, frame: Any) -> None:
+        if self._finishing:
+            self._event.set()
+            return
         if self._event.is_set():
             raise KeyboardInterrupt
         self.signal_name = signal.Signals(signum).name

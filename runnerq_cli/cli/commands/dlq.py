@@ -180,6 +180,7 @@ def import_(
                 actor=actor, should_stop=stop.is_set, on_outcome=show,
                 command=command_line(ctx), collect=False, batch_size=batch_size)
         except KeyboardInterrupt:  # a second signal: stopped inside a batch
+            stop.finishing()
             if stream is not None:
                 stream.close({"interrupted": True})
             last = (f"line {done[0].line}" + (f" ({done[0].id})" if done[0].id else "")
@@ -188,17 +189,19 @@ def import_(
                        "it may be partly imported; the same command again goes on without "
                        "importing anything twice")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    _summary(report, output, stream)
-    code = _exit_code(report)
-    if report.interrupted:
-        error_line(f"interrupted: dlq import stopped after line {report.last_line} "
-                   f"({report.lines} lines done: {_counts_text(report.counts)}); the audit "
-                   "record says so; the same command again goes on without importing "
-                   "anything twice")
-    elif code:
-        bad = sum(n for k, n in report.counts.items()
-                  if k in ("invalid", "conflict", "not_found"))
-        error_line(f"{bad} of {report.lines} lines not imported")
+        stop.finishing()  # the report comes out whole, whatever signal comes now
+        bar.close()
+        _summary(report, output, stream)
+        code = _exit_code(report)
+        if report.interrupted:
+            error_line(f"interrupted: dlq import stopped after line {report.last_line} "
+                       f"({report.lines} lines done: {_counts_text(report.counts)}); the "
+                       "audit record says so; the same command again goes on without "
+                       "importing anything twice")
+        elif code:
+            bad = sum(n for k, n in report.counts.items()
+                      if k in ("invalid", "conflict", "not_found"))
+            error_line(f"{bad} of {report.lines} lines not imported")
     raise typer.Exit(code)
 
 

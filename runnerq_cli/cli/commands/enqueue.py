@@ -338,7 +338,7 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
     written and the report, and exits like the docs say."""
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.lines import read_lines
-    from runnerq_cli.cli.output import error_line, fail
+    from runnerq_cli.cli.output import error_line
     from runnerq_cli.cli.progress import BulkProgress
 
     # Machine output streams each activity as it is written (nothing kept per line):
@@ -368,11 +368,22 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
                 lines, defaults, batch_size=batch_size, skip_lines=skip_lines, strict=strict,
                 should_stop=signalled.is_set, on_batch=batch_done, **streamed)
         except KeyboardInterrupt:  # a second signal: stopped inside a batch
+            signalled.finishing()
             if stream is not None:
                 stream.close({**_report_json(seen[0]), "interrupted": True} if seen
                              else {"interrupted": True})
             error_line(_stopped_at_once_text(seen[0] if seen else None, skip_lines))
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        signalled.finishing()
+        progress.close()
+        _finish_bulk(report, output, quiet, stream)
+
+
+def _finish_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
+                 stream: JsonObjectStream | None) -> None:
+    """Print the report and exit with the code it calls for (docs/cli.md)."""
+    from runnerq_cli.cli.output import error_line, fail
+
     if report.aborted is not None and not (report.enqueued or report.existing):
         raise report.aborted  # nothing written yet: the plain error (exit 6)
     _report_bulk(report, output, quiet, stream)

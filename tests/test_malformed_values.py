@@ -130,3 +130,58 @@ def test_a_symlinked_cursor_file_is_written_through(run_cli: Any, backend: Any,
     assert link.is_symlink() and target.read_text().strip()
     again = run_cli("tail", "events", "--no-follow", "--cursor-file", str(link))
     assert again.code == 0 and again.stdout == "", again  # resumed after the last one
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_skip_lines_past_the_end_reports_the_real_last_line(run_cli: Any, backend: Any,
+                                                            tmp_path: Path, source: str) -> None:
+    import json
+
+    text = "".join(json.dumps({"type": "t"}) + "\n" for _ in range(4))
+    path = tmp_path / "in.ndjson"
+    path.write_text(text)
+    args = ("--from", str(path)) if source == "file" else ("--from", "-")
+    result = run_cli("enqueue", *args, "--skip-lines", "100", "-o", "json",
+                     input=text if source == "stdin" else None)
+    assert result.code == 0, result
+    summary = json.loads(result.stdout)
+    assert (summary["lines"], summary["skipped_lines"], summary["last_line"]) == (0, 100, 4)
+    assert backend.context.activities.count_documents({}) == 0
+
+
+def test_the_strict_spool_is_never_left_behind(cli_env: dict[str, str], backend: Any,
+                                               tmp_path: Path) -> None:
+    """--strict copies standard input to a temporary file for its second pass: an
+    anonymous one, so not even SIGKILL in the middle of it leaves a file behind."""
+    import signal
+    import subprocess
+
+    from tests.waiting import wait_until
+
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-",
+                             "--strict"], env={**cli_env, "TMPDIR": str(spool_dir)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    fds = Path(f"/proc/{proc.pid}/fd")
+
+    def spooling() -> bool:
+        try:
+            return any(os.readlink(fd).startswith(str(spool_dir)) for fd in fds.iterdir())
+        except OSError:
+            return False
+
+    try:
+        proc.stdin.write(b'{"type": "t"}\n' * 10)
+        proc.stdin.flush()
+        wait_until(spooling, timeout=60, interval=0.02, message="the spool open")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdin.close()
+    assert list(spool_dir.iterdir()) == []
+    assert backend.context.activities.count_documents({}) == 0

@@ -9,10 +9,14 @@ file (the difference is what the file's size costs):
   invalid, with `--strict` (every line read and validated in the first pass; nothing
   written, so a dev server can run it: ~800,000 lines);
 - json: about JSON_MB megabytes of small lines enqueued with `-o json`, whose
-  `activities` list is streamed, not kept (one record per line written).
+  `activities` list is streamed, not kept (one record per line written);
+- big lines: BIG_MB megabytes of 6.7 MB lines (a payload near its 7.5 MiB bound)
+  enqueued at the default --batch-size (100) with `-q`: the byte cap per batch
+  (sizes.INPUT_BATCH_BYTES, 4 MiB) makes each line a batch of its own; without it
+  the ten lines were one batch, held at once (937 MB, issue 23).
 
-    python benchmarks/bench_enqueue_rss.py [SIZE_MB] [LINE_KB] [SMALL_MB] [JSON_MB]
-    (default 30 10 30 0.2)
+    python benchmarks/bench_enqueue_rss.py [SIZE_MB] [LINE_KB] [SMALL_MB] [JSON_MB] [BIG_MB]
+    (default 30 10 30 0.2 67; a run whose size is 0 is skipped)
 
 Against RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process (slow: about 100
 inserts a second, so the write run takes a minute). The peak RSS of a child is read
@@ -34,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchserver import start_server
 
+BIG_LINE_KB = 6.7 * 1000 * 1000 / 1024  # a 6.7 MB line: a payload near its 7.5 MiB bound
 WRAPPER = ("import resource, subprocess, sys\n"
            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
            "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
@@ -91,6 +96,7 @@ def main() -> None:
     line_kb = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
     small_mb = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
     json_mb = float(sys.argv[4]) if len(sys.argv) > 4 else 0.2
+    big_mb = float(sys.argv[5]) if len(sys.argv) > 5 else 67.0
     uri, server = start_server()
     env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
            "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
@@ -102,9 +108,13 @@ def main() -> None:
             runs = (("write", size_mb, line_kb, False, ("-q",)),
                     ("validate (--strict, last line invalid)", small_mb, 0.0, True,
                      ("--strict",)),
-                    ("write with -o json", json_mb, 0.0, False, ("-o", "json")))
+                    ("write with -o json", json_mb, 0.0, False, ("-o", "json")),
+                    ("big lines at the default batch size", big_mb, BIG_LINE_KB, False,
+                     ("-q",)))
             for name, mb, kb, bad_last, options in runs:
-                print(f"{name}: {growth(env, Path(tmp), mb, kb, bad_last, options)}")
+                if mb:
+                    print(f"{name}: {growth(env, Path(tmp), mb, kb, bad_last, options)}",
+                          flush=True)
     finally:
         if server is not None:
             server.kill()

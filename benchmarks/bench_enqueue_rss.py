@@ -10,13 +10,14 @@ file (the difference is what the file's size costs):
   written, so a dev server can run it: ~800,000 lines);
 - json: about JSON_MB megabytes of small lines enqueued with `-o json`, whose
   `activities` list is streamed, not kept (one record per line written);
-- big lines: BIG_MB megabytes of 6.7 MB lines (a payload near its 7.5 MiB bound)
-  enqueued at the default --batch-size (100) with `-q`: the byte cap per batch
+- big lines: BIG_MB megabytes of 6.7 MB lines (a payload near its 7.5 MiB bound, a
+  list of numbers: the costliest shape once decoded) enqueued at the default
+  --batch-size (100) with `-q`: the byte cap per batch
   (sizes.INPUT_BATCH_BYTES, 4 MiB) makes each line a batch of its own; without it
   the ten lines were one batch, held at once (937 MB, issue 23).
 
     python benchmarks/bench_enqueue_rss.py [SIZE_MB] [LINE_KB] [SMALL_MB] [JSON_MB] [BIG_MB]
-    (default 30 10 30 0.2 67; a run whose size is 0 is skipped)
+    (default 30 10 30 0.2 60; a run whose size is 0 is skipped)
 
 Against RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process (slow: about 100
 inserts a second, so the write run takes a minute). The peak RSS of a child is read
@@ -34,6 +35,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchserver import start_server
@@ -46,8 +48,14 @@ WRAPPER = ("import resource, subprocess, sys\n"
            "sys.stderr.write(done.stderr[-400:])\n")
 
 
-def write_lines(path: Path, size_mb: float, line_kb: float, bad_last: bool = False) -> int:
-    filler = "x" * int(line_kb * 1024)
+def write_lines(path: Path, size_mb: float, line_kb: float, bad_last: bool = False,
+                numbers: bool = False) -> int:
+    """NDJSON of `line_kb`-KB lines (small ones if 0): a payload of one string, or with
+    `numbers` a list of numbers (the costliest shape once decoded: an object each; 15
+    bytes of JSON and about 16 of BSON each, so the payload stays within its bound)."""
+    filler: Any = "x" * int(line_kb * 1024)
+    if numbers:
+        filler = list(range(10**12, 10**12 + int(line_kb * 1024 / 15)))
     lines = 0
     with path.open("w", encoding="utf-8") as out:
         while lines == 0 or out.tell() < size_mb * 1024 * 1024:
@@ -77,12 +85,12 @@ def peak_rss_mb(env: dict[str, str], *args: str) -> tuple[float, float, int]:
 
 
 def growth(env: dict[str, str], tmp: Path, size_mb: float, line_kb: float, bad_last: bool,
-           options: tuple[str, ...]) -> str:
+           options: tuple[str, ...], numbers: bool = False) -> str:
     """`enqueue --from FILE OPTIONS` on a file of about `size_mb` MB against the same
     on a one-line file: the peak RSS of each and the difference, as one line."""
     one, big = tmp / "one.ndjson", tmp / "big.ndjson"
-    write_lines(one, 0, line_kb, bad_last=bad_last)
-    lines = write_lines(big, size_mb, line_kb, bad_last=bad_last)
+    write_lines(one, 0, line_kb, bad_last=bad_last, numbers=numbers)
+    lines = write_lines(big, size_mb, line_kb, bad_last=bad_last, numbers=numbers)
     base, _, _ = peak_rss_mb(env, "enqueue", "--from", str(one), *options)
     peak, seconds, code = peak_rss_mb(env, "enqueue", "--from", str(big), *options)
     size = f"{lines} lines of {line_kb:g} KB" if line_kb else f"{lines} small lines"
@@ -96,24 +104,26 @@ def main() -> None:
     line_kb = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
     small_mb = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
     json_mb = float(sys.argv[4]) if len(sys.argv) > 4 else 0.2
-    big_mb = float(sys.argv[5]) if len(sys.argv) > 5 else 67.0
+    big_mb = float(sys.argv[5]) if len(sys.argv) > 5 else 60.0
     uri, server = start_server()
     env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
            "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
-           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s"}
+           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s",
+           "RUNNERQ_SOCKET_TIMEOUT": "1h"}  # the dev server takes its time on big documents
     try:
         subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
                        check=True, capture_output=True)
         with tempfile.TemporaryDirectory() as tmp:
-            runs = (("write", size_mb, line_kb, False, ("-q",)),
+            runs = (("write", size_mb, line_kb, False, ("-q",), False),
                     ("validate (--strict, last line invalid)", small_mb, 0.0, True,
-                     ("--strict",)),
-                    ("write with -o json", json_mb, 0.0, False, ("-o", "json")),
-                    ("big lines at the default batch size", big_mb, BIG_LINE_KB, False,
-                     ("-q",)))
-            for name, mb, kb, bad_last, options in runs:
+                     ("--strict",), False),
+                    ("write with -o json", json_mb, 0.0, False, ("-o", "json"), False),
+                    ("big lines of numbers at the default batch size", big_mb, BIG_LINE_KB,
+                     False, ("-q",), True))
+            for name, mb, kb, bad_last, options, numbers in runs:
                 if mb:
-                    print(f"{name}: {growth(env, Path(tmp), mb, kb, bad_last, options)}",
+                    print(f"{name}: "
+                          f"{growth(env, Path(tmp), mb, kb, bad_last, options, numbers)}",
                           flush=True)
     finally:
         if server is not None:

@@ -260,6 +260,7 @@ class Enqueuer:
         read_first = dry_run or before_write is not None
         held = self._read_keys([_key_id(specs[i[0]]) for i in groups.values()]) \
             if read_first else {}
+        lost: list[bytes] = []
         if not dry_run:
             free = {d: {"_id": _key_id(specs[groups[d][0]]), "activity_id": doc["_id"],
                         "created_at": now, **_key_id(specs[groups[d][0]])}
@@ -269,42 +270,8 @@ class Enqueuer:
             lost = self._take_keys(free)
             held.update(self._read_keys([_key_id(specs[groups[d][0]]) for d in lost]))
         status_of = self._statuses([d.get("activity_id") for d in held.values()])
-        sequential: list[int] = []
-        for digest, indexes in groups.items():
-            holder: tuple[uuid.UUID | None, str] | None = None
-            doc = held.get(digest)
-            if dry_run and plan is not None and digest in plan:
-                holder = plan[digest]
-            elif doc is not None:
-                hid = doc.get("activity_id")
-                verdict = decide(specs[indexes[0]], doc, status_of.get(hid), now, ttl)
-                holder = None if verdict == "take" else (hid, status_of.get(
-                    hid, Status.PENDING.value))
-                if holder is None and not dry_run:  # expired or orphaned: it moves
-                    sequential.extend(indexes)
-                    continue
-            for position, index in enumerate(indexes):
-                spec = specs[index]
-                if holder is None:  # free: this spec takes it
-                    if dry_run:
-                        holder = (None, _first_status(spec, now))
-                        out[index] = Outcome("would_enqueue", None, holder[1])
-                    else:
-                        first = firsts[digest]
-                        holder = (first["_id"], first["status"])
-                        new_docs[index] = first
-                    continue
-                verdict = decide(spec, {"created_at": now}, holder[1], now, ttl)
-                if verdict == "move":
-                    if dry_run:
-                        holder = (None, _first_status(spec, now))
-                        out[index] = Outcome("would_enqueue", None, holder[1])
-                        continue
-                    sequential.extend(indexes[position:])
-                    break
-                out[index] = held_outcome(spec, verdict, holder[0], holder[1])
-            if dry_run and plan is not None and holder is not None:
-                plan[digest] = holder
+        sequential = _settle(specs, groups, _Known(held, status_of, lost, firsts), now, ttl,
+                             out, new_docs, plan if dry_run else None, dry_run=dry_run)
         if not dry_run:
             if new_docs or sequential:
                 writing()
@@ -476,6 +443,61 @@ class Enqueuer:
             self._release_key(spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
         return Outcome("enqueued", activity_id, doc["status"])
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What a batch knows of its keys once it has tried to take them."""
+
+    held: dict[bytes, dict[str, Any]]  # key documents found held, by digest
+    status_of: dict[Any, str]  # their holders' statuses (absent: not visible)
+    lost: list[bytes]  # keys this batch tried to take and another held
+    firsts: dict[bytes, dict[str, Any]]  # the new activity of each key's first spec
+
+
+def _settle(specs: Sequence[ActivitySpec], groups: dict[bytes, list[int]], known: _Known,
+            now: datetime, ttl: timedelta, out: dict[int, Outcome],
+            new_docs: dict[int, dict[str, Any]], plan: KeyPlan | None, *,
+            dry_run: bool) -> list[int]:
+    """Decide each keyed spec in order (`decide`), into `out` or `new_docs`; returns the
+    specs that go one by one (a key that changes holder, and every later spec of it)."""
+    sequential: list[int] = []
+    for digest, indexes in groups.items():
+        holder: tuple[uuid.UUID | None, str] | None = None
+        doc = known.held.get(digest)
+        if plan is not None and digest in plan:
+            holder = plan[digest]
+        elif doc is None and digest in known.lost:  # held, then gone (TTL): one by one
+            sequential.extend(indexes)
+            continue
+        elif doc is not None:
+            hid = doc.get("activity_id")
+            status = known.status_of.get(hid)
+            if decide(specs[indexes[0]], doc, status, now, ttl) != "take":
+                holder = (hid, status or Status.PENDING.value)
+            elif not dry_run:  # expired or orphaned: it moves
+                sequential.extend(indexes)
+                continue
+        for position, index in enumerate(indexes):
+            spec = specs[index]
+            verdict = "take" if holder is None else decide(spec, {"created_at": now},
+                                                           holder[1], now, ttl)
+            if verdict in ("take", "move") and dry_run:
+                holder = (None, _first_status(spec, now))
+                out[index] = Outcome("would_enqueue", None, holder[1])
+            elif verdict == "take":  # free: this spec takes it (only a key's first)
+                first = known.firsts[digest]
+                holder = (first["_id"], first["status"])
+                new_docs[index] = first
+            elif verdict == "move":
+                sequential.extend(indexes[position:])
+                break
+            else:
+                assert holder is not None
+                out[index] = held_outcome(spec, verdict, holder[0], holder[1])
+        if plan is not None and holder is not None:
+            plan[digest] = holder
+    return sequential
 
 
 def _first_status(spec: ActivitySpec, now: datetime) -> str:

@@ -109,7 +109,8 @@ def main() -> None:
     env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
            "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
            "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s",
-           "RUNNERQ_SOCKET_TIMEOUT": "1h"}  # the dev server takes its time on big documents
+           # the dev server takes its time on big documents, and answers nothing meanwhile
+           "RUNNERQ_SOCKET_TIMEOUT": "1h", "RUNNERQ_SERVER_SELECTION_TIMEOUT": "1h"}
     try:
         subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,
                        check=True, capture_output=True)

@@ -185,3 +185,10 @@ def test_the_strict_spool_is_never_left_behind(cli_env: dict[str, str], backend:
         proc.stdin.close()
     assert list(spool_dir.iterdir()) == []
     assert backend.context.activities.count_documents({}) == 0
+
+
+def test_w0_is_refused_by_connect_too() -> None:
+    from runnerq_cli import connect
+
+    with pytest.raises(InvalidArgument, match="w=0"):
+        connect("mongodb://127.0.0.1:1/?w=0")

@@ -275,7 +275,7 @@ class Enqueuer:
         if not dry_run:
             if new_docs or sequential:
                 writing()
-            refused = self._insert_activities(list(new_docs.values()))
+            refused = self._insert_activities(list(new_docs.values()), now)
             for index, doc in new_docs.items():
                 if doc["_id"] in refused:
                     self._release_key(specs[index], doc["_id"])
@@ -350,13 +350,15 @@ class Enqueuer:
         return {d["_id"]: str(d.get("status")) for d in self._ctx.activities.find(
             {"_id": {"$in": wanted}}, {"status": 1}).batch_size(len(wanted) + 1)}
 
-    def _insert_activities(self, docs: list[dict[str, Any]]) -> dict[uuid.UUID, str]:
-        """Insert with `created_at` stamped by the server (writes.stamped_inserts); returns
-        the refused ones' reasons, cut (a refusal may quote the document)."""
+    def _insert_activities(self, docs: list[dict[str, Any]],
+                           now: datetime) -> dict[uuid.UUID, str]:
+        """Insert with `created_at` stamped by the server (writes.stamped_inserts; `now`
+        where the clock is the caller's own); returns the refused ones' reasons, cut (a
+        refusal may quote the document)."""
         if not docs:
             return {}
         errors = stamped_inserts(self._ctx.activities, docs, "created_at", self._ctx.clock,
-                                 self._ctx.clock())
+                                 now)
         return {docs[index]["_id"]: values.shown(str(error.get("errmsg", "rejected")))[1:-1]
                 for index, error in errors.items()}
 
@@ -437,8 +439,9 @@ class Enqueuer:
 
     def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> Outcome:
         """The activity of a key just taken; a refused one frees its key again."""
-        doc = self.new_document(spec, activity_id, self._ctx.clock())
-        refused = self._insert_activities([doc])
+        now = self._ctx.clock()
+        doc = self.new_document(spec, activity_id, now)
+        refused = self._insert_activities([doc], now)
         if refused:
             self._release_key(spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))

@@ -108,8 +108,9 @@ def main() -> None:
     uri, server = start_server()
     env = {**os.environ, "RUNNERQ_MONGO_URI": uri,
            "RUNNERQ_DATABASE": f"bench_enqueue_{uuid.uuid4().hex[:8]}",
-           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "30s",
-           # the dev server takes its time on big documents, and answers nothing meanwhile
+           "RUNNERQ_QUEUE": "bench", "RUNNERQ_CONFIG": "", "RUNNERQ_CONNECT_TIMEOUT": "1h",
+           # the dev server takes its time on big documents (90 s for a 6.7 MB list of
+           # numbers), answering nothing meanwhile: no timeout may end the run
            "RUNNERQ_SOCKET_TIMEOUT": "1h", "RUNNERQ_SERVER_SELECTION_TIMEOUT": "1h"}
     try:
         subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"], env=env,

@@ -230,3 +230,17 @@ def test_enqueue_lines_writes_big_lines_in_small_batches(backend: RunnerQ) -> No
         on_batch=lambda report, done: batches.append(len(done)))
     assert report.enqueued == 4
     assert batches == [3, 1]  # 4.5 MB reach the 4 MiB cap after three lines, not 100
+
+
+def test_the_line_reader_bounds_its_buffer_and_keeps_line_numbers(tmp_path: Path) -> None:
+    """cli/lines.py: a line over the limit comes as None (skipped unread), CRLF and a last
+    line without its break are lines, numbers are those of the input."""
+    import os
+
+    from runnerq_cli.cli.lines import _fd_lines
+
+    path = tmp_path / "in.ndjson"
+    path.write_bytes(b"a\r\n" + b"x" * 100_000 + b"\n\nbb\n" + b"y" * 300_000 + b"\nlast")
+    fd = os.open(path, os.O_RDONLY)
+    lines = list(enumerate(_fd_lines(fd, 1000, lambda: False, close=True), start=1))
+    assert lines == [(1, b"a"), (2, None), (3, b""), (4, b"bb"), (5, None), (6, b"last")]

@@ -8,7 +8,9 @@ batch in progress, stops before the next one, records the run as
 interrupted in the audit with what it did, and the command prints that and
 exits 130 (ExitCode.INTERRUPTED). A second signal stops at once
 (KeyboardInterrupt: the batch in progress is abandoned; the audit record
-keeps the intent and the progress of the batches before it).
+keeps the intent and the progress of the batches before it). Once the work
+has ended, `finishing()` makes further signals do nothing, so the report that
+names what was done comes out whole.
 """
 
 from __future__ import annotations

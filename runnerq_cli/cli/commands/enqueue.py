@@ -2,10 +2,12 @@
 
 One activity's input is validated before the server is contacted, so a typo
 never writes half an activity and never waits for a server timeout first.
-`--from` streams: lines are read, validated and written a batch at a time
-(`--strict` validates the whole input in a first pass, spooling standard
-input to a temporary file, and writes in a second), and a signal stops it
-after the batch in progress (exit 130, rerun with `--skip-lines`).
+`--from` streams: the backend's loop (backend/intake.py) reads, validates and
+writes the lines a batch at a time, refusing a bad line alone; this module reads
+the input (cli/lines.py: a signal is heard on a silent pipe), prints each batch
+and the report, and maps it to an exit code. A signal stops it after the batch in
+progress (exit 130, rerun with `--skip-lines`); a second one at once, still naming
+the last line done.
 """
 
 from __future__ import annotations

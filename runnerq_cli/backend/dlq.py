@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.audit import AuditLog, AuditRun, check_text, default_actor
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.enqueueing import KeyPlan, key_digest
 from runnerq_cli.backend.intake import Batcher
+from runnerq_cli.backend.keys import KeyPlan, key_digest
 from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.backend.shapes import ACTIVITY, well_formed
 from runnerq_cli.backend.sizes import IMPORT_BATCH

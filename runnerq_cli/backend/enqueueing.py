@@ -1,5 +1,6 @@
 """Enqueueing (docs/design.md, "Enqueue" and "Idempotency"): what a producer asks for
-(`ActivitySpec`), the new activity document, and idempotency keys.
+(`ActivitySpec`), the new activity document, and the writes of a batch of them (the
+rules of idempotency keys are keys.py's).
 
 A keyed enqueue takes the key first and inserts the activity second; a crash in
 between leaves a key pointing at no activity, which the next enqueue with that key
@@ -8,7 +9,6 @@ takes over once ORPHAN_KEY_GRACE has passed.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +20,18 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.keys import (
+    KeyPlan,
+    Known,
+    Outcome,
+    decide,
+    digest_of,
+    first_status,
+    held_outcome,
+    key_digest,
+    key_id,
+    settle,
+)
 from runnerq_cli.backend.models import (
     EnqueueResult,
     OnDuplicate,
@@ -29,18 +41,13 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.writes import DUPLICATE_KEY, stamped_inserts
 from runnerq_cli.errors import (
-    DuplicateActivity,
     IdempotencyConflict,
     InvalidArgument,
-    RunnerQError,
 )
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT_SECONDS = 300
 DEFAULT_RETRY_DELAY_SECONDS = 1
-# A key whose activity is not (yet) visible is only taken over after this long:
-# younger, its enqueue may still be inserting the activity.
-ORPHAN_KEY_GRACE = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -98,96 +105,6 @@ class ActivitySpec:
 
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What enqueueing one spec did (or, in a dry run, would do).
-
-    kind: enqueued (a new activity), existing (the key's holder returned),
-    duplicate (no-reuse: the key is held), not_failed (allow-reuse-on-failure: the
-    holder has not failed), refused (the server refused the document), would_enqueue
-    (dry run). `activity_id` is the new activity or the key's holder (None: a dry
-    run's earlier line would hold it).
-    """
-
-    kind: str
-    activity_id: uuid.UUID | None = None
-    status: str = Status.PENDING.value
-    error: RunnerQError | None = None
-
-    def result(self) -> EnqueueResult | RunnerQError:
-        """The public answer of `enqueue_many`: an EnqueueResult, or the error."""
-        if self.error is not None:
-            return self.error
-        assert self.activity_id is not None
-        return EnqueueResult(self.activity_id, self.kind == "enqueued", self.status)
-
-
-# A dry run's memory of the keys its earlier lines would take: digest -> (holder, status).
-KeyPlan = dict[bytes, tuple[uuid.UUID | None, str]]
-
-
-def key_digest(activity_type: str, key: str) -> bytes:
-    """A short fixed-size name for a key (a dry run remembers keys, not their text)."""
-    text = f"{activity_type}\x00{key}".encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(text, digest_size=16).digest()
-
-
-def _key_id(spec: ActivitySpec) -> dict[str, str]:
-    assert spec.idempotency_key is not None
-    return {"activity_type": spec.activity_type, "key": spec.idempotency_key}
-
-
-def _digest_of(spec: ActivitySpec) -> bytes:
-    assert spec.idempotency_key is not None
-    return key_digest(spec.activity_type, spec.idempotency_key)
-
-
-def decide(spec: ActivitySpec, held: Mapping[str, Any] | None, holder_status: str | None,
-           now: datetime, ttl: timedelta) -> str:
-    """The idempotency rules (docs/design.md, "Idempotency keys"), in one place: what a
-    spec does with its key, given the key's document (None: free) and its holder's
-    status (None: the holder is not visible).
-
-    "take": the key is free, past its TTL, or an orphan past ORPHAN_KEY_GRACE (a crash
-    between the key and the activity): it goes to a new activity. Else the spec's
-    `on_duplicate` decides against the holder: "existing", "duplicate" (no-reuse),
-    "not_failed" (allow-reuse-on-failure and the holder has not failed) or "move"
-    (the key moves to a new activity). A holder not visible yet counts as pending.
-    """
-    if held is None:
-        return "take"
-    created = held.get("created_at")
-    if isinstance(created, datetime) and (
-            created + ttl <= now
-            or (holder_status is None and created + ORPHAN_KEY_GRACE <= now)):
-        return "take"
-    behaviour = spec.on_duplicate
-    if behaviour is OnDuplicate.RETURN_EXISTING:
-        return "existing"
-    if behaviour is OnDuplicate.NO_REUSE:
-        return "duplicate"
-    if behaviour is OnDuplicate.ALLOW_REUSE_ON_FAILURE and (holder_status or Status.PENDING.value) \
-            not in (Status.FAILED.value, Status.DEAD_LETTER.value):
-        return "not_failed"
-    return "move"
-
-
-def held_outcome(spec: ActivitySpec, verdict: str, holder: uuid.UUID | None,
-                 status: str) -> Outcome:
-    """The outcome of a spec whose key is held and stays so (existing, duplicate,
-    not_failed); the message quotes the key cut (values.shown), never whole."""
-    who = str(holder) if holder is not None else "an earlier line"
-    key = values.shown(spec.idempotency_key)
-    if verdict == "existing":
-        return Outcome("existing", holder, status)
-    if verdict == "duplicate":
-        return Outcome("duplicate", holder, status, DuplicateActivity(
-            f"duplicate activity: idempotency key {key} is held by {who}", existing_id=holder))
-    return Outcome("not_failed", holder, status, IdempotencyConflict(
-        f"idempotency conflict: key {key} is held by {who}, which is {status}, not failed",
-        existing_id=holder))
-
-
 class Enqueuer:
     """New activities on one queue: plain inserts in few commands, keyed ones through the
     idempotency collection, a batch at a time (`enqueue`, `enqueue --from` and
@@ -237,11 +154,11 @@ class Enqueuer:
         for index, spec in enumerate(specs):
             if spec.idempotency_key is None:
                 if dry_run:
-                    out[index] = Outcome("would_enqueue", None, _first_status(spec, now))
+                    out[index] = Outcome("would_enqueue", None, first_status(spec, now))
                 else:
                     new_docs[index] = self.new_document(spec, uuid.uuid4(), now)
             else:
-                groups.setdefault(_digest_of(spec), []).append(index)
+                groups.setdefault(digest_of(spec), []).append(index)
         started: list[bool] = []
 
         def writing() -> None:
@@ -258,19 +175,19 @@ class Enqueuer:
         # else every key's first spec just tries to take it (a free key is anyone's):
         # one command fewer for the common case, a new key.
         read_first = dry_run or before_write is not None
-        held = self._read_keys([_key_id(specs[i[0]]) for i in groups.values()]) \
+        held = self._read_keys([key_id(specs[i[0]]) for i in groups.values()]) \
             if read_first else {}
         lost: list[bytes] = []
         if not dry_run:
-            free = {d: {"_id": _key_id(specs[groups[d][0]]), "activity_id": doc["_id"],
-                        "created_at": now, **_key_id(specs[groups[d][0]])}
+            free = {d: {"_id": key_id(specs[groups[d][0]]), "activity_id": doc["_id"],
+                        "created_at": now, **key_id(specs[groups[d][0]])}
                     for d, doc in firsts.items() if d not in held}
             if free:
                 writing()
             lost = self._take_keys(free)
-            held.update(self._read_keys([_key_id(specs[groups[d][0]]) for d in lost]))
+            held.update(self._read_keys([key_id(specs[groups[d][0]]) for d in lost]))
         status_of = self._statuses([d.get("activity_id") for d in held.values()])
-        sequential = _settle(specs, groups, _Known(held, status_of, lost, firsts), now, ttl,
+        sequential = settle(specs, groups, Known(held, status_of, lost, firsts), now, ttl,
                              out, new_docs, plan if dry_run else None, dry_run=dry_run)
         if not dry_run:
             if new_docs or sequential:
@@ -365,7 +282,7 @@ class Enqueuer:
     def _release_key(self, spec: ActivitySpec, activity_id: uuid.UUID) -> None:
         """A key taken for an activity the server refused: free it (if still ours)."""
         if spec.idempotency_key is not None:
-            self._ctx.idempotency.delete_one({"_id": _key_id(spec), "activity_id": activity_id})
+            self._ctx.idempotency.delete_one({"_id": key_id(spec), "activity_id": activity_id})
 
     # ------------------------------------------------------------ one key at a time
 
@@ -413,7 +330,7 @@ class Enqueuer:
         """A spec whose key changes holder (or raced): take it, or move it by
         compare-and-set, deciding by `decide` as the batch does; again if the key
         moved meanwhile."""
-        key_id = _key_id(spec)
+        the_key = key_id(spec)
         ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         assert spec.idempotency_key is not None
         for _ in range(10):
@@ -423,14 +340,14 @@ class Enqueuer:
             if taken:
                 return self._insert_keyed(spec, new_id)
             holder = self._ctx.activities.find_one({"_id": holder_id}, {"status": 1})
-            held = self._ctx.idempotency.find_one({"_id": key_id})
+            held = self._ctx.idempotency.find_one({"_id": the_key})
             if held is None or held["activity_id"] != holder_id:
                 continue  # the key moved meanwhile: look again
             now = self._ctx.clock()
             status = str(holder["status"]) if holder else None
             verdict = decide(spec, held, status, now, ttl)
             if verdict in ("take", "move"):
-                if self._move_key(key_id, held, new_id, now):
+                if self._move_key(the_key, held, new_id, now):
                     return self._insert_keyed(spec, new_id)
                 continue
             return held_outcome(spec, verdict, holder_id, status or Status.PENDING.value)
@@ -446,62 +363,3 @@ class Enqueuer:
             self._release_key(spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
         return Outcome("enqueued", activity_id, doc["status"])
-
-
-@dataclass(frozen=True)
-class _Known:
-    """What a batch knows of its keys once it has tried to take them."""
-
-    held: dict[bytes, dict[str, Any]]  # key documents found held, by digest
-    status_of: dict[Any, str]  # their holders' statuses (absent: not visible)
-    lost: list[bytes]  # keys this batch tried to take and another held
-    firsts: dict[bytes, dict[str, Any]]  # the new activity of each key's first spec
-
-
-def _settle(specs: Sequence[ActivitySpec], groups: dict[bytes, list[int]], known: _Known,
-            now: datetime, ttl: timedelta, out: dict[int, Outcome],
-            new_docs: dict[int, dict[str, Any]], plan: KeyPlan | None, *,
-            dry_run: bool) -> list[int]:
-    """Decide each keyed spec in order (`decide`), into `out` or `new_docs`; returns the
-    specs that go one by one (a key that changes holder, and every later spec of it)."""
-    sequential: list[int] = []
-    for digest, indexes in groups.items():
-        holder: tuple[uuid.UUID | None, str] | None = None
-        doc = known.held.get(digest)
-        if plan is not None and digest in plan:
-            holder = plan[digest]
-        elif doc is None and digest in known.lost:  # held, then gone (TTL): one by one
-            sequential.extend(indexes)
-            continue
-        elif doc is not None:
-            hid = doc.get("activity_id")
-            status = known.status_of.get(hid)
-            if decide(specs[indexes[0]], doc, status, now, ttl) != "take":
-                holder = (hid, status or Status.PENDING.value)
-            elif not dry_run:  # expired or orphaned: it moves
-                sequential.extend(indexes)
-                continue
-        for position, index in enumerate(indexes):
-            spec = specs[index]
-            verdict = "take" if holder is None else decide(spec, {"created_at": now},
-                                                           holder[1], now, ttl)
-            if verdict in ("take", "move") and dry_run:
-                holder = (None, _first_status(spec, now))
-                out[index] = Outcome("would_enqueue", None, holder[1])
-            elif verdict == "take":  # free: this spec takes it (only a key's first)
-                first = known.firsts[digest]
-                holder = (first["_id"], first["status"])
-                new_docs[index] = first
-            elif verdict == "move":
-                sequential.extend(indexes[position:])
-                break
-            else:
-                assert holder is not None
-                out[index] = held_outcome(spec, verdict, holder[0], holder[1])
-        if plan is not None and holder is not None:
-            plan[digest] = holder
-    return sequential
-
-
-def _first_status(spec: ActivitySpec, now: datetime) -> str:
-    return Status.SCHEDULED.value if spec.due_at(now) else Status.PENDING.value

@@ -19,10 +19,10 @@ from pymongo import ReturnDocument
 from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
 from runnerq_cli.backend.enqueueing import ActivitySpec as ActivitySpec  # re-exported
 from runnerq_cli.backend.enqueueing import Enqueuer
 from runnerq_cli.backend.group_commit import GroupCommit
+from runnerq_cli.backend.keys import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
 from runnerq_cli.backend.models import (
     TERMINAL_STATUSES,
     AckOutcome,

@@ -309,6 +309,8 @@ def _yaml_loader() -> type:
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):
+        """No aliases, no duplicate keys."""
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()  # type: ignore[no-untyped-call]
@@ -316,6 +318,22 @@ def _yaml_loader() -> type:
                     None, None, "aliases (*name) are not allowed in the config file",
                     event.start_mark)
             return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            """A key given twice is refused: YAML would keep the last silently, so a
+            second `lease:` further down would win over the one the reader sees."""
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: the base class refuses it
+                    break
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {values.shown(key)}", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
 
     return NoAliasLoader
 

@@ -18,7 +18,18 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runnerq_cli.backend.sizes import (  # the bounds, defined once (import-free module)
+    ACTIVITY_TYPE_MAX,
+    BSON_DOCUMENT_MAX,
+    IDEMPOTENCY_KEY_MAX_BYTES,
+    METADATA_MAX_BYTES,
+    METADATA_VALUE_MAX_BYTES,
+    PAYLOAD_MAX_BYTES,
+    PAYLOAD_TEXT_MAX,
+)
 from runnerq_cli.errors import InvalidArgument
+
+__all__ = ["BSON_DOCUMENT_MAX", "PAYLOAD_MAX_BYTES", "PAYLOAD_TEXT_MAX"]  # read from here too
 
 INT64_MAX = 2**63 - 1
 # Longer than any lease, timeout or retention anyone means; 100 years still fits a datetime.
@@ -26,19 +37,15 @@ MAX_DURATION = 100 * 365 * 86400.0
 TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 JSON_MAX_DEPTH = 64  # MongoDB refuses documents nested deeper than 100 levels
-BSON_DOCUMENT_MAX = 16 * 1024 * 1024  # MongoDB's limit for one document
-# The activity document carries the payload and, later, the result (at most 8 MiB,
-# worker/engine.py): the payload gets what is left, with room for the other fields.
-PAYLOAD_MAX_BYTES = BSON_DOCUMENT_MAX - 8 * 1024 * 1024 - 512 * 1024
-# JSON text can be longer than its BSON (spaces, escapes), but not by this much.
-PAYLOAD_TEXT_MAX = 64 * 1024 * 1024
 NAME_MAX_BYTES = 63  # MongoDB: database names are shorter than 64 bytes
 QUEUE_NAME_MAX = 64
 SHOWN_MAX = 60  # characters of a rejected value quoted back in a message
 
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_PART = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(ms|s|m|h|d|w)")
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only: Python's \\d, int() and float() also take Arabic-Indic or full-width
+# digits ('٤', '２'), which no documentation promises and no other tool reads the same.
+_PART = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _DATABASE_FORBIDDEN = set('/\\. "$\x00')
 
@@ -103,6 +110,8 @@ def number(value: Any, what: str, *, minimum: float | None = None,
         raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
     if isinstance(value, str):
         text = value.strip()
+        if not text.isascii():  # float('٤') is 4.0: digits are ASCII everywhere here
+            raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
         if integer:
             if not _INTEGER.fullmatch(text):
                 raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
@@ -153,6 +162,8 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
         raise InvalidArgument(expected)
     if isinstance(value, str):
         text = value.strip().lower()
+        if not text.isascii():  # float('١٠') is 10.0: refused like any other non-duration
+            raise InvalidArgument(expected)
         if text.startswith("-"):
             raise InvalidArgument(f"{what} must not be negative, got {shown(value)}")
         if len(text) > 100:
@@ -216,7 +227,7 @@ def time(value: Any, what: str = "time", *, relative: bool = True,
     a duration meaning that long ago. Between 1970 and the end of year 9999 (UTC)."""
     if isinstance(value, datetime):
         parsed = value
-    elif isinstance(value, str) and len(value) <= 64:
+    elif isinstance(value, str) and len(value) <= 64 and value.isascii():
         text = value.strip()
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -245,6 +256,15 @@ def time(value: Any, what: str = "time", *, relative: bool = True,
         raise InvalidArgument(f"{what}: {shown(value)} is out of range (from "
                               f"1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z)")
     return parsed
+
+
+def optional_time(value: str | None, what: str, **options: Any) -> datetime | None:
+    """`time(value)` for an option that may be absent: None only when it was not given.
+
+    An empty value (`--since ''`, a variable that expanded to nothing) is a malformed
+    time like any other, never "no filter": the commands test `is None`, not truth.
+    """
+    return None if value is None else time(value, what, **options)
 
 
 # ------------------------------------------------------------------ JSON
@@ -407,7 +427,21 @@ def mongo_uri(value: Any) -> str:
             detail = _unknown_uri_options(value) or detail
         raise InvalidArgument(f"invalid MongoDB URI {shown(redact_uri(value))}: "
                               f"{detail[:200]}") from None
+    if _unacknowledged(value):
+        raise InvalidArgument(
+            f"invalid MongoDB URI {shown(redact_uri(value))}: w=0 (unacknowledged writes) "
+            "is not supported: idempotency keys, claims and fenced acknowledgements need "
+            "the server's answer to each write; use w=1 or w=majority")
     return value
+
+
+def _unacknowledged(uri: str) -> bool:
+    """True if the URI's options ask for w=0 (the driver then answers no write)."""
+    from pymongo import uri_parser
+
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    options = uri_parser.split_options(query, validate=True, warn=False) if query else {}
+    return options.get("w") == 0
 
 
 def _unknown_uri_options(uri: str) -> str:
@@ -441,9 +475,22 @@ def readable_file(value: str, what: str) -> str:
 
 
 def writable_file(value: str, what: str) -> str:
-    """A path where a file can be created or replaced (its directory exists, is writable)."""
+    """A path where a regular file can be created or replaced (its directory exists, is
+    writable); returns the path to write, a symlink's target (written through: replacing
+    the link itself would leave its target stale and the link gone).
+
+    An existing FIFO, socket or device is refused: opening one blocks or reads nothing
+    a cursor could be made of, so the command would hang instead of answering.
+    """
+    import stat
+
     if not value:
         raise InvalidArgument(f"{what}: the path must not be empty")
+    value = os.path.realpath(value)
+    if os.path.exists(value) and not os.path.isdir(value) \
+            and not stat.S_ISREG(os.stat(value).st_mode):
+        raise InvalidArgument(f"{what}: {shown(value)} is not a regular file (a FIFO, "
+                              "socket or device)")
     if os.path.isdir(value):
         raise InvalidArgument(f"{what}: {shown(value)} is a directory, not a file")
     parent = os.path.dirname(os.path.abspath(value))
@@ -462,9 +509,63 @@ def writable_file(value: str, what: str) -> str:
 # ------------------------------------------------------------------ activities
 
 
+def stored_text(value: Any, what: str, *, max_bytes: int | None = None,
+                max_chars: int | None = None) -> str:
+    """Non-empty text MongoDB can store, within its bound (backend/sizes.py).
+
+    Refused, naming `what` and quoting at most SHOWN_MAX characters of the value:
+    not text, empty, an unpaired surrogate (a JSON `"\\ud800"` escape: not UTF-8, so
+    BSON cannot encode it), more than `max_chars` characters or `max_bytes` bytes
+    of UTF-8. A 17 MB value is measured, never copied into the message.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what}: expected text, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(f"{what}: must not be empty")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgument(f"{what} {shown(value)} is {len(value)} characters, more than "
+                              f"the limit of {max_chars} characters")
+    if max_bytes is not None and len(value) > max_bytes:  # at least a byte a character
+        raise InvalidArgument(f"{what} {shown(value)} is more than the limit of {max_bytes} "
+                              f"bytes ({len(value)} characters)")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{what} {shown(value)} is not valid UTF-8: an unpaired "
+                              f"surrogate at character {exc.start + 1}") from None
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidArgument(f"{what} {shown(value)} is {size} bytes, more than the limit "
+                              f"of {max_bytes} bytes")
+    return value
+
+
+def metadata(value: Mapping[str, Any], what: str = "metadata") -> None:
+    """Raise unless `value` is storable metadata: string values within
+    METADATA_VALUE_MAX_BYTES each (empty allowed), METADATA_MAX_BYTES in all (keys are
+    checked by models.check_metadata_key)."""
+    total = 5  # a BSON document's frame
+    for key, tag in value.items():
+        if not isinstance(tag, str):
+            raise InvalidArgument(f"{what} {shown(key)}: expected a string value, got "
+                                  f"{type(tag).__name__}")
+        if tag:
+            stored_text(tag, f"{what} value of {shown(key)}", max_bytes=METADATA_VALUE_MAX_BYTES)
+        total += len(key.encode("utf-8", "surrogatepass")) + len(tag.encode("utf-8")) + 7
+    if total > METADATA_MAX_BYTES:
+        raise InvalidArgument(f"{what} is {total} bytes as BSON, more than the limit of "
+                              f"{METADATA_MAX_BYTES} bytes")
+
+
 def activity_limits(spec: Any) -> None:
-    """The bounds of an ActivitySpec (backend/queue.py) that its type checks do not cover:
-    a storable payload, and numbers and times MongoDB and datetime arithmetic can hold."""
+    """The bounds of an ActivitySpec (backend/enqueueing.py) that its type checks do not
+    cover: text that can be stored within its bound (backend/sizes.py), a storable
+    payload, and numbers and times MongoDB and datetime arithmetic can hold. Errors
+    name the parameter (activity_type, metadata, idempotency_key, payload)."""
+    stored_text(spec.activity_type, "activity_type", max_chars=ACTIVITY_TYPE_MAX)
+    if spec.idempotency_key is not None:
+        stored_text(spec.idempotency_key, "idempotency_key",
+                    max_bytes=IDEMPOTENCY_KEY_MAX_BYTES)
+    metadata(spec.metadata)
     payload(spec.payload)
     for name in ("max_retries", "timeout_seconds", "retry_delay_seconds"):
         value = getattr(spec, name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -23,3 +24,90 @@ def test_closed_stdout_exits_zero(queue, cli_env, args) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err
+
+
+# ------------------------------------------------------------------ signals on a pipe
+# `enqueue --from -` and `dlq import -` read a pipe whose producer may stay silent: a
+# SIGTERM must stop them at once, with every line read done and reported (issue 23 #7).
+
+
+def _ndjson(count: int, start: int = 0, *, original: bool = False) -> bytes:
+    import json
+    import uuid
+
+    return b"".join(json.dumps({"type": "t", "payload": {"n": n}, **(
+        {"original_id": str(uuid.uuid4())} if original else {})}).encode() + b"\n"
+        for n in range(start, start + count))
+
+
+def _signalled(command: list[str], cli_env: dict[str, str], activities: Any, *,
+               lines: int, batch: int, gaps: tuple[float, ...]) -> tuple[int, str, float]:
+    """Feed `lines` to `command` with --batch-size `batch` and keep the pipe open (a silent
+    producer); once the first batch is written, send SIGTERM, then one more after each of
+    `gaps` seconds. Returns (exit code, stderr, seconds from the first signal to the exit)."""
+    import signal
+    import time
+
+    from tests.helpers import default_signals
+    from tests.waiting import wait_until
+
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *command, "--batch-size",
+                             str(batch), "-q"], env=cli_env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=default_signals)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_ndjson(lines, original=command[0] == "dlq"))
+        proc.stdin.flush()
+        wait_until(lambda: activities.count_documents({}) >= batch, timeout=60,
+                   interval=0.01, message="the first batch")
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        for gap in gaps:
+            time.sleep(gap)  # the interval under test between two signals
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)  # the producer has not closed the pipe
+        waited = time.monotonic() - sent
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdin.close()
+    assert "Traceback" not in err
+    return code, err, waited
+
+
+@pytest.mark.parametrize("command", [["enqueue", "--from", "-"], ["dlq", "import", "-"]])
+def test_sigterm_while_the_producer_is_silent_stops_at_once_with_every_line_read(
+        backend, cli_env, command: list[str]) -> None:
+    activities = backend.context.activities
+    # Three lines in one write: the first batch (2) is written, the third line is read
+    # and waits for its batch; the producer then keeps the pipe open, silent.
+    code, err, waited = _signalled(command, cli_env, activities, lines=3, batch=2, gaps=())
+    assert code == 130, err
+    assert waited < 10, waited  # not waiting for the producer (generous for a busy host)
+    assert len(err.splitlines()) == 1, err
+    assert activities.count_documents({}) == 3  # the line read is not dropped
+    if command[0] == "enqueue":
+        assert "enqueued 3 of the first 3 lines; last line reached 3" in err, err
+    else:
+        assert "stopped after line 3 (3 lines done: 3 enqueued)" in err, err
+
+
+@pytest.mark.parametrize("command", [["enqueue", "--from", "-"], ["dlq", "import", "-"]])
+def test_two_signals_20_ms_apart_still_name_the_last_line_done(
+        backend, cli_env, command: list[str]) -> None:
+    import re
+
+    activities = backend.context.activities
+    code, err, _ = _signalled(command, cli_env, activities, lines=300, batch=5, gaps=(0.02,))
+    assert code == 130, err
+    [line] = err.splitlines()
+    found = re.search(r"(?:up to|last line reached|stopped after line|last line done is "
+                      r"line) (\d+)", line)
+    assert found, line
+    done = int(found.group(1))
+    assert 5 <= done <= activities.count_documents({}) <= 300, line
+    # Every line up to the one named is written.
+    numbers = {d["payload"]["n"] for d in activities.find({}, {"payload": 1})}
+    assert set(range(done)) <= numbers, line

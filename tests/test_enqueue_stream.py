@@ -246,9 +246,9 @@ def test_rejected_lines_past_the_listed_number_are_counted_not_kept(
     """A file of mostly bad lines does not grow memory: the reports list the first
     REJECTED_LISTED rejected lines and count the rest; the counts and the exit code are
     those of every line, and -o jsonl still lists every one."""
-    from runnerq_cli.cli.commands import enqueue as command
+    from runnerq_cli.backend import intake
 
-    monkeypatch.setattr(command, "REJECTED_LISTED", 3)
+    monkeypatch.setattr(intake, "REJECTED_LISTED", 3)
     text = "".join(["not json\n"] * 5) + _lines(0, 1)
     res = run_cli("enqueue", "--from", "-", input=text)
     assert res.code == int(ExitCode.USAGE), res

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.dlq import DeadLetters
     from runnerq_cli.backend.driver import Database
     from runnerq_cli.backend.inspection import Inspector
+    from runnerq_cli.backend.intake import Intake
     from runnerq_cli.backend.maintenance import Maintenance
     from runnerq_cli.backend.operator import Operator
     from runnerq_cli.backend.traits import InspectionBackend, WorkerBackend
@@ -105,6 +106,13 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         from runnerq_cli.backend.control import Control
 
         return Control(self._ctx, self.audit_log)
+
+    @functools.cached_property
+    def intake(self) -> Intake:
+        """Streams of NDJSON lines into the queue (`enqueue --from`)."""
+        from runnerq_cli.backend.intake import Intake
+
+        return Intake(self)
 
     @functools.cached_property
     def dead_letters(self) -> DeadLetters:

@@ -19,23 +19,20 @@ size), and the import is audited before its first write (audit.py).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
-
-from pymongo.errors import BulkWriteError
 
 from runnerq_cli.backend.audit import AuditLog, AuditRun, check_text, default_actor
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE
-from runnerq_cli.backend.models import OnDuplicate, Priority, Status, to_jsonable
+from runnerq_cli.backend.intake import Batcher
+from runnerq_cli.backend.keys import KeyPlan, key_digest
+from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.backend.shapes import ACTIVITY, well_formed
 from runnerq_cli.backend.sizes import IMPORT_BATCH
-from runnerq_cli.backend.writes import DUPLICATE_KEY
-from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
+from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.operator import Operator
@@ -69,11 +66,6 @@ class ImportOutcome:
         return {"line": self.line, "outcome": self.outcome,
                 "original_id": str(self.original_id) if self.original_id else None,
                 "id": str(self.id) if self.id else None, "reason": self.reason}
-
-
-# A batch also ends at this many bytes of lines: what one batch holds in memory (its
-# lines, their decoded payloads, their BSON) stays a few times this, whatever the file.
-IMPORT_BATCH_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -204,21 +196,23 @@ class DeadLetters:
                    command: str | None = None, collect: bool = True) -> ImportReport:
         """Enqueue (or, `redrive`, revive) each line, in batches; one outcome per line, in order.
 
-        `lines` is read lazily, `batch_size` at a time, so memory does not grow
-        with the file (with `collect=False`; outcomes go to `on_outcome`). A
-        batch costs a fixed number of commands (see `_enqueue_batch`). A dry
-        run reads (is the key held? does the original exist?), writes nothing,
-        and decides `existing` and `conflict` as the real run would, including
-        between lines of the same file. The audit record is written before the
-        first write and updated after each batch; `should_stop` is asked between
-        batches (the report then says `interrupted` and the last line reached).
+        `lines` is read lazily, `batch_size` at a time or INPUT_BATCH_BYTES of them
+        (intake.Batcher), so memory does not grow with the file (with
+        `collect=False`; outcomes go to `on_outcome`). A batch costs a fixed number
+        of commands (Enqueuer.enqueue_batch). A dry run reads (is the key held?
+        does the original exist?), writes nothing, and decides `existing` and
+        `conflict` as the real run would, including between lines of the same
+        file: to do so it remembers each key its lines would take (16 bytes and a
+        status each: about 150 bytes a line, the one memory that grows with the
+        file). The audit record is written before the first write and updated
+        after each batch; `should_stop` is asked after each line read: the batch
+        in progress is done, then the import ends (`interrupted`, and the last
+        line done).
         """
-        if not 1 <= batch_size <= 10_000:
-            raise InvalidArgument("batch size must be between 1 and 10000")
         check_text(reason, "reason")
         check_text(actor, "actor")
         report = ImportReport(dry_run=dry_run)
-        planned: dict[bytes, tuple[uuid.UUID | None, str]] = {}  # dry run: keys taken so far
+        planned: KeyPlan = {}  # dry run: the keys (and originals) its lines took so far
         run: AuditRun | None = None
         note = {"reason": reason, "actor": actor or default_actor()}
 
@@ -230,11 +224,9 @@ class DeadLetters:
                                         mode="redrive" if redrive else "enqueue",
                                         command=command)
 
+        batches = Batcher(lines, size=batch_size, size_of=_line_size, should_stop=should_stop)
         try:
-            for batch in _batches(lines, batch_size):
-                if should_stop is not None and should_stop():
-                    report.interrupted = True
-                    break
+            for batch in batches:
                 if redrive:
                     outcomes = self._redrive_batch(batch, dry_run, note, planned,
                                                    before_write)
@@ -256,6 +248,7 @@ class DeadLetters:
             if run is not None:
                 run.__exit__(type(exc), exc, None)
             raise
+        report.interrupted = batches.stopped
         if run is not None:
             run.finish("interrupted" if report.interrupted else "done",
                        outcomes=dict(report.counts), last_line=report.last_line)
@@ -263,175 +256,33 @@ class DeadLetters:
 
     # ------------------------------------------------------------ enqueue mode
 
-    def _enqueue_batch(self, batch: list[ImportLine], dry_run: bool,
-                       planned: dict[bytes, tuple[uuid.UUID | None, str]],
+    def _enqueue_batch(self, batch: list[ImportLine], dry_run: bool, planned: KeyPlan,
                        before_write: Callable[[], None]) -> list[ImportOutcome]:
-        """One batch of copies: 2 reads (keys held, their holders), 2 writes (the keys
-        taken, the activities), whatever its size. Lines whose key needs a change of
-        holder (expired, orphaned, allow-reuse) go one by one through the queue's own
-        keyed enqueue, in order, with every later line of the same key."""
-        ctx = self._ctx
-        now = ctx.clock()
-        specs: dict[int, ActivitySpec] = {}
+        """One batch of copies through the queue's batched enqueue (its rules of keys):
+        a fixed number of commands whatever its size."""
+        valid = [(index, _linked(item)) for index, item in enumerate(batch)
+                 if item.spec is not None and item.error is None]
+        results = self._queue.enqueue_batch(
+            [spec for _, spec in valid], dry_run=dry_run, plan=planned,
+            before_write=before_write) if valid else []
+        outcome_of = {index: result for (index, _), result in zip(valid, results, strict=True)}
+        out: list[ImportOutcome] = []
         for index, item in enumerate(batch):
-            if item.spec is not None and item.error is None:
-                specs[index] = _linked(item)
-        key_ids = list({_key_digest(s): _key_id(s) for s in specs.values()
-                        if s.idempotency_key is not None}.values())
-        held: dict[bytes, dict[str, Any]] = {}
-        if key_ids:
-            for doc in ctx.idempotency.find({"_id": {"$in": key_ids}}).batch_size(
-                    len(key_ids) + 1):
-                key = doc.get("_id") or {}
-                held[_digest(key.get("activity_type"), key.get("key"))] = doc
-        holder_ids = [d.get("activity_id") for d in held.values() if d.get("activity_id")]
-        status_of: dict[Any, str] = {}
-        if holder_ids:
-            status_of = {d["_id"]: str(d.get("status")) for d in ctx.activities.find(
-                {"_id": {"$in": holder_ids}}, {"status": 1}).batch_size(len(holder_ids) + 1)}
-        ttl = timedelta(seconds=ctx.settings.idempotency_ttl)
-        outcomes: dict[int, ImportOutcome] = {}
-        taken: dict[bytes, tuple[uuid.UUID, str]] = {}  # keys this batch takes
-        new_docs: dict[int, dict[str, Any]] = {}
-        key_docs: dict[bytes, dict[str, Any]] = {}
-        sequential: dict[int, ActivitySpec] = {}
-        slow_keys: set[bytes] = set()
-
-        def move_key(index: int, item: ImportLine, spec: ActivitySpec, digest: bytes) -> None:
-            """The key changes holder: only the queue's keyed enqueue does that (one by one);
-            a dry run predicts a new activity and notes the key as taken."""
-            if dry_run:
-                planned[digest] = (None, _first_status(spec, now))
-                outcomes[index] = ImportOutcome(item.line, "would_enqueue", item.original_id)
+            result = outcome_of.get(index)
+            if result is None:
+                out.append(ImportOutcome(item.line, "invalid", item.original_id,
+                                         reason=item.error or "no activity"))
             else:
-                slow_keys.add(digest)
-                sequential[index] = spec
-
-        for index, item in enumerate(batch):
-            spec = specs.get(index)
-            if spec is None:
-                outcomes[index] = ImportOutcome(item.line, "invalid", item.original_id,
-                                                reason=item.error or "no activity")
-                continue
-            if spec.idempotency_key is None:
-                new_docs[index] = self._queue.new_document(spec, uuid.uuid4(), now)
-                continue
-            digest = _key_digest(spec)
-            if digest in slow_keys:
-                sequential[index] = spec
-                continue
-            holder: tuple[uuid.UUID | None, str] | None = None
-            if digest in taken:
-                holder = taken[digest]
-            elif dry_run and digest in planned:
-                holder = planned[digest]
-            elif digest in held:
-                doc = held[digest]
-                hid = doc.get("activity_id")
-                created = doc.get("created_at")
-                expired = isinstance(created, datetime) and created + ttl <= now
-                orphan = (hid not in status_of and isinstance(created, datetime)
-                          and created + ORPHAN_KEY_GRACE <= now)
-                if not expired and not orphan:
-                    holder = (hid, status_of.get(hid, Status.PENDING.value))
-            elif digest not in held:
-                holder = None
-            if holder is None and digest in held:  # expired or orphaned: the key moves
-                move_key(index, item, spec, digest)
-                continue
-            if holder is None:  # free: this line takes it
-                new_id = uuid.uuid4()
-                doc = self._queue.new_document(spec, new_id, now)
-                taken[digest] = (new_id, doc["status"])
-                new_docs[index] = doc
-                key_docs[digest] = {"_id": _key_id(spec), "activity_id": new_id,
-                                    "created_at": now, **_key_id(spec)}
-                continue
-            verdict = _on_held(spec, holder)
-            if verdict == "move":  # allow-reuse: the key moves to a new activity
-                move_key(index, item, spec, digest)
-                continue
-            outcomes[index] = _held_outcome(item, verdict, holder, spec)
-        if dry_run:
-            for index in new_docs:
-                item = batch[index]
-                outcomes[index] = ImportOutcome(item.line, "would_enqueue", item.original_id)
-            for digest, (_, status) in taken.items():
-                planned[digest] = (None, status)
-            return [outcomes[i] for i in range(len(batch)) if i in outcomes]
-        if new_docs or sequential:
-            before_write()
-        # Keys first, activities second (as the queue's keyed enqueue: a crash in
-        # between leaves orphan keys, taken over after ORPHAN_KEY_GRACE).
-        lost = self._insert_keys(key_docs)
-        for index in list(new_docs):
-            spec = specs[index]
-            if spec.idempotency_key is not None and _key_digest(spec) in lost:
-                del new_docs[index]  # another writer took the key meanwhile
-                sequential[index] = spec
-        if lost:  # every later line of a lost key decided on it: ask again, in order
-            for index, outcome in list(outcomes.items()):
-                spec = specs.get(index)
-                if spec is not None and spec.idempotency_key is not None and \
-                        _key_digest(spec) in lost and outcome.outcome in ("existing",
-                                                                          "conflict"):
-                    del outcomes[index]
-                    sequential[index] = spec
-        failed = self._insert_activities(list(new_docs.values()))
-        for index, doc in new_docs.items():
-            item = batch[index]
-            if doc["_id"] in failed:
-                outcomes[index] = ImportOutcome(item.line, "invalid", item.original_id,
-                                                reason=failed[doc["_id"]])
-            else:
-                outcomes[index] = ImportOutcome(item.line, "enqueued", item.original_id,
-                                                doc["_id"])
-        for index in sorted(sequential):
-            outcomes[index] = self._enqueue_one(batch[index], sequential[index])
-        return [outcomes[i] for i in range(len(batch)) if i in outcomes]
-
-    def _insert_keys(self, key_docs: dict[bytes, dict[str, Any]]) -> set[bytes]:
-        """Take the keys (one insert_many); returns those another writer holds."""
-        if not key_docs:
-            return set()
-        order = list(key_docs)
-        try:
-            self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(e.get("code") != DUPLICATE_KEY for e in errors):
-                raise
-            return {order[e["index"]] for e in errors}
-        return set()
-
-    def _insert_activities(self, docs: list[dict[str, Any]]) -> dict[uuid.UUID, str]:
-        """Insert the copies as the queue's enqueue does (stamped by the server, so a tail
-        positions their Enqueued events by the write); returns the refused ones."""
-        from runnerq_cli.backend.writes import stamped_inserts
-
-        if not docs:
-            return {}
-        errors = stamped_inserts(self._ctx.activities, docs, "created_at", self._ctx.clock,
-                                 self._ctx.clock())
-        return {docs[index]["_id"]: str(error.get("errmsg", "rejected"))
-                for index, error in errors.items()}
-
-    def _enqueue_one(self, item: ImportLine, spec: ActivitySpec) -> ImportOutcome:
-        """A line whose key must change holder: the queue's own keyed enqueue."""
-        try:
-            result = self._queue.enqueue(spec)
-        except (DuplicateActivity, IdempotencyConflict) as exc:
-            return ImportOutcome(item.line, "conflict", item.original_id,
-                                 getattr(exc, "existing_id", None), str(exc))
-        if result.created:
-            return ImportOutcome(item.line, "enqueued", item.original_id, result.activity_id)
-        return ImportOutcome(item.line, "existing", item.original_id, result.activity_id,
-                             "already imported (idempotency key held): nothing enqueued")
+                kind, reason = _IMPORT_KINDS[result.kind]
+                out.append(ImportOutcome(item.line, kind, item.original_id, result.activity_id,
+                                         reason or (str(result.error) if result.error
+                                                    else None)))
+        return out
 
     # ------------------------------------------------------------ redrive mode
 
     def _redrive_batch(self, batch: list[ImportLine], dry_run: bool, note: dict[str, Any],
-                       planned: dict[bytes, tuple[uuid.UUID | None, str]],
+                       planned: KeyPlan,
                        before_write: Callable[[], None]) -> list[ImportOutcome]:
         """Revive the originals of one batch: one read, then one batch of redrives."""
         from runnerq_cli.backend.batches import Batches
@@ -459,7 +310,7 @@ class DeadLetters:
                 outcomes[index] = ImportOutcome(item.line, "not_found", aid,
                                                 reason=f"activity {aid} is not in this queue")
                 continue
-            done_before = _digest("redrive", str(aid))
+            done_before = key_digest("redrive", str(aid))
             status = status_of[aid]
             if aid in chosen or (dry_run and done_before in planned):
                 status = Status.PENDING.value  # an earlier line revives it
@@ -509,20 +360,8 @@ def parse_import_line(number: int, raw: str | bytes) -> ImportLine:
         return ImportLine(number, original, error=str(exc), size=len(raw))
 
 
-def _batches(lines: Iterable[ImportLine], size: int,
-             max_bytes: int = IMPORT_BATCH_BYTES) -> Iterator[list[ImportLine]]:
-    """`size` lines at a time, fewer when they reach `max_bytes` (big payloads)."""
-    batch: list[ImportLine] = []
-    held = 0
-    for item in lines:
-        batch.append(item)
-        held += item.size
-        if len(batch) >= size or held >= max_bytes:
-            yield batch
-            batch = []
-            held = 0
-    if batch:
-        yield batch
+def _line_size(item: ImportLine) -> int:
+    return item.size
 
 
 def _linked(item: ImportLine) -> ActivitySpec:
@@ -536,50 +375,12 @@ def _linked(item: ImportLine) -> ActivitySpec:
         idempotency_key=spec.idempotency_key or str(item.original_id))
 
 
-def _key_id(spec: ActivitySpec) -> dict[str, str]:
-    assert spec.idempotency_key is not None
-    return {"activity_type": spec.activity_type, "key": spec.idempotency_key}
-
-
-def _digest(*parts: Any) -> bytes:
-    """A short fixed-size name for a key (a dry run remembers keys, not their text)."""
-    text = "\x00".join(str(p) for p in parts).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(text, digest_size=16).digest()
-
-
-def _key_digest(spec: ActivitySpec) -> bytes:
-    return _digest(spec.activity_type, spec.idempotency_key)
-
-
-def _first_status(spec: ActivitySpec, now: datetime) -> str:
-    return Status.SCHEDULED.value if spec.due_at(now) else Status.PENDING.value
-
-
-def _on_held(spec: ActivitySpec, holder: tuple[uuid.UUID | None, str]) -> str:
-    """What the line's `on_duplicate` does with a held key, as queue._enqueue_idempotent."""
-    behaviour = spec.on_duplicate
-    status = holder[1]
-    if behaviour is OnDuplicate.RETURN_EXISTING:
-        return "existing"
-    if behaviour is OnDuplicate.NO_REUSE:
-        return "duplicate"
-    if behaviour is OnDuplicate.ALLOW_REUSE_ON_FAILURE and status not in (
-            Status.FAILED.value, Status.DEAD_LETTER.value):
-        return "not_failed"
-    return "move"
-
-
-def _held_outcome(item: ImportLine, verdict: str, holder: tuple[uuid.UUID | None, str],
-                  spec: ActivitySpec) -> ImportOutcome:
-    hid, status = holder
-    who = str(hid) if hid is not None else "an earlier line of this file"
-    if verdict == "existing":
-        return ImportOutcome(item.line, "existing", item.original_id, hid,
-                             "already imported (idempotency key held): nothing enqueued")
-    if verdict == "duplicate":
-        return ImportOutcome(item.line, "conflict", item.original_id, hid,
-                             f"duplicate activity: idempotency key {spec.idempotency_key!r} "
-                             f"is held by {who}")
-    return ImportOutcome(item.line, "conflict", item.original_id, hid,
-                         f"idempotency conflict: key {spec.idempotency_key!r} is held by "
-                         f"{who}, which is {status}, not failed")
+# An enqueue outcome as an import outcome: (its name here, its reason if fixed).
+_IMPORT_KINDS = {
+    "enqueued": ("enqueued", None),
+    "would_enqueue": ("would_enqueue", None),
+    "existing": ("existing", "already imported (idempotency key held): nothing enqueued"),
+    "duplicate": ("conflict", None),
+    "not_failed": ("conflict", None),
+    "refused": ("invalid", None),
+}

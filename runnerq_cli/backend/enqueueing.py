@@ -1,5 +1,6 @@
 """Enqueueing (docs/design.md, "Enqueue" and "Idempotency"): what a producer asks for
-(`ActivitySpec`), the new activity document, and idempotency keys.
+(`ActivitySpec`), the new activity document, and the writes of a batch of them (the
+rules of idempotency keys are keys.py's).
 
 A keyed enqueue takes the key first and inserts the activity second; a crash in
 between leaves a key pointing at no activity, which the next enqueue with that key
@@ -15,10 +16,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import Part
+from runnerq_cli.backend.keys import (
+    KeyPlan,
+    Known,
+    Outcome,
+    decide,
+    digest_of,
+    first_status,
+    held_outcome,
+    key_digest,
+    key_id,
+    settle,
+)
 from runnerq_cli.backend.models import (
     EnqueueResult,
     OnDuplicate,
@@ -27,16 +40,15 @@ from runnerq_cli.backend.models import (
     check_metadata_key,
 )
 from runnerq_cli.backend.servertime import When, write_time
-from runnerq_cli.backend.writes import insert_stamped, stamped_inserts
-from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, InvalidArgument
+from runnerq_cli.backend.writes import DUPLICATE_KEY, stamped_inserts
+from runnerq_cli.errors import (
+    IdempotencyConflict,
+    InvalidArgument,
+)
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT_SECONDS = 300
 DEFAULT_RETRY_DELAY_SECONDS = 1
-ACTIVITY_TYPE_MAX = 200
-# A key whose activity is not (yet) visible is only taken over after this long:
-# younger, its enqueue may still be inserting the activity.
-ORPHAN_KEY_GRACE = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -60,8 +72,6 @@ class ActivitySpec:
         object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
         if not isinstance(self.activity_type, str) or not self.activity_type.strip():
             raise InvalidArgument("activity type must be a non-empty string")
-        if len(self.activity_type) > ACTIVITY_TYPE_MAX:
-            raise InvalidArgument(f"activity type is longer than {ACTIVITY_TYPE_MAX} characters")
         if not isinstance(self.payload, Mapping):
             raise InvalidArgument("payload must be a JSON object")
         for name, low in (("max_retries", 0), ("timeout_seconds", 1), ("retry_delay_seconds", 0)):
@@ -104,52 +114,103 @@ class ActivitySpec:
 
 class Enqueuer(Part):
     """New activities on one queue: plain inserts in few commands, keyed ones through the
-    idempotency collection."""
+    idempotency collection, a batch at a time (`enqueue`, `enqueue --from` and
+    `dlq import` all come here: the rules of keys are `decide`'s alone)."""
 
     def enqueue(self, activity_type: str | ActivitySpec, payload: Mapping[str, Any] | None = None,
                 **options: Any) -> EnqueueResult:
         """Put one activity on the queue (see `ActivitySpec` for the options)."""
         spec = activity_type if isinstance(activity_type, ActivitySpec) else ActivitySpec(
             activity_type, payload if payload is not None else {}, **options)
-        if spec.idempotency_key is None:
-            return self._insert(spec, uuid.uuid4())
-        return self._enqueue_idempotent(spec)
-
-    def _insert(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
-        """One activity, `created_at` stamped by the server (writes.stamped_inserts)."""
-        now = write_time(self._ctx.clock)
-        doc = self.new_document(spec, activity_id, now)
-        insert_stamped(self._ctx.activities, doc, "created_at", self._ctx.clock, now)
-        return EnqueueResult(activity_id, True, doc["status"])
+        [result] = self.enqueue_many([spec])
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
-        """Enqueue many in few round trips; one entry per spec, an exception where it failed.
+        """Enqueue many in few round trips; one entry per spec, in order: its result, or
+        the error (DuplicateActivity, IdempotencyConflict, InvalidArgument when the server
+        refused it) where it failed. Server outages raise."""
+        return [outcome.result() for outcome in self.enqueue_batch(specs)]
 
-        Specs without an idempotency key go in few commands (writes.stamped_inserts);
-        keyed ones take the idempotent path one by one (they need the key's answer).
+    def enqueue_batch(self, specs: Sequence[ActivitySpec], *, dry_run: bool = False,
+                      plan: KeyPlan | None = None,
+                      before_write: Callable[[], None] | None = None) -> list[Outcome]:
+        """One outcome per spec, in order, in a few commands whatever the batch's size.
+
+        Plain specs: inserted, INSERT_CHUNK a command. Keyed specs: the keys first (one
+        insert of every key the batch names; those another holds fail alone), the
+        activities second, so a crash in between leaves orphan keys (taken over after
+        ORPHAN_KEY_GRACE). The keys found held are read (two reads: the keys, their
+        holders) and each spec decided by `decide`, in order: a later spec of the same
+        key sees the earlier one's activity. A key that must change holder goes one by
+        one, with every later spec of its key (`_enqueue_keyed_one`).
+
+        `dry_run` writes nothing and decides as the real run would; `plan` carries the
+        keys a dry run's earlier batches would take. `before_write` is called once,
+        before the first write.
         """
-        out: list[EnqueueResult | Exception | None] = [None] * len(specs)
-        now = write_time(self._ctx.clock)
-        plain: list[tuple[int, dict[str, Any]]] = []
+        now = self._ctx.clock()  # what keys' ages are judged by
+        at = write_time(self._ctx.clock)  # what the writes set: the server's $$NOW
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        out: dict[int, Outcome] = {}
+        new_docs: dict[int, dict[str, Any]] = {}
+        groups: dict[bytes, list[int]] = {}
         for index, spec in enumerate(specs):
             if spec.idempotency_key is None:
-                plain.append((index, self.new_document(spec, uuid.uuid4(), now)))
+                if dry_run:
+                    out[index] = Outcome("would_enqueue", None, first_status(spec, now))
+                else:
+                    new_docs[index] = self.new_document(spec, uuid.uuid4(), at)
             else:
+                groups.setdefault(digest_of(spec), []).append(index)
+        started: list[bool] = []
+
+        def writing() -> None:
+            """Before the first write: the caller's hook, once."""
+            if not started:
+                started.append(True)
+                if before_write is not None:
+                    before_write()
+
+        firsts = {digest: self.new_document(specs[indexes[0]], uuid.uuid4(), at)
+                  for digest, indexes in groups.items()}
+        # A caller that records its writes (an audited import) or writes nothing reads the
+        # keys first, so a rerun that finds them all held writes (and records) nothing;
+        # else every key's first spec just tries to take it (a free key is anyone's):
+        # one command fewer for the common case, a new key.
+        read_first = dry_run or before_write is not None
+        held = self._read_keys([key_id(specs[i[0]]) for i in groups.values()]) \
+            if read_first else {}
+        lost: list[bytes] = []
+        if not dry_run:
+            free = {d: {"_id": key_id(specs[groups[d][0]]), "activity_id": doc["_id"],
+                        "created_at": now, **key_id(specs[groups[d][0]])}
+                    for d, doc in firsts.items() if d not in held}
+            if free:
+                writing()
+            lost = self._take_keys(free)
+            held.update(self._read_keys([key_id(specs[groups[d][0]]) for d in lost]))
+        status_of = self._statuses([d.get("activity_id") for d in held.values()])
+        sequential = settle(specs, groups, Known(held, status_of, lost, firsts), now, ttl,
+                             out, new_docs, plan if dry_run else None, dry_run=dry_run)
+        if not dry_run:
+            if new_docs or sequential:
+                writing()
+            refused = self._insert_activities(list(new_docs.values()), at)
+            for index, doc in new_docs.items():
+                if doc["_id"] in refused:
+                    self._release_key(specs[index], doc["_id"])
+                    out[index] = Outcome("refused", None, doc["status"],
+                                         InvalidArgument(refused[doc["_id"]]))
+                else:
+                    out[index] = Outcome("enqueued", doc["_id"], doc["status"])
+            for index in sorted(sequential):
                 try:
-                    out[index] = self._enqueue_idempotent(spec)
-                except (DuplicateActivity, IdempotencyConflict) as exc:
-                    out[index] = exc
-        if plain:
-            docs = [doc for _, doc in plain]
-            # Any length: stamped_inserts writes INSERT_CHUNK at a time, so a long list
-            # never becomes one command a slow server times out on.
-            failed: dict[int, Exception] = {
-                position: InvalidArgument(error.get("errmsg", "rejected"))
-                for position, error in stamped_inserts(self._ctx.activities, docs, "created_at",
-                                                       self._ctx.clock, now).items()}
-            for position, (index, doc) in enumerate(plain):
-                out[index] = failed.get(position) or EnqueueResult(doc["_id"], True, doc["status"])
-        return [r for r in out if r is not None]
+                    out[index] = self._enqueue_keyed_one(specs[index])
+                except IdempotencyConflict as exc:  # contended: this spec alone
+                    out[index] = Outcome("not_failed", None, Status.PENDING.value, exc)
+        return [out[index] for index in range(len(specs))]
 
     def new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
                      now: When) -> dict[str, Any]:
@@ -177,10 +238,59 @@ class Enqueuer(Part):
             doc["idempotency_key"] = spec.idempotency_key
         return doc
 
-    # ------------------------------------------------------------ idempotency
+    # ------------------------------------------------------------ the batch's commands
 
-    def _key_id(self, activity_type: str, key: str) -> dict[str, str]:
-        return {"activity_type": activity_type, "key": key}
+    def _take_keys(self, key_docs: dict[bytes, dict[str, Any]]) -> list[bytes]:
+        """Insert the keys (one command); returns those another writer holds."""
+        if not key_docs:
+            return []
+        order = list(key_docs)
+        try:
+            self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if any(e.get("code") != DUPLICATE_KEY for e in errors):
+                raise
+            return [order[e["index"]] for e in errors]
+        return []
+
+    def _read_keys(self, key_ids: list[dict[str, str]]) -> dict[bytes, dict[str, Any]]:
+        """The key documents of `key_ids` that exist, by digest (one read)."""
+        if not key_ids:
+            return {}
+        held: dict[bytes, dict[str, Any]] = {}
+        for doc in self._ctx.idempotency.find({"_id": {"$in": key_ids}}).batch_size(
+                len(key_ids) + 1):
+            key = doc.get("_id") or {}
+            held[key_digest(str(key.get("activity_type")), str(key.get("key")))] = doc
+        return held
+
+    def _statuses(self, ids: list[Any]) -> dict[Any, str]:
+        """The status of each of `ids` that exists (one read)."""
+        wanted = [i for i in ids if i is not None]
+        if not wanted:
+            return {}
+        return {d["_id"]: str(d.get("status")) for d in self._ctx.activities.find(
+            {"_id": {"$in": wanted}}, {"status": 1}).batch_size(len(wanted) + 1)}
+
+    def _insert_activities(self, docs: list[dict[str, Any]],
+                           now: When) -> dict[uuid.UUID, str]:
+        """Insert with `created_at` stamped by the server (writes.stamped_inserts; `now`
+        where the clock is the caller's own); returns the refused ones' reasons, cut (a
+        refusal may quote the document)."""
+        if not docs:
+            return {}
+        errors = stamped_inserts(self._ctx.activities, docs, "created_at", self._ctx.clock,
+                                 now)
+        return {docs[index]["_id"]: values.shown(str(error.get("errmsg", "rejected")))[1:-1]
+                for index, error in errors.items()}
+
+    def _release_key(self, spec: ActivitySpec, activity_id: uuid.UUID) -> None:
+        """A key taken for an activity the server refused: free it (if still ours)."""
+        if spec.idempotency_key is not None:
+            self._ctx.idempotency.delete_one({"_id": key_id(spec), "activity_id": activity_id})
+
+    # ------------------------------------------------------------ one key at a time
 
     def check_idempotency(self, activity_type: str, key: str,
                           activity_id: uuid.UUID) -> tuple[bool, uuid.UUID]:
@@ -188,7 +298,7 @@ class Enqueuer(Part):
         else (False, holder). Keys past the TTL count as free (the TTL monitor
         is late, never early, so the time is checked here).
         """
-        key_id = self._key_id(activity_type, key)
+        key_id = {"activity_type": activity_type, "key": key}
         ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         for _ in range(10):
             now = self._ctx.clock()
@@ -210,10 +320,11 @@ class Enqueuer(Part):
                     return True, activity_id
                 continue
             return False, held["activity_id"]
-        raise IdempotencyConflict(f"idempotency key {key!r} is contended; try again")
+        raise IdempotencyConflict(f"idempotency key {values.shown(key)} is contended; "
+                                  "try again")
 
-    def _move_key(self, key_id: dict[str, str], held: dict[str, Any], activity_id: uuid.UUID,
-                  now: datetime) -> bool:
+    def _move_key(self, key_id: dict[str, str], held: Mapping[str, Any],
+                  activity_id: uuid.UUID, now: datetime) -> bool:
         """Compare-and-set the key's holder: exactly one of racing movers wins."""
         moved = self._ctx.idempotency.update_one(
             {"_id": key_id, "activity_id": held["activity_id"], "created_at": held["created_at"]},
@@ -221,48 +332,40 @@ class Enqueuer(Part):
         )
         return moved.modified_count == 1
 
-    def _enqueue_idempotent(self, spec: ActivitySpec) -> EnqueueResult:
-        # Ordering: the key is taken first, the activity inserted second. A
-        # crash in between leaves a key pointing at no activity; the next
-        # enqueue with that key takes it over once ORPHAN_KEY_GRACE has passed.
+    def _enqueue_keyed_one(self, spec: ActivitySpec) -> Outcome:
+        """A spec whose key changes holder (or raced): take it, or move it by
+        compare-and-set, deciding by `decide` as the batch does; again if the key
+        moved meanwhile."""
+        the_key = key_id(spec)
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         assert spec.idempotency_key is not None
-        key_id = self._key_id(spec.activity_type, spec.idempotency_key)
-        new_id = uuid.uuid4()
         for _ in range(10):
+            new_id = uuid.uuid4()
             taken, holder_id = self.check_idempotency(spec.activity_type, spec.idempotency_key,
                                                       new_id)
             if taken:
                 return self._insert_keyed(spec, new_id)
             holder = self._ctx.activities.find_one({"_id": holder_id}, {"status": 1})
-            held = self._ctx.idempotency.find_one({"_id": key_id})
+            held = self._ctx.idempotency.find_one({"_id": the_key})
             if held is None or held["activity_id"] != holder_id:
                 continue  # the key moved meanwhile: look again
             now = self._ctx.clock()
-            if holder is None and held["created_at"] + ORPHAN_KEY_GRACE <= now:
-                if self._move_key(key_id, held, new_id, now):
+            status = str(holder["status"]) if holder else None
+            verdict = decide(spec, held, status, now, ttl)
+            if verdict in ("take", "move"):
+                if self._move_key(the_key, held, new_id, now):
                     return self._insert_keyed(spec, new_id)
                 continue
-            # (a holder without a text status, another program's malformed one: "?")
-            status: str = Status.PENDING.value
-            if holder is not None:
-                status = holder["status"] if isinstance(holder.get("status"), str) else "?"
-            behaviour = spec.on_duplicate
-            if behaviour is OnDuplicate.RETURN_EXISTING:
-                return EnqueueResult(holder_id, False, status)
-            if behaviour is OnDuplicate.NO_REUSE:
-                raise DuplicateActivity(
-                    f"duplicate activity: idempotency key {spec.idempotency_key!r} is held by "
-                    f"{holder_id}", existing_id=holder_id)
-            if behaviour is OnDuplicate.ALLOW_REUSE_ON_FAILURE and status not in (
-                Status.FAILED.value, Status.DEAD_LETTER.value
-            ):
-                raise IdempotencyConflict(
-                    f"idempotency conflict: key {spec.idempotency_key!r} is held by {holder_id}, "
-                    f"which is {status}, not failed", existing_id=holder_id)
-            if self._move_key(key_id, held, new_id, now):
-                return self._insert_keyed(spec, new_id)
-        raise IdempotencyConflict(f"idempotency key {spec.idempotency_key!r} is contended; "
-                                  "try again")
+            return held_outcome(spec, verdict, holder_id, status or Status.PENDING.value)
+        raise IdempotencyConflict(f"idempotency key {values.shown(spec.idempotency_key)} is "
+                                  "contended; try again")
 
-    def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> EnqueueResult:
-        return self._insert(spec, activity_id)
+    def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> Outcome:
+        """The activity of a key just taken; a refused one frees its key again."""
+        now = write_time(self._ctx.clock)
+        doc = self.new_document(spec, activity_id, now)
+        refused = self._insert_activities([doc], now)
+        if refused:
+            self._release_key(spec, activity_id)
+            return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
+        return Outcome("enqueued", activity_id, doc["status"])

@@ -10,6 +10,7 @@ from datetime import datetime
 from enum import Enum, IntEnum, StrEnum
 from typing import Any, ClassVar
 
+from runnerq_cli.backend.sizes import METADATA_KEY_MAX
 from runnerq_cli.errors import InvalidArgument, RunnerQError
 
 
@@ -184,7 +185,6 @@ class EventType(StrEnum):
     RESUMED = "Resumed"
 
 
-METADATA_KEY_MAX = 100
 # Fields of a `dlq export` line that say where it came from; `enqueue --from` ignores them
 # (they are not typos) and `dlq import` reads only `original_id` of them.
 EXPORT_INFO_FIELDS = ("original_id", "queue", "status", "error", "attempts", "retry_count",
@@ -198,11 +198,22 @@ def check_metadata_key(key: str) -> str:
     No leading `$` and no `.`: either would turn a tag into a query operator
     or a nested path when an operator filters on it.
     """
+    from runnerq_cli.values import shown
+
     if not isinstance(key, str) or not key or len(key) > METADATA_KEY_MAX \
-            or key.startswith("$") or "." in key or "\x00" in key:
-        raise InvalidArgument(f"invalid metadata key {key!r}: 1-{METADATA_KEY_MAX} characters, "
-                              "no '.', not starting with '$'")
+            or key.startswith("$") or "." in key or "\x00" in key or not _utf8(key):
+        raise InvalidArgument(f"invalid metadata key {shown(key)}: 1-{METADATA_KEY_MAX} "
+                              "characters of UTF-8, no '.', not starting with '$'")
     return key
+
+
+def _utf8(text: str) -> bool:
+    """False for text with an unpaired surrogate (from a JSON escape): BSON cannot store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_metadata_pairs(items: Iterable[str], option: str = "metadata") -> dict[str, str]:

@@ -22,11 +22,11 @@ from runnerq_cli.backend import queries
 from runnerq_cli.backend.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.connection import server_away
 from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.enqueueing import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
 from runnerq_cli.backend.enqueueing import ActivitySpec as ActivitySpec  # re-exported
 from runnerq_cli.backend.enqueueing import Enqueuer
 from runnerq_cli.backend.error_text import describe, error_text
 from runnerq_cli.backend.group_commit import GroupCommit
+from runnerq_cli.backend.keys import ORPHAN_KEY_GRACE as ORPHAN_KEY_GRACE  # re-exported
 from runnerq_cli.backend.models import (
     TERMINAL_STATUSES,
     AckOutcome,

@@ -8,7 +8,9 @@ batch in progress, stops before the next one, records the run as
 interrupted in the audit with what it did, and the command prints that and
 exits 130 (ExitCode.INTERRUPTED). A second signal stops at once
 (KeyboardInterrupt: the batch in progress is abandoned; the audit record
-keeps the intent and the progress of the batches before it).
+keeps the intent and the progress of the batches before it). Once the work
+has ended, `finishing()` makes further signals do nothing, so the report that
+names what was done comes out whole.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class StopFlag:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._finishing = False
         self.signal_name: str | None = None
 
     def is_set(self) -> bool:
@@ -34,7 +37,16 @@ class StopFlag:
         """True once set; waits at most `timeout` seconds (a serving loop's tick)."""
         return self._event.wait(timeout)
 
+    def finishing(self) -> None:
+        """The work is done, only its report is left to print: signals from now on are
+        ignored, so the report (which names the last line or id written) comes out
+        whole instead of being cut, or never printed, by a second signal."""
+        self._finishing = True
+
     def handle(self, signum: int, frame: Any) -> None:
+        if self._finishing:
+            self._event.set()
+            return
         if self._event.is_set():
             raise KeyboardInterrupt
         self.signal_name = signal.Signals(signum).name

@@ -169,6 +169,8 @@ def _number(kind: type, low: Any, high: Any) -> Any:
     def coerce(value: Any, ctx: Any) -> Any:
         if isinstance(value, bool):
             raise _Invalid(_INT_ERROR if kind is int else _FLOAT_ERROR)
+        if isinstance(value, str) and not value.isascii():  # int('٤') is 4 (values.number)
+            raise _Invalid(_INT_ERROR if kind is int else _FLOAT_ERROR)
         try:
             number = kind(value.strip() if isinstance(value, str) else value)
         except (TypeError, ValueError):

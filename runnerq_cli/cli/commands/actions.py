@@ -114,8 +114,8 @@ def _filter(req: Request) -> ActivityFilter:
     return ActivityFilter(
         statuses=tuple(Status.parse(s) for s in req.status or ()),
         types=tuple(req.types or ()),
-        since=values.time(req.since, "--since") if req.since else None,
-        until=values.time(req.until, "--until") if req.until else None,
+        since=values.optional_time(req.since, "--since"),
+        until=values.optional_time(req.until, "--until"),
         metadata=tuple(parse_metadata_pairs(req.metadata or [], "--metadata").items()),
         error_contains=req.error_contains, worker=req.worker)
 

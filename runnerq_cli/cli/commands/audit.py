@@ -33,7 +33,7 @@ def audit(
     stopped midway (a signal, a crash) is shown INTERRUPTED with how far it got."""
     from runnerq_cli import values
 
-    when = values.time(since, "--since") if since else None
+    when = values.optional_time(since, "--since")
     backend = state(ctx).backend()
     entries = backend.audit_log.audit(since=when, actor=actor, action=action, limit=limit)
     records = [e.to_json() for e in entries]

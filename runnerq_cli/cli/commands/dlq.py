@@ -25,7 +25,7 @@ from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from runnerq_cli.backend.dlq import ImportLine, ImportOutcome, ImportReport
 
@@ -53,7 +53,7 @@ def export(
 
     from runnerq_cli import values
 
-    when = values.time(since, "--since") if since else None
+    when = values.optional_time(since, "--since")
     backend = state(ctx).backend()
     tmp = None if out_file == "-" else f"{out_file}.tmp"
     count = 0
@@ -80,62 +80,25 @@ def export(
                      + (f" to {out_file}\n" if tmp is not None else "\n"))
 
 
-def read_lines(path: str, what: str = "FILE") -> Iterator[tuple[int, bytes | None]]:
-    """The lines of `path` (- is stdin) one at a time, as bytes: memory stays bounded.
+def _parse_lines(path: str, should_stop: Callable[[], bool]) -> Iterator[ImportLine]:
+    """Each non-blank line: its spec and original id, or why it is refused (lazily). The
+    file is opened now: a missing one is refused before anything is written."""
+    from runnerq_cli.cli.lines import read_lines
 
-    A line longer than values.PAYLOAD_TEXT_MAX is skipped to its end and
-    given as None (refused alone). The file is opened before the first line,
-    so a missing file is refused before anything is written.
-    """
-    from runnerq_cli import values
+    lines = read_lines(path, "FILE", should_stop)
 
-    limit = values.PAYLOAD_TEXT_MAX
-    if path == "-":
-        handle = getattr(sys.stdin, "buffer", None) or sys.stdin
-        close = False
-    else:
-        values.readable_file(path, what)
-        try:
-            handle = open(path, "rb")  # noqa: SIM115 (closed below, after the generator)
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read {path}: {exc.strerror or exc}") from None
-        close = True
+    def parsed() -> Iterator[ImportLine]:
+        from runnerq_cli import values
+        from runnerq_cli.backend.dlq import ImportLine, parse_import_line
 
-    def lines() -> Iterator[tuple[int, bytes | None]]:
-        try:
-            number = 0
-            while True:
-                chunk = handle.readline(limit + 1)
-                if not chunk:
-                    return
-                if isinstance(chunk, str):
-                    chunk = chunk.encode("utf-8", "surrogateescape")
-                number += 1
-                if len(chunk) > limit and not chunk.endswith(b"\n"):
-                    while chunk and not chunk.endswith(b"\n"):  # skip the rest of it
-                        chunk = handle.readline(limit + 1)
-                        if isinstance(chunk, str):
-                            chunk = chunk.encode("utf-8", "surrogateescape")
-                    yield number, None
-                    continue
-                yield number, chunk.rstrip(b"\r\n")
-        finally:
-            if close:
-                handle.close()
+        for number, raw in lines:
+            if raw is None:
+                yield ImportLine(number, error=f"line longer than {values.PAYLOAD_TEXT_MAX} "
+                                               "bytes")
+            elif raw.strip():
+                yield parse_import_line(number, raw)
 
-    return lines()
-
-
-def _parse_lines(path: str) -> Iterator[ImportLine]:
-    """Each non-blank line: its spec and original id, or why it is refused (lazily)."""
-    from runnerq_cli import values
-    from runnerq_cli.backend.dlq import ImportLine, parse_import_line
-
-    for number, raw in read_lines(path):
-        if raw is None:
-            yield ImportLine(number, error=f"line longer than {values.PAYLOAD_TEXT_MAX} bytes")
-        elif raw.strip():
-            yield parse_import_line(number, raw)
+    return parsed()
 
 
 def _exit_code(report: ImportReport) -> int:
@@ -194,38 +157,52 @@ def import_(
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
-    items = _parse_lines(path)  # opens the file: a missing one is refused here
-    backend = existing_backend(ctx, create=create or dry_run, create_flag="--create")
-
-    # -o json streams the results list as the lines are done (nothing kept per line).
-    stream = JsonObjectStream("results") if output is OutputFormat.JSON else None
-
-    def show(outcome: ImportOutcome) -> None:
-        if stream is not None:
-            stream.add(outcome.to_json())
-        elif output is OutputFormat.JSONL:
-            emit(output, [outcome.to_json()])
-        elif output is OutputFormat.TEXT and not quiet:
-            typer.echo(_line_text(outcome))
-        elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
-            typer.echo(_line_text(outcome), err=True)
-
     with stop_on_signal() as stop, BulkProgress("importing lines", None, quiet=quiet) as bar:
-        report = backend.dead_letters.dlq_import(
-            _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
-            actor=actor, should_stop=stop.is_set, on_outcome=show,
-            command=command_line(ctx), collect=False, batch_size=batch_size)
-    _summary(report, output, stream)
-    code = _exit_code(report)
-    if report.interrupted:
-        error_line(f"interrupted: dlq import stopped after line {report.last_line} "
-                   f"({report.lines} lines done: {_counts_text(report.counts)}); the audit "
-                   "record says so; the same command again goes on without importing "
-                   "anything twice")
-    elif code:
-        bad = sum(n for k, n in report.counts.items()
-                  if k in ("invalid", "conflict", "not_found"))
-        error_line(f"{bad} of {report.lines} lines not imported")
+        items = _parse_lines(path, stop.is_set)  # opens the file: a missing one is refused
+        backend = existing_backend(ctx, create=create or dry_run, create_flag="--create")
+        # -o json streams the results list as the lines are done (nothing kept per line).
+        stream = JsonObjectStream("results") if output is OutputFormat.JSON else None
+        done: list[ImportOutcome] = []  # the last outcome shown (for a second signal)
+
+        def show(outcome: ImportOutcome) -> None:
+            done[:] = [outcome]
+            if stream is not None:
+                stream.add(outcome.to_json())
+            elif output is OutputFormat.JSONL:
+                emit(output, [outcome.to_json()])
+            elif output is OutputFormat.TEXT and not quiet:
+                typer.echo(_line_text(outcome))
+            elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
+                typer.echo(_line_text(outcome), err=True)
+
+        try:
+            report = backend.dead_letters.dlq_import(
+                _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
+                actor=actor, should_stop=stop.is_set, on_outcome=show,
+                command=command_line(ctx), collect=False, batch_size=batch_size)
+        except KeyboardInterrupt:  # a second signal: stopped inside a batch
+            stop.finishing()
+            if stream is not None:
+                stream.close({"interrupted": True})
+            last = (f"line {done[0].line}" + (f" ({done[0].id})" if done[0].id else "")
+                    if done else "no line")
+            error_line(f"interrupted at once: the last line done is {last}; the lines after "
+                       "it may be partly imported; the same command again goes on without "
+                       "importing anything twice")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        stop.finishing()  # the report comes out whole, whatever signal comes now
+        bar.close()
+        _summary(report, output, stream)
+        code = _exit_code(report)
+        if report.interrupted:
+            error_line(f"interrupted: dlq import stopped after line {report.last_line} "
+                       f"({report.lines} lines done: {_counts_text(report.counts)}); the "
+                       "audit record says so; the same command again goes on without "
+                       "importing anything twice")
+        elif code:
+            bad = sum(n for k, n in report.counts.items()
+                      if k in ("invalid", "conflict", "not_found"))
+            error_line(f"{bad} of {report.lines} lines not imported")
     raise typer.Exit(code)
 
 

@@ -2,18 +2,17 @@
 
 One activity's input is validated before the server is contacted, so a typo
 never writes half an activity and never waits for a server timeout first.
-`--from` streams: lines are read, validated and written a batch at a time
-(`--strict` validates the whole input in a first pass, spooling standard
-input to a temporary file, and writes in a second), and a signal stops it
-after the batch in progress (exit 130, rerun with `--skip-lines`).
+`--from` streams: the backend's loop (backend/intake.py) reads, validates and
+writes the lines a batch at a time, refusing a bad line alone; this module reads
+the input (cli/lines.py: a signal is heard on a silent pipe), prints each batch
+and the report, and maps it to an exit code. A signal stops it after the batch in
+progress (exit 130, rerun with `--skip-lines`); a second one at once, still naming
+the last line done.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -33,8 +32,8 @@ from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.intake import EnqueueReport
     from runnerq_cli.backend.models import EnqueueResult
-    from runnerq_cli.backend.queue import ActivitySpec
 
 DEFAULT_BATCH_SIZE = 100
 
@@ -121,309 +120,76 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
 
 
 # ------------------------------------------------------------------ many
+# The loop is the backend's (backend/intake.py): here the report is printed.
 
 
-# Rejected lines listed in the text and JSON reports (the rest are counted: a file of
-# millions of bad lines must not grow memory; -o jsonl streams every one).
-REJECTED_LISTED = 1000
+def _report_json(report: EnqueueReport) -> dict[str, Any]:
+    """Every field of the `-o json` summary but `activities` (streamed before them)."""
+    aborted = None if report.aborted is None else _aborted_text(report)
+    return {"lines": report.lines, "enqueued": report.enqueued, "existing": report.existing,
+            "duplicates_rejected": report.count("duplicate"),
+            "invalid": report.count("invalid"), "written": report.written,
+            "aborted": aborted, "interrupted": report.interrupted,
+            "skipped_lines": report.skipped_lines, "last_line": report.last_line,
+            "rejected": report.rejected, "rejected_not_listed": report.rejected_not_listed}
 
 
-@dataclass
-class BulkSummary:
-    """What `enqueue --from` did: counts and the rejected lines.
-
-    The activities written are not kept: each goes to `on_activity` as it is written
-    (`-o json` and `-o jsonl` stream them), so memory does not grow with the input.
-    Rejected lines go to `on_reject` (-o jsonl streams every one) and the first
-    REJECTED_LISTED are kept for the text and JSON reports; the counts are exact.
-    """
-
-    lines: int = 0
-    rejected: list[dict[str, Any]] = field(default_factory=list)
-    rejected_counts: dict[str, int] = field(default_factory=dict)
-    written: bool = True
-    aborted: str | None = None
-    enqueued: int = 0
-    existing: int = 0
-    skipped_lines: int = 0
-    last_line: int = 0
-    interrupted: bool = False
-    on_activity: Callable[[dict[str, Any]], None] | None = None
-    on_reject: Callable[[dict[str, Any]], None] | None = None
-
-    def add(self, activity: dict[str, Any]) -> None:
-        if activity["created"]:
-            self.enqueued += 1
-        else:
-            self.existing += 1
-        if self.on_activity is not None:
-            self.on_activity(activity)
-
-    def reject(self, line: int, kind: str, reason: str) -> None:
-        record = {"line": line, "kind": kind, "reason": reason}
-        self.rejected_counts[kind] = self.rejected_counts.get(kind, 0) + 1
-        if len(self.rejected) < REJECTED_LISTED:
-            self.rejected.append(record)
-        if self.on_reject is not None:
-            self.on_reject(record)
-
-    @property
-    def rejected_not_listed(self) -> int:
-        """Rejected lines counted but not kept in `rejected`."""
-        return self.count() - len(self.rejected)
-
-    def count(self, kind: str | None = None) -> int:
-        """Lines rejected as `kind` (invalid, duplicate), or in all."""
-        if kind is None:
-            return sum(self.rejected_counts.values())
-        return self.rejected_counts.get(kind, 0)
-
-    def exit_code(self) -> ExitCode:
-        if self.interrupted:
-            return ExitCode.INTERRUPTED
-        if self.count("invalid"):
-            return ExitCode.USAGE
-        if self.count("duplicate"):
-            return ExitCode.CONFLICT
-        return ExitCode.OK
-
-    def to_json(self) -> dict[str, Any]:
-        """Every field of the `-o json` summary but `activities` (streamed before them)."""
-        return {"lines": self.lines, "enqueued": self.enqueued, "existing": self.existing,
-                "duplicates_rejected": self.count("duplicate"),
-                "invalid": self.count("invalid"), "written": self.written,
-                "aborted": self.aborted, "interrupted": self.interrupted,
-                "skipped_lines": self.skipped_lines, "last_line": self.last_line,
-                "rejected": self.rejected, "rejected_not_listed": self.rejected_not_listed}
-
-    def text(self) -> list[str]:
-        head = f"enqueued {self.enqueued} of {self.lines} lines"
-        parts = [head]
-        if self.existing:
-            parts.append(f"{self.existing} existing returned (idempotency key held)")
-        if self.count("duplicate"):
-            parts.append(f"{self.count('duplicate')} rejected as duplicates")
-        if self.count("invalid"):
-            parts.append(f"{self.count('invalid')} invalid")
-        if not self.written:
-            parts.append("nothing written (--strict)")
-        lines = ["; ".join(parts)]
-        lines += [f"line {r['line']}: {r['kind']}: {r['reason']}" for r in self.rejected]
-        return lines + self.not_listed()
-
-    def not_listed(self) -> list[str]:
-        """The line saying how many rejected lines the report leaves out, if any."""
-        if not self.rejected_not_listed:
-            return []
-        return [f"... and {self.rejected_not_listed} more rejected lines, not listed "
-                "(-o jsonl lists every one)"]
-
-    def interrupted_line(self) -> str:
-        which = (f"the first {self.last_line} lines" if not self.skipped_lines
-                 else f"lines {self.skipped_lines + 1}-{self.last_line}")
-        return (f"interrupted: enqueued {self.enqueued} of {which}; "
-                f"last line reached {self.last_line}; run again with --skip-lines "
-                f"{self.last_line} to go on")
+def _report_text(report: EnqueueReport) -> list[str]:
+    parts = [f"enqueued {report.enqueued} of {report.lines} lines"]
+    if report.existing:
+        parts.append(f"{report.existing} existing returned (idempotency key held)")
+    if report.count("duplicate"):
+        parts.append(f"{report.count('duplicate')} rejected as duplicates")
+    if report.count("invalid"):
+        parts.append(f"{report.count('invalid')} invalid")
+    if not report.written:
+        parts.append("nothing written (--strict)")
+    lines = ["; ".join(parts)]
+    lines += [f"line {r['line']}: {r['kind']}: {r['reason']}" for r in report.rejected]
+    return lines + _not_listed(report)
 
 
-def _read_lines(source: str, skip_lines: int = 0) -> Iterator[tuple[int, bytes | None]]:
-    """The lines of `source` (- is stdin) one at a time, as bytes, after the first
-    `skip_lines`: each line's UTF-8 is checked on its own, memory stays bounded.
-
-    A line too long for any payload comes as None (refused alone). The file
-    is opened before the first line, so a missing file is refused before
-    anything is written.
-    """
-    from runnerq_cli.cli.commands.dlq import read_lines
-
-    lines = read_lines(source, "--from")
-
-    def after() -> Iterator[tuple[int, bytes | None]]:
-        for number, text in lines:
-            if number > skip_lines:
-                yield number, text
-
-    return after()
+def _not_listed(report: EnqueueReport) -> list[str]:
+    """The line saying how many rejected lines the report leaves out, if any."""
+    if not report.rejected_not_listed:
+        return []
+    return [f"... and {report.rejected_not_listed} more rejected lines, not listed "
+            "(-o jsonl lists every one)"]
 
 
-def _parse(text: bytes | None, defaults: dict[str, Any]) -> ActivitySpec:
-    from runnerq_cli import values
-    from runnerq_cli.backend.specs import spec_from_line
-
-    if text is None:
-        raise InvalidArgument(f"line longer than {values.PAYLOAD_TEXT_MAX} bytes; a payload "
-                              f"may take at most {values.PAYLOAD_MAX_BYTES} bytes as BSON")
-    return spec_from_line(text, defaults)
+def _interrupted_text(report: EnqueueReport) -> str:
+    which = (f"the first {report.last_line} lines" if not report.skipped_lines
+             else f"lines {report.skipped_lines + 1}-{report.last_line}")
+    return (f"interrupted: enqueued {report.enqueued} of {which}; "
+            f"last line reached {report.last_line}; run again with --skip-lines "
+            f"{report.last_line} to go on")
 
 
-def _validate_all(source: str, defaults: dict[str, Any], summary: BulkSummary,
-                  should_stop: Callable[[], bool], skip_lines: int) -> str | None:
-    """--strict's first pass: every line checked, nothing written.
-
-    Returns the source of the second pass: the file itself, or (for stdin) a
-    temporary copy spooled as the lines go by; None when interrupted.
-    """
-    import tempfile
-
-    spool: Any = None
-    if source == "-":
-        spool = tempfile.NamedTemporaryFile(prefix="runnerq-enqueue-", suffix=".ndjson",  # noqa: SIM115
-                                            delete=False)
-    try:
-        for number, text in _read_lines(source, skip_lines):
-            if spool is not None:
-                spool.write((text or b"") + b"\n")  # an over-long line fails below anyway
-            summary.last_line = number
-            if text is not None and not text.strip():
-                continue
-            summary.lines += 1
-            try:
-                _parse(text, defaults)
-            except InvalidArgument as exc:
-                summary.reject(number, "invalid", str(exc))
-            if should_stop():
-                summary.interrupted = True
-                break
-    except BaseException:
-        if spool is not None:
-            spool.close()
-            os.unlink(spool.name)
-        raise
-    if spool is None:
-        return source
-    spool.close()
-    return str(spool.name)
+def _stopped_at_once_text(report: EnqueueReport | None, skip_lines: int) -> str:
+    """A second signal stopped the run inside a batch: what is known to be done."""
+    last = report.last_line if report is not None else skip_lines
+    enqueued = report.enqueued if report is not None else 0
+    return (f"interrupted at once: every line up to {last} is done ({enqueued} enqueued); "
+            f"the lines after it may be partly written; run again with --skip-lines {last} "
+            "to go on (lines with an idempotency key are not enqueued twice)")
 
 
-def enqueue_bulk(backend_factory: Any, source: str, defaults: dict[str, Any], *,
-                 strict: bool, batch_size: int, quiet: bool = False, skip_lines: int = 0,
-                 on_activity: Callable[[dict[str, Any]], None] | None = None,
-                 on_reject: Callable[[dict[str, Any]], None] | None = None,
-                 on_batch: Callable[[list[dict[str, Any]]], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> BulkSummary:
-    """Read, validate and write the lines a batch at a time (none at all if strict and
-    any line is invalid: then a first pass validates, a second writes).
-
-    `should_stop` is polled after each line: the batch in progress is written,
-    then reading stops (summary.interrupted, summary.last_line). `on_batch`
-    gets each batch's activities as soon as they are written (-q prints them).
-    """
-    stop = should_stop or (lambda: False)
-    summary = BulkSummary(on_activity=on_activity, on_reject=on_reject, skipped_lines=skip_lines,
-                          last_line=skip_lines)
-    second = source
-    if strict:
-        checked = _validate_all(source, defaults, summary, stop, skip_lines)
-        if summary.interrupted:  # nothing written: a rerun starts where this one did
-            summary.written = False
-            summary.last_line = skip_lines
-            return summary
-        if summary.count():
-            summary.written = False
-            if checked != source and checked is not None:
-                os.unlink(checked)
-            return summary
-        assert checked is not None
-        second = checked
-        summary.lines = 0
-    try:
-        if second == source:
-            lines = _read_lines(source, skip_lines)
-        else:  # the spool holds the lines after the skipped ones: number them as the input
-            lines = ((number + skip_lines, text) for number, text in _read_lines(second))
-        _write_all(backend_factory, lines, defaults, summary, batch_size=batch_size,
-                   quiet=quiet, skip_lines=skip_lines, on_batch=on_batch, stop=stop)
-    finally:
-        if second != source:
-            os.unlink(second)
-    return summary
+def _aborted_text(report: EnqueueReport) -> str:
+    return (f"stopped at line {report.last_line + 1}: {report.aborted}; lines from there on "
+            "may not be written")
 
 
-def _write_all(backend_factory: Any, lines: Iterator[tuple[int, bytes | None]],
-               defaults: dict[str, Any],
-               summary: BulkSummary, *, batch_size: int, quiet: bool, skip_lines: int,
-               on_batch: Callable[[list[dict[str, Any]]], None] | None,
-               stop: Callable[[], bool]) -> None:
-    from runnerq_cli.cli.progress import BulkProgress
-    from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, RunnerQError
-
-    backend: Any = None
-    progress: BulkProgress | None = None
-    batch: list[tuple[int, ActivitySpec]] = []
-    written = 0
-
-    def flush() -> None:
-        nonlocal backend, progress, written
-        if not batch:
-            return
-        if backend is None:
-            backend = backend_factory()
-            progress = BulkProgress("enqueueing", None, quiet=quiet)
-        try:
-            results = backend.enqueue_many([spec for _, spec in batch])
-        except RunnerQError as exc:
-            summary.aborted = (f"stopped at line {batch[0][0]}: {exc}; lines from there "
-                               "on may not be written")
-            raise _Aborted(exc) from None
-        done: list[dict[str, Any]] = []
-        for (number, _), result in zip(batch, results, strict=True):
-            if isinstance(result, DuplicateActivity | IdempotencyConflict):
-                summary.reject(number, "duplicate", str(result))
-            elif isinstance(result, Exception):
-                summary.reject(number, "invalid", str(result))
-            else:
-                activity = {"line": number, "id": str(result.activity_id),
-                            "created": result.created, "status": result.status}
-                summary.add(activity)
-                done.append(activity)
-        if on_batch is not None:
-            on_batch(done)
-        written += len(batch)
-        batch.clear()
-        assert progress is not None
-        progress.update(written)
-
-    try:
-        reached = skip_lines
-        for number, text in lines:
-            reached = number
-            if text is None or text.strip():
-                summary.lines += 1
-                try:
-                    batch.append((number, _parse(text, defaults)))
-                except InvalidArgument as exc:
-                    summary.reject(number, "invalid", str(exc))
-                if len(batch) >= batch_size:
-                    flush()
-            if stop():
-                flush()
-                summary.last_line = number
-                summary.interrupted = True
-                break
-            summary.last_line = number if not batch else summary.last_line
-        else:
-            flush()
-            summary.last_line = reached
-    except _Aborted as aborted:
-        summary.rejected.sort(key=lambda r: r["line"])
-        aborted.summary = summary
-        raise
-    finally:
-        if progress is not None:
-            progress.close()
-    summary.rejected.sort(key=lambda r: r["line"])
+def _exit_code(report: EnqueueReport) -> ExitCode:
+    if report.interrupted:
+        return ExitCode.INTERRUPTED
+    if report.count("invalid"):
+        return ExitCode.USAGE
+    if report.count("duplicate"):
+        return ExitCode.CONFLICT
+    return ExitCode.OK
 
 
-class _Aborted(Exception):
-    """The server went away mid-way: the partial summary travels with the error."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.summary: BulkSummary | None = None
-
-
-def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool,
+def _report_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
                  stream: JsonObjectStream | None) -> None:
     """The end of the report: -q's rejected lines on stderr, the JSON summary (its
     activities already streamed), or the text; -o jsonl streamed every line already."""
@@ -431,18 +197,18 @@ def _report_bulk(summary: BulkSummary, output: OutputFormat, quiet: bool,
 
     if quiet:  # the ids were printed as each batch was written
         # Only the ids on stdout, but which lines were rejected still goes to stderr.
-        for rejected in summary.rejected:
+        for rejected in report.rejected:
             typer.echo(literal(f"line {rejected['line']}: {rejected['kind']}: "
                                f"{rejected['reason']}", max_length=600), err=True)
-        for line in summary.not_listed():
+        for line in _not_listed(report):
             typer.echo(line, err=True)
     elif output is OutputFormat.JSON:
         assert stream is not None  # made for every -o json run that is not -q
-        stream.close(summary.to_json())
+        stream.close(_report_json(report))
     elif output is OutputFormat.JSONL:
         return
     else:
-        for line in summary.text():  # rejected lines quote the input back: escaped
+        for line in _report_text(report):  # rejected lines quote the input back: escaped
             typer.echo(literal(line, max_length=600))
 
 
@@ -571,16 +337,12 @@ def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bo
 def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bool,
                   batch_size: int, output: OutputFormat, quiet: bool,
                   skip_lines: int = 0) -> None:
-    """`enqueue --from`: write the lines, report each rejected one, exit like the docs say."""
+    """`enqueue --from`: the backend writes the lines; this prints each batch as it is
+    written and the report, and exits like the docs say."""
     from runnerq_cli.cli.interrupt import stop_on_signal
-    from runnerq_cli.cli.output import error_line, fail
-
-    def print_ids(activities: list[dict[str, Any]]) -> None:
-        for activity in activities:
-            typer.echo(activity["id"])
-
-    def batch_out(activities: list[dict[str, Any]]) -> None:
-        sys.stdout.flush()  # a reader sees each batch as soon as it is written
+    from runnerq_cli.cli.lines import read_lines
+    from runnerq_cli.cli.output import error_line
+    from runnerq_cli.cli.progress import BulkProgress
 
     # Machine output streams each activity as it is written (nothing kept per line):
     # -o jsonl one object per line, -o json the `activities` list of one object.
@@ -589,29 +351,55 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
     streamed = {"on_activity": stream.add} if stream is not None else (
         {"on_activity": print_jsonl, "on_reject": print_jsonl}
         if output is OutputFormat.JSONL and not quiet else {})
-    try:
-        with stop_on_signal() as signalled:
-            summary = enqueue_bulk(cli.backend, source, defaults, strict=strict,
-                                   batch_size=batch_size, quiet=quiet, skip_lines=skip_lines,
-                                   on_batch=print_ids if quiet else batch_out,
-                                   should_stop=signalled.is_set, **streamed)
-    except _Aborted as stop:
-        if stop.summary is not None and not (stop.summary.enqueued or stop.summary.existing):
-            raise stop.cause from None  # nothing written yet: the plain error (exit 6)
-        if stop.summary is not None:
-            _report_bulk(stop.summary, output, quiet, stream)
-        cause = stop.cause
-        fail(stop.summary.aborted if stop.summary and stop.summary.aborted else str(cause),
-             exit_code_of(cause))
-    _report_bulk(summary, output, quiet, stream)
-    if summary.interrupted:
-        error_line(summary.interrupted_line()
-                   + ("; nothing written (--strict)" if not summary.written else ""))
+    seen: list[EnqueueReport] = []  # the report, once a batch is done (for a second signal)
+
+    def batch_done(report: EnqueueReport, activities: list[dict[str, Any]]) -> None:
+        if not seen:
+            seen.append(report)
+        if quiet:
+            for activity in activities:
+                typer.echo(activity["id"])
+        sys.stdout.flush()  # a reader sees each batch as soon as it is written
+        progress.update(report.lines)
+
+    backend = cli.backend()
+    with stop_on_signal() as signalled, BulkProgress("enqueueing", None,
+                                                     quiet=quiet) as progress:
+        lines = read_lines(source, "--from", should_stop=signalled.is_set)
+        try:
+            report = backend.intake.enqueue_lines(
+                lines, defaults, batch_size=batch_size, skip_lines=skip_lines, strict=strict,
+                should_stop=signalled.is_set, on_batch=batch_done, **streamed)
+        except KeyboardInterrupt:  # a second signal: stopped inside a batch
+            signalled.finishing()
+            if stream is not None:
+                stream.close({**_report_json(seen[0]), "interrupted": True} if seen
+                             else {"interrupted": True})
+            error_line(_stopped_at_once_text(seen[0] if seen else None, skip_lines))
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        signalled.finishing()
+        progress.close()
+        _finish_bulk(report, output, quiet, stream)
+
+
+def _finish_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
+                 stream: JsonObjectStream | None) -> None:
+    """Print the report and exit with the code it calls for (docs/cli.md)."""
+    from runnerq_cli.cli.output import error_line, fail
+
+    if report.aborted is not None and not (report.enqueued or report.existing):
+        raise report.aborted  # nothing written yet: the plain error (exit 6)
+    _report_bulk(report, output, quiet, stream)
+    if report.aborted is not None:
+        fail(_aborted_text(report), exit_code_of(report.aborted))
+    if report.interrupted:
+        error_line(_interrupted_text(report)
+                   + ("; nothing written (--strict)" if not report.written else ""))
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    code = summary.exit_code()
+    code = _exit_code(report)
     if code:
-        fail(f"{summary.count()} of {summary.lines} lines rejected"
-             + ("; nothing written (--strict)" if not summary.written else ""), code)
+        fail(f"{report.count()} of {report.lines} lines rejected"
+             + ("; nothing written (--strict)" if not report.written else ""), code)
 
 
 def register(app: typer.Typer) -> None:

@@ -82,7 +82,7 @@ def list_cmd(
 
     parsed = Status.parse(status)
     filters = ListFilter(activity_type=activity_type,
-                         since=values.time(since, "--since") if since else None,
+                         since=values.optional_time(since, "--since"),
                          metadata=parse_metadata(metadata or [], "--metadata"))
     backend = state(ctx).backend()
     page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)

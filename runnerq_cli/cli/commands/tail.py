@@ -112,18 +112,18 @@ def tail_events(
 
     if mode not in ("auto", "change-stream", "poll"):
         raise InvalidArgument(f"--mode {mode!r}: use auto, change-stream or poll")
-    if since and (resume or (cursor_file and os.path.exists(cursor_file))):
+    if since is not None and (resume or (cursor_file and os.path.exists(cursor_file))):
         raise InvalidArgument("give --since or a cursor to resume from, not both")
     if activity:  # a full id, or a prefix as text views print it (one query)
         from runnerq_cli.cli.ids import activity_id
 
         activity = str(activity_id(state(ctx).backend(), activity))
     filters = _filters(event_type, activity_type, activity, worker)
-    start = values.time(since, "--since") if since else None
+    start = values.optional_time(since, "--since")
     values.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)
     values.duration(settle, "--settle", maximum=3600.0)
     if cursor_file:
-        values.writable_file(cursor_file, "--cursor-file")
+        cursor_file = values.writable_file(cursor_file, "--cursor-file")
     backend = state(ctx).backend()
     cursor = _start_cursor(backend, resume, cursor_file, start, follow)
     stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,

@@ -83,6 +83,8 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.get_activity_events(queries.SAMPLE_ACTIVITY)
     queue.list_dead_letter()
     queue.count_live_workers(queries.STALE_AFTER_SAMPLE)
+    queue.inspector.failures_by_type_and_error(
+        since=now - timedelta(seconds=queries.FAILURES_SAMPLE))
     # One read of a tail positioned where doctor's sample tail reads from.
     start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))

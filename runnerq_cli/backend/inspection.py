@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from runnerq_cli.backend import queries
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+from runnerq_cli.backend.failures import DEFAULT_LIMIT, Failures, group_failures
 from runnerq_cli.backend.metrics import ESTIMATED, StatsOptions, counts, snapshot
 from runnerq_cli.backend.models import (
     Activity,
@@ -75,6 +77,16 @@ class Inspector:
                                latency_window_seconds=latency_window_seconds,
                                sample_cap=sample_cap, history_seconds=history_seconds)
         return snapshot(self._ctx, options)
+
+    def failures_by_type_and_error(self, *, since: datetime | timedelta | None = None,
+                                   limit: int = DEFAULT_LIMIT) -> Failures:
+        """What is failing: failed attempts since `since` (a time, or how long ago; None:
+        every event kept) grouped by type and error, most first (failures.py).
+
+        Kept through retries and redrives (read from the stored events, not from
+        the activities, whose `last_error` a retry clears).
+        """
+        return group_failures(self._ctx, since, limit)
 
     def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
         offset, limit = _page(offset, limit)

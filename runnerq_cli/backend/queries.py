@@ -214,6 +214,34 @@ def finished_since(since: datetime) -> Query:
                  (("completed_at", -1),), "list finished")
 
 
+# What failed, by type and error (failures.py): one stored event per failed attempt
+# (design.md, "One event per finished attempt"), kept through retries (a retry clears
+# the activity's `last_error`, never its events) until the events TTL.
+FAILURE_EVENTS = ("Retrying", "Failed", "DeadLetter")
+
+
+def failures_since(since: datetime) -> Query:
+    """Stored events of failed attempts (and expired leases) from `since`, oldest first,
+    grouped by activity type and error: count, first and last seen, the newest's id.
+    O(events stored in the window): a success stores no event (derived.py)."""
+    match: dict[str, Any] = {"timestamp": {"$gte": since}, "$or": [
+        {"event_type": {"$in": list(FAILURE_EVENTS)}},
+        {"event_type": "Requeued", "detail.reason": "lease_expired"}]}
+    kind = {name: {"$sum": {"$cond": [{"$eq": ["$event_type", event]}, 1, 0]}}
+            for name, event in (("retrying", "Retrying"), ("failed", "Failed"),
+                                ("dead_letter", "DeadLetter"), ("lease_expired", "Requeued"))}
+    return Query("failures by type and error", "events", match, (("timestamp", 1),),
+                 "events TTL", pipeline=(
+                     {"$match": match}, {"$sort": {"timestamp": 1}},
+                     {"$group": {"_id": {"type": "$activity_type",
+                                         "error": {"$ifNull": ["$detail.error", ""]}},
+                                 "count": {"$sum": 1}, **kind,
+                                 "first_seen": {"$min": "$timestamp"},
+                                 "last_seen": {"$max": "$timestamp"},
+                                 "example_id": {"$last": "$activity_id"}}},
+                     {"$sort": {"count": -1, "last_seen": -1}}))
+
+
 # The tail's derived sources (events.py): which step time of an activity document
 # gives which events, the extra match, and the index that serves the range.
 TAIL_STEPS: tuple[tuple[str, str, dict[str, Any], frozenset[str], str], ...] = (
@@ -272,6 +300,7 @@ SAMPLE_ACTIVITY = uuid.UUID(int=0)
 STALE_AFTER_SAMPLE = 30.0
 STATS_WINDOW_SAMPLE = 900.0  # stats' default latency window
 TAIL_BEHIND_SAMPLE = 10.0  # a tail reading from 10 s behind the server's clock
+FAILURES_SAMPLE = 3600.0  # doctor's dead-letter check: what failed in the last hour
 
 
 def representative_queries(settings: Settings, now: datetime,
@@ -296,5 +325,6 @@ def representative_queries(settings: Settings, now: datetime,
         *tail_steps(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
         uncopied_steps(),
         stored_events_since(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
+        failures_since(now - timedelta(seconds=FAILURES_SAMPLE)),
     ]
     return queries

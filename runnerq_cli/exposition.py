@@ -27,15 +27,17 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from runnerq_cli.backend.metrics import percentiles
 from runnerq_cli.backend.timing import TIMING
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.snapshots import MetricsSample
 
-QUANTILES = (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"))
+QUANTILES = {50: "0.5", 95: "0.95", 99: "0.99"}
 
 
-def families(samples: list[dict[str, Any]]) -> list[Metric]:
+def families(samples: list[MetricsSample]) -> list[Metric]:
     """Metric families (HELP and TYPE each) for the samples of one or more queues."""
     window = str(int(samples[0]["window_seconds"])) if samples else "300"
     activities = GaugeMetricFamily(
@@ -83,13 +85,14 @@ def families(samples: list[dict[str, Any]]) -> list[Metric]:
         oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
         for status, count in sample["finished"].items():
             finished.add_metric([queue, status, window], count)
-        for metric, key in ((waits, "queue_wait_seconds"), (runs, "run_seconds")):
-            summary = sample["latency"][key]
+        latency = sample["latency"]
+        for metric, summary in ((waits, latency["queue_wait_seconds"]),
+                                (runs, latency["run_seconds"])):
             labels = {"queue": queue, "window_seconds": window}
-            for quantile, name in QUANTILES:
-                if summary[name] is not None:
-                    metric.add_sample(metric.name, {**labels, "quantile": quantile},
-                                      float(summary[name]))
+            for p, value in percentiles(summary).items():
+                if value is not None:
+                    metric.add_sample(metric.name, {**labels, "quantile": QUANTILES[p]},
+                                      float(value))
             metric.add_sample(metric.name + "_count", labels, float(summary["count"]))
         workers.add_metric([queue, "live"], sample["workers"]["live"])
         workers.add_metric([queue, "stale"], sample["workers"]["stale"])
@@ -186,7 +189,7 @@ def registry_for(collector: Collector) -> CollectorRegistry:
     return registry
 
 
-def render(samples: Iterable[dict[str, Any]]) -> str:
+def render(samples: Iterable[MetricsSample]) -> str:
     """The Prometheus text exposition format (0.0.4) of the samples."""
     from prometheus_client.exposition import generate_latest
 

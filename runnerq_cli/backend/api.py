@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.maintenance import Maintenance
     from runnerq_cli.backend.operator import ActionResult, Expect, Operator, RedriveReport
     from runnerq_cli.backend.pagination import ListFilter, Page
+    from runnerq_cli.backend.snapshots import MetricsSample, StatsSnapshot
     from runnerq_cli.backend.waiting import WaitOutcome
     from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 
@@ -245,12 +246,12 @@ class RunnerQ:
         """`wanted`, each checked to exist in this database; NotFound names those that do."""
         return self.diagnosis.require_queues(wanted)
 
-    def metrics_sample(self, *, window_seconds: float = 300.0) -> dict[str, Any]:
+    def metrics_sample(self, *, window_seconds: float = 300.0) -> MetricsSample:
         """What one Prometheus scrape exposes for this queue (metrics.metrics_sample)."""
         from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
 
         options = MetricsOptions(window_seconds=window_seconds)
-        return metrics_sample(self._ctx, self.control.paused().active, options)
+        return metrics_sample(self._ctx, self.control.paused(), options)
 
     # activities (queue.ActivityQueue)
 
@@ -337,7 +338,7 @@ class RunnerQ:
     def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
                        latency_window_seconds: float = 900.0,
                        sample_cap: int = 10_000,
-                       history_seconds: float | None = None) -> dict[str, Any]:
+                       history_seconds: float | None = None) -> StatsSnapshot:
         """The full `stats` snapshot (metrics.py: schema, and what each query costs);
         with `history_seconds`, the per-type history of that window too."""
         return self.inspector.stats_snapshot(by_type=by_type, throughput_minutes=throughput_minutes,

@@ -11,7 +11,7 @@ from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
 from runnerq_cli.backend.failures import DEFAULT_LIMIT, Failures, group_failures
-from runnerq_cli.backend.metrics import ESTIMATED, StatsOptions, counts, snapshot
+from runnerq_cli.backend.metrics import StatsOptions, counts, snapshot
 from runnerq_cli.backend.models import (
     Activity,
     DeadLetterRecord,
@@ -29,6 +29,7 @@ from runnerq_cli.backend.pagination import (
     sort_values,
 )
 from runnerq_cli.backend.shapes import readable
+from runnerq_cli.backend.snapshots import StatsSnapshot
 from runnerq_cli.backend.workers import WorkerRegistry
 from runnerq_cli.errors import InvalidArgument, NotFound
 
@@ -56,18 +57,18 @@ class Inspector:
     def stats(self) -> dict[str, Any]:
         """Counts by status and by priority, computed on the server (metrics.counts).
 
-        Exact but for `completed` (and so `total`), an estimate listed in
-        `estimated`; activities are never loaded into the client.
+        Exact but for `completed` (and so `total`) past EXACT_COMPLETED_UP_TO, then an
+        estimate listed in `estimated`; activities are never loaded into the client.
         """
-        by_status, by_priority = counts(self._ctx)
+        by_status, by_priority, estimated = counts(self._ctx)
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
                 "by_priority": by_priority, "total": sum(by_status.values()),
-                "estimated": list(ESTIMATED)}
+                "estimated": estimated}
 
     def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
                        latency_window_seconds: float = 900.0,
                        sample_cap: int = 10_000,
-                       history_seconds: float | None = None) -> dict[str, Any]:
+                       history_seconds: float | None = None) -> StatsSnapshot:
         """The full `stats` snapshot (metrics.py: schema, and what each query costs).
 
         With `history_seconds`, also the per-type history of that window (`--since`,

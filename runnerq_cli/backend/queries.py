@@ -220,19 +220,25 @@ def finished_since(since: datetime) -> Query:
 FAILURE_EVENTS = ("Retrying", "Failed", "DeadLetter")
 
 
-def failures_since(since: datetime) -> Query:
-    """Stored events of failed attempts (and expired leases) from `since`, oldest first,
-    grouped by activity type and error: count, first and last seen, the newest's id.
+def failure_events_since(since: datetime) -> Query:
+    """Stored events of failed attempts (and expired leases) from `since`, oldest first.
     O(events stored in the window): a success stores no event (derived.py)."""
-    match: dict[str, Any] = {"timestamp": {"$gte": since}, "$or": [
+    return Query("failure events", "events", {"timestamp": {"$gte": since}, "$or": [
         {"event_type": {"$in": list(FAILURE_EVENTS)}},
-        {"event_type": "Requeued", "detail.reason": "lease_expired"}]}
+        {"event_type": "Requeued", "detail.reason": "lease_expired"}]},
+        (("timestamp", 1),), "events TTL")
+
+
+def failures_since(since: datetime) -> Query:
+    """failure_events_since grouped by activity type and error (failures.py): count, per
+    kind, first and last seen, the newest one's activity; most attempts first."""
+    events = failure_events_since(since)
     kind = {name: {"$sum": {"$cond": [{"$eq": ["$event_type", event]}, 1, 0]}}
             for name, event in (("retrying", "Retrying"), ("failed", "Failed"),
                                 ("dead_letter", "DeadLetter"), ("lease_expired", "Requeued"))}
-    return Query("failures by type and error", "events", match, (("timestamp", 1),),
-                 "events TTL", pipeline=(
-                     {"$match": match}, {"$sort": {"timestamp": 1}},
+    return Query("failures by type and error", "events", events.filter, events.sort,
+                 events.purpose, pipeline=(
+                     events.match_stage, events.sort_stage,
                      {"$group": {"_id": {"type": "$activity_type",
                                          "error": {"$ifNull": ["$detail.error", ""]}},
                                  "count": {"$sum": 1}, **kind,
@@ -240,6 +246,29 @@ def failures_since(since: datetime) -> Query:
                                  "last_seen": {"$max": "$timestamp"},
                                  "example_id": {"$last": "$activity_id"}}},
                      {"$sort": {"count": -1, "last_seen": -1}}))
+
+
+# Completed activities are counted key by key up to this many (stats, metrics, doctor's
+# summary); past it their count is the collection's metadata count minus the exact ones.
+EXACT_COMPLETED_UP_TO = 10_000
+
+
+def completed_counts(limit: int) -> Query:
+    """Completed activities by priority, reading at most `limit` index keys (covered,
+    hinted): exact while fewer are kept, else metrics.py estimates (EXACT_COMPLETED_UP_TO)."""
+    match = {"status": Status.COMPLETED.value, "completed_at": {"$gte": EVER}}
+    return Query("stats counts (completed, bounded)", "activities", match,
+                 purpose="list finished", hinted=True,
+                 pipeline=({"$match": match}, {"$limit": limit},
+                           {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                                       "count": {"$sum": 1}}}))
+
+
+def first_created() -> Query:
+    """The queue's first activity kept (one seek on created_at_1): stats' throughput is
+    over the time its window really covers, not before the queue had work."""
+    return Query("stats window start", "activities", {"created_at": {"$gte": EVER}},
+                 (("created_at", 1),), "derived Enqueued")
 
 
 # The tail's derived sources (events.py): which step time of an activity document
@@ -326,5 +355,7 @@ def representative_queries(settings: Settings, now: datetime,
         uncopied_steps(),
         stored_events_since(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
         failures_since(now - timedelta(seconds=FAILURES_SAMPLE)),
+        completed_counts(EXACT_COMPLETED_UP_TO + 1),
+        first_created(),
     ]
     return queries

@@ -6,14 +6,18 @@ query costs); this module only formats them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from runnerq_cli.cli.choices import STATS_BY, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.snapshots import History, StatsSnapshot
 
 
 class StatsOutput(StrEnum):
@@ -48,10 +52,25 @@ def _seconds(value: float | None) -> str:
 
     if value is None:
         return "-"
-    return f"{round(value * 1000)}ms" if value < 1 else format_duration(value)
+    if value < 1:
+        return f"{round(value * 1000)}ms"
+    return f"{value:.1f}s" if value < 60 else format_duration(value)
 
 
-def sparkline(values: list[float | None]) -> str:
+def _shown_time(iso: str) -> str:
+    """The snapshot's ISO time in the CLI's one text format (models.display_time)."""
+    from datetime import datetime
+
+    from runnerq_cli.backend.models import display_time
+    from runnerq_cli.literal import literal
+
+    try:
+        return display_time(datetime.fromisoformat(iso.replace("Z", "+00:00")))
+    except ValueError:
+        return literal(iso)
+
+
+def sparkline(values: Sequence[float | None]) -> str:
     """One character per value, scaled to the largest: blank where there is no value,
     the lowest bar for 0, at least the second for anything above 0."""
     top = max((v for v in values if v), default=0)
@@ -70,7 +89,7 @@ def _latest(values: list[float | None]) -> float | None:
     return next((v for v in reversed(values) if v is not None), None)
 
 
-def _history_view(history: dict[str, Any]) -> Any:
+def _history_view(history: History) -> Any:
     """Per type: outcomes per bucket as a sparkline, and the run time's p50/p95 trend."""
     from rich.table import Table
     from rich.text import Text
@@ -100,7 +119,7 @@ def _history_view(history: dict[str, Any]) -> Any:
     return table
 
 
-def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
+def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
     """The text view of a snapshot; with `previous`, what changed since (the Δ column).
 
     Every string from the database (queue, types, priorities, pause reason, actor,
@@ -112,12 +131,12 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
 
     from runnerq_cli.literal import literal, rich_text
 
-    before = (previous or {}).get("by_status", {})
+    before = previous["by_status"] if previous is not None else {}
     estimated = set(snap.get("estimated") or ())
     statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
         s for s in snap["by_status"] if s not in STATUS_ORDER)
     # The title is its own line: as a table title it would wrap to the narrow table's width.
-    title = Text(f"queue {literal(snap['queue'])}  ({literal(snap['generated_at'])})",
+    title = Text(f"queue {literal(snap['queue'])}  ({_shown_time(snap['generated_at'])})",
                  style="bold", no_wrap=True, overflow="ellipsis")
     counts = Table(box=None, header_style="bold", pad_edge=False)
     counts.add_column("status")
@@ -149,7 +168,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
         parts.append(Text(f"{ESTIMATE_MARK} estimate: the collection's count minus the exact "
                           "counts", style="dim", no_wrap=True, overflow="ellipsis"))
 
-    if snap.get("by_type"):
+    if snap["by_type"]:
         types = Table(title="by type (exact counts)", box=None, header_style="bold",
                       title_justify="left", pad_edge=False)
         types.add_column("type", overflow="fold")
@@ -160,7 +179,7 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
             types.add_row(rich_text(name), *[str(per.get(s, 0)) for s in shown_statuses])
         parts += [Text(""), types]
 
-    if snap.get("history"):
+    if snap["history"]:
         parts += [Text(""), _history_view(snap["history"])]
 
     oldest = snap.get("oldest_pending")
@@ -171,16 +190,22 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
     info.add_row("oldest pending",
                  rich_text(f"{_seconds(oldest['age_seconds'])} ({oldest['activity_id']})")
                  if oldest else "-")
-    info.add_row(f"throughput ({tp['window_minutes']}m)",
+    # Rates over the time the window really covers (not before the queue's first activity).
+    covered = tp["covered_seconds"]
+    span = (f"{tp['window_minutes']}m" if covered >= tp["window_minutes"] * 60
+            else _seconds(covered))
+    info.add_row(f"throughput ({span})",
                  f"{tp['completed_per_minute']:g} completed/min, "
                  f"{tp['failed_per_minute']:g} failed/min")
-    for label, key in (("queue wait", "queue_wait_seconds"), ("run time", "run_seconds")):
-        d = lat[key]
+    # "claim to done": from the claim to the finish as recorded (the handler, the worker's
+    # queueing of it, the acknowledgement), not the handler's own time (docs/cli.md).
+    for label, d in (("queue wait", lat["queue_wait_seconds"]),
+                     ("claim to done", lat["run_seconds"])):
         info.add_row(f"{label} ({_seconds(lat['window_seconds'])})",
                      f"p50 {_seconds(d['p50'])}  p95 {_seconds(d['p95'])}  "
                      f"p99 {_seconds(d['p99'])}  (n={d['count']}"
                      f"{', capped' if lat['capped'] else ''})")
-    before_workers = (previous or {}).get("workers", {}).get("live")
+    before_workers = previous["workers"]["live"] if previous is not None else None
     info.add_row("workers", f"{workers['live']} live {_delta(workers['live'], before_workers)}"
                  f"  {workers['stale']} stale  {workers['in_flight']} in flight")
     pause = snap.get("pause") or {}
@@ -252,7 +277,7 @@ def stats_cmd(
     latency_window = values.duration(window, "--window")
     history_seconds = history or (HOUR if watch else None)
 
-    def take() -> dict[str, Any]:
+    def take() -> StatsSnapshot:
         snap = backend.stats_snapshot(by_type=by == "type", throughput_minutes=throughput_minutes,
                                       latency_window_seconds=latency_window,
                                       history_seconds=history_seconds)
@@ -311,7 +336,7 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
 
         previous_handlers = {sig: signal.signal(sig, stop_now)
                              for sig in (signal.SIGINT, signal.SIGTERM)}
-    prev: dict[str, Any] | None = None
+    prev: StatsSnapshot | None = None
     count = 0
     try:
         live = Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else None

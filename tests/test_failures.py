@@ -60,3 +60,56 @@ def test_the_window_leaves_out_older_failures(queue, clock):
     assert [g.activity_type for g in found.groups] == ["new"]
     every = queue.inspector.failures_by_type_and_error()  # every event kept
     assert [g.activity_type for g in every.groups] == ["new", "old"]
+
+
+# ------------------------------------------------------------------ as a user runs it
+
+
+def test_stats_by_error_lists_the_groups(queue, clock, run_cli):
+    ids = _incident(queue, clock)
+    res = run_cli("stats", "--by", "error", "--since", "1d")
+    assert res.code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("failed attempts in the last 1d, by type and error (5 in 3 groups")
+    assert lines[1].split()[:3] == ["type", "n", "dead"]
+    assert lines[2].split()[:3] == ["charge", "3", "3"] and "502 Bad Gateway" in lines[2]
+    assert str(ids["dead"][-1])[:8] in lines[2]
+    doc = json.loads(run_cli("stats", "--by", "error", "-o", "json").stdout)
+    assert doc["schema"] == "runnerq.failures/1" and doc["total_groups"] == 3
+    assert doc["groups"][0]["example_id"] == str(ids["dead"][-1])
+    bad = run_cli("stats", "--by", "error", "--watch")
+    assert bad.code == 2 and bad.stderr.count("\n") == 1
+
+
+def test_doctor_names_what_is_failing(queue, clock, run_cli):
+    ids = _incident(queue, clock)
+    res = run_cli("doctor", "-o", "json")
+    check = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "dead letters")
+    assert check["status"] == "warn"
+    assert check["message"].startswith("3 dead-lettered in the last hour; failing: charge: "
+                                       '"POST https://pay.example/charge: 502 Bad Gateway" '
+                                       "(3 dead-lettered, 3 failed attempts, ")
+    assert f"e.g. {ids['dead'][-1]}" in check["message"]
+    assert [g["activity_type"] for g in check["facts"]["failing"]] == ["charge", "resize",
+                                                                        "charge"]
+    assert "--error-contains" in check["fix"]
+
+
+def test_list_and_redrive_by_error(queue, clock, run_cli):
+    ids = _incident(queue, clock)
+    drive_to(queue, "dead_letter", "charge", clock=clock, error="timeout talking to bank")
+    res = run_cli("list", "dead-letter", "--error-contains", "502", "-o", "json")
+    assert res.code == 0, res.stderr
+    assert sorted(a["id"] for a in json.loads(res.stdout)["items"]) == sorted(
+        str(i) for i in ids["dead"])
+    # a pattern character is plain text: "." matches a dot only
+    assert json.loads(run_cli("list", "dead-letter", "--error-contains", "pay.example/charg",
+                              "-o", "json").stdout)["items"]
+    assert not json.loads(run_cli("list", "dead-letter", "--error-contains", "pay.exampl.",
+                                  "-o", "json").stdout)["items"]
+    res = run_cli("redrive", "--error-contains", "502 Bad", "--yes")
+    assert res.code == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "redrove 3 activities"
+    left = json.loads(run_cli("list", "dead-letter", "-o", "json").stdout)["items"]
+    assert [a["last_error"] for a in left] == ["timeout talking to bank"]
+    assert run_cli("redrive", "--error-contains", "", "--yes").code == 2

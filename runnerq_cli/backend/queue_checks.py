@@ -30,8 +30,9 @@ from runnerq_cli.backend.checks import (
 )
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.control import PauseState
+from runnerq_cli.backend.failures import FailureGroup, group_failures
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.models import Status, display_time
 from runnerq_cli.backend.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.shapes import malformed
@@ -266,13 +267,40 @@ def check_documents(ctx: QueueContext) -> Check:
                  facts)
 
 
+DOCTOR_GROUPS = 3  # the failing groups doctor names (facts carry them; `stats --by error` all)
+ERROR_SHOWN = 60  # characters of an error in doctor's line
+
+
+def describe_group(group: FailureGroup) -> str:
+    """One failing group in a sentence: type, error (cut), how many, when, an example."""
+    error = group.error if len(group.error) <= ERROR_SHOWN else group.error[:ERROR_SHOWN] + "…"
+    what = f"{group.dead_letter} dead-lettered, " if group.dead_letter else ""
+    return (f"{group.activity_type}: \"{error}\" ({what}{group.count} failed attempts, "
+            f"{display_time(group.first_seen)} to {display_time(group.last_seen)}, "
+            f"e.g. {group.example_id})")
+
+
 def check_dead_letters(ctx: QueueContext, now: datetime) -> Check:
+    """Dead letters of the last hour, and what is failing: the largest groups of failed
+    attempts by type and error (failures.py), so the line says where to look."""
     hour = count(ctx.dead_letter, {"failed_at": {"$gte": now - timedelta(hours=1)}})
-    facts = {"last_hour": hour}
+    failing = group_failures(ctx, now - timedelta(seconds=queries.FAILURES_SAMPLE),
+                             DOCTOR_GROUPS)
+    facts: dict[str, Any] = {"last_hour": hour,
+                             "failing": [group.to_json() for group in failing.groups],
+                             "failing_groups": failing.total_groups}
+    more = failing.total_groups - len(failing.groups)
+    named = "; ".join(describe_group(group) for group in failing.groups) + (
+        f"; and {more} more (runnerq-mongo stats --by error)" if more > 0 else "")
     if hour:
         return Check("dead letters", CheckStatus.WARN,
-                     f"{at_least(hour)} dead-lettered in the last hour",
-                     "runnerq-mongo list dead-letter; redrive once the cause is fixed", facts)
+                     f"{at_least(hour)} dead-lettered in the last hour; failing: {named}",
+                     "runnerq-mongo list dead-letter --type TYPE --error-contains TEXT; "
+                     "redrive --error-contains TEXT once the cause is fixed", facts)
+    if failing.groups:
+        return Check("dead letters", CheckStatus.OK,
+                     f"none dead-lettered in the last hour; failed attempts: {named}", None,
+                     facts)
     return Check("dead letters", CheckStatus.OK, "none dead-lettered in the last hour", None,
                  facts)
 

@@ -22,7 +22,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "runnerq-mongo worker --exec resize='./resize.sh' --burst"),
     "tail events": ("runnerq-mongo tail events --type send_email",
                     "runnerq-mongo tail events --since 10m --no-follow -o jsonl"),
-    "stats": ("runnerq-mongo stats --by type",
+    "stats": ("runnerq-mongo stats --by error --since 6h",
               "runnerq-mongo stats --check 'dead_letter == 0' --check 'oldest_pending < 60s'"),
     "list": ("runnerq-mongo list pending --type send_email",
              "runnerq-mongo list dead-letter -o jsonl"),

@@ -464,6 +464,7 @@ def redrive(
     ctx: typer.Context,
     types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
                                            help="Only this activity type (repeatable)."),
+    error_contains: str | None = ERROR_OPT,
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
@@ -472,16 +473,17 @@ def redrive(
     from runnerq_cli.cli.progress import BulkProgress
 
     backend = _audited_backend(ctx, reason, actor)
-    report = backend.redrive(types, dry_run=True)
+    report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains)
     if not dry_run and (report.count or report.stale_records):
         if report.count:
             confirm(f"Redrive {report.count} dead-lettered activities?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
         with stop_on_signal() as stop, BulkProgress("redrive", report.count) as bar:
-            report = backend.redrive(types, ids=[a["id"] for a in report.activities],
-                                     reason=reason, actor=actor, should_stop=stop.is_set,
-                                     on_batch=bar.update, command=command_line(ctx))
+            report = backend.operator.redrive(
+                types, ids=[a["id"] for a in report.activities], reason=reason, actor=actor,
+                should_stop=stop.is_set, on_batch=bar.update, command=command_line(ctx),
+                error_contains=error_contains)
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
     else:

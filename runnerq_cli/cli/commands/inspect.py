@@ -66,6 +66,9 @@ def list_cmd(
                                           "by status; ISO-8601 or a duration ago like 1h)."),
     metadata: list[str] | None = typer.Option(None, "--metadata", metavar="KEY=VALUE",
                                               help="Only with this metadata tag (repeatable)."),
+    error_contains: str | None = typer.Option(
+        None, "--error-contains", metavar="TEXT",
+        help="Only those whose last error contains TEXT (plain, case-sensitive)."),
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="Page size."),
     after: str | None = typer.Option(None, "--after", metavar="CURSOR",
                                      help="The next page: the cursor the previous page printed."),
@@ -83,9 +86,10 @@ def list_cmd(
     parsed = Status.parse(status)
     filters = ListFilter(activity_type=activity_type,
                          since=values.time(since, "--since") if since else None,
-                         metadata=parse_metadata(metadata or [], "--metadata"))
+                         metadata=parse_metadata(metadata or [], "--metadata"),
+                         error_contains=error_contains)
     backend = state(ctx).backend()
-    page = backend.list_page(parsed, filters=filters, limit=limit, after=after)
+    page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)
     if output is OutputFormat.JSON:
         emit(output, {"status": parsed.value, "items": [a.to_json() for a in page.items],
                       "next_cursor": page.next_cursor})

@@ -58,14 +58,14 @@ def _seconds(value: float | None) -> str:
 
 
 def _shown_time(iso: str) -> str:
-    """The snapshot's ISO time in the CLI's one text format (models.display_time)."""
+    """The snapshot's ISO time in the CLI's one text format (timefmt.stamp)."""
     from datetime import datetime
 
-    from runnerq_cli.backend.models import display_time
+    from runnerq_cli.cli.timefmt import stamp
     from runnerq_cli.literal import literal
 
     try:
-        return display_time(datetime.fromisoformat(iso.replace("Z", "+00:00")))
+        return stamp(datetime.fromisoformat(iso.replace("Z", "+00:00")))
     except ValueError:
         return literal(iso)
 
@@ -227,8 +227,11 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
 
 def stats_cmd(
     ctx: typer.Context,
-    by: str | None = typer.Option(None, "--by", metavar="type", autocompletion=completer(STATS_BY),
-                                  help="Also count per activity type (exact counts)."),
+    by: str | None = typer.Option(None, "--by", metavar="type|error",
+                                  autocompletion=completer(STATS_BY),
+                                  help="type: also count per activity type (exact counts); "
+                                       "error: what is failing, by type and error (--since, "
+                                       "default 1h)."),
     check: list[str] | None = typer.Option(None, "--check", metavar="EXPR",
                                            help="Exit 7 unless EXPR holds, e.g. "
                                                 "'dead_letter == 0', 'oldest_pending < 60s' "
@@ -265,8 +268,8 @@ def stats_cmd(
     from runnerq_cli.errors import ExitCode, InvalidArgument
     from runnerq_cli.stats_checks import evaluate, parse_check
 
-    if by not in (None, "type"):
-        raise InvalidArgument(f"--by {values.shown(by)}: only 'type' is supported")
+    if by not in (None, *STATS_BY):
+        raise InvalidArgument(f"--by {values.shown(by)}: one of {', '.join(STATS_BY)}")
     history = (values.duration(since, "--since", minimum=60.0, maximum=90 * 86400.0)
                if since is not None else None)
     checks = [parse_check(text, CHECK_NAMES) for text in check or []]
@@ -274,6 +277,14 @@ def stats_cmd(
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
     pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
+    if by == "error":
+        if watch or checks or output is StatsOutput.OPENMETRICS:
+            raise InvalidArgument("--by error is a view of its own: without --watch, --check "
+                                  "and -o openmetrics")
+        from runnerq_cli.cli.failing import show_failures
+
+        show_failures(backend, history, output.value)
+        return
     latency_window = values.duration(window, "--window")
     history_seconds = history or (HOUR if watch else None)
 

@@ -555,5 +555,7 @@ def metrics_sample(ctx: QueueContext, pause: PauseState, options: MetricsOptions
         "paused": pause.active and pause.all,
         "paused_types": paused_types,
         "known_types": sorted({row["type"] for row in rows} | set(paused_types)),
+        "exact_statuses": [*EXACT_STATUSES, *([Status.COMPLETED.value]
+                                              if counted.completed_exact else [])],
         "malformed": len(malformed),
     }

@@ -109,7 +109,8 @@ class MetricsSample(TypedDict):
     finished: dict[str, int]
     latency: Latency
     workers: Workers
-    paused: bool
+    paused: bool  # the whole queue
     paused_types: list[str]
-    known_types: list[str]
+    known_types: list[str]  # types with a count or a pause: a 0 series is kept for each
+    exact_statuses: list[str]  # the statuses runnerq_activities counts exactly
     malformed: int

@@ -179,7 +179,7 @@ def test_sigterm_midway_leaves_an_interrupted_audit_record_and_a_rerun_completes
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert "interrupted: cancel stopped after" in err and "last id reached" in err
+    assert "interrupted: cancelled " in err and " of 100; " in err and "last id reached" in err
     assert "cancel: matched 100, shown 100, applied" in out
     assert "Traceback" not in err
     [record] = _audit_records(ctx, "cancel")

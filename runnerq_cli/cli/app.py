@@ -225,6 +225,11 @@ SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --ur
                "RUNNERQ_MONGO_URI at your server")
 
 
+SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-size for bulk "
+                    "actions and imports, or a longer socket_timeout (RUNNERQ_SOCKET_TIMEOUT); "
+                    "docs/operations.md, \"In batches\"")
+
+
 def _handle_driver_error(exc: Exception) -> int:
     """pymongo errors that escaped a command: one redacted line, a meaningful code."""
     from pymongo import errors as mongo_errors
@@ -320,9 +325,12 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
+        from runnerq_cli.backend.connection import TimedOut
         from runnerq_cli.errors import Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
+        if isinstance(exc, TimedOut):
+            hint = f"; {SLOW_SERVER_HINT}"
         error_line(f"{exc}{hint}")
         code = exc.exit_code
     except BrokenPipeError:

@@ -179,11 +179,20 @@ def existing_backend(ctx: typer.Context, *, create: bool = False,
     return backend
 
 
+# What each action did, in the past tense: "cancelled 700 of 2,940".
+DONE_WORDS = {"cancel": "cancelled", "retry": "retried", "run-now": "made due now",
+              "reschedule": "rescheduled", "set-priority": "changed the priority of",
+              "delete": "deleted", "redrive": "redrove", "purge": "purged"}
+
+
 def _interrupted_line(action: str, done: int, total: int, skipped: int,
                       last: Any) -> str:
-    return (f"interrupted: {action} stopped after {done + skipped} of {total} "
-            f"({done} applied, {skipped} skipped); last id reached {last}; "
-            "the audit record says so; run the same command again to go on")
+    """What an interrupted bulk action did, counted against what it set out to do."""
+    left = total - done - skipped
+    return (f"interrupted: {DONE_WORDS.get(action, action)} {done:,} of {total:,}"
+            + (f" ({skipped:,} skipped)" if skipped else "")
+            + f"; {left:,} not reached; last id reached {last}; the audit record says so; "
+            "run the same command again to go on")
 
 
 def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
@@ -474,14 +483,16 @@ def redrive(
 
     backend = _audited_backend(ctx, reason, actor)
     report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains)
+    confirmed: list[Any] = []
     if not dry_run and (report.count or report.stale_records):
         if report.count:
             confirm(f"Redrive {report.count} dead-lettered activities?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
+        confirmed = [a["id"] for a in report.activities]
         with stop_on_signal() as stop, BulkProgress("redrive", report.count) as bar:
             report = backend.operator.redrive(
-                types, ids=[a["id"] for a in report.activities], reason=reason, actor=actor,
+                types, ids=confirmed, reason=reason, actor=actor,
                 should_stop=stop.is_set, on_batch=bar.update, command=command_line(ctx),
                 error_contains=error_contains)
     if output is not OutputFormat.TEXT:
@@ -495,9 +506,8 @@ def redrive(
                       f"{'would be ' if dry_run else ''}removed"
                       if report.stale_records and not report.interrupted else ""))
     if report.interrupted:
-        error_line(f"interrupted: redrive stopped after {report.count} activities; last id "
-                   f"reached {report.last_id}; the audit record says so; run the same "
-                   "command again to go on")
+        error_line(_interrupted_line("redrive", report.count, len(confirmed), 0,
+                                     report.last_id))
         raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
@@ -534,8 +544,8 @@ def purge(
         typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} "
                    f"completed, {counts.get('failed', 0)} failed, dead-lettered or cancelled)")
     if interrupted:
-        error_line(f"interrupted: purge stopped after {data['total']} activities; the audit "
-                   "record says so; run the same command again to go on")
+        error_line(f"interrupted: purged {data['total']:,} activities; the audit record says "
+                   "so; run the same command again to go on")
         raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 

@@ -196,7 +196,9 @@ class BulkSummary:
                 "rejected": self.rejected, "rejected_not_listed": self.rejected_not_listed}
 
     def text(self) -> list[str]:
-        head = f"enqueued {self.enqueued} of {self.lines} lines"
+        head = (f"enqueued {self.enqueued:,} of the {self.lines:,} lines read before the "
+                "interruption" if self.interrupted else f"enqueued {self.enqueued} of "
+                f"{self.lines} lines")
         parts = [head]
         if self.existing:
             parts.append(f"{self.existing} existing returned (idempotency key held)")
@@ -217,10 +219,13 @@ class BulkSummary:
         return [f"... and {self.rejected_not_listed} more rejected lines, not listed "
                 "(-o jsonl lists every one)"]
 
-    def interrupted_line(self) -> str:
-        which = (f"the first {self.last_line} lines" if not self.skipped_lines
-                 else f"lines {self.skipped_lines + 1}-{self.last_line}")
-        return (f"interrupted: enqueued {self.enqueued} of {which}; "
+    def interrupted_line(self, total_lines: int | None = None) -> str:
+        """How far an interrupted run got: "8,700 of 20,000 lines" when the input's size
+        is known (a file), else the lines read; then how to go on."""
+        read = self.last_line - self.skipped_lines
+        of = f" of {total_lines - self.skipped_lines:,}" if total_lines else ""
+        where = f" after the {self.skipped_lines:,} skipped" if self.skipped_lines else ""
+        return (f"interrupted: {read:,}{of} lines done{where}, {self.enqueued:,} enqueued; "
                 f"last line reached {self.last_line}; run again with --skip-lines "
                 f"{self.last_line} to go on")
 
@@ -357,7 +362,7 @@ def _write_all(backend_factory: Any, lines: Iterator[tuple[int, bytes | None]],
             return
         if backend is None:
             backend = backend_factory()
-            progress = BulkProgress("enqueueing", None, quiet=quiet)
+            progress = BulkProgress("enqueueing", None, quiet=quiet, unit="lines")
         try:
             results = backend.enqueue_many([spec for _, spec in batch])
         except RunnerQError as exc:
@@ -604,13 +609,29 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
              getattr(cause, "exit_code", ExitCode.FAILURE))
     _report_bulk(summary, output, quiet, stream)
     if summary.interrupted:
-        error_line(summary.interrupted_line()
+        error_line(summary.interrupted_line(_lines_in(source))
                    + ("; nothing written (--strict)" if not summary.written else ""))
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     code = summary.exit_code()
     if code:
         fail(f"{summary.count()} of {summary.lines} lines rejected"
              + ("; nothing written (--strict)" if not summary.written else ""), code)
+
+
+def _lines_in(source: str) -> int | None:
+    """How many lines a regular file holds (for "8,700 of 20,000 lines"); None for
+    standard input or anything that is not a readable regular file."""
+    if source == "-" or not os.path.isfile(source):
+        return None
+    count, last = 0, b"\n"
+    try:
+        with open(source, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return None
+    return count + (last != b"\n")
 
 
 def register(app: typer.Typer) -> None:

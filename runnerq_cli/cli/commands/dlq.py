@@ -209,7 +209,8 @@ def import_(
         elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
             typer.echo(_line_text(outcome), err=True)
 
-    with stop_on_signal() as stop, BulkProgress("importing lines", None, quiet=quiet) as bar:
+    with stop_on_signal() as stop, \
+            BulkProgress("importing", None, quiet=quiet, unit="lines") as bar:
         report = backend.dlq_import(
             _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
             actor=actor, should_stop=stop.is_set, on_outcome=show,

@@ -36,6 +36,7 @@ from runnerq_cli.backend.models import Status, display_time
 from runnerq_cli.backend.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.shapes import malformed
+from runnerq_cli.backend.snapshots import OldestPending
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 
@@ -213,11 +214,22 @@ def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check
     return Check("outbox", CheckStatus.OK, "no outbox older than a minute", None, facts)
 
 
-def check_backlog(ctx: QueueContext, now: datetime, pause: PauseState) -> Check:
-    """The oldest pending activity's wait; when a pause holds its type, the pause is why."""
+def pending_now(ctx: QueueContext, now: datetime) -> tuple[int, OldestPending | None]:
+    """The pending count and the oldest pending activity, made to agree (two reads, work
+    moving in between): doctor never says "no pending work" beside "oldest pending waits
+    8.65 s". Nothing counted: no oldest; counted but the oldest gone: read it again."""
     from runnerq_cli.backend.metrics import oldest_pending
 
     oldest = oldest_pending(ctx, now)
+    pending = count(ctx.activities, {"status": Status.PENDING.value})
+    if not pending:
+        return 0, None
+    return pending, oldest if oldest is not None else oldest_pending(ctx, now)
+
+
+def check_backlog(ctx: QueueContext, pause: PauseState,
+                  oldest: OldestPending | None) -> Check:
+    """The oldest pending activity's wait; when a pause holds its type, the pause is why."""
     if oldest is None:
         return Check("backlog", CheckStatus.OK, "nothing pending", None, {"oldest_pending": None})
     age = oldest["age_seconds"]
@@ -321,7 +333,7 @@ class QueueChecks:
         reports = ensure_indexes(ctx.db, ctx.settings, write=False)
         workers = self._registry.list_workers(STALE_AFTER)
         live = sum(1 for w in workers if not w.stale)
-        pending = count(ctx.activities, {"status": Status.PENDING.value})
+        pending, oldest = pending_now(ctx, now)
         pause = self._paused()
         checks = [
             check_indexes(ctx, reports),
@@ -332,7 +344,7 @@ class QueueChecks:
             check_leases(ctx, now, live),
             check_outboxes(ctx, now, live),
             check_pause(ctx, pause),
-            check_backlog(ctx, now, pause),
+            check_backlog(ctx, pause, oldest),
             check_dead_letters(ctx, now),
             check_documents(ctx),
         ]

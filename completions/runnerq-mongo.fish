@@ -279,7 +279,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l log-level -x -a
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -s h -l help -d 'Show this message and exit.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -l by -x -a 'type error' -d 'type: also count per activity type (exact counts); error: what is failing, by type and...'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -l check -x -d 'Exit 7 unless EXPR holds, e.g.'
-complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -s w -l watch -d 'A live view, refreshed in place.'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -s w -l watch -d 'A live view, refreshed in place (q or Ctrl-C quits).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -l interval -x -d '--watch: time between refreshes.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -l window -x -d 'Latency percentiles over activities finished this recently.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'stats\'' -l throughput-minutes -x -d 'Throughput over the last N minutes.'

@@ -6,7 +6,7 @@ query costs); this module only formats them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ class StatsOutput(StrEnum):
 
 STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                 "cancelled")
-STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "yellow",
+STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "cyan",
                 "completed": "green", "failed": "red", "dead_letter": "bold red",
                 "cancelled": "magenta"}
 
@@ -41,10 +41,31 @@ HOUR = 3600.0
 TYPE_WIDTH = 12  # the history's type column: the rest of an 80-column line is pictures
 
 
-def _delta(now: int, before: int | None) -> str:
+# What a rise means: more completed (or live workers) is good, more failed or
+# dead-lettered is bad; the rest (pending, running, ...) is neither and stays plain.
+GOOD_WHEN_UP = frozenset({"completed", "workers"})
+BAD_WHEN_UP = frozenset({"failed", "dead_letter"})
+
+
+def _delta(now: int, before: int | None, what: str = "") -> str:
+    """`+3` / `-2`, green when the change is good news, red when bad, plain otherwise."""
     if before is None or now == before:
         return ""
-    return f"[green]+{now - before}[/green]" if now > before else f"[red]{now - before}[/red]"
+    text = f"+{now - before}" if now > before else str(now - before)
+    if what in GOOD_WHEN_UP:
+        style = "green" if now > before else "red"
+    elif what in BAD_WHEN_UP:
+        style = "red" if now > before else "green"
+    else:
+        return text
+    return f"[{style}]{text}[/{style}]"
+
+
+def _status_style(status: str, n: int) -> str:
+    """A status's name: failed and dead-letter red only while there are some."""
+    if status in BAD_WHEN_UP and not n:
+        return "dim"
+    return STATUS_STYLE.get(status, "bold")
 
 
 def _seconds(value: float | None) -> str:
@@ -89,7 +110,38 @@ def _latest(values: list[float | None]) -> float | None:
     return next((v for v in reversed(values) if v is not None), None)
 
 
-def _history_view(history: History) -> Any:
+def _first(rows: Mapping[str, Any], limit: int | None,
+           weight: Callable[[Any], tuple[int, int]]) -> list[tuple[str, Any]]:
+    """All rows by name; only `limit` of them (the most failing, then busiest) when cut."""
+    if limit is None or len(rows) <= limit:
+        return list(rows.items())
+    return sorted(rows.items(), key=lambda item: weight(item[1]), reverse=True)[:limit]
+
+
+def _more(rows: Mapping[str, Any], limit: int | None) -> list[Any]:
+    from rich.text import Text
+
+    if limit is None or len(rows) <= limit:
+        return []
+    return [Text(f"(+{len(rows) - limit} more types: a taller terminal shows them)",
+                 style="dim", no_wrap=True, overflow="ellipsis")]
+
+
+def fit(snap: StatsSnapshot, previous: StatsSnapshot | None, console: Any) -> Any:
+    """The view that fits the terminal: the per-type rows give way first (fewer, then
+    none), so the totals, workers and pause always stay on screen (80x24, 60 columns)."""
+    width, height = console.size
+    options = console.options.update(width=width, height=None)  # measure, never pad
+    history = snap["history"]["by_type"] if snap["history"] else {}
+    most = max(len(snap["by_type"] or {}), len(history))
+    for limit in (None, *range(most - 1, -1, -1)):
+        view = render(snap, previous, max_types=limit)
+        if len(console.render_lines(view, options, pad=False)) < height:
+            return view
+    return view
+
+
+def _history_view(history: History, max_types: int | None = None) -> Any:
     """Per type: outcomes per bucket as a sparkline, and the run time's p50/p95 trend."""
     from rich.table import Table
     from rich.text import Text
@@ -107,7 +159,9 @@ def _history_view(history: History) -> Any:
     table.add_column("p50", justify="right")
     table.add_column("p95", justify="right")
     table.add_column("p95 trend", no_wrap=True)
-    for name, per in history["by_type"].items():
+    rows = _first(history["by_type"], max_types,
+                  lambda per: (per["failed"] + per["dead_letter"], sum(per["per_bucket"])))
+    for name, per in rows:
         failed = per.get("failed", 0) + per.get("dead_letter", 0)
         table.add_row(rich_text(name, max_length=TYPE_WIDTH),
                       Text(sparkline(per["per_bucket"]), style="green"),
@@ -119,8 +173,13 @@ def _history_view(history: History) -> Any:
     return table
 
 
-def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
+def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None,
+           max_types: int | None = None) -> Any:
     """The text view of a snapshot; with `previous`, what changed since (the Δ column).
+
+    The queue's totals, workers and pause come first; the per-type rows (`--by
+    type`, the history) last, at most `max_types` of them (--watch fits the
+    screen by giving them up first: `fit`).
 
     Every string from the database (queue, types, priorities, pause reason, actor,
     ids) is shown as inert text (literal.py); estimates are marked with ≈.
@@ -152,10 +211,10 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
 
     for status in statuses:
         n = snap["by_status"][status]
-        row: list[Any] = [rich_text(status.replace("_", "-"),
-                                    style=STATUS_STYLE.get(status, "bold")), shown(status, n)]
+        row: list[Any] = [rich_text(status.replace("_", "-"), style=_status_style(status, n)),
+                          shown(status, n)]
         if previous is not None:
-            row.append(_delta(n, before.get(status)))
+            row.append(_delta(n, before.get(status), status))
         row += ["" if status in estimated else str(snap["by_priority"][p].get(status, 0))
                 for p in priorities]
         counts.add_row(*row)
@@ -167,20 +226,6 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
     if estimated:
         parts.append(Text(f"{ESTIMATE_MARK} estimate: the collection's count minus the exact "
                           "counts", style="dim", no_wrap=True, overflow="ellipsis"))
-
-    if snap["by_type"]:
-        types = Table(title="by type (exact counts)", box=None, header_style="bold",
-                      title_justify="left", pad_edge=False)
-        types.add_column("type", overflow="fold")
-        shown_statuses = [s for s in STATUS_ORDER if s not in estimated]
-        for status in shown_statuses:
-            types.add_column(status.replace("_", "-"), justify="right")
-        for name, per in snap["by_type"].items():
-            types.add_row(rich_text(name), *[str(per.get(s, 0)) for s in shown_statuses])
-        parts += [Text(""), types]
-
-    if snap["history"]:
-        parts += [Text(""), _history_view(snap["history"])]
 
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
@@ -206,7 +251,8 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
                      f"p99 {_seconds(d['p99'])}  (n={d['count']}"
                      f"{', capped' if lat['capped'] else ''})")
     before_workers = previous["workers"]["live"] if previous is not None else None
-    info.add_row("workers", f"{workers['live']} live {_delta(workers['live'], before_workers)}"
+    info.add_row("workers", f"{workers['live']} live "
+                 f"{_delta(workers['live'], before_workers, 'workers')}"
                  f"  {workers['stale']} stale  {workers['in_flight']} in flight")
     pause = snap.get("pause") or {}
     if pause.get("paused"):
@@ -222,6 +268,28 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None) -> Any:
         info.add_row("malformed", rich_text(f"{len(snap['malformed'])} skipped, e.g. "
                                             f"{snap['malformed'][0]}", max_length=200))
     parts += [Text(""), info]
+    if max_types == 0 and (snap["by_type"] or snap["history"]):
+        parts += [Text(""), Text("(per-type rows: a taller terminal, or stats --since)",
+                                 style="dim", no_wrap=True, overflow="ellipsis")]
+    elif snap["by_type"]:
+        types = Table(title="by type (exact counts)", box=None, header_style="bold",
+                      title_justify="left", pad_edge=False)
+        types.add_column("type", overflow="fold")
+        shown_statuses = [s for s in STATUS_ORDER if s not in estimated]
+        for status in shown_statuses:
+            types.add_column(status.replace("_", "-"), justify="right")
+        rows = _first(snap["by_type"], max_types,
+                      lambda per: (per.get("failed", 0) + per.get("dead_letter", 0),
+                                   sum(per.values())))
+        for name, per in rows:
+            types.add_row(rich_text(name), *[str(per.get(s, 0)) for s in shown_statuses])
+        parts += [Text(""), types, *_more(snap["by_type"], max_types)]
+
+    if snap["history"] and max_types != 0:
+        history = snap["history"]
+        parts += [Text(""), _history_view(history, max_types),
+                  *_more(history["by_type"], max_types)]
+
     return Group(*parts)
 
 
@@ -236,7 +304,8 @@ def stats_cmd(
                                            help="Exit 7 unless EXPR holds, e.g. "
                                                 "'dead_letter == 0', 'oldest_pending < 60s' "
                                                 "(repeatable)."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="A live view, refreshed in place."),
+    watch: bool = typer.Option(False, "--watch", "-w",
+                               help="A live view, refreshed in place (q or Ctrl-C quits)."),
     interval: str = typer.Option("2s", "--interval", metavar="DURATION",
                                  help="--watch: time between refreshes."),
     window: str = typer.Option("15m", "--window", metavar="DURATION",
@@ -349,14 +418,16 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
                              for sig in (signal.SIGINT, signal.SIGTERM)}
     prev: StatsSnapshot | None = None
     count = 0
+    keys = QuitKey()
     try:
         live = Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else None
         if live is not None:
             live.start()
+            keys.start()
         try:
             while not stop.is_set():
                 snap = take()
-                view = render(snap, prev)
+                view = fit(snap, prev, out) if live is not None else render(snap, prev)
                 if live is not None:
                     live.update(view, refresh=True)
                 else:
@@ -369,8 +440,10 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
                     break
                 deadline = time.monotonic() + pause
                 while not stop.is_set() and time.monotonic() < deadline:
-                    time.sleep(min(0.05, pause))
+                    if keys.pressed(min(0.05, pause)):
+                        stop.set()
         finally:
+            keys.stop()
             if live is not None:
                 live.stop()
     except KeyboardInterrupt:
@@ -378,6 +451,50 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     finally:
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
+
+
+class QuitKey:
+    """`q` (or Q) on the terminal leaves `stats --watch`, as in top and less.
+
+    Standard input is put in cbreak mode (keys arrive one by one, unechoed) while
+    the view runs and restored after; off a terminal it does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._saved: Any = None
+
+    def start(self) -> None:
+        import sys
+        import termios
+        import tty
+
+        try:
+            if sys.stdin.isatty():
+                self._saved = termios.tcgetattr(sys.stdin.fileno())
+                tty.setcbreak(sys.stdin.fileno())
+        except (termios.error, OSError, ValueError):
+            self._saved = None
+
+    def pressed(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True when q was pressed."""
+        import os
+        import select
+        import sys
+        import time
+
+        if self._saved is None:
+            time.sleep(timeout)
+            return False
+        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+        return bool(ready) and os.read(sys.stdin.fileno(), 1) in (b"q", b"Q")
+
+    def stop(self) -> None:
+        import sys
+        import termios
+
+        if self._saved is not None:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, self._saved)
+            self._saved = None
 
 
 def register(app: typer.Typer) -> None:

@@ -149,21 +149,30 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
 
 
 def command_line(ctx: typer.Context) -> str:
-    """The command as recorded in the audit: its path and the options given (no root
-    options, so never a URI or a password)."""
+    """The command as recorded in the audit, so that it re-runs as written: its path and
+    the options given under their own flags (`--type`, `--max`, not the parameter names),
+    each value shell-quoted (no root options, so never a URI or a password)."""
+    import shlex
+    from enum import Enum
+
+    params = {p.name: p for p in ctx.command.params}
     parts = [ctx.command_path]
     for name, value in ctx.params.items():
         if value in (None, False, [], ()) or name == "output":
             continue
-        flag = "--" + name.replace("_", "-")
-        if name in ("ids", "args"):
-            parts.extend(str(v) for v in value)
-        elif value is True:
+        param = params.get(name)
+        if param is not None and param.param_type_name == "argument":
+            parts.extend(shlex.quote(str(v)) for v in
+                         (value if isinstance(value, list | tuple) else [value]))
+            continue
+        longs = [o for o in (param.opts if param is not None else []) if o.startswith("--")]
+        flag = longs[0] if longs else "--" + name.replace("_", "-")
+        if value is True:
             parts.append(flag)
-        elif isinstance(value, list | tuple):
-            parts.extend(f"{flag}={v}" for v in value)
-        else:
-            parts.append(f"{flag}={value}")
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            text = item.value if isinstance(item, Enum) else item
+            parts.append(f"{flag}={shlex.quote(str(text))}")
     return " ".join(parts)
 
 

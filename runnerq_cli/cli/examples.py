@@ -33,7 +33,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "wait": (f"runnerq-mongo wait {ID} --timeout 5m",),
     "workers": ("runnerq-mongo workers", "runnerq-mongo workers --stale-after 2m -o json"),
     "cancel": (f"runnerq-mongo cancel {ID} --reason 'duplicate order'",),
-    "retry": (f"runnerq-mongo retry {ID}",),
+    "retry": (f"runnerq-mongo retry {ID}",
+              "runnerq-mongo retry --status dead-letter --type charge --error-contains 502 "
+              "--max 500 --dry-run"),
     "run-now": (f"runnerq-mongo run-now {ID}",),
     "reschedule": (f"runnerq-mongo reschedule {ID} --delay 1h",
                    f"runnerq-mongo reschedule {ID} --at 2030-01-01T09:00:00Z"),

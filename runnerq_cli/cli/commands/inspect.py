@@ -238,7 +238,7 @@ def result_cmd(
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.waiting import code_for_result
+    from runnerq_cli.cli.waiting import code_for_result, with_id
     from runnerq_cli.errors import ExitCode
 
     backend = state(ctx).backend()
@@ -251,13 +251,13 @@ def result_cmd(
         assert act is not None
         code = ExitCode.ACTIVITY_CANCELLED if act.status == "cancelled" else ExitCode.NO_RESULT
         if output is not OutputFormat.TEXT:
-            emit(output, {"activity_id": str(aid), "state": None, "data": None,
-                          "status": act.status, "exit_code": int(code)})
+            emit(output, with_id({"activity_id": str(aid), "state": None, "data": None,
+                                  "status": act.status, "exit_code": int(code)}))
         error_line(f"activity {aid} has no result ({act.display_status})")
         raise typer.Exit(int(code))
     code = code_for_result(result)
     if output is not OutputFormat.TEXT:
-        emit(output, {**result.to_json(), "exit_code": int(code)})
+        emit(output, with_id({**result.to_json(), "exit_code": int(code)}))
     else:
         from runnerq_cli.literal import literal
 

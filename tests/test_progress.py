@@ -3,15 +3,11 @@ terminal, redrawn while the work runs; nothing on a pipe."""
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import subprocess
-import sys
-import time
 
 from runnerq_cli.cli.progress import progress_text
 from tests.bulk_fixtures import insert_activities
+from tests.terminal import on_terminal
 
 
 def test_progress_text() -> None:
@@ -22,29 +18,10 @@ def test_progress_text() -> None:
 
 
 def test_a_bulk_action_on_a_terminal_shows_count_rate_and_time_left(backend, cli_env) -> None:
+    """(tests/test_bulk_batches.py checks the bar stays off standard output.)"""
     insert_activities(backend.context, 50, "pending")
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "cancel", "--status",
-                             "pending", "--max", "100", "--yes", "--batch-size", "2"],
-                            env={**cli_env, "COLUMNS": "100"}, stdout=subprocess.PIPE,
-                            stderr=slave, text=True)
-    os.close(slave)
-    seen = b""
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break  # the child closed the terminal
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        out = proc.communicate(timeout=60)[0]
-        os.close(master)
-    assert proc.returncode == 0, seen.decode(errors="replace")
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
-    shown = re.findall(r"(\d+) / 50 activities\s+[\d.,]+/s\s+(\S+) left", text)
-    assert shown, text[-500:]
-    assert "cancel: matched 50" in out
+    code, shown = on_terminal({**cli_env, "COLUMNS": "100"}, "cancel", "--status", "pending",
+                              "--max", "100", "--yes", "--batch-size", "2", columns=100)
+    assert code == 0, shown
+    assert re.findall(r"(\d+) / 50 activities\s+[\d.,]+/s\s+(\S+) left", shown), shown[-500:]
+    assert "cancel: matched 50" in shown

@@ -20,3 +20,13 @@ def test_retry_help_has_an_example_by_filter(run_cli) -> None:
     res = run_cli("retry", "--help")
     assert "retry --status dead-letter --type charge --error-contains 502" in " ".join(
         res.stdout.split())
+
+
+def test_root_help_groups_the_commands(run_cli) -> None:
+    res = run_cli("--help")
+    lines = res.stdout.splitlines()
+    titles = [ln for ln in lines if ln.endswith(":") and not ln.startswith(" ")]
+    assert titles[-5:] == ["Set up:", "Run:", "Inspect:", "Act:", "Diagnose:"], titles
+    assert "Other commands:" not in res.stdout  # every command has its group
+    act = lines[lines.index("Act:") + 1:lines.index("Diagnose:")]
+    assert [ln.split()[0] for ln in act if ln.strip()][:2] == ["cancel", "retry"]

@@ -50,6 +50,18 @@ MODULE_OF = {
 }
 
 
+# Root --help lists the commands by what a person is doing (issue 25, point 10).
+HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Set up", ("init-indexes", "dev-server", "config", "completion")),
+    ("Run", ("enqueue", "worker")),
+    ("Inspect", ("stats", "list", "show", "events", "result", "wait", "workers", "tail",
+                 "queues", "audit")),
+    ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",
+             "purge", "pause", "resume", "dlq")),
+    ("Diagnose", ("doctor", "explain", "metrics")),
+)
+
+
 class _LazyRootGroup(TyperGroup):
     """The root group, converting a subcommand from its typer registration only when used.
 
@@ -96,13 +108,19 @@ class _LazyRootGroup(TyperGroup):
             return
         from runnerq_cli.cli.typer_compat import make_default_short_help
 
-        rows = [(name, help_text) for name in self.list_commands(ctx)
-                for help_text, hidden in [self._summaries[name]] if not hidden]
+        rows = dict((name, help_text) for name in self.list_commands(ctx)
+                    for help_text, hidden in [self._summaries[name]] if not hidden)
         if rows:
-            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
-            with formatter.section("Commands"):
-                formatter.write_dl([(name, make_default_short_help(text, limit))
-                                    for name, text in rows])
+            limit = formatter.width - 6 - max(len(name) for name in rows)
+            grouped = {name for _, names in HELP_GROUPS for name in names}
+            sections = [*HELP_GROUPS, ("Other commands", tuple(n for n in rows
+                                                                if n not in grouped))]
+            for title, names in sections:
+                shown = [n for n in names if n in rows]
+                if shown:
+                    with formatter.section(title):
+                        formatter.write_dl([(n, make_default_short_help(rows[n], limit))
+                                            for n in shown])
 
 
 def _new_app() -> typer.Typer:

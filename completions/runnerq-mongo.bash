@@ -35,7 +35,7 @@ _runnerq_mongo_node() {
         "list")
             cmds=''
             flags='-h --help'
-            valopts='--type --since --metadata --limit --after -o --output' ;;
+            valopts='--type --since --metadata --error-contains --limit --after -o --output' ;;
         "show")
             cmds=''
             flags='-h --help'
@@ -83,7 +83,7 @@ _runnerq_mongo_node() {
         "redrive")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='-t --type --reason --actor -o --output' ;;
+            valopts='-t --type --error-contains --reason --actor -o --output' ;;
         "purge")
             cmds=''
             flags='--dry-run -y --yes -h --help'
@@ -249,7 +249,7 @@ _runnerq_mongo_values() {
         "console|--max-action")
             kind=none; choices='' ;;
         "stats|--by")
-            kind=choice; choices='type' ;;
+            kind=choice; choices='type error' ;;
         "stats|--check")
             kind=none; choices='' ;;
         "stats|--interval")
@@ -267,6 +267,8 @@ _runnerq_mongo_values() {
         "list|--since")
             kind=none; choices='' ;;
         "list|--metadata")
+            kind=none; choices='' ;;
+        "list|--error-contains")
             kind=none; choices='' ;;
         "list|--limit")
             kind=none; choices='' ;;
@@ -439,6 +441,8 @@ _runnerq_mongo_values() {
         "delete|--batch-size")
             kind=none; choices='' ;;
         "redrive|-t"|"redrive|--type")
+            kind=none; choices='' ;;
+        "redrive|--error-contains")
             kind=none; choices='' ;;
         "redrive|--reason")
             kind=none; choices='' ;;

@@ -27,25 +27,49 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from runnerq_cli.backend.metrics import percentiles
 from runnerq_cli.backend.timing import TIMING
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.snapshots import MetricsSample
 
-QUANTILES = (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"))
+QUANTILES = {50: "0.5", 95: "0.95", 99: "0.99"}
 
 
-def families(samples: list[dict[str, Any]]) -> list[Metric]:
-    """Metric families (HELP and TYPE each) for the samples of one or more queues."""
+PRIORITIES = ("critical", "high", "normal", "low")
+
+
+def _activity_counts(sample: MetricsSample) -> dict[tuple[str, str, str], int]:
+    """(status, priority, type) -> count, with a 0 for every exact status and priority of
+    every known type: a count that falls to 0 stays a series at 0 instead of vanishing."""
+    out = {(status, priority, kind): 0 for kind in sample["known_types"]
+           for status in sample["exact_statuses"] for priority in PRIORITIES}
+    for row in sample["activities"]:
+        key = (row["status"], row["priority"], row["type"])
+        out[key] = out.get(key, 0) + row["count"]
+    return dict(sorted(out.items()))
+
+
+def families(samples: list[MetricsSample]) -> list[Metric]:
+    """Metric families (HELP and TYPE each) for the samples of one or more queues.
+
+    Every family is a gauge: the numbers are the state of the queue now or over a
+    sliding window, which can go down (a retry, retention), so none is a counter
+    (`_total`) or a summary (whose `_count` must never decrease). Latency quantiles
+    are gauges with a `quantile` label, and their sample size a gauge of its own.
+    """
     window = str(int(samples[0]["window_seconds"])) if samples else "300"
     activities = GaugeMetricFamily(
         "runnerq_activities", "Activities by queue, status, priority and activity type: exact "
-        "counts of pending, scheduled, processing, failed, dead_letter and cancelled.",
+        "counts of pending, scheduled, processing, failed, dead_letter and cancelled (and "
+        "completed while at most 10000 are kept); 0 for a known type with none.",
         labels=["queue", "status", "priority", "type"])
     estimated = GaugeMetricFamily(
         "runnerq_activities_estimated",
-        "Completed activities, estimated: the collection's document count (metadata) minus "
-        "the exact counts of runnerq_activities.", labels=["queue", "status"])
+        "Completed activities: exact while at most 10000 are kept, else the collection's "
+        "document count (metadata) minus the exact counts of runnerq_activities.",
+        labels=["queue", "status"])
     malformed = GaugeMetricFamily(
         "runnerq_malformed_documents",
         "Malformed documents the last query met and skipped (a date that is not a date, "
@@ -58,45 +82,57 @@ def families(samples: list[dict[str, Any]]) -> list[Metric]:
         "Activities that reached a terminal status (completed, failed, dead_letter) within "
         "the last window_seconds: a sliding-window gauge, not a counter.",
         labels=["queue", "status", "window_seconds"])
-    waits = Metric("runnerq_queue_wait_seconds",
-                   "Time from due to started, of activities finished within the window "
-                   "(nearest-rank quantiles over at most the newest 10000).", "summary")
-    runs = Metric("runnerq_run_seconds",
-                  "Time from started to finished, of activities finished within the window "
-                  "(nearest-rank quantiles over at most the newest 10000).", "summary")
+    waits = GaugeMetricFamily(
+        "runnerq_queue_wait_seconds",
+        "Time from due to claimed, of activities finished within the window: nearest-rank "
+        "quantiles over at most the newest 10000 (a gauge per quantile).",
+        labels=["queue", "window_seconds", "quantile"])
+    runs = GaugeMetricFamily(
+        "runnerq_run_seconds",
+        "Time from claimed to finished as recorded (the handler, the worker's holding and "
+        "the acknowledgement), of activities finished within the window: nearest-rank "
+        "quantiles over at most the newest 10000 (a gauge per quantile).",
+        labels=["queue", "window_seconds", "quantile"])
+    sampled = GaugeMetricFamily(
+        "runnerq_latency_sample_size",
+        "How many finished activities the latency quantiles of the window were taken over.",
+        labels=["queue", "window_seconds", "measure"])
     workers = GaugeMetricFamily(
         "runnerq_workers", "Registered worker processes: live (heartbeat within "
         f"{TIMING.worker_stale_after:g} s) or stale.",
         labels=["queue", "state"])
     in_flight = GaugeMetricFamily(
         "runnerq_in_flight", "Activities running now on live workers.", labels=["queue"])
-    paused = GaugeMetricFamily("runnerq_queue_paused", "1 when the queue is paused, else 0.",
-                               labels=["queue"])
+    paused = GaugeMetricFamily("runnerq_queue_paused",
+                               "1 when the whole queue is paused, else 0.", labels=["queue"])
+    type_paused = GaugeMetricFamily(
+        "runnerq_type_paused", "1 when this activity type is paused (pause --type), else 0; "
+        "a series for every known type.", labels=["queue", "type"])
     for sample in samples:
         queue = sample["queue"]
-        for row in sample["activities"]:
-            activities.add_metric([queue, row["status"], row["priority"], row["type"]],
-                                  row["count"])
+        for (status, priority, kind), count in _activity_counts(sample).items():
+            activities.add_metric([queue, status, priority, kind], count)
         for status, count in sample["estimated"].items():
             estimated.add_metric([queue, status], count)
-        malformed.add_metric([queue], sample.get("malformed", 0))
+        malformed.add_metric([queue], sample["malformed"])
         oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
         for status, count in sample["finished"].items():
             finished.add_metric([queue, status, window], count)
-        for metric, key in ((waits, "queue_wait_seconds"), (runs, "run_seconds")):
-            summary = sample["latency"][key]
-            labels = {"queue": queue, "window_seconds": window}
-            for quantile, name in QUANTILES:
-                if summary[name] is not None:
-                    metric.add_sample(metric.name, {**labels, "quantile": quantile},
-                                      float(summary[name]))
-            metric.add_sample(metric.name + "_count", labels, float(summary["count"]))
+        latency = sample["latency"]
+        for metric, measure, summary in ((waits, "queue_wait", latency["queue_wait_seconds"]),
+                                         (runs, "run", latency["run_seconds"])):
+            for p, value in percentiles(summary).items():
+                if value is not None:
+                    metric.add_metric([queue, window, QUANTILES[p]], float(value))
+            sampled.add_metric([queue, window, measure], float(summary["count"]))
         workers.add_metric([queue, "live"], sample["workers"]["live"])
         workers.add_metric([queue, "stale"], sample["workers"]["stale"])
         in_flight.add_metric([queue], sample["workers"]["in_flight"])
         paused.add_metric([queue], 1.0 if sample["paused"] else 0.0)
-    return [activities, estimated, oldest, finished, waits, runs, workers, in_flight, paused,
-            malformed]
+        for kind in sample["known_types"]:
+            type_paused.add_metric([queue, kind], 1.0 if kind in sample["paused_types"] else 0.0)
+    return [activities, estimated, oldest, finished, waits, runs, sampled, workers, in_flight,
+            paused, type_paused, malformed]
 
 
 def _scrape_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
@@ -130,6 +166,9 @@ class QueueCollector(Collector):
         self._lock = threading.Lock()
         self._taken_at: float | None = None
         self._cached: list[Metric] = []
+        # Types seen in an earlier scrape, per queue: their series stay, at 0, after the
+        # type's last activity is gone (a vanished series breaks `== 0` alerts).
+        self._known: dict[str, set[str]] = {}
         self.collections = 0  # how many times the server was queried (tests, logs)
 
     def _take(self) -> list[Metric]:
@@ -145,8 +184,12 @@ class QueueCollector(Collector):
             up.add_metric([""], 0.0)
         for name in names:
             try:
-                samples.append(self._backend_for(name).inspector.metrics_sample(
-                    window_seconds=self.window_seconds))
+                sample = self._backend_for(name).inspector.metrics_sample(
+                    window_seconds=self.window_seconds)
+                known = self._known.setdefault(name, set())
+                known.update(sample["known_types"])
+                sample["known_types"] = sorted(known)  # a fresh dict: ours to change
+                samples.append(sample)
             except Exception as exc:
                 self._report(exc, name)
                 up.add_metric([name], 0.0)
@@ -186,7 +229,7 @@ def registry_for(collector: Collector) -> CollectorRegistry:
     return registry
 
 
-def render(samples: Iterable[dict[str, Any]]) -> str:
+def render(samples: Iterable[MetricsSample]) -> str:
     """The Prometheus text exposition format (0.0.4) of the samples."""
     from prometheus_client.exposition import generate_latest
 

@@ -172,7 +172,7 @@ def test_sigterm_midway_leaves_an_interrupted_audit_record_and_a_rerun_completes
     code, out, err = sigterm_after_first_batch(cli_env, args,
                                                lambda: _audit_records(ctx, "cancel"))
     assert code == 130, err
-    assert "interrupted: cancel stopped after" in err and "last id reached" in err
+    assert "interrupted: cancelled " in err and " of 100; " in err and "last id reached" in err
     assert "cancel: matched 100, shown 100, applied" in out
     assert "Traceback" not in err
     [record] = _audit_records(ctx, "cancel")

@@ -46,8 +46,8 @@ def test_creates_then_reports_present(run_cli, db) -> None:
     second = run_cli("init-indexes")
     assert second.code == 0, second.stderr
     assert "created:" not in second.stdout and "collection" not in second.stdout
-    assert second.stdout.count("present:") == PLANNED
-    assert second.stdout.splitlines()[-1].endswith(f"{PLANNED} present")
+    # everything in place: one line says so (issue 25, point 8), -o json lists each
+    assert second.stdout.splitlines() == [f"{db.name}: queue tests: {PLANNED} present"]
     assert {name: db[name].index_information() for name in names} == before
 
 

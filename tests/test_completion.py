@@ -117,7 +117,7 @@ def test_bash_completes_the_values_of_string_options() -> None:
     assert bash_tab("runnerq-mongo worker --log-format ") == ["auto", "rich", "plain", "json"]
     assert bash_tab("runnerq-mongo worker --log-level w") == ["warning"]
     assert bash_tab("runnerq-mongo tail events --mode ") == ["auto", "change-stream", "poll"]
-    assert bash_tab("runnerq-mongo stats --by ") == ["type"]
+    assert bash_tab("runnerq-mongo stats --by ") == ["type", "error"]
     assert bash_tab("runnerq-mongo set-priority some-id ") == ["low", "normal", "high",
                                                               "critical"]
 

@@ -472,9 +472,9 @@ def test_queues_lists_every_queue(queue: RunnerQ, clock, run_cli) -> None:
     assert text.code == 0
     lines = text.stdout.splitlines()
     assert lines[0].split()[:3] == ["queue", "pending", "scheduled"]
-    assert [line.split()[0] for line in lines[1:-1]] == ["emails", "reports-v2", "tests"]
-    # finished counts are estimates: marked in the table and said under it
-    assert "≈1" in lines[1] and lines[-1] == "≈ estimated; the other counts are exact"
+    assert [line.split()[0] for line in lines[1:]] == ["emails", "reports-v2", "tests"]
+    # small queues: every count exact, so no ≈ and no footnote (metrics.EXACT_COMPLETED_UP_TO)
+    assert "≈" not in text.stdout
 
 
 def test_queues_empty_database(run_cli) -> None:

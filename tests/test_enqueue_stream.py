@@ -52,10 +52,11 @@ def test_sigterm_midway_stops_after_the_batch_and_skip_lines_goes_on_once(
     assert proc.returncode == ExitCode.INTERRUPTED, err
     assert "Traceback" not in err
     [line] = err.splitlines()
-    found = re.fullmatch(r"error: interrupted: enqueued (\d+) of the first (\d+) lines; last "
+    # standard input: the total is unknown, so the lines done (a file says "N of TOTAL")
+    found = re.fullmatch(r"error: interrupted: ([\d,]+) lines done, ([\d,]+) enqueued; last "
                          r"line reached (\d+); run again with --skip-lines (\d+) to go on", line)
     assert found, line
-    enqueued, first, reached, skip = map(int, found.groups())
+    first, enqueued, reached, skip = (int(g.replace(",", "")) for g in found.groups())
     assert enqueued == first == reached == skip  # every line up to there was written
     assert reached > 0
     assert activities.count_documents({}) == reached

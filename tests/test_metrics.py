@@ -24,11 +24,13 @@ FAMILIES = {
     "runnerq_malformed_documents": "gauge",
     "runnerq_oldest_pending_age_seconds": "gauge",
     "runnerq_finished_activities": "gauge",
-    "runnerq_queue_wait_seconds": "summary",
-    "runnerq_run_seconds": "summary",
+    "runnerq_queue_wait_seconds": "gauge",
+    "runnerq_run_seconds": "gauge",
+    "runnerq_latency_sample_size": "gauge",
     "runnerq_workers": "gauge",
     "runnerq_in_flight": "gauge",
     "runnerq_queue_paused": "gauge",
+    "runnerq_type_paused": "gauge",
 }
 
 
@@ -68,9 +70,8 @@ def test_stats_openmetrics_parsed_by_prometheus(mix, run_cli) -> None:
     assert value(acts, queue="tests", status="pending", priority="low", type="b") == 1
     assert value(acts, status="processing", priority="normal", type="a") == 1
     assert value(acts, status="dead_letter", priority="critical", type="b") == 1
-    # Completed ones are not counted one by one: an estimate of their own, labelled so.
-    assert not [s for s in acts.samples if s.labels["status"] == "completed"]
-    assert sum(s.value for s in acts.samples) == 4
+    # A small queue: completed ones counted exactly too (metrics.EXACT_COMPLETED_UP_TO).
+    assert value(acts, status="completed", priority="high", type="a") == 1
     assert value(families["runnerq_activities_estimated"], queue="tests",
                  status="completed") == 1
     assert value(families["runnerq_malformed_documents"], queue="tests") == 0
@@ -81,7 +82,7 @@ def test_stats_openmetrics_parsed_by_prometheus(mix, run_cli) -> None:
     assert value(finished, status="failed") == 0
     waits = families["runnerq_queue_wait_seconds"]
     assert value(waits, quantile="0.5") == 2.0 and value(waits, quantile="0.99") == 2.0
-    assert [s.value for s in waits.samples if s.name.endswith("_count")] == [2.0]
+    assert value(families["runnerq_latency_sample_size"], measure="queue_wait") == 2.0
     assert value(families["runnerq_run_seconds"], quantile="0.95") == 3.0
     workers = families["runnerq_workers"]
     assert value(workers, state="live") == 1 and value(workers, state="stale") == 1
@@ -115,7 +116,8 @@ def test_collector_caches_between_scrapes(queue: RunnerQ) -> None:
     now[0] += 5.0
     fresh = parse(generate_latest(registry).decode())
     assert collector.collections == 2
-    assert value(fresh["runnerq_activities"], status="pending", type="job") == 1
+    assert value(fresh["runnerq_activities"], status="pending", priority="normal",
+                 type="job") == 1
 
 
 def test_collector_failure_is_a_gauge_not_a_crash(queue: RunnerQ) -> None:
@@ -186,7 +188,8 @@ def test_metrics_serve_scraped_over_http(mix, cli_env) -> None:
         assert status == 200 and content_type.startswith("text/plain")
         families = parse(body)
         assert set(FAMILIES) <= set(families)
-        assert value(families["runnerq_activities"], status="pending", type="a") == 1
+        assert value(families["runnerq_activities"], status="pending", priority="high",
+                     type="a") == 1
         assert families["runnerq_scrape_success"].samples[0].value == 1
         # Within --min-interval a second scrape is the first one's answer: no new query.
         mix.enqueue("a", {}, priority="high")
@@ -202,7 +205,8 @@ def test_metrics_serve_scraped_over_http(mix, cli_env) -> None:
         assert body.endswith("# EOF\n")
         om = {f.name: f for f in parse_openmetrics(body)}
         assert {n: om[n].type for n in FAMILIES} == FAMILIES
-        assert value(om["runnerq_activities"], status="pending", type="a") == 1
+        assert value(om["runnerq_activities"], status="pending", priority="high",
+                     type="a") == 1
     finally:
         code = served.stop()
     assert code == 0
@@ -217,7 +221,8 @@ def test_metrics_serve_all_queues(queue: RunnerQ, cli_env) -> None:
         families = parse(served.get()[2])
         assert {s.labels["queue"] for s in families["runnerq_queue_paused"].samples} == \
             {"tests", "second"}
-        assert value(families["runnerq_activities"], queue="second", type="x") == 1
+        assert value(families["runnerq_activities"], queue="second", status="pending",
+                     priority="normal", type="x") == 1
     finally:
         assert served.stop() == 0
 
@@ -262,3 +267,32 @@ def test_metrics_serve_unreachable_server(run_cli) -> None:
     assert res.code == ExitCode.UNAVAILABLE
     assert "secret" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
+
+
+# ------------------------------------------------------ Prometheus conventions (issue 25, 5)
+
+
+def test_only_gauges_and_zero_series_kept_for_known_types(queue: RunnerQ) -> None:
+    """No counter or summary whose count could go down; a type's series stay, at 0,
+    once its last activity is gone; a paused type is visible per type."""
+    from prometheus_client.exposition import generate_latest
+
+    collector = QueueCollector(lambda: ["tests"], queue.for_queue, min_interval=0)
+    registry = registry_for(collector)
+    aid = queue.enqueue("mail", {}, priority="high").activity_id
+    first = parse(generate_latest(registry).decode())
+    assert {f.type for f in first.values()} == {"gauge"}
+    acts = first["runnerq_activities"]
+    assert value(acts, status="pending", priority="high", type="mail") == 1
+    assert value(acts, status="dead_letter", priority="low", type="mail") == 0  # kept at 0
+    queue.operator.cancel(aid)
+    queue.operator.delete(aid)
+    queue.control.pause(types=["resize"], actor="ops")
+    after = parse(generate_latest(registry).decode())
+    acts = after["runnerq_activities"]
+    assert value(acts, status="pending", priority="high", type="mail") == 0  # not vanished
+    paused = after["runnerq_type_paused"]
+    assert value(paused, type="resize") == 1 and value(paused, type="mail") == 0
+    assert value(after["runnerq_queue_paused"], queue="tests") == 0  # not the whole queue
+    text = generate_latest(registry).decode()
+    assert "_total" not in text and "# TYPE runnerq_run_seconds gauge" in text

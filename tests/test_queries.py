@@ -84,6 +84,8 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.get_activity_events(queries.SAMPLE_ACTIVITY)
     queue.list_dead_letter()
     queue.registry.count_live_workers(TIMING.worker_stale_after)
+    queue.inspector.failures_by_type_and_error(
+        since=now - timedelta(seconds=queries.FAILURES_SAMPLE))
     # One read of a tail positioned where doctor's sample tail reads from.
     start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))

@@ -35,7 +35,7 @@ SECTIONS = ("quickstart", "tour")
 REPLACED: dict[str, str] = {
     # The suite already runs in an environment with the package installed.
     "python3.13 -m venv .venv && . .venv/bin/activate": "true",
-    "pip install -e '.[test]'": "true",
+    "pip install -e '.[dev-server]'": "true",
     # The suite's server instead of a new one (RUNNERQ_MONGO_URI points at it, with a
     # fresh database); `--init` created the indexes, as init-indexes does.
     "runnerq-mongo dev-server --init &": "runnerq-mongo init-indexes >/dev/null",

@@ -51,7 +51,7 @@ def test_exact_counts_and_schema(mix, run_cli):
     assert set(snap) == {"schema", "queue", "generated_at", "total", "by_status", "by_priority",
                          "by_type", "oldest_pending", "throughput", "latency", "workers",
                          "pause", "estimated", "history", "malformed"}
-    assert snap["estimated"] == ["completed", "total"]
+    assert snap["estimated"] == []  # a small queue: completed counted too
     assert snap["history"] is None and snap["malformed"] == []
     assert snap["pause"] == {"paused": False, "all": False, "types": [], "reason": None,
                              "actor": None, "at": None}
@@ -59,15 +59,18 @@ def test_exact_counts_and_schema(mix, run_cli):
                                  "failed": 1, "dead_letter": 1, "cancelled": 0}
     assert snap["total"] == 8
     assert snap["by_priority"]["critical"] == {"failed": 1, "dead_letter": 1}
-    assert snap["by_priority"]["high"] == {"pending": 1}  # completed: estimated, not by priority
+    assert snap["by_priority"]["high"] == {"pending": 1, "completed": 2}  # small: exact
     assert snap["by_priority"]["low"] == {"pending": 1}
     assert next(iter(snap["by_priority"])) == "critical"
-    assert snap["by_type"]["a"] == {"processing": 1, "pending": 1, "scheduled": 1}
+    assert snap["by_type"]["a"] == {"processing": 1, "pending": 1, "scheduled": 1,
+                                    "completed": 2}
     assert snap["by_type"]["b"] == {"failed": 1, "dead_letter": 1, "pending": 1}
     assert snap["oldest_pending"]["age_seconds"] >= 0
     tp = snap["throughput"]
     assert (tp["completed"], tp["failed"], tp["dead_letter"]) == (2, 1, 1)
-    assert tp["completed_per_minute"] == pytest.approx(2 / 5)
+    # over the time the window covers: the queue is seconds old, not 5 minutes
+    assert 10 <= tp["covered_seconds"] < 300
+    assert tp["completed_per_minute"] == pytest.approx(2 * 60 / tp["covered_seconds"], rel=1e-3)
     lat = snap["latency"]
     # The fake clock: every finished one waited 2 s for its claim and ran 3 s.
     assert lat["queue_wait_seconds"] == {"count": 4, "p50": 2.0, "p95": 2.0, "p99": 2.0}
@@ -118,7 +121,8 @@ def test_title_keeps_its_timestamp_on_one_line_on_a_terminal(queue, cli_env):
         os.close(master)
     text = re.sub(rb"\x1b\[[0-9;]*m", b"", output).decode()
     first = text.splitlines()[0].rstrip()
-    assert re.fullmatch(r"queue tests  \(\d{4}-\d\d-\d\dT[\d:.]+Z\)", first), text[:300]
+    assert re.fullmatch(r"queue tests  \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z\)", first), \
+        text[:300]
 
 
 def test_check_exit_codes(mix, run_cli):

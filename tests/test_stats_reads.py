@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from runnerq_cli.backend import metrics
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.control import PAUSE_ID
 from runnerq_cli.backend.queue import ActivitySpec
@@ -82,7 +83,7 @@ def test_hostile_strings_are_shown_as_text(hostile, run_cli, args) -> None:
     if args == ("stats",):
         assert "malformed" in out and "w [/] \\x1b[2Jcleared" in out  # the worker id
     if "--by" in args or "--since" in args or "--watch" in args:
-        assert "[link=htt" in out.split("paused")[0]  # the type, in a table
+        assert "[link=htt" in out.split("paused", 1)[1]  # the type, in a table after the totals
 
 
 def test_hostile_strings_in_json_stay_exact(hostile, run_cli) -> None:
@@ -101,7 +102,7 @@ def test_by_help_says_type_once(run_cli) -> None:
     res = run_cli("stats", "--help")
     assert res.code == 0
     assert "(--by type)" not in res.stdout
-    assert "Also count per activity type (exact counts)." in res.stdout
+    assert "type: also count per activity type (exact counts)" in " ".join(res.stdout.split())
 
 
 # ------------------------------------------------------------- counts and estimates
@@ -116,7 +117,8 @@ def truth(queue: RunnerQ) -> dict[str, int]:
     return out
 
 
-def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, run_cli) -> None:
+def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, run_cli,
+                                                                 monkeypatch) -> None:
     for status, n in (("completed", 5), ("failed", 2), ("dead_letter", 1), ("cancelled", 1),
                       ("pending", 3), ("scheduled", 2)):
         for _ in range(n):
@@ -124,7 +126,17 @@ def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, r
     snap = queue.inspector.stats_snapshot()
     assert snap["by_status"] == {"pending": 3, "scheduled": 2, "processing": 0, "completed": 5,
                                  "failed": 2, "dead_letter": 1, "cancelled": 1}
-    assert snap["estimated"] == ["completed", "total"] and snap["total"] == 14
+    # A small queue: every count exact, completed by priority too, nothing marked.
+    assert snap["estimated"] == [] and snap["total"] == 14
+    assert snap["by_priority"]["normal"]["completed"] == 5
+    res = run_cli("stats")
+    assert re.search(r"^completed\s+5\b", res.stdout, re.M), res.stdout
+    assert "≈" not in res.stdout
+    # Past the bound (10,000 in use; 4 here), completed is the estimate, marked as one.
+    monkeypatch.setattr(metrics, "EXACT_COMPLETED_UP_TO", 4)
+    snap = queue.stats_snapshot()
+    assert snap["estimated"] == ["completed", "total"] and snap["by_status"]["completed"] == 5
+    assert "completed" not in snap["by_priority"]["normal"]
     res = run_cli("stats")
     assert re.search(r"^completed\s+≈5\b", res.stdout, re.M), res.stdout
     assert re.search(r"^total\s+≈14\b", res.stdout, re.M)
@@ -190,7 +202,7 @@ def test_live_counts_exact_while_workers_and_operators_act(backend: RunnerQ) -> 
             snap = backend.inspector.stats_snapshot()
             assert set(snap["by_status"]) >= {"pending", "completed", "cancelled"}
             assert all(n >= 0 for n in snap["by_status"].values())
-            assert snap["estimated"] == ["completed", "total"]
+            assert snap["estimated"] == []  # 120 activities: every count exact
             reads += 1
     finally:
         stop.set()
@@ -233,7 +245,8 @@ def test_history_per_type_buckets_and_latency(queue, clock) -> None:
     a, b = hist["by_type"]["a"], hist["by_type"]["b"]
     assert (a["completed"], a["failed"], b["failed"]) == (3, 0, 1)  # 2 h ago: not in the hour
     assert a["per_bucket"][3] == 2 and a["per_bucket"][18] == 1 and sum(a["per_bucket"]) == 3
-    assert a["run_p50"][3] == 2.0 and a["run_p95"][3] == 2.0 and a["run_p50"][18] == 1.0
+    # nearest rank: the p50 of 2 s and 4 s is 2 s (rank 1), their p95 is 4 s (rank 2)
+    assert a["run_p50"][3] == 2.0 and a["run_p95"][3] == 4.0 and a["run_p50"][18] == 1.0
     assert b["per_bucket"][18] == 1 and b["run_p95"][18] == 3.0
     clock.advance(queue.settings.retention_completed + 60)
     queue.maintenance.purge_expired()
@@ -373,9 +386,8 @@ def test_metrics_serve_name_filter(queue: RunnerQ, cli_env) -> None:
         assert value(parse(body)["runnerq_queue_paused"], queue="tests") == 0
         both = parse(served.get("?name[]=runnerq_queue_paused&name[]=runnerq_scrape_success"))
         assert both.keys() == {"runnerq_queue_paused", "runnerq_scrape_success"}
-        summary = parse(served.get("?name[]=runnerq_run_seconds_count"))
-        assert [s.name for s in summary["runnerq_run_seconds"].samples] == \
-            ["runnerq_run_seconds_count"]
+        sizes = parse(served.get("?name[]=runnerq_latency_sample_size"))
+        assert sizes.keys() == {"runnerq_latency_sample_size"}
         assert len(parse(served.get()).keys()) > 5  # no filter: everything
     finally:
         assert served.stop() == 0
@@ -392,7 +404,8 @@ def test_metrics_serve_all_queues_with_a_stray_control_document(queue, cli_env) 
         families = parse(served.get())
         up = families["runnerq_scrape_success"]
         assert value(up, queue="tests") == 1
-        assert value(families["runnerq_activities"], queue="tests", status="pending") == 1
+        assert value(families["runnerq_activities"], queue="tests", status="pending",
+                     priority="normal") == 1
         assert value(up, queue="bad") in (0, 1)  # 0 while the pause reader rejects it
     finally:
         assert served.stop() == 0

@@ -150,6 +150,19 @@ class ConnectionInterrupted(Unavailable):
     """
 
 
+class TimedOut(Unavailable):
+    """The server was reached but did not answer one command within `socket_timeout`.
+
+    Not "unreachable": the server is there and slow (a large batch on a small
+    server, a lock), so the advice is to ask less at once, not to start another.
+    `seconds` is the timeout that expired, when the driver said it.
+    """
+
+    def __init__(self, message: str, seconds: float | None) -> None:
+        super().__init__(message, reachable=True)
+        self.seconds = seconds
+
+
 def probe(uri: str) -> None:
     """The first time `uri` is used in this process, raise `Unavailable` at once when
     every seed refuses the connection (instead of waiting out server selection)."""
@@ -170,6 +183,12 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         within = f" within {float(waited.group(1)):g}s" if waited else ""
         return Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: no answer{within} "
                            f"({driver_message(exc)})")
+    if isinstance(exc, mongo_errors.NetworkTimeout) and uri in _answered:
+        waited = re.search(r"socketTimeoutMS: ([0-9.]+)ms", str(exc))
+        seconds = float(waited.group(1)) / 1000 if waited else None
+        after = f" after {seconds:g} s" if seconds is not None else ""
+        return TimedOut(f"MongoDB at {redact_uri(uri)} timed out{after}: it answered the "
+                        "connection but not this command in time (socket_timeout)", seconds)
     if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
                   | mongo_errors.ConnectionFailure):
         kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)

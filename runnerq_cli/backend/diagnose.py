@@ -79,11 +79,11 @@ class Diagnosis:
 
     def summary(self, stale_after: float = TIMING.worker_stale_after) -> dict[str, Any]:
         """One queue at a glance: counts by status, oldest pending, workers, paused."""
-        from runnerq_cli.backend.metrics import ESTIMATED, counts, oldest_pending
+        from runnerq_cli.backend.metrics import counts, oldest_pending
 
         ctx = self._ctx
         now = ctx.clock()
-        by_status, _ = counts(ctx)
+        by_status, _, estimated = counts(ctx)
         workers = self._registry.list_workers(stale_after)
         live = [w for w in workers if not w.stale]
         oldest = oldest_pending(ctx, now)
@@ -91,7 +91,7 @@ class Diagnosis:
             "queue": ctx.settings.queue,
             "total": sum(by_status.values()),
             "by_status": by_status,
-            "estimated": list(ESTIMATED),  # completed and total: metrics.counts
+            "estimated": estimated,  # completed and total past metrics.EXACT_COMPLETED_UP_TO
             "oldest_pending_age_seconds": oldest["age_seconds"] if oldest else None,
             "workers": {"live": len(live), "stale": len(workers) - len(live),
                         "in_flight": sum(w.in_flight for w in live)},

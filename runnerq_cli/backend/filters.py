@@ -29,6 +29,19 @@ from runnerq_cli.errors import InvalidArgument
 ERROR_CONTAINS_MAX = 1000
 
 
+def check_error_contains(text: str | None) -> None:
+    """An `error_contains` text: 1 to ERROR_CONTAINS_MAX characters, no NUL."""
+    if text is not None and (not text or len(text) > ERROR_CONTAINS_MAX or "\x00" in text):
+        raise InvalidArgument(f"error_contains: 1-{ERROR_CONTAINS_MAX} characters, no NUL",
+                              "error_contains")
+
+
+def error_contains_clause(text: str) -> dict[str, Any]:
+    """`last_error` contains `text`, as a plain case-sensitive substring: the text is
+    escaped, so no character of it is pattern syntax (and none reaches an operator)."""
+    return {"$regex": re.escape(text)}
+
+
 @dataclass(frozen=True)
 class ActivityFilter:
     """A set of activities described by their fields (every criterion must hold)."""
@@ -53,10 +66,7 @@ class ActivityFilter:
                 raise InvalidArgument(f"{name} must be a timezone-aware time", name)
         if self.since is not None and self.until is not None and self.since > self.until:
             raise InvalidArgument("since is after until: nothing can match", "since", "until")
-        text = self.error_contains
-        if text is not None and (not text or len(text) > ERROR_CONTAINS_MAX or "\x00" in text):
-            raise InvalidArgument(f"error_contains: 1-{ERROR_CONTAINS_MAX} characters, "
-                                  "no NUL", "error_contains")
+        check_error_contains(self.error_contains)
         if self.worker is not None and not str(self.worker).strip():
             raise InvalidArgument("worker must not be empty", "worker")
 
@@ -85,7 +95,7 @@ class ActivityFilter:
         for key, value in self.metadata:
             query[f"metadata.{key}"] = str(value)
         if self.error_contains is not None:
-            query["last_error"] = {"$regex": re.escape(self.error_contains)}
+            query["last_error"] = error_contains_clause(self.error_contains)
         window = self._window()
         if window:
             terminal = [s for s in self.statuses if s in TERMINAL_STATUSES]

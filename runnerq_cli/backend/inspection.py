@@ -10,6 +10,7 @@ only enqueues never imports them.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend import queries
@@ -28,7 +29,9 @@ from runnerq_cli.errors import InvalidArgument, NotFound
 if TYPE_CHECKING:
     from runnerq_cli.backend.control import Control
     from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.failures import Failures
     from runnerq_cli.backend.pagination import ListFilter, Page
+    from runnerq_cli.backend.snapshots import MetricsSample, StatsSnapshot
 
 MAX_PAGE = 10_000
 
@@ -51,15 +54,15 @@ class Inspection(Part):
     def stats(self) -> dict[str, Any]:
         """Counts by status and by priority, computed on the server (metrics.counts).
 
-        Exact but for `completed` (and so `total`), an estimate listed in
-        `estimated`; activities are never loaded into the client.
+        Exact but for `completed` (and so `total`) past EXACT_COMPLETED_UP_TO, then an
+        estimate listed in `estimated`; activities are never loaded into the client.
         """
-        from runnerq_cli.backend.metrics import ESTIMATED, counts
+        from runnerq_cli.backend.metrics import counts
 
-        by_status, by_priority = counts(self._ctx)
+        by_status, by_priority, estimated = counts(self._ctx)
         return {"queue": self._ctx.settings.queue, "by_status": by_status,
                 "by_priority": by_priority, "total": sum(by_status.values()),
-                "estimated": list(ESTIMATED)}
+                "estimated": estimated}
 
     def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
         offset, limit = _page(offset, limit)
@@ -137,7 +140,7 @@ class Inspector(Inspection):
     def stats_snapshot(self, *, by_type: bool = False, throughput_minutes: int = 5,
                        latency_window_seconds: float = 900.0,
                        sample_cap: int = 10_000,
-                       history_seconds: float | None = None) -> dict[str, Any]:
+                       history_seconds: float | None = None) -> StatsSnapshot:
         """The full `stats` snapshot (metrics.py: schema, and what each query costs).
 
         With `history_seconds`, also the per-type history of that window (`--since`,
@@ -149,6 +152,18 @@ class Inspector(Inspection):
                                latency_window_seconds=latency_window_seconds,
                                sample_cap=sample_cap, history_seconds=history_seconds)
         return snapshot(self._ctx, options)
+
+    def failures_by_type_and_error(self, *, since: datetime | timedelta | None = None,
+                                   limit: int | None = None) -> Failures:
+        """What is failing: failed attempts since `since` (a time, or how long ago; None:
+        every event kept) grouped by type and error, most first (failures.py).
+
+        Kept through retries and redrives (read from the stored events, not from
+        the activities, whose `last_error` a retry clears).
+        """
+        from runnerq_cli.backend.failures import DEFAULT_LIMIT, group_failures
+
+        return group_failures(self._ctx, since, DEFAULT_LIMIT if limit is None else limit)
 
     def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
         return self._list(Status.FAILED, offset, limit)
@@ -198,9 +213,9 @@ class Inspector(Inspection):
 
         return resolve(self._ctx.activities, text)
 
-    def metrics_sample(self, *, window_seconds: float = 300.0) -> dict[str, Any]:
+    def metrics_sample(self, *, window_seconds: float = 300.0) -> MetricsSample:
         """What one Prometheus scrape exposes for this queue (metrics.metrics_sample)."""
         from runnerq_cli.backend.metrics import MetricsOptions, metrics_sample
 
         options = MetricsOptions(window_seconds=window_seconds)
-        return metrics_sample(self._ctx, self._control.paused().active, options)
+        return metrics_sample(self._ctx, self._control.paused(), options)

@@ -10,12 +10,17 @@ same for users):
 - failed, dead_letter, cancelled: exact, one covered `$group` per status on
   the finished index, which leads with `status`, so each reads only its own
   status's keys: O(failed + dead-lettered + cancelled kept);
-- completed: an ESTIMATE, the collection's document count (metadata, O(1))
-  minus every exact count, clamped at 0 (`ESTIMATED`); no count of completed
-  activities by priority or type is made (that would read every one of them);
+- completed: exact while at most `EXACT_COMPLETED_UP_TO` (10,000) are kept, one
+  covered `$group` that stops reading after that many keys; past it an ESTIMATE,
+  the collection's document count (metadata, O(1)) minus every exact count,
+  clamped at 0, listed in `estimated` with the total (and then not counted by
+  priority or type, which would read every completed activity);
 - oldest pending: one indexed seek on the claim-order index;
 - throughput, latency, history: the finished index's `completed_at` range
-  of the window shown: O(finished in the window), latency samples capped.
+  of the window shown: O(finished in the window), latency samples capped; the
+  history's failures from the stored failure events (failures.py), which a retry
+  does not erase; throughput's per-minute rates over the time the window really
+  covers (not before the queue's first activity: one seek on `created_at_1`).
 
 A malformed document (a date that is not a date, a worker entry with text
 where a number belongs) is skipped and counted (`malformed`), never a crash.
@@ -25,27 +30,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.indexes import index_name
 from runnerq_cli.backend.models import LIVE_STATUSES as LIVE
 from runnerq_cli.backend.models import Priority, Status, to_jsonable
 from runnerq_cli.backend.queries import (
+    EXACT_COMPLETED_UP_TO,
     EXACT_FINISHED,
     TERMINAL_DONE,
+    completed_counts,
+    failure_events_since,
     finished_since,
+    first_created,
     status_counts,
+)
+from runnerq_cli.backend.snapshots import (
+    CountRow,
+    History,
+    Latency,
+    MetricsSample,
+    MinuteOutcomes,
+    OldestPending,
+    Percentiles,
+    StatsSnapshot,
+    Throughput,
+    TypeHistory,
+    Workers,
 )
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.control import PauseState
 
 SCHEMA = "runnerq.stats/2"
 REPORTED_STATUSES = tuple(s.value for s in Status)
 LIVE_STATUSES = tuple(s.value for s in LIVE)
 
 EXACT_STATUSES = (*LIVE_STATUSES, *EXACT_FINISHED)
-# The counts that are estimates (every other count is exact); `total` includes them.
+# The counts that are estimates past EXACT_COMPLETED_UP_TO completed activities (every
+# other count is always exact); `total` includes them.
 ESTIMATED = ("completed", "total")
 PERCENTILES = (50, 95, 99)
 HISTORY_BUCKETS = 20  # sparkline points: 20 x 3 minutes for the last hour
@@ -92,21 +118,37 @@ def count_queries(settings: Settings) -> list[tuple[dict[str, Any], str]]:
     return [(query.filter, index_name(settings, str(query.purpose))) for query in status_counts()]
 
 
+@dataclass(frozen=True)
+class Counted:
+    """Exact count rows {status, <fields>..., count}, and whether completed is among them."""
+
+    rows: list[dict[str, Any]]
+    completed_exact: bool
+
+
 def _grouped(ctx: QueueContext, fields: dict[str, str], *,
-             by_type_index: bool = False) -> list[dict[str, Any]]:
-    """Rows {status, <fields>..., count} of every exact count, grouped by `fields`."""
+             by_type_index: bool = False) -> Counted:
+    """Every exact count, grouped by status and `fields`; completed too while at most
+    EXACT_COMPLETED_UP_TO are kept (its $group stops reading after one more)."""
     queries = count_queries(ctx.settings)
     if by_type_index:  # pending by type: the index that leads with the type
         queries[0] = (queries[0][0], index_name(ctx.settings, "claims limited"))
-    rows = []
-    for match, index in queries:
-        pipeline = [{"$match": match},
+    bounded = completed_counts(EXACT_COMPLETED_UP_TO + 1)
+    runs: list[tuple[dict[str, Any], str, list[dict[str, Any]]]] = [
+        (match, index, []) for match, index in queries]
+    runs.append((bounded.filter, str(bounded.index(ctx.settings)),
+                 [stage for stage in bounded.pipeline or () if "$limit" in stage]))
+    rows: list[dict[str, Any]] = []
+    for match, index, head in runs:
+        pipeline = [{"$match": match}, *head,
                     {"$group": {"_id": {"status": "$status", **fields}, "count": {"$sum": 1}}}]
         for row in _hinted(ctx.activities, pipeline, index):
             key = row["_id"] if isinstance(row.get("_id"), dict) else {}
             rows.append({**{name: key.get(name) for name in fields},
                          "status": str(key.get("status")), "count": int(row["count"])})
-    return rows
+    completed = Status.COMPLETED.value
+    exact = sum(r["count"] for r in rows if r["status"] == completed) <= EXACT_COMPLETED_UP_TO
+    return Counted(rows if exact else [r for r in rows if r["status"] != completed], exact)
 
 
 def estimated_total(ctx: QueueContext) -> int:
@@ -115,38 +157,41 @@ def estimated_total(ctx: QueueContext) -> int:
     return int(ctx.activities.estimated_document_count())
 
 
-def _with_estimate(ctx: QueueContext, exact: dict[str, int]) -> dict[str, int]:
-    """All REPORTED_STATUSES: the exact ones, and completed = total - exact (>= 0)."""
+def completed_count(ctx: QueueContext, counted: Counted) -> int:
+    """Completed activities: exact from the rows, or past EXACT_COMPLETED_UP_TO the
+    collection's count minus every exact count (>= 0)."""
+    completed = Status.COMPLETED.value
+    if counted.completed_exact:
+        return sum(int(r["count"]) for r in counted.rows if r["status"] == completed)
+    return max(0, estimated_total(ctx) - sum(int(r["count"]) for r in counted.rows))
+
+
+def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]], list[str]]:
+    """(by_status, by_priority, the counts that are estimates). Exact but for `completed`
+    past EXACT_COMPLETED_UP_TO (then ESTIMATED, and left out of by_priority).
+    Cost: O(live + failed + dead-lettered + cancelled + min(completed, the bound))."""
+    counted = _grouped(ctx, {"priority": "$priority"})
     by_status = dict.fromkeys(REPORTED_STATUSES, 0)
-    for status, n in exact.items():
-        by_status[status] = by_status.get(status, 0) + n
-    by_status["completed"] = max(0, estimated_total(ctx) - sum(exact.values()))
-    return by_status
-
-
-def counts(ctx: QueueContext) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """(by_status, by_priority). Exact but for `completed`, an estimate (ESTIMATED),
-    which by_priority leaves out. Cost: O(live + failed + dead-lettered + cancelled)."""
-    exact: dict[str, int] = {}
     by_priority: dict[str, dict[str, int]] = {}
-    for row in _grouped(ctx, {"priority": "$priority"}):
+    for row in counted.rows:
         status = row["status"]
-        exact[status] = exact.get(status, 0) + row["count"]
+        by_status[status] = by_status.get(status, 0) + row["count"]
         per = by_priority.setdefault(Priority.label(row["priority"]), {})
         per[status] = per.get(status, 0) + row["count"]
-    return _with_estimate(ctx, exact), by_priority
+    by_status[Status.COMPLETED.value] = completed_count(ctx, counted)
+    return by_status, by_priority, [] if counted.completed_exact else list(ESTIMATED)
 
 
 def counts_by_type(ctx: QueueContext) -> dict[str, dict[str, int]]:
-    """Exact counts by type and status (completed left out: see `counts`)."""
+    """Exact counts by type and status (completed left out past EXACT_COMPLETED_UP_TO)."""
     out: dict[str, dict[str, int]] = {}
-    for row in _grouped(ctx, {"type": "$activity_type"}, by_type_index=True):
+    for row in _grouped(ctx, {"type": "$activity_type"}, by_type_index=True).rows:
         per = out.setdefault(str(row["type"]), {})
         per[row["status"]] = per.get(row["status"], 0) + row["count"]
     return dict(sorted(out.items()))
 
 
-def oldest_pending(ctx: QueueContext, now: datetime) -> dict[str, Any] | None:
+def oldest_pending(ctx: QueueContext, now: datetime) -> OldestPending | None:
     """One seek per priority on the claim-order index (the four ranges merged:
     queries.oldest_pending). A stray pending document whose `created_at` is not a
     date is outside the query's range (doctor's `documents` check names it)."""
@@ -162,29 +207,51 @@ def oldest_pending(ctx: QueueContext, now: datetime) -> dict[str, Any] | None:
             "created_at": to_jsonable(doc["created_at"]), "age_seconds": round(age, 3)}
 
 
-def throughput(ctx: QueueContext, now: datetime, minutes: int) -> dict[str, Any]:
+MIN_COVERED_SECONDS = 10.0  # a rate over less than this would swing with every activity
+
+
+def covered_seconds(ctx: QueueContext, now: datetime, seconds: float) -> float:
+    """How much of the last `seconds` the queue had work: the window, but not before its
+    first activity kept (2/s for 80 s on a new queue is 120/min, not 32/min over 5 min);
+    at least MIN_COVERED_SECONDS."""
+    query = first_created()
+    doc = ctx.activities.find_one(query.filter, {"created_at": 1}, sort=query.sort_list)
+    first = doc.get("created_at") if doc else None
+    if not isinstance(first, datetime):
+        return seconds
+    return max(min(MIN_COVERED_SECONDS, seconds), min(seconds, (now - first).total_seconds()))
+
+
+def throughput(ctx: QueueContext, now: datetime, minutes: int) -> Throughput:
+    """Outcomes of the last `minutes`, and their rates over the time the window covers."""
     pipeline = [
         finished_since(now - timedelta(minutes=minutes)).match_stage,
         {"$group": {"_id": {"status": "$status", "minute": {"$floor": {"$divide": [
             {"$subtract": [now, "$completed_at"]}, 60_000]}}}, "count": {"$sum": 1}}},
     ]
-    minutes_rows = [{"minutes_ago": m, "completed": 0, "failed": 0, "dead_letter": 0}
-                    for m in range(minutes)]
+    per_minute = [dict.fromkeys(TERMINAL_DONE, 0) for _ in range(minutes)]
     totals = dict.fromkeys(TERMINAL_DONE, 0)
     for row in ctx.activities.aggregate(pipeline):
         status = row["_id"]["status"]
         minute = max(0, int(row["_id"]["minute"] or 0))  # a writer's clock ahead: now
         totals[status] = totals.get(status, 0) + row["count"]
         if 0 <= minute < minutes:
-            minutes_rows[minute][status] += row["count"]
+            per_minute[minute][status] = per_minute[minute].get(status, 0) + row["count"]
+    minutes_rows: list[MinuteOutcomes] = [
+        {"minutes_ago": m, "completed": row[Status.COMPLETED.value],
+         "failed": row[Status.FAILED.value], "dead_letter": row[Status.DEAD_LETTER.value]}
+        for m, row in enumerate(per_minute)]
+    covered = covered_seconds(ctx, now, minutes * 60.0)
+    completed = totals[Status.COMPLETED.value]
+    failed = totals[Status.FAILED.value] + totals[Status.DEAD_LETTER.value]
     return {
         "window_minutes": minutes,
-        "completed": totals[Status.COMPLETED.value],
+        "covered_seconds": round(covered, 3),
+        "completed": completed,
         "failed": totals[Status.FAILED.value],
         "dead_letter": totals[Status.DEAD_LETTER.value],
-        "completed_per_minute": round(totals[Status.COMPLETED.value] / minutes, 3),
-        "failed_per_minute": round((totals[Status.FAILED.value]
-                                    + totals[Status.DEAD_LETTER.value]) / minutes, 3),
+        "completed_per_minute": round(completed * 60.0 / covered, 3),
+        "failed_per_minute": round(failed * 60.0 / covered, 3),
         "per_minute": minutes_rows,
     }
 
@@ -202,8 +269,11 @@ RUN_MS = _date_diff("$completed_at", "$started_at")
 
 
 def _picks(percentiles: tuple[int, ...]) -> dict[str, Any]:
-    return {f"p{p}": {"$arrayElemAt": ["$v", {"$toInt": {"$floor": {"$multiply": [
-        {"$subtract": [{"$size": "$v"}, 1]}, p / 100]}}}]} for p in percentiles}
+    """Nearest rank, as docs/cli.md says: the p-th percentile of n sorted values is the
+    value at rank ceil(n * p / 100) (1-based): the p95 of 7.6, 11.3 and 14.6 is 14.6."""
+    return {f"p{p}": {"$arrayElemAt": ["$v", {"$max": [0, {"$subtract": [
+        {"$toInt": {"$ceil": {"$divide": [{"$multiply": [{"$size": "$v"}, p]}, 100]}}},
+        1]}]}]} for p in percentiles}
 
 
 def _percentile_stage(field: str) -> list[dict[str, Any]]:
@@ -215,8 +285,13 @@ def _percentile_stage(field: str) -> list[dict[str, Any]]:
     ]
 
 
-def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> dict[str, Any]:
-    """Queue wait (due -> started) and run time (started -> finished), in seconds.
+def _seconds(ms: Any) -> float | None:
+    return None if ms is None else round(max(0.0, float(ms) / 1000.0), 3)
+
+
+def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> Latency:
+    """Queue wait (due -> claimed) and run time (claimed -> finished as recorded: the
+    handler, the worker's queueing of it and the acknowledgement), in seconds.
 
     Over terminal activities finished in the last `window` seconds, at most
     the newest `cap` of them; nearest-rank percentiles picked on the server.
@@ -232,13 +307,10 @@ def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> dict[s
     rows = list(ctx.activities.aggregate(pipeline))
     facets = rows[0] if rows else {}
 
-    def summary(name: str) -> dict[str, Any]:
+    def summary(name: str) -> Percentiles:
         found = (facets.get(name) or [{}])[0] if facets.get(name) else {}
-        out: dict[str, Any] = {"count": int(found.get("n", 0))}
-        for p in PERCENTILES:
-            ms = found.get(f"p{p}")
-            out[f"p{p}"] = None if ms is None else round(max(0.0, ms / 1000.0), 3)
-        return out
+        return {"count": int(found.get("n", 0)), "p50": _seconds(found.get("p50")),
+                "p95": _seconds(found.get("p95")), "p99": _seconds(found.get("p99"))}
 
     wait, run = summary("wait"), summary("run")
     return {"window_seconds": window, "sample_cap": cap,
@@ -247,22 +319,26 @@ def latency(ctx: QueueContext, now: datetime, window: float, cap: int) -> dict[s
 
 
 def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
-            buckets: int = HISTORY_BUCKETS) -> dict[str, Any]:
+            buckets: int = HISTORY_BUCKETS) -> History:
     """Per activity type over the last `seconds`: outcomes per bucket (oldest first) and
-    the run time's p50/p95 per bucket, from the activities finished in the window.
+    the run time's p50/p95 per bucket.
 
-    Answers from the history kept: activities removed by retention are no longer
-    counted. Counts from the finished index's keys (covered); latency from the
-    newest `cap` finished in the window (`capped` says when older buckets lack it).
+    Completions from the activities finished in the window (index keys, covered);
+    failures (failed, dead-lettered) from their stored events, so retrying an
+    incident's dead letters does not erase it from the history. Activities removed
+    by retention are no longer counted. Latency from the newest `cap` finished in
+    the window (`capped` says when older buckets lack it).
     """
     since = now - timedelta(seconds=seconds)
     width_ms = seconds * 1000.0 / buckets
     finished = finished_since(since)
     match = finished.match_stage
-    bucket = {"$floor": {"$divide": [{"$subtract": ["$completed_at", since]}, width_ms]}}
-    types: dict[str, dict[str, Any]] = {}
+    types: dict[str, TypeHistory] = {}
 
-    def entry(name: Any) -> dict[str, Any]:
+    def bucket_of(field: str) -> dict[str, Any]:
+        return {"$floor": {"$divide": [{"$subtract": [field, since]}, width_ms]}}
+
+    def entry(name: Any) -> TypeHistory:
         return types.setdefault(str(name), {
             "completed": 0, "failed": 0, "dead_letter": 0, "per_bucket": [0] * buckets,
             "run_p50": [None] * buckets, "run_p95": [None] * buckets})
@@ -270,15 +346,31 @@ def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
     def slot(value: Any) -> int:
         return min(buckets - 1, max(0, int(value or 0)))  # a writer's clock ahead: newest
 
-    counted = [match, {"$group": {"_id": {"t": "$activity_type", "s": "$status", "b": bucket},
-                                  "count": {"$sum": 1}}}]
-    for row in _hinted(ctx.activities, counted, index_name(ctx.settings, "list finished")):
-        key, n = row["_id"], int(row["count"])
-        per = entry(key.get("t"))
-        per[str(key.get("s"))] = per.get(str(key.get("s")), 0) + n
-        per["per_bucket"][slot(key.get("b"))] += n
+    def add(name: Any, outcome: str, at: Any, n: int) -> None:
+        per = entry(name)
+        if outcome == "completed":
+            per["completed"] += n
+        elif outcome == "failed":
+            per["failed"] += n
+        else:
+            per["dead_letter"] += n
+        per["per_bucket"][slot(at)] += n
+
+    completed = [match, {"$match": {"status": Status.COMPLETED.value}},
+                 {"$group": {"_id": {"t": "$activity_type", "b": bucket_of("$completed_at")},
+                             "count": {"$sum": 1}}}]
+    for row in _hinted(ctx.activities, completed, index_name(ctx.settings, "list finished")):
+        add(row["_id"].get("t"), "completed", row["_id"].get("b"), int(row["count"]))
+    events = failure_events_since(since)
+    failed = [events.match_stage, {"$match": {"event_type": {"$in": ["Failed", "DeadLetter"]}}},
+              {"$group": {"_id": {"t": "$activity_type", "e": "$event_type",
+                                  "b": bucket_of("$timestamp")}, "count": {"$sum": 1}}}]
+    for row in ctx.events.aggregate(failed):
+        outcome = "failed" if row["_id"].get("e") == "Failed" else "dead_letter"
+        add(row["_id"].get("t"), outcome, row["_id"].get("b"), int(row["count"]))
     sampled: list[dict[str, Any]] = [match, finished.sort_stage, {"$limit": cap},
-               {"$project": {"t": "$activity_type", "b": bucket, "run": RUN_MS}},
+               {"$project": {"t": "$activity_type", "b": bucket_of("$completed_at"),
+                             "run": RUN_MS}},
                {"$match": {"run": {"$ne": None}}}, {"$sort": {"run": 1}},
                {"$group": {"_id": {"t": "$t", "b": "$b"}, "v": {"$push": "$run"}}},
                {"$project": {"n": {"$size": "$v"}, **_picks((50, 95))}}]
@@ -287,16 +379,15 @@ def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
         key = row["_id"]
         per, i = entry(key.get("t")), slot(key.get("b"))
         sample_size += int(row.get("n", 0))
-        for p in (50, 95):
-            ms = row.get(f"p{p}")
-            per[f"run_p{p}"][i] = None if ms is None else round(max(0.0, ms / 1000.0), 3)
+        per["run_p50"][i] = _seconds(row.get("p50"))
+        per["run_p95"][i] = _seconds(row.get("p95"))
     return {"since_seconds": seconds, "bucket_seconds": seconds / buckets, "buckets": buckets,
             "sample_cap": cap, "capped": sample_size >= cap,
             "by_type": dict(sorted(types.items()))}
 
 
 def worker_summary(ctx: QueueContext, now: datetime, stale_after: float,
-                   malformed: list[str] | None = None) -> dict[str, int]:
+                   malformed: list[str] | None = None) -> Workers:
     """Live and stale worker processes and what the live ones run, from the registry.
 
     Reads only the fields it needs; an entry whose heartbeat is not a date or whose
@@ -324,18 +415,18 @@ def worker_summary(ctx: QueueContext, now: datetime, stale_after: float,
     return {"live": live, "stale": stale, "in_flight": in_flight}
 
 
-def snapshot(ctx: QueueContext, options: StatsOptions) -> dict[str, Any]:
+def snapshot(ctx: QueueContext, options: StatsOptions) -> StatsSnapshot:
     """One stats snapshot with the stable schema `SCHEMA` (docs/reference.md: "Stats JSON")."""
     now = ctx.clock()
     malformed: list[str] = []
-    by_status, by_priority = counts(ctx)
+    by_status, by_priority, estimated = counts(ctx)
     return {
         "schema": SCHEMA,
         "queue": ctx.settings.queue,
         "generated_at": to_jsonable(now),
         "total": sum(by_status.values()),
         "by_status": by_status,
-        "estimated": list(ESTIMATED),
+        "estimated": estimated,
         "by_priority": {name: by_priority[name] for name in sorted(by_priority, key=_rank)},
         "by_type": counts_by_type(ctx) if options.by_type else None,
         "oldest_pending": oldest_pending(ctx, now),
@@ -354,25 +445,30 @@ CHECK_NAMES = frozenset(
      "malformed", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
 
 
-def check_values(snap: dict[str, Any]) -> dict[str, float]:
+def percentiles(summary: Percentiles) -> dict[int, float | None]:
+    """A summary's PERCENTILES by number (the names a loop over them needs)."""
+    return {50: summary["p50"], 95: summary["p95"], 99: summary["p99"]}
+
+
+def check_values(snap: StatsSnapshot) -> dict[str, float]:
     """The flat names a `--check` expression may use, in seconds or counts."""
     values: dict[str, float] = {name: float(n) for name, n in snap["by_status"].items()}
     values["running"] = values.get("processing", 0.0)
     values["dead-letter"] = values.get("dead_letter", 0.0)
     values["total"] = float(snap["total"])
-    oldest = snap.get("oldest_pending")
+    oldest = snap["oldest_pending"]
     values["oldest_pending"] = float(oldest["age_seconds"]) if oldest else 0.0
     tp = snap["throughput"]
     values["completed_per_minute"] = float(tp["completed_per_minute"])
     values["failed_per_minute"] = float(tp["failed_per_minute"])
-    for prefix, key in (("wait", "queue_wait_seconds"), ("run", "run_seconds")):
-        for p in PERCENTILES:
-            value = snap["latency"][key][f"p{p}"]
+    lat = snap["latency"]
+    for prefix, summary in (("wait", lat["queue_wait_seconds"]), ("run", lat["run_seconds"])):
+        for p, value in percentiles(summary).items():
             values[f"{prefix}_p{p}"] = float(value) if value is not None else 0.0
     values["workers"] = float(snap["workers"]["live"])
     values["stale_workers"] = float(snap["workers"]["stale"])
     values["in_flight"] = float(snap["workers"]["in_flight"])
-    values["malformed"] = float(len(snap.get("malformed") or []))
+    values["malformed"] = float(len(snap["malformed"]))
     return values
 
 
@@ -390,13 +486,15 @@ class MetricsOptions:
     stale_after: float = TIMING.worker_stale_after
 
 
-def counts_by_status_priority_type(ctx: QueueContext) -> list[dict[str, Any]]:
-    """[{status, priority, type, count}] of the exact statuses (EXACT_STATUSES)."""
-    rows = [{"status": row["status"], "priority": Priority.label(row["priority"]),
-             "type": str(row["type"]), "count": row["count"]}
-            for row in _grouped(ctx, {"priority": "$priority", "type": "$activity_type"},
-                                by_type_index=True)]
-    return sorted(rows, key=lambda r: (r["status"], r["type"], r["priority"]))
+def counts_by_status_priority_type(ctx: QueueContext) -> tuple[list[CountRow], Counted]:
+    """[{status, priority, type, count}] of the exact statuses (EXACT_STATUSES, and
+    completed while at most EXACT_COMPLETED_UP_TO), and the count they came from."""
+    counted = _grouped(ctx, {"priority": "$priority", "type": "$activity_type"},
+                       by_type_index=True)
+    rows: list[CountRow] = [{"status": row["status"], "priority": Priority.label(row["priority"]),
+                             "type": str(row["type"]), "count": row["count"]}
+                            for row in counted.rows]
+    return sorted(rows, key=lambda r: (r["status"], r["type"], r["priority"])), counted
 
 
 def finished_in_window(ctx: QueueContext, now: datetime, seconds: float) -> dict[str, int]:
@@ -411,22 +509,31 @@ def finished_in_window(ctx: QueueContext, now: datetime, seconds: float) -> dict
     return out
 
 
-def metrics_sample(ctx: QueueContext, paused: bool, options: MetricsOptions) -> dict[str, Any]:
-    """The numbers one scrape exposes for one queue (plain data, no exposition format)."""
+def metrics_sample(ctx: QueueContext, pause: PauseState, options: MetricsOptions) -> MetricsSample:
+    """The numbers one scrape exposes for one queue (plain data, no exposition format).
+
+    `known_types` are the types with any exact count or a pause: the exposition
+    keeps a zero-valued series for each of them (a count that falls to 0 stays
+    visible as 0 instead of vanishing).
+    """
     now = ctx.clock()
     malformed: list[str] = []
-    rows = counts_by_status_priority_type(ctx)
-    exact = sum(row["count"] for row in rows)
+    rows, counted = counts_by_status_priority_type(ctx)
     oldest = oldest_pending(ctx, now)
+    paused_types = sorted(str(t) for t in pause.types) if pause.active else []
     return {
         "queue": ctx.settings.queue,
         "activities": rows,
-        "estimated": {"completed": max(0, estimated_total(ctx) - exact)},
+        "estimated": {Status.COMPLETED.value: completed_count(ctx, counted)},
         "oldest_pending_age_seconds": oldest["age_seconds"] if oldest else 0.0,
         "window_seconds": options.window_seconds,
         "finished": finished_in_window(ctx, now, options.window_seconds),
         "latency": latency(ctx, now, options.window_seconds, options.sample_cap),
         "workers": worker_summary(ctx, now, options.stale_after, malformed),
-        "paused": paused,
+        "paused": pause.active and pause.all,
+        "paused_types": paused_types,
+        "known_types": sorted({row["type"] for row in rows} | set(paused_types)),
+        "exact_statuses": [*EXACT_STATUSES, *([Status.COMPLETED.value]
+                                              if counted.completed_exact else [])],
         "malformed": len(malformed),
     }

@@ -40,6 +40,7 @@ from runnerq_cli.backend.actions import (
 from runnerq_cli.backend.audit import AuditLog
 from runnerq_cli.backend.batches import BATCH_SIZE, Batches
 from runnerq_cli.backend.context import QueueContext
+from runnerq_cli.backend.filters import check_error_contains, error_contains_clause
 from runnerq_cli.backend.maintenance import Maintenance
 from runnerq_cli.backend.models import Priority, Status, parse_activity_id, to_jsonable
 from runnerq_cli.backend.servertime import server_update, write_time
@@ -171,8 +172,10 @@ class Operator:
                 limit: int | None = None, reason: str | None = None,
                 actor: str | None = None, should_stop: Callable[[], bool] | None = None,
                 on_batch: Callable[[int], None] | None = None,
-                command: str | None = None) -> RedriveReport:
-        """Every dead-lettered activity (of `types`, if given) back to pending.
+                command: str | None = None,
+                error_contains: str | None = None) -> RedriveReport:
+        """Every dead-lettered activity (of `types`, if given; whose last error contains
+        `error_contains`, if given) back to pending.
 
         The activity documents are the truth (status dead_letter), not the
         dead-letter collection: an activity whose record was never written
@@ -191,6 +194,9 @@ class Operator:
             query["activity_type"] = {"$in": type_list}
         if ids is not None:
             query["_id"] = {"$in": [parse_activity_id(i) for i in ids]}
+        if error_contains is not None:
+            check_error_contains(error_contains)
+            query["last_error"] = error_contains_clause(error_contains)
         projection = {"activity_type": 1, "retry_count": 1, "completed_at": 1, "last_error": 1}
         cursor = self._ctx.activities.find(query, projection).sort([("completed_at", 1)])
         if limit is not None:

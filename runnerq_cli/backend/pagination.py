@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from runnerq_cli import values as values_mod
+from runnerq_cli.backend.filters import check_error_contains, error_contains_clause
 from runnerq_cli.backend.models import Activity, Status, check_metadata_key, parse_metadata_pairs
 from runnerq_cli.backend.queries import LIST_ORDERS, status_query
 from runnerq_cli.errors import InvalidArgument
@@ -43,6 +44,10 @@ class ListFilter:
     activity_type: str | None = None
     since: datetime | None = None
     metadata: tuple[tuple[str, str], ...] = ()
+    error_contains: str | None = None  # last_error contains this text (filters.py)
+
+    def __post_init__(self) -> None:
+        check_error_contains(self.error_contains)
 
     def query(self, status: Status) -> dict[str, Any]:
         """Only equality and range on fixed field names: user text is never an operator."""
@@ -54,6 +59,8 @@ class ListFilter:
         for key, value in self.metadata:
             check_metadata_key(key)
             query[f"metadata.{key}"] = str(value)
+        if self.error_contains is not None:
+            query["last_error"] = error_contains_clause(self.error_contains)
         return query
 
 

@@ -224,6 +224,63 @@ def finished_since(since: datetime) -> Query:
                  (("completed_at", -1),), "list finished")
 
 
+# What failed, by type and error (failures.py): one stored event per failed attempt
+# (design.md, "One event per finished attempt"), kept through retries (a retry clears
+# the activity's `last_error`, never its events) until the events TTL.
+FAILURE_EVENTS = ("Retrying", "Failed", "DeadLetter")
+
+
+def failure_events_since(since: datetime) -> Query:
+    """Stored events of failed attempts (and expired leases) from `since`, oldest first.
+    O(events stored in the window): a success stores no event (derived.py)."""
+    return Query("failure events", "events", {"timestamp": {"$gte": since}, "$or": [
+        {"event_type": {"$in": list(FAILURE_EVENTS)}},
+        {"event_type": "Requeued", "detail.reason": "lease_expired"}]},
+        (("timestamp", 1),), "events TTL")
+
+
+def failures_since(since: datetime) -> Query:
+    """failure_events_since grouped by activity type and error (failures.py): count, per
+    kind, first and last seen, the newest one's activity; most attempts first."""
+    events = failure_events_since(since)
+    kind = {name: {"$sum": {"$cond": [{"$eq": ["$event_type", event]}, 1, 0]}}
+            for name, event in (("retrying", "Retrying"), ("failed", "Failed"),
+                                ("dead_letter", "DeadLetter"), ("lease_expired", "Requeued"))}
+    return Query("failures by type and error", "events", events.filter, events.sort,
+                 events.purpose, pipeline=(
+                     events.match_stage, events.sort_stage,
+                     {"$group": {"_id": {"type": "$activity_type",
+                                         "error": {"$ifNull": ["$detail.error", ""]}},
+                                 "count": {"$sum": 1}, **kind,
+                                 "first_seen": {"$min": "$timestamp"},
+                                 "last_seen": {"$max": "$timestamp"},
+                                 "example_id": {"$last": "$activity_id"}}},
+                     {"$sort": {"count": -1, "last_seen": -1}}))
+
+
+# Completed activities are counted key by key up to this many (stats, metrics, doctor's
+# summary); past it their count is the collection's metadata count minus the exact ones.
+EXACT_COMPLETED_UP_TO = 10_000
+
+
+def completed_counts(limit: int) -> Query:
+    """Completed activities by priority, reading at most `limit` index keys (covered,
+    hinted): exact while fewer are kept, else metrics.py estimates (EXACT_COMPLETED_UP_TO)."""
+    match = {"status": Status.COMPLETED.value, "completed_at": {"$gte": EVER}}
+    return Query("stats counts (completed, bounded)", "activities", match,
+                 purpose="list finished", hinted=True,
+                 pipeline=({"$match": match}, {"$limit": limit},
+                           {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                                       "count": {"$sum": 1}}}))
+
+
+def first_created() -> Query:
+    """The queue's first activity kept (one seek on created_at_1): stats' throughput is
+    over the time its window really covers, not before the queue had work."""
+    return Query("stats window start", "activities", {"created_at": {"$gte": EVER}},
+                 (("created_at", 1),), "derived Enqueued")
+
+
 # The tail's derived sources (events.py): which step time of an activity document
 # gives which events, the extra match, and the index that serves the range.
 TAIL_STEPS: tuple[tuple[str, str, dict[str, Any], frozenset[str], str], ...] = (
@@ -281,6 +338,7 @@ SAMPLE_PAUSED = ("a",)
 SAMPLE_ACTIVITY = uuid.UUID(int=0)
 STATS_WINDOW_SAMPLE = 900.0  # stats' default latency window
 TAIL_BEHIND_SAMPLE = 10.0  # a tail reading from 10 s behind the server's clock
+FAILURES_SAMPLE = 3600.0  # doctor's dead-letter check: what failed in the last hour
 
 
 def representative_queries(settings: Settings, now: datetime,
@@ -306,5 +364,8 @@ def representative_queries(settings: Settings, now: datetime,
         *tail_steps(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
         uncopied_steps(),
         stored_events_since(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
+        failures_since(now - timedelta(seconds=FAILURES_SAMPLE)),
+        completed_counts(EXACT_COMPLETED_UP_TO + 1),
+        first_created(),
     ]
     return queries

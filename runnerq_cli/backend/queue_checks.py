@@ -27,11 +27,13 @@ from runnerq_cli.backend.checks import (
 )
 from runnerq_cli.backend.context import QueueContext
 from runnerq_cli.backend.control import PauseState
+from runnerq_cli.backend.failures import FailureGroup, group_failures
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.models import Status, display_time
 from runnerq_cli.backend.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.shapes import malformed
+from runnerq_cli.backend.snapshots import OldestPending
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry
 
@@ -209,11 +211,22 @@ def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check
     return Check("outbox", CheckStatus.OK, "no outbox older than a minute", None, facts)
 
 
-def check_backlog(ctx: QueueContext, now: datetime, pause: PauseState) -> Check:
-    """The oldest pending activity's wait; when a pause holds its type, the pause is why."""
+def pending_now(ctx: QueueContext, now: datetime) -> tuple[int, OldestPending | None]:
+    """The pending count and the oldest pending activity, made to agree (two reads, work
+    moving in between): doctor never says "no pending work" beside "oldest pending waits
+    8.65 s". Nothing counted: no oldest; counted but the oldest gone: read it again."""
     from runnerq_cli.backend.metrics import oldest_pending
 
     oldest = oldest_pending(ctx, now)
+    pending = count(ctx.activities, {"status": Status.PENDING.value})
+    if not pending:
+        return 0, None
+    return pending, oldest if oldest is not None else oldest_pending(ctx, now)
+
+
+def check_backlog(ctx: QueueContext, pause: PauseState,
+                  oldest: OldestPending | None) -> Check:
+    """The oldest pending activity's wait; when a pause holds its type, the pause is why."""
     if oldest is None:
         return Check("backlog", CheckStatus.OK, "nothing pending", None, {"oldest_pending": None})
     age = oldest["age_seconds"]
@@ -266,13 +279,40 @@ def check_documents(ctx: QueueContext) -> Check:
                     if first.collection == ctx.activities.name else ""), facts)
 
 
+DOCTOR_GROUPS = 3  # the failing groups doctor names (facts carry them; `stats --by error` all)
+ERROR_SHOWN = 60  # characters of an error in doctor's line
+
+
+def describe_group(group: FailureGroup) -> str:
+    """One failing group in a sentence: type, error (cut), how many, when, an example."""
+    error = group.error if len(group.error) <= ERROR_SHOWN else group.error[:ERROR_SHOWN] + "…"
+    what = f"{group.dead_letter} dead-lettered, " if group.dead_letter else ""
+    return (f"{group.activity_type}: \"{error}\" ({what}{group.count} failed attempts, "
+            f"{display_time(group.first_seen)} to {display_time(group.last_seen)}, "
+            f"e.g. {group.example_id})")
+
+
 def check_dead_letters(ctx: QueueContext, now: datetime) -> Check:
+    """Dead letters of the last hour, and what is failing: the largest groups of failed
+    attempts by type and error (failures.py), so the line says where to look."""
     hour = count(ctx.dead_letter, {"failed_at": {"$gte": now - timedelta(hours=1)}})
-    facts = {"last_hour": hour}
+    failing = group_failures(ctx, now - timedelta(seconds=queries.FAILURES_SAMPLE),
+                             DOCTOR_GROUPS)
+    facts: dict[str, Any] = {"last_hour": hour,
+                             "failing": [group.to_json() for group in failing.groups],
+                             "failing_groups": failing.total_groups}
+    more = failing.total_groups - len(failing.groups)
+    named = "; ".join(describe_group(group) for group in failing.groups) + (
+        f"; and {more} more (runnerq-mongo stats --by error)" if more > 0 else "")
     if hour:
         return Check("dead letters", CheckStatus.WARN,
-                     f"{at_least(hour)} dead-lettered in the last hour",
-                     "runnerq-mongo list dead-letter; redrive once the cause is fixed", facts)
+                     f"{at_least(hour)} dead-lettered in the last hour; failing: {named}",
+                     "runnerq-mongo list dead-letter --type TYPE --error-contains TEXT; "
+                     "redrive --error-contains TEXT once the cause is fixed", facts)
+    if failing.groups:
+        return Check("dead letters", CheckStatus.OK,
+                     f"none dead-lettered in the last hour; failed attempts: {named}", None,
+                     facts)
     return Check("dead letters", CheckStatus.OK, "none dead-lettered in the last hour", None,
                  facts)
 
@@ -293,7 +333,7 @@ class QueueChecks:
         reports = ensure_indexes(ctx.db, ctx.settings, write=False)
         workers = self._registry.list_workers(TIMING.worker_stale_after)
         live = sum(1 for w in workers if not w.stale)
-        pending = count(ctx.activities, {"status": Status.PENDING.value})
+        pending, oldest = pending_now(ctx, now)
         pause = self._paused()
         checks = [
             check_indexes(ctx, reports),
@@ -304,7 +344,7 @@ class QueueChecks:
             check_leases(ctx, now, live),
             check_outboxes(ctx, now, live),
             check_pause(ctx, pause),
-            check_backlog(ctx, now, pause),
+            check_backlog(ctx, pause, oldest),
             check_dead_letters(ctx, now),
             check_documents(ctx),
         ]

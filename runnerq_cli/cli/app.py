@@ -52,6 +52,18 @@ MODULE_OF = {
 }
 
 
+# Root --help lists the commands by what a person is doing (issue 25, point 10).
+HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Set up", ("init-indexes", "dev-server", "config", "completion")),
+    ("Run", ("enqueue", "worker")),
+    ("Inspect", ("stats", "list", "show", "events", "result", "wait", "workers", "tail",
+                 "queues", "audit")),
+    ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",
+             "purge", "pause", "resume", "dlq")),
+    ("Diagnose", ("doctor", "explain", "metrics")),
+)
+
+
 class _LazyRootGroup(TyperGroup):
     """The root group, converting a subcommand from its typer registration only when used.
 
@@ -98,13 +110,19 @@ class _LazyRootGroup(TyperGroup):
             return
         from runnerq_cli.cli.typer_compat import make_default_short_help
 
-        rows = [(name, help_text) for name in self.list_commands(ctx)
-                for help_text, hidden in [self._summaries[name]] if not hidden]
+        rows = dict((name, help_text) for name in self.list_commands(ctx)
+                    for help_text, hidden in [self._summaries[name]] if not hidden)
         if rows:
-            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
-            with formatter.section("Commands"):
-                formatter.write_dl([(name, make_default_short_help(text, limit))
-                                    for name, text in rows])
+            limit = formatter.width - 6 - max(len(name) for name in rows)
+            grouped = {name for _, names in HELP_GROUPS for name in names}
+            sections = [*HELP_GROUPS, ("Other commands", tuple(n for n in rows
+                                                                if n not in grouped))]
+            for title, names in sections:
+                shown = [n for n in names if n in rows]
+                if shown:
+                    with formatter.section(title):
+                        formatter.write_dl([(n, make_default_short_help(rows[n], limit))
+                                            for n in shown])
 
 
 def _new_app() -> typer.Typer:
@@ -227,6 +245,11 @@ SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --ur
                "RUNNERQ_MONGO_URI at your server")
 
 
+SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-size for bulk "
+                    "actions and imports, or a longer socket_timeout (RUNNERQ_SOCKET_TIMEOUT); "
+                    "docs/operations.md, \"In batches\"")
+
+
 def _handle_driver_error(exc: Exception) -> int:
     """pymongo errors that escaped a command: one redacted line, a meaningful code."""
     from pymongo import errors as mongo_errors
@@ -322,9 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
+        from runnerq_cli.backend.connection import TimedOut
         from runnerq_cli.errors import Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
+        if isinstance(exc, TimedOut):
+            hint = f"; {SLOW_SERVER_HINT}"
         error_line(f"{message_of(exc)}{hint}")
         code = exit_code_of(exc)
     except BrokenPipeError:

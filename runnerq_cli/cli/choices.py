@@ -16,7 +16,7 @@ ON_DUPLICATE = ("return-existing", "allow-reuse", "allow-reuse-on-failure", "no-
 LOG_FORMATS = ("auto", "rich", "plain", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TAIL_MODES = ("auto", "change-stream", "poll")
-STATS_BY = ("type",)
+STATS_BY = ("type", "error")
 
 
 def completer(values: tuple[str, ...]) -> Callable[[str], list[str]]:

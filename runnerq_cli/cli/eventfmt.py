@@ -48,8 +48,14 @@ class OneLine:
     and drops their `no_wrap`, so the choice is made here, at render time.
     """
 
-    def __init__(self, text: Any) -> None:
+    def __init__(self, text: Any, keep_from: int | None = None,
+                 spare: tuple[int, int] | None = None) -> None:
         self.text = text
+        # Where a field starts that is cut inside rather than dropped (an error: what a
+        # DeadLetter or Failed line is for), when the screen is too narrow for it whole;
+        # `spare` the span given up first to make room for it (the activity type).
+        self.keep_from = keep_from
+        self.spare = spare
 
     @property
     def plain(self) -> str:
@@ -61,11 +67,24 @@ class OneLine:
             options = options.update(no_wrap=True, overflow="ellipsis")
             width = options.max_width
             if text.cell_len > width:  # cut between fields, so a value is whole or gone
+                keep = self.keep_from
+                if keep is not None and self.spare and keep + ERROR_ROOM > width:
+                    start, end = self.spare
+                    text = text[:start] + text[end:]
+                    keep -= end - start
                 cut = text.plain.rfind("  ", 0, width - 2)
-                if cut > 0:
+                if text.cell_len <= width:
+                    pass
+                elif keep is not None and cut <= keep < width - 12:
+                    text = text[:width - 1]  # the error, cut inside: its start is the news
+                    text.append("…", style="dim")
+                elif cut > 0:
                     text = text[:cut]
                     text.append("  …", style="dim")
         yield from console.render(text, options)
+
+
+ERROR_ROOM = 30  # columns an error needs to say something: the type gives way below it
 
 
 def _detail_value(value: Any) -> str:
@@ -109,13 +128,21 @@ def event_line(event: Event) -> OneLine:
     # Queue-level records (pause, resume, the audit) belong to no activity.
     owner = short_id(event.activity_id) if event.activity_id is not None else "(queue)"
     line.append(f" {owner:<{SHORT_ID}}")
+    type_start = len(line.plain)
     if event.activity_type:
         line.append(f"  {literal(event.activity_type, max_length=120)}", style="bold")
-    for key, value in (event.detail or {}).items():
+    spare = (type_start, len(line.plain)) if event.activity_type else None
+    keep_from = None
+    detail = dict(event.detail or {})
+    # The error first: on a narrow screen it is what a Failed or DeadLetter line is read for.
+    for key in sorted(detail, key=lambda k: k != "error"):
+        value = detail[key]
         if value is None or value == "" or value == [] or value == {}:
             continue
+        if key == "error":
+            keep_from = len(line.plain)
         line.append(f"  {literal(key, max_length=40)}="
                     f"{literal(_detail_value(value), max_length=120)}")
     if event.worker_id:  # last: the detail (an error) matters more on a narrow screen
         line.append(f"  worker={literal(event.worker_id, max_length=120)}", style="dim")
-    return OneLine(line)
+    return OneLine(line, keep_from, spare)

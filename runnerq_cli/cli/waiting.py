@@ -45,11 +45,20 @@ def exit_code(outcome: WaitOutcome) -> ExitCode:
     return STATUS_CODES.get(outcome.status or "", ExitCode.FAILURE)
 
 
+def with_id(doc: dict[str, Any]) -> dict[str, Any]:
+    """`id` first, as `enqueue`, `list` and `show` name an activity's id; `activity_id`
+    stays beside it for scripts written before (docs/reference.md, "Ids in JSON")."""
+    return {"id": doc.get("activity_id"), **doc}
+
+
 def outcome_json(outcome: WaitOutcome) -> dict[str, Any]:
-    """The outcome as JSON, with the exit code the command ends with."""
+    """The outcome as JSON, with the exit code the command ends with; the result's
+    `state` and `data` also at the top, where `result -o json` has them (`.data.X`)."""
     doc = outcome.to_json()
     waited = doc.pop("waited_seconds")
-    return {**doc, "exit_code": int(exit_code(outcome)), "waited_seconds": waited}
+    result = doc.get("result") or {}
+    return {**with_id(doc), "state": result.get("state"), "data": result.get("data"),
+            "exit_code": int(exit_code(outcome)), "waited_seconds": waited}
 
 
 def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None = None) -> int:

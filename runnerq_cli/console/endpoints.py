@@ -149,7 +149,8 @@ class Views:
 
         def compute() -> dict[str, Any]:
             # throughput and latency over `stats`' own windows; history over the page's
-            return rq.inspector.stats_snapshot(by_type=True, history_seconds=minutes * 60.0)
+            return dict(rq.inspector.stats_snapshot(by_type=True,
+                                                    history_seconds=minutes * 60.0))
 
         value: dict[str, Any] = self.shared.get(("stats", rq.queue, minutes), SHARED_SECONDS,
                                                 compute)

@@ -136,10 +136,10 @@ class Claimer:
             if state.covers(self._types):
                 log.info("queue paused: claiming nothing"
                          + (" (burst: exiting)" if self._burst else ""),
-                         extra=details(paused=state.describe()))
+                         extra=details(paused=state.describe().removeprefix("paused: ")))
             elif state.active:
                 log.info("some types paused: not claiming them",
-                         extra=details(paused=state.describe()))
+                         extra=details(paused=state.describe().removeprefix("paused: ")))
             else:
                 log.info("resumed: claiming again")
         return state.claim_scope(self._types)

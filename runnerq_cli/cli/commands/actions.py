@@ -160,21 +160,30 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
 
 
 def command_line(ctx: typer.Context) -> str:
-    """The command as recorded in the audit: its path and the options given (no root
-    options, so never a URI or a password)."""
+    """The command as recorded in the audit, so that it re-runs as written: its path and
+    the options given under their own flags (`--type`, `--max`, not the parameter names),
+    each value shell-quoted (no root options, so never a URI or a password)."""
+    import shlex
+    from enum import Enum
+
+    params = {p.name: p for p in ctx.command.params}
     parts = [ctx.command_path]
     for name, value in ctx.params.items():
         if value in (None, False, [], ()) or name == "output":
             continue
-        flag = "--" + name.replace("_", "-")
-        if name in ("ids", "args"):
-            parts.extend(str(v) for v in value)
-        elif value is True:
+        param = params.get(name)
+        if param is not None and param.param_type_name == "argument":
+            parts.extend(shlex.quote(str(v)) for v in
+                         (value if isinstance(value, list | tuple) else [value]))
+            continue
+        longs = [o for o in (param.opts if param is not None else []) if o.startswith("--")]
+        flag = longs[0] if longs else "--" + name.replace("_", "-")
+        if value is True:
             parts.append(flag)
-        elif isinstance(value, list | tuple):
-            parts.extend(f"{flag}={v}" for v in value)
-        else:
-            parts.append(f"{flag}={value}")
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            text = item.value if isinstance(item, Enum) else item
+            parts.append(f"{flag}={shlex.quote(str(text))}")
     return " ".join(parts)
 
 
@@ -191,11 +200,20 @@ def existing_backend(ctx: typer.Context, *, create: bool = False,
     return backend
 
 
+# What each action did, in the past tense: "cancelled 700 of 2,940".
+DONE_WORDS = {"cancel": "cancelled", "retry": "retried", "run-now": "made due now",
+              "reschedule": "rescheduled", "set-priority": "changed the priority of",
+              "delete": "deleted", "redrive": "redrove", "purge": "purged"}
+
+
 def _interrupted_line(action: str, done: int, total: int, skipped: int,
                       last: Any) -> str:
-    return (f"interrupted: {action} stopped after {done + skipped} of {total} "
-            f"({done} applied, {skipped} skipped); last id reached {last}; "
-            "the audit record says so; run the same command again to go on")
+    """What an interrupted bulk action did, counted against what it set out to do."""
+    left = total - done - skipped
+    return (f"interrupted: {DONE_WORDS.get(action, action)} {done:,} of {total:,}"
+            + (f" ({skipped:,} skipped)" if skipped else "")
+            + f"; {left:,} not reached; last id reached {last}; the audit record says so; "
+            "run the same command again to go on")
 
 
 def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
@@ -517,6 +535,7 @@ def redrive(
     ctx: typer.Context,
     types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
                                            help="Only this activity type (repeatable)."),
+    error_contains: str | None = ERROR_OPT,
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
@@ -525,16 +544,19 @@ def redrive(
     from runnerq_cli.cli.progress import BulkProgress
 
     backend = _audited_backend(ctx, reason, actor)
-    report = backend.operator.redrive(types, dry_run=True)
+    report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains)
+    confirmed: list[Any] = []
     if not dry_run and (report.count or report.stale_records):
         if report.count:
             confirm(f"Redrive {report.count} dead-lettered activities?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
+        confirmed = [a["id"] for a in report.activities]
         with stop_on_signal() as stop, BulkProgress("redrive", report.count) as bar:
-            report = backend.operator.redrive(types, ids=[a["id"] for a in report.activities],
-                                              reason=reason, actor=actor, should_stop=stop.is_set,
-                                              on_batch=bar.update, command=command_line(ctx))
+            report = backend.operator.redrive(
+                types, ids=confirmed, reason=reason, actor=actor,
+                should_stop=stop.is_set, on_batch=bar.update, command=command_line(ctx),
+                error_contains=error_contains)
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
     else:
@@ -546,9 +568,8 @@ def redrive(
                       f"{'would be ' if dry_run else ''}removed"
                       if report.stale_records and not report.interrupted else ""))
     if report.interrupted:
-        error_line(f"interrupted: redrive stopped after {report.count} activities; last id "
-                   f"reached {report.last_id}; the audit record says so; run the same "
-                   "command again to go on")
+        error_line(_interrupted_line("redrive", report.count, len(confirmed), 0,
+                                     report.last_id))
         raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
@@ -585,8 +606,8 @@ def purge(
         typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} "
                    f"completed, {counts.get('failed', 0)} failed, dead-lettered or cancelled)")
     if interrupted:
-        error_line(f"interrupted: purge stopped after {data['total']} activities; the audit "
-                   "record says so; run the same command again to go on")
+        error_line(f"interrupted: purged {data['total']:,} activities; the audit record says "
+                   "so; run the same command again to go on")
         raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 

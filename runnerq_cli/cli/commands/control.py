@@ -7,6 +7,8 @@ pause outlives restarts. `enqueue` keeps working.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.examples import examples
@@ -25,6 +27,7 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     # A misspelt queue is refused (exit 4), not created; pausing a new queue needs --create.
     backend = existing_backend(ctx, create=create,
                                 create_flag="--create" if verb == "pause" else None)
+    before = backend.control.paused()
     method = backend.control.pause if verb == "pause" else backend.control.resume
     paused = method(types or None, reason=reason, actor=actor, command=command_line(ctx))
     if output is not OutputFormat.TEXT:
@@ -32,9 +35,29 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
         return
     from runnerq_cli.cli.words import describe_pause, screen_width, wrap
 
+    if verb == "resume":
+        typer.echo(resumed_sentence(backend.queue, before, paused, types or []))
     for line in wrap("", f"queue {backend.queue}: {describe_pause(paused)}", "  ",
                      screen_width()):
         typer.echo(line)
+
+
+def resumed_sentence(queue: str, before: Any, after: Any, types: list[str]) -> str:
+    """What `resume` did, in words: "resumed charge", "charge was not paused"."""
+    from runnerq_cli.literal import literal
+
+    if not types:
+        return (f"resumed queue {literal(queue)}" if before.active
+                else f"queue {literal(queue)} was not paused: nothing changed")
+    done = [t for t in types if t in before.types and t not in after.types]
+    not_paused = [t for t in types if t not in before.types]
+    parts = []
+    if done:
+        parts.append("resumed " + ", ".join(literal(t) for t in done))
+    if not_paused:
+        parts.append(", ".join(literal(t) for t in not_paused)
+                     + (" was" if len(not_paused) == 1 else " were") + " not paused")
+    return "; ".join(parts) + ("" if done else ": nothing changed")
 
 
 def pause(

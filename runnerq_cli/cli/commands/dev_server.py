@@ -7,6 +7,8 @@ in memory unless `--path` names an SQLite file. Not for production.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from runnerq_cli.cli.examples import examples
@@ -86,7 +88,7 @@ def dev_server(
             reports = RunnerQ(settings).maintenance.init_indexes()
             out.write(f"queue {settings.queue} in database {settings.database}: "
                       f"{len(reports)} indexes ready\n")
-        out.write("Not for production. Press Ctrl-C to stop.\n")
+        out.write(_how_to_stop(out))
         out.flush()
         while not stop.wait(0.5):
             pass
@@ -95,6 +97,29 @@ def dev_server(
             signal.signal(sig, handler)
         server.stop()
     sys.stderr.write("dev server stopped\n")
+
+
+def _in_background(stream: Any) -> bool:
+    """Whether this process runs as a background job of the terminal (`dev-server &`):
+    Ctrl-C does not reach it there, and its lines land after the shell's prompt."""
+    import os
+
+    try:
+        return stream.isatty() and os.getpgrp() != os.tcgetpgrp(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _how_to_stop(stream: Any) -> str:
+    """The last line: Ctrl-C in the foreground; in the background, how to stop it (not
+    "Press Ctrl-C", which a background job never gets), ending with a fresh line so the
+    prompt the shell already drew is not left half-overwritten."""
+    import os
+
+    if _in_background(stream):
+        return (f"Not for production. Running in the background: stop it with "
+                f"`kill {os.getpid()}` (or `fg`, then Ctrl-C).\n\n")
+    return "Not for production. Press Ctrl-C to stop.\n"
 
 
 def register(app: typer.Typer) -> None:

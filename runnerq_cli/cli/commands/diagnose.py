@@ -40,20 +40,32 @@ def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queue
     return [validate_queue_name(n) for n in names]
 
 
+_COLOURS = {"FAIL": "red", "warn": "yellow", "ok": "green"}
+
+
 def _print_checks(checks: list[Any], names: list[str], summary: dict[str, int],
                   strict: bool) -> None:
     """One check per line (wrapped at word boundaries to the screen), each problem's fix."""
+    import os
+    import sys
+
     from runnerq_cli.backend.diagnose import CheckStatus
     from runnerq_cli.cli.words import screen_width
     from runnerq_cli.cli.words import wrap as _wrapped
     from runnerq_cli.literal import literal
 
     width = screen_width()
+    # FAIL red, warn yellow, ok green: on a terminal, unless NO_COLOR is set.
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for check in checks:
         where = f" [{literal(check.queue)}]" if check.queue and len(names) > 1 else ""
-        first = f"{_LABEL[check.status.value]:<5} "
-        for line in _wrapped(first, f"{literal(check.name)}{where}: {literal(check.message)}",
-                             " " * len(first), width):
+        label = _LABEL[check.status.value]
+        first = f"{label:<5} "
+        for n, line in enumerate(_wrapped(first, f"{literal(check.name)}{where}: "
+                                          f"{literal(check.message)}", " " * len(first), width)):
+            if n == 0 and colour and label in _COLOURS:
+                line = typer.style(label, fg=_COLOURS[label], bold=label == "FAIL") \
+                    + line[len(label):]
             typer.echo(line)
         if check.fix and check.status in (CheckStatus.FAIL, CheckStatus.WARN):
             for line in _wrapped("      fix: ", literal(check.fix), " " * 11, width):

@@ -157,7 +157,8 @@ def import_(
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
-    with stop_on_signal() as stop, BulkProgress("importing lines", None, quiet=quiet) as bar:
+    with stop_on_signal() as stop, \
+            BulkProgress("importing", None, quiet=quiet, unit="lines") as bar:
         items = _parse_lines(path, stop.is_set)  # opens the file: a missing one is refused
         backend = existing_backend(ctx, create=create or dry_run, create_flag="--create")
         # -o json streams the results list as the lines are done (nothing kept per line).

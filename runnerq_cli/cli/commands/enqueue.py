@@ -12,6 +12,7 @@ the last line done.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +136,9 @@ def _report_json(report: EnqueueReport) -> dict[str, Any]:
 
 
 def _report_text(report: EnqueueReport) -> list[str]:
-    parts = [f"enqueued {report.enqueued} of {report.lines} lines"]
+    parts = [f"enqueued {report.enqueued:,} of the {report.lines:,} lines read before the "
+             "interruption" if report.interrupted
+             else f"enqueued {report.enqueued} of {report.lines} lines"]
     if report.existing:
         parts.append(f"{report.existing} existing returned (idempotency key held)")
     if report.count("duplicate"):
@@ -157,10 +160,13 @@ def _not_listed(report: EnqueueReport) -> list[str]:
             "(-o jsonl lists every one)"]
 
 
-def _interrupted_text(report: EnqueueReport) -> str:
-    which = (f"the first {report.last_line} lines" if not report.skipped_lines
-             else f"lines {report.skipped_lines + 1}-{report.last_line}")
-    return (f"interrupted: enqueued {report.enqueued} of {which}; "
+def _interrupted_text(report: EnqueueReport, total_lines: int | None = None) -> str:
+    """How far an interrupted run got: "8,700 of 20,000 lines" when the input's size
+    is known (a file), else the lines read; then how to go on."""
+    read = report.last_line - report.skipped_lines
+    of = f" of {total_lines - report.skipped_lines:,}" if total_lines else ""
+    where = f" after the {report.skipped_lines:,} skipped" if report.skipped_lines else ""
+    return (f"interrupted: {read:,}{of} lines done{where}, {report.enqueued:,} enqueued; "
             f"last line reached {report.last_line}; run again with --skip-lines "
             f"{report.last_line} to go on")
 
@@ -363,8 +369,8 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
         progress.update(report.lines)
 
     backend = cli.backend()
-    with stop_on_signal() as signalled, BulkProgress("enqueueing", None,
-                                                     quiet=quiet) as progress:
+    with stop_on_signal() as signalled, BulkProgress("enqueueing", None, quiet=quiet,
+                                                     unit="lines") as progress:
         lines = read_lines(source, "--from", should_stop=signalled.is_set)
         try:
             report = backend.intake.enqueue_lines(
@@ -379,11 +385,11 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         signalled.finishing()
         progress.close()
-        _finish_bulk(report, output, quiet, stream)
+        _finish_bulk(report, output, quiet, stream, _lines_in(source))
 
 
 def _finish_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
-                 stream: JsonObjectStream | None) -> None:
+                 stream: JsonObjectStream | None, total_lines: int | None) -> None:
     """Print the report and exit with the code it calls for (docs/cli.md)."""
     from runnerq_cli.cli.output import error_line, fail
 
@@ -393,13 +399,29 @@ def _finish_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
     if report.aborted is not None:
         fail(_aborted_text(report), exit_code_of(report.aborted))
     if report.interrupted:
-        error_line(_interrupted_text(report)
+        error_line(_interrupted_text(report, total_lines)
                    + ("; nothing written (--strict)" if not report.written else ""))
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     code = _exit_code(report)
     if code:
         fail(f"{report.count()} of {report.lines} lines rejected"
              + ("; nothing written (--strict)" if not report.written else ""), code)
+
+
+def _lines_in(source: str) -> int | None:
+    """How many lines a regular file holds (for "8,700 of 20,000 lines"); None for
+    standard input or anything that is not a readable regular file."""
+    if source == "-" or not os.path.isfile(source):
+        return None
+    count, last = 0, b"\n"
+    try:
+        with open(source, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return None
+    return count + (last != b"\n")
 
 
 def register(app: typer.Typer) -> None:

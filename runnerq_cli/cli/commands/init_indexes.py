@@ -45,7 +45,9 @@ def _options(options: dict[str, Any]) -> str:
 
 def _print_text(collections: list[dict[str, Any]], indexes: list[dict[str, Any]],
                 prefix: str) -> None:
-    """One plain line per collection and index, the same on a terminal and off it.
+    """One plain line per collection and index that is not simply there (created,
+    missing, conflicting, obsolete, dropped), the same on a terminal and off it: when
+    everything is in place the summary line alone says so (`-o json` lists every one).
 
     The queue's prefix (`runnerq_QUEUE_`) is said once in the summary, not on
     every line, and a line wider than the screen puts its options and difference
@@ -59,7 +61,7 @@ def _print_text(collections: list[dict[str, Any]], indexes: list[dict[str, Any]]
         if coll["state"] != "present":
             typer.echo(f"collection {literal(coll['name'])}: {_LABELS[coll['state']]}")
     width = console(markup=False).width
-    for ix in indexes:
+    for ix in (ix for ix in indexes if ix["state"] != "present"):
         head = (f"{_LABELS[ix['state']]}: {literal(ix['collection'].removeprefix(prefix))} "
                 f"{literal(_keys(ix['keys']))}")
         options = f"({literal(_options(ix['options']))})" if ix["options"] else ""

@@ -66,6 +66,9 @@ def list_cmd(
                                           "by status; ISO-8601 or a duration ago like 1h)."),
     metadata: list[str] | None = typer.Option(None, "--metadata", metavar="KEY=VALUE",
                                               help="Only with this metadata tag (repeatable)."),
+    error_contains: str | None = typer.Option(
+        None, "--error-contains", metavar="TEXT",
+        help="Only those whose last error contains TEXT (plain, case-sensitive)."),
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="Page size."),
     after: str | None = typer.Option(None, "--after", metavar="CURSOR",
                                      help="The next page: the cursor the previous page printed."),
@@ -83,7 +86,8 @@ def list_cmd(
     parsed = Status.parse(status)
     filters = ListFilter(activity_type=activity_type,
                          since=values.optional_time(since, "--since"),
-                         metadata=parse_metadata(metadata or [], "--metadata"))
+                         metadata=parse_metadata(metadata or [], "--metadata"),
+                         error_contains=error_contains)
     backend = state(ctx).backend()
     page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)
     if page.skipped:  # never "no activities" without a word on those it could not read
@@ -239,7 +243,7 @@ def result_cmd(
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.waiting import code_for_result
+    from runnerq_cli.cli.waiting import code_for_result, with_id
 
     backend = state(ctx).backend()
     aid = resolve_id(backend, activity_id)
@@ -251,13 +255,13 @@ def result_cmd(
         assert act is not None
         code = ExitCode.ACTIVITY_CANCELLED if act.status == "cancelled" else ExitCode.NO_RESULT
         if output is not OutputFormat.TEXT:
-            emit(output, {"activity_id": str(aid), "state": None, "data": None,
-                          "status": act.status, "exit_code": int(code)})
+            emit(output, with_id({"activity_id": str(aid), "state": None, "data": None,
+                                  "status": act.status, "exit_code": int(code)}))
         error_line(f"activity {aid} has no result ({act.display_status})")
         raise typer.Exit(int(code))
     code = code_for_result(result)
     if output is not OutputFormat.TEXT:
-        emit(output, {**result.to_json(), "exit_code": int(code)})
+        emit(output, with_id({**result.to_json(), "exit_code": int(code)}))
     else:
         from runnerq_cli.literal import literal
 

@@ -6,14 +6,18 @@ query costs); this module only formats them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from runnerq_cli.cli.choices import STATS_BY, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.snapshots import History, StatsSnapshot
 
 
 class StatsOutput(StrEnum):
@@ -26,7 +30,7 @@ class StatsOutput(StrEnum):
 
 STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                 "cancelled")
-STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "yellow",
+STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "cyan",
                 "completed": "green", "failed": "red", "dead_letter": "bold red",
                 "cancelled": "magenta"}
 
@@ -37,10 +41,31 @@ HOUR = 3600.0
 TYPE_WIDTH = 12  # the history's type column: the rest of an 80-column line is pictures
 
 
-def _delta(now: int, before: int | None) -> str:
+# What a rise means: more completed (or live workers) is good, more failed or
+# dead-lettered is bad; the rest (pending, running, ...) is neither and stays plain.
+GOOD_WHEN_UP = frozenset({"completed", "workers"})
+BAD_WHEN_UP = frozenset({"failed", "dead_letter"})
+
+
+def _delta(now: int, before: int | None, what: str = "") -> str:
+    """`+3` / `-2`, green when the change is good news, red when bad, plain otherwise."""
     if before is None or now == before:
         return ""
-    return f"[green]+{now - before}[/green]" if now > before else f"[red]{now - before}[/red]"
+    text = f"+{now - before}" if now > before else str(now - before)
+    if what in GOOD_WHEN_UP:
+        style = "green" if now > before else "red"
+    elif what in BAD_WHEN_UP:
+        style = "red" if now > before else "green"
+    else:
+        return text
+    return f"[{style}]{text}[/{style}]"
+
+
+def _status_style(status: str, n: int) -> str:
+    """A status's name: failed and dead-letter red only while there are some."""
+    if status in BAD_WHEN_UP and not n:
+        return "dim"
+    return STATUS_STYLE.get(status, "bold")
 
 
 def _seconds(value: float | None) -> str:
@@ -48,10 +73,25 @@ def _seconds(value: float | None) -> str:
 
     if value is None:
         return "-"
-    return f"{round(value * 1000)}ms" if value < 1 else format_duration(value)
+    if value < 1:
+        return f"{round(value * 1000)}ms"
+    return f"{value:.1f}s" if value < 60 else format_duration(value)
 
 
-def sparkline(values: list[float | None]) -> str:
+def _shown_time(iso: str) -> str:
+    """The snapshot's ISO time in the CLI's one text format (timefmt.stamp)."""
+    from datetime import datetime
+
+    from runnerq_cli.cli.timefmt import stamp
+    from runnerq_cli.literal import literal
+
+    try:
+        return stamp(datetime.fromisoformat(iso.replace("Z", "+00:00")))
+    except ValueError:
+        return literal(iso)
+
+
+def sparkline(values: Sequence[float | None]) -> str:
     """One character per value, scaled to the largest: blank where there is no value,
     the lowest bar for 0, at least the second for anything above 0."""
     top = max((v for v in values if v), default=0)
@@ -70,7 +110,38 @@ def _latest(values: list[float | None]) -> float | None:
     return next((v for v in reversed(values) if v is not None), None)
 
 
-def _history_view(history: dict[str, Any]) -> Any:
+def _first(rows: Mapping[str, Any], limit: int | None,
+           weight: Callable[[Any], tuple[int, int]]) -> list[tuple[str, Any]]:
+    """All rows by name; only `limit` of them (the most failing, then busiest) when cut."""
+    if limit is None or len(rows) <= limit:
+        return list(rows.items())
+    return sorted(rows.items(), key=lambda item: weight(item[1]), reverse=True)[:limit]
+
+
+def _more(rows: Mapping[str, Any], limit: int | None) -> list[Any]:
+    from rich.text import Text
+
+    if limit is None or len(rows) <= limit:
+        return []
+    return [Text(f"(+{len(rows) - limit} more types: a taller terminal shows them)",
+                 style="dim", no_wrap=True, overflow="ellipsis")]
+
+
+def fit(snap: StatsSnapshot, previous: StatsSnapshot | None, console: Any) -> Any:
+    """The view that fits the terminal: the per-type rows give way first (fewer, then
+    none), so the totals, workers and pause always stay on screen (80x24, 60 columns)."""
+    width, height = console.size
+    options = console.options.update(width=width, height=None)  # measure, never pad
+    history = snap["history"]["by_type"] if snap["history"] else {}
+    most = max(len(snap["by_type"] or {}), len(history))
+    for limit in (None, *range(most - 1, -1, -1)):
+        view = render(snap, previous, max_types=limit)
+        if len(console.render_lines(view, options, pad=False)) < height:
+            return view
+    return view
+
+
+def _history_view(history: History, max_types: int | None = None) -> Any:
     """Per type: outcomes per bucket as a sparkline, and the run time's p50/p95 trend."""
     from rich.table import Table
     from rich.text import Text
@@ -88,7 +159,9 @@ def _history_view(history: dict[str, Any]) -> Any:
     table.add_column("p50", justify="right")
     table.add_column("p95", justify="right")
     table.add_column("p95 trend", no_wrap=True)
-    for name, per in history["by_type"].items():
+    rows = _first(history["by_type"], max_types,
+                  lambda per: (per["failed"] + per["dead_letter"], sum(per["per_bucket"])))
+    for name, per in rows:
         failed = per.get("failed", 0) + per.get("dead_letter", 0)
         table.add_row(rich_text(name, max_length=TYPE_WIDTH),
                       Text(sparkline(per["per_bucket"]), style="green"),
@@ -100,8 +173,13 @@ def _history_view(history: dict[str, Any]) -> Any:
     return table
 
 
-def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
+def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None,
+           max_types: int | None = None) -> Any:
     """The text view of a snapshot; with `previous`, what changed since (the Δ column).
+
+    The queue's totals, workers and pause come first; the per-type rows (`--by
+    type`, the history) last, at most `max_types` of them (--watch fits the
+    screen by giving them up first: `fit`).
 
     Every string from the database (queue, types, priorities, pause reason, actor,
     ids) is shown as inert text (literal.py); estimates are marked with ≈.
@@ -112,12 +190,12 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
 
     from runnerq_cli.literal import literal, rich_text
 
-    before = (previous or {}).get("by_status", {})
+    before = previous["by_status"] if previous is not None else {}
     estimated = set(snap.get("estimated") or ())
     statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
         s for s in snap["by_status"] if s not in STATUS_ORDER)
     # The title is its own line: as a table title it would wrap to the narrow table's width.
-    title = Text(f"queue {literal(snap['queue'])}  ({literal(snap['generated_at'])})",
+    title = Text(f"queue {literal(snap['queue'])}  ({_shown_time(snap['generated_at'])})",
                  style="bold", no_wrap=True, overflow="ellipsis")
     counts = Table(box=None, header_style="bold", pad_edge=False)
     counts.add_column("status")
@@ -133,10 +211,10 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
 
     for status in statuses:
         n = snap["by_status"][status]
-        row: list[Any] = [rich_text(status.replace("_", "-"),
-                                    style=STATUS_STYLE.get(status, "bold")), shown(status, n)]
+        row: list[Any] = [rich_text(status.replace("_", "-"), style=_status_style(status, n)),
+                          shown(status, n)]
         if previous is not None:
-            row.append(_delta(n, before.get(status)))
+            row.append(_delta(n, before.get(status), status))
         row += ["" if status in estimated else str(snap["by_priority"][p].get(status, 0))
                 for p in priorities]
         counts.add_row(*row)
@@ -149,20 +227,6 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
         parts.append(Text(f"{ESTIMATE_MARK} estimate: the collection's count minus the exact "
                           "counts", style="dim", no_wrap=True, overflow="ellipsis"))
 
-    if snap.get("by_type"):
-        types = Table(title="by type (exact counts)", box=None, header_style="bold",
-                      title_justify="left", pad_edge=False)
-        types.add_column("type", overflow="fold")
-        shown_statuses = [s for s in STATUS_ORDER if s not in estimated]
-        for status in shown_statuses:
-            types.add_column(status.replace("_", "-"), justify="right")
-        for name, per in snap["by_type"].items():
-            types.add_row(rich_text(name), *[str(per.get(s, 0)) for s in shown_statuses])
-        parts += [Text(""), types]
-
-    if snap.get("history"):
-        parts += [Text(""), _history_view(snap["history"])]
-
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
     info = Table(box=None, show_header=False, pad_edge=False)
@@ -171,17 +235,24 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
     info.add_row("oldest pending",
                  rich_text(f"{_seconds(oldest['age_seconds'])} ({oldest['activity_id']})")
                  if oldest else "-")
-    info.add_row(f"throughput ({tp['window_minutes']}m)",
+    # Rates over the time the window really covers (not before the queue's first activity).
+    covered = tp["covered_seconds"]
+    span = (f"{tp['window_minutes']}m" if covered >= tp["window_minutes"] * 60
+            else _seconds(covered))
+    info.add_row(f"throughput ({span})",
                  f"{tp['completed_per_minute']:g} completed/min, "
                  f"{tp['failed_per_minute']:g} failed/min")
-    for label, key in (("queue wait", "queue_wait_seconds"), ("run time", "run_seconds")):
-        d = lat[key]
+    # "claim to done": from the claim to the finish as recorded (the handler, the worker's
+    # queueing of it, the acknowledgement), not the handler's own time (docs/cli.md).
+    for label, d in (("queue wait", lat["queue_wait_seconds"]),
+                     ("claim to done", lat["run_seconds"])):
         info.add_row(f"{label} ({_seconds(lat['window_seconds'])})",
                      f"p50 {_seconds(d['p50'])}  p95 {_seconds(d['p95'])}  "
                      f"p99 {_seconds(d['p99'])}  (n={d['count']}"
                      f"{', capped' if lat['capped'] else ''})")
-    before_workers = (previous or {}).get("workers", {}).get("live")
-    info.add_row("workers", f"{workers['live']} live {_delta(workers['live'], before_workers)}"
+    before_workers = previous["workers"]["live"] if previous is not None else None
+    info.add_row("workers", f"{workers['live']} live "
+                 f"{_delta(workers['live'], before_workers, 'workers')}"
                  f"  {workers['stale']} stale  {workers['in_flight']} in flight")
     pause = snap.get("pause") or {}
     if pause.get("paused"):
@@ -197,18 +268,44 @@ def render(snap: dict[str, Any], previous: dict[str, Any] | None = None) -> Any:
         info.add_row("malformed", rich_text(f"{len(snap['malformed'])} skipped, e.g. "
                                             f"{snap['malformed'][0]}", max_length=200))
     parts += [Text(""), info]
+    if max_types == 0 and (snap["by_type"] or snap["history"]):
+        parts += [Text(""), Text("(per-type rows: a taller terminal, or stats --since)",
+                                 style="dim", no_wrap=True, overflow="ellipsis")]
+    elif snap["by_type"]:
+        types = Table(title="by type (exact counts)", box=None, header_style="bold",
+                      title_justify="left", pad_edge=False)
+        types.add_column("type", overflow="fold")
+        shown_statuses = [s for s in STATUS_ORDER if s not in estimated]
+        for status in shown_statuses:
+            types.add_column(status.replace("_", "-"), justify="right")
+        rows = _first(snap["by_type"], max_types,
+                      lambda per: (per.get("failed", 0) + per.get("dead_letter", 0),
+                                   sum(per.values())))
+        for name, per in rows:
+            types.add_row(rich_text(name), *[str(per.get(s, 0)) for s in shown_statuses])
+        parts += [Text(""), types, *_more(snap["by_type"], max_types)]
+
+    if snap["history"] and max_types != 0:
+        history = snap["history"]
+        parts += [Text(""), _history_view(history, max_types),
+                  *_more(history["by_type"], max_types)]
+
     return Group(*parts)
 
 
 def stats_cmd(
     ctx: typer.Context,
-    by: str | None = typer.Option(None, "--by", metavar="type", autocompletion=completer(STATS_BY),
-                                  help="Also count per activity type (exact counts)."),
+    by: str | None = typer.Option(None, "--by", metavar="type|error",
+                                  autocompletion=completer(STATS_BY),
+                                  help="type: also count per activity type (exact counts); "
+                                       "error: what is failing, by type and error (--since, "
+                                       "default 1h)."),
     check: list[str] | None = typer.Option(None, "--check", metavar="EXPR",
                                            help="Exit 7 unless EXPR holds, e.g. "
                                                 "'dead_letter == 0', 'oldest_pending < 60s' "
                                                 "(repeatable)."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="A live view, refreshed in place."),
+    watch: bool = typer.Option(False, "--watch", "-w",
+                               help="A live view, refreshed in place (q or Ctrl-C quits)."),
     interval: str = typer.Option("2s", "--interval", metavar="DURATION",
                                  help="--watch: time between refreshes."),
     window: str = typer.Option("15m", "--window", metavar="DURATION",
@@ -241,8 +338,8 @@ def stats_cmd(
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.stats_checks import evaluate, parse_check
 
-    if by not in (None, "type"):
-        raise InvalidArgument(f"--by {values.shown(by)}: only 'type' is supported")
+    if by not in (None, *STATS_BY):
+        raise InvalidArgument(f"--by {values.shown(by)}: one of {', '.join(STATS_BY)}")
     history = (values.duration(since, "--since", minimum=60.0, maximum=90 * 86400.0)
                if since is not None else None)
     checks = [parse_check(text, CHECK_NAMES) for text in check or []]
@@ -250,10 +347,18 @@ def stats_cmd(
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
     pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
+    if by == "error":
+        if watch or checks or output is StatsOutput.OPENMETRICS:
+            raise InvalidArgument("--by error is a view of its own: without --watch, --check "
+                                  "and -o openmetrics")
+        from runnerq_cli.cli.failing import show_failures
+
+        show_failures(backend, history, output.value)
+        return
     latency_window = values.duration(window, "--window")
     history_seconds = history or (HOUR if watch else None)
 
-    def take() -> dict[str, Any]:
+    def take() -> StatsSnapshot:
         snap = backend.inspector.stats_snapshot(by_type=by == "type",
                                                 throughput_minutes=throughput_minutes,
                                                 latency_window_seconds=latency_window,
@@ -313,16 +418,18 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
 
         previous_handlers = {sig: signal.signal(sig, stop_now)
                              for sig in (signal.SIGINT, signal.SIGTERM)}
-    prev: dict[str, Any] | None = None
+    prev: StatsSnapshot | None = None
     count = 0
+    keys = QuitKey()
     try:
         live = Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else None
         if live is not None:
             live.start()
+            keys.start()
         try:
             while not stop.is_set():
                 snap = take()
-                view = render(snap, prev)
+                view = fit(snap, prev, out) if live is not None else render(snap, prev)
                 if live is not None:
                     live.update(view, refresh=True)
                 else:
@@ -335,8 +442,10 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
                     break
                 deadline = time.monotonic() + pause
                 while not stop.is_set() and time.monotonic() < deadline:
-                    time.sleep(min(0.05, pause))
+                    if keys.pressed(min(0.05, pause)):
+                        stop.set()
         finally:
+            keys.stop()
             if live is not None:
                 live.stop()
     except KeyboardInterrupt:
@@ -344,6 +453,50 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     finally:
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
+
+
+class QuitKey:
+    """`q` (or Q) on the terminal leaves `stats --watch`, as in top and less.
+
+    Standard input is put in cbreak mode (keys arrive one by one, unechoed) while
+    the view runs and restored after; off a terminal it does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._saved: Any = None
+
+    def start(self) -> None:
+        import sys
+        import termios
+        import tty
+
+        try:
+            if sys.stdin.isatty():
+                self._saved = termios.tcgetattr(sys.stdin.fileno())
+                tty.setcbreak(sys.stdin.fileno())
+        except (termios.error, OSError, ValueError):
+            self._saved = None
+
+    def pressed(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True when q was pressed."""
+        import os
+        import select
+        import sys
+        import time
+
+        if self._saved is None:
+            time.sleep(timeout)
+            return False
+        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+        return bool(ready) and os.read(sys.stdin.fileno(), 1) in (b"q", b"Q")
+
+    def stop(self) -> None:
+        import sys
+        import termios
+
+        if self._saved is not None:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, self._saved)
+            self._saved = None
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,95 @@
+"""A TCP proxy to the test server that never forwards some commands: a slow server.
+
+The handshake and every other command pass through, so the client has reached
+the server; a command whose name is in `stall` is read and dropped, and its
+client waits for an answer until its socket timeout. OP_MSG framing: a 16-byte
+header, 4 bytes of flags, a section kind byte, then the command document, whose
+first element's name is the command's.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from urllib.parse import urlsplit
+
+
+def _command_name(message: bytes) -> str:
+    if len(message) < 27 or struct.unpack_from("<i", message, 12)[0] != 2013:  # OP_MSG
+        return ""
+    end = message.find(b"\x00", 26)
+    return message[26:end].decode("latin-1") if end > 0 else ""
+
+
+def _read_message(sock: socket.socket) -> bytes | None:
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    length = struct.unpack("<i", head)[0]
+    body = head
+    while len(body) < length:
+        chunk = sock.recv(length - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return body
+
+
+class StallingProxy:
+    """127.0.0.1:port -> the server of `uri`; commands named in `stall` get no answer."""
+
+    def __init__(self, uri: str, stall: set[str]) -> None:
+        parts = urlsplit(uri)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 27017)
+        self.stall = stall
+        self.stalled: list[str] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._closing = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def uri(self, original: str) -> str:
+        parts = urlsplit(original)
+        netloc = parts.netloc.rsplit("@", 1)
+        auth = netloc[0] + "@" if len(netloc) == 2 else ""
+        return parts._replace(netloc=f"{auth}127.0.0.1:{self.port}").geturl()
+
+    def _accept(self) -> None:
+        while not self._closing.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._downstream, args=(server, client), daemon=True).start()
+
+    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+        try:
+            while (message := _read_message(client)) is not None:
+                name = _command_name(message)
+                if name in self.stall:
+                    self.stalled.append(name)
+                    continue  # read, never forwarded: no answer comes
+                server.sendall(message)
+        except OSError:
+            pass
+        finally:
+            server.close()
+
+    def _downstream(self, server: socket.socket, client: socket.socket) -> None:
+        try:
+            while chunk := server.recv(65536):
+                client.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            client.close()
+
+    def close(self) -> None:
+        self._closing.set()
+        self.listener.close()

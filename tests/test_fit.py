@@ -1,0 +1,51 @@
+"""Lines and tables that fit (issue 25, point 8), on a real terminal of 80 and 60 columns."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.terminal import on_terminal
+
+ERROR = ("POST https://payments.example.com/v2/charges failed: 502 Bad Gateway from the "
+         "upstream after 3 retries")
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_tail_keeps_a_dead_letter_error_cut_to_fit(queue, cli_env, columns) -> None:
+    queue.enqueue("charge_customer_card", {}, max_retries=1)
+    claim = queue.dequeue("worker-host-abcdef-1234abcd")[0]
+    queue.ack_failure(claim, ERROR, retryable=True)
+    code, shown = on_terminal(cli_env, "tail", "events", "--no-follow", columns=columns)
+    assert code == 0, shown
+    [line] = [ln for ln in shown.splitlines() if "DeadLetter" in ln]
+    assert len(line) <= columns, line
+    assert line.endswith("…") and "DeadLetter" in line, line
+    assert ("error=POST https://pay" if columns == 80 else "error=POST") in line, line
+
+
+def test_doctor_on_a_terminal_colours_fail_red_and_agrees_on_pending(queue, cli_env) -> None:
+    queue.enqueue("job", {})
+    env = {k: v for k, v in cli_env.items() if k != "NO_COLOR"}
+    import subprocess
+    import sys
+
+    from tests.terminal import ANSI
+
+    _code, raw = on_terminal(env, "doctor", columns=80, raw=True)
+    assert "\x1b[33mwarn" in raw or "\x1b[31m\x1b[1mFAIL" in raw or "\x1b[1;31mFAIL" in raw \
+        or "\x1b[31mFAIL" in raw, raw  # coloured by what it means
+    lines = ANSI.sub("", raw).splitlines()
+    backlog = next(ln for ln in lines if "backlog" in ln)
+    workers = next(ln for ln in lines if ln.split()[1:2] == ["workers:"])
+    assert "oldest pending activity waits" in backlog
+    assert "no pending work" not in workers  # one snapshot: pending work is there
+    raw = subprocess.run([sys.executable, "-m", "runnerq_cli", "doctor"], env=env,
+                         capture_output=True, text=True)
+    assert "\x1b[" not in raw.stdout  # off a terminal: no colour
+
+
+def test_init_indexes_says_one_line_when_everything_is_there(queue, run_cli) -> None:
+    queue.init_indexes()
+    res = run_cli("init-indexes")
+    assert res.code == 0 and len(res.stdout.splitlines()) == 1
+    assert res.stdout.rstrip().endswith(" present")

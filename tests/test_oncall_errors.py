@@ -1,0 +1,76 @@
+"""Errors that say what happened (issue 25, point 6), run as a user runs the commands.
+
+A slow server is "timed out after N s" with the advice of docs/operations.md
+(a smaller --batch-size), not "unreachable ... start a local one".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runnerq_cli.errors import ExitCode
+from tests.stalling_proxy import StallingProxy
+
+
+@pytest.fixture
+def slow(cli_env):
+    """The test server behind a proxy that never answers `update` commands."""
+    proxy = StallingProxy(cli_env["RUNNERQ_MONGO_URI"], {"update"})
+    yield proxy, {**cli_env, "RUNNERQ_MONGO_URI": proxy.uri(cli_env["RUNNERQ_MONGO_URI"]),
+                  "RUNNERQ_SOCKET_TIMEOUT": "1s", "RUNNERQ_CONNECT_TIMEOUT": "5s"}
+    proxy.close()
+
+
+def test_a_slow_server_times_out_with_the_batch_size_advice(queue, slow, run_cli_subprocess):
+    proxy, env = slow
+    for _ in range(3):
+        queue.enqueue("job", {})
+    res = run_cli_subprocess("cancel", "--status", "pending", "--max", "3", "--yes", env=env)
+    assert res.code == ExitCode.UNAVAILABLE, res.stderr
+    assert "update" in proxy.stalled
+    line = res.stderr.strip().splitlines()[-1]
+    assert "timed out after 1 s" in line and "--batch-size" in line, res.stderr
+    assert "unreachable" not in res.stderr and "dev-server" not in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_interrupted_words_count_against_the_whole() -> None:
+    """"cancelled 700 of 2,940" and "8,700 of 20,000 lines", as the commands print them."""
+    from runnerq_cli.cli.commands.actions import _interrupted_line
+    from runnerq_cli.cli.commands.enqueue import BulkSummary
+
+    line = _interrupted_line("cancel", 700, 2940, 0, "abc")
+    assert line.startswith("interrupted: cancelled 700 of 2,940; 2,240 not reached; last id")
+    summary = BulkSummary(last_line=8700, enqueued=8650, interrupted=True, lines=8700)
+    assert summary.interrupted_line(20_000).startswith(
+        "interrupted: 8,700 of 20,000 lines done, 8,650 enqueued; last line reached 8700")
+    assert summary.text()[0] == ("enqueued 8,650 of the 8,700 lines read before the "
+                                 "interruption")
+
+
+def test_an_interrupted_bulk_action_says_what_it_did_of_the_whole(
+        backend, cli_env, tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.bulk_fixtures import insert_activities
+    from tests.helpers import default_signals
+    from tests.waiting import wait_until
+
+    insert_activities(backend.context, 60, "pending")
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "cancel", "--status",
+                             "pending", "--max", "100", "--yes", "--batch-size", "3"],
+                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=default_signals)
+    try:
+        wait_until(lambda: backend.context.activities.count_documents(
+            {"status": "cancelled"}) >= 3, timeout=60, interval=0.01, message="a first batch")
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == ExitCode.INTERRUPTED, err
+    done = backend.context.activities.count_documents({"status": "cancelled"})
+    assert f"error: interrupted: cancelled {done} of 60; {60 - done} not reached" in err, err

@@ -1,0 +1,32 @@
+"""Words (issue 25, point 10): `resume` says what it did; `retry --help` shows a filter."""
+
+from __future__ import annotations
+
+
+def test_resume_says_what_it_did(queue, run_cli) -> None:
+    queue.enqueue("charge", {})
+    assert run_cli("pause", "--type", "charge", "--type", "resize").code == 0
+    res = run_cli("resume", "--type", "charge")
+    assert res.code == 0 and res.stdout.splitlines()[0] == "resumed charge", res.stdout
+    res = run_cli("resume", "--type", "charge")
+    assert res.stdout.splitlines()[0] == "charge was not paused: nothing changed"
+    res = run_cli("resume")
+    assert res.stdout.splitlines()[0] == "resumed queue tests"
+    res = run_cli("resume")
+    assert res.stdout.splitlines()[0] == "queue tests was not paused: nothing changed"
+
+
+def test_retry_help_has_an_example_by_filter(run_cli) -> None:
+    res = run_cli("retry", "--help")
+    assert "retry --status dead-letter --type charge --error-contains 502" in " ".join(
+        res.stdout.split())
+
+
+def test_root_help_groups_the_commands(run_cli) -> None:
+    res = run_cli("--help")
+    lines = res.stdout.splitlines()
+    titles = [ln for ln in lines if ln.endswith(":") and not ln.startswith(" ")]
+    assert titles[-5:] == ["Set up:", "Run:", "Inspect:", "Act:", "Diagnose:"], titles
+    assert "Other commands:" not in res.stdout  # every command has its group
+    act = lines[lines.index("Act:") + 1:lines.index("Diagnose:")]
+    assert [ln.split()[0] for ln in act if ln.strip()][:2] == ["cancel", "retry"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from runnerq_cli.errors import ExitCode
+from runnerq_cli.cli.exits import ExitCode
 from tests.stalling_proxy import StallingProxy
 
 

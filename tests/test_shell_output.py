@@ -12,6 +12,7 @@ from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.pipes import OUTPUT_MAX_BYTES
 from runnerq_cli.worker.shell import STDERR_TAIL, STDOUT_TEXT_TAIL
+from runnerq_cli.worker.engine import WorkerEnd
 
 BIG = OUTPUT_MAX_BYTES + 4 * 1024 * 1024
 
@@ -20,7 +21,7 @@ def run(backend, command: str, payload: dict | None = None):
     registry = build_registry(commands={"sh": command})
     aid = backend.enqueue("sh", payload or {}, max_retries=1, timeout_seconds=60).activity_id
     worker = Worker(backend, registry, burst=True, poll_interval=0.2)
-    assert worker.run(install_signals=False) == 0
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
     return backend.get_activity(aid), aid
 
 

@@ -270,7 +270,7 @@ class Enqueuer(Part):
         wanted = [i for i in ids if i is not None]
         if not wanted:
             return {}
-        return {d["_id"]: str(d.get("status")) for d in self._ctx.activities.find(
+        return {d["_id"]: _status_text(d) for d in self._ctx.activities.find(
             {"_id": {"$in": wanted}}, {"status": 1}).batch_size(len(wanted) + 1)}
 
     def _insert_activities(self, docs: list[dict[str, Any]],
@@ -350,7 +350,7 @@ class Enqueuer(Part):
             if held is None or held["activity_id"] != holder_id:
                 continue  # the key moved meanwhile: look again
             now = self._ctx.clock()
-            status = str(holder["status"]) if holder else None
+            status = _status_text(holder) if holder else None
             verdict = decide(spec, held, status, now, ttl)
             if verdict in ("take", "move"):
                 if self._move_key(the_key, held, new_id, now):
@@ -369,3 +369,10 @@ class Enqueuer(Part):
             self._release_key(spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
         return Outcome("enqueued", activity_id, doc["status"])
+
+
+def _status_text(doc: dict[str, Any]) -> str:
+    """A holder's status as answered: "?" for one without a text status (another
+    program's malformed document, docs/design.md "Malformed documents")."""
+    status = doc.get("status")
+    return status if isinstance(status, str) else "?"

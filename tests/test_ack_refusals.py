@@ -18,9 +18,8 @@ from pymongo.errors import OperationFailure
 from runnerq_cli.backend import queue as queue_module
 from runnerq_cli.backend.models import AckOutcome, Status
 from runnerq_cli.errors import InvalidArgument
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry
-from runnerq_cli.worker.engine import WorkerEnd
 
 
 def validate(backend, collection: str, validator: dict[str, Any]) -> None:

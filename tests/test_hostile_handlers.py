@@ -21,9 +21,8 @@ import pytest
 
 from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.sizes import ERROR_TEXT_MAX_BYTES
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry, NonRetryableError, RetryableError
-from runnerq_cli.worker.engine import WorkerEnd
 
 
 class ReturnsNoString(Exception):

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from runnerq_cli.backend.models import Status
 from runnerq_cli.worker.api import build_registry
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.pipes import OUTPUT_MAX_BYTES
 from runnerq_cli.worker.shell import STDERR_TAIL, STDOUT_TEXT_TAIL
-from runnerq_cli.worker.engine import WorkerEnd
 
 BIG = OUTPUT_MAX_BYTES + 4 * 1024 * 1024
 

@@ -260,7 +260,15 @@ def main() -> None:
                         help="each command's commands and their work, on stderr")
     parser.add_argument("--failed-share", type=float, default=0.01,
                         help="share of the history that failed (default 0.01)")
+    parser.add_argument("--exact-up-to", type=int, default=None,
+                        help="count completed exactly up to N (default the product's "
+                             "10,000): below it `stats` reads every completed key, so a "
+                             "test on small histories sets it under them")
     args = parser.parse_args()
+    if args.exact_up_to is not None:  # both names: metrics.py imports the constant
+        from runnerq_cli.backend import metrics, queries
+
+        queries.EXACT_COMPLETED_UP_TO = metrics.EXACT_COMPLETED_UP_TO = args.exact_up_to
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.million:
         sizes.append(1_000_000)

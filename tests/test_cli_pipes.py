@@ -89,7 +89,7 @@ def test_sigterm_while_the_producer_is_silent_stops_at_once_with_every_line_read
     assert len(err.splitlines()) == 1, err
     assert activities.count_documents({}) == 3  # the line read is not dropped
     if command[0] == "enqueue":
-        assert "enqueued 3 of the first 3 lines; last line reached 3" in err, err
+        assert "3 lines done, 3 enqueued; last line reached 3" in err, err
     else:
         assert "stopped after line 3 (3 lines done: 3 enqueued)" in err, err
 

@@ -47,7 +47,7 @@ def test_groups_by_type_and_error_with_first_last_and_example(queue, clock):
 def test_an_incident_stays_in_the_grouping_after_its_retry(queue, clock):
     ids = _incident(queue, clock)
     for aid in ids["dead"]:
-        queue.retry(aid)
+        queue.operator.retry(aid)
     found = queue.inspector.failures_by_type_and_error(since=timedelta(hours=1))
     assert found.groups[0].count == 3 and found.groups[0].dead_letter == 3
 

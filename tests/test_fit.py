@@ -45,7 +45,7 @@ def test_doctor_on_a_terminal_colours_fail_red_and_agrees_on_pending(queue, cli_
 
 
 def test_init_indexes_says_one_line_when_everything_is_there(queue, run_cli) -> None:
-    queue.init_indexes()
+    queue.maintenance.init_indexes()
     res = run_cli("init-indexes")
     assert res.code == 0 and len(res.stdout.splitlines()) == 1
     assert res.stdout.rstrip().endswith(" present")

@@ -37,15 +37,16 @@ def test_a_slow_server_times_out_with_the_batch_size_advice(queue, slow, run_cli
 def test_interrupted_words_count_against_the_whole() -> None:
     """"cancelled 700 of 2,940" and "8,700 of 20,000 lines", as the commands print them."""
     from runnerq_cli.cli.commands.actions import _interrupted_line
-    from runnerq_cli.cli.commands.enqueue import BulkSummary
+    from runnerq_cli.backend.intake import EnqueueReport
+    from runnerq_cli.cli.commands.enqueue import _interrupted_text, _report_text
 
     line = _interrupted_line("cancel", 700, 2940, 0, "abc")
     assert line.startswith("interrupted: cancelled 700 of 2,940; 2,240 not reached; last id")
-    summary = BulkSummary(last_line=8700, enqueued=8650, interrupted=True, lines=8700)
-    assert summary.interrupted_line(20_000).startswith(
+    report = EnqueueReport(last_line=8700, enqueued=8650, interrupted=True, lines=8700)
+    assert _interrupted_text(report, 20_000).startswith(
         "interrupted: 8,700 of 20,000 lines done, 8,650 enqueued; last line reached 8700")
-    assert summary.text()[0] == ("enqueued 8,650 of the 8,700 lines read before the "
-                                 "interruption")
+    assert _report_text(report)[0] == ("enqueued 8,650 of the 8,700 lines read before the "
+                                       "interruption")
 
 
 def test_an_interrupted_bulk_action_says_what_it_did_of_the_whole(

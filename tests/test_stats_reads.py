@@ -134,7 +134,7 @@ def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, r
     assert "≈" not in res.stdout
     # Past the bound (10,000 in use; 4 here), completed is the estimate, marked as one.
     monkeypatch.setattr(metrics, "EXACT_COMPLETED_UP_TO", 4)
-    snap = queue.stats_snapshot()
+    snap = queue.inspector.stats_snapshot()
     assert snap["estimated"] == ["completed", "total"] and snap["by_status"]["completed"] == 5
     assert "completed" not in snap["by_priority"]["normal"]
     res = run_cli("stats")

@@ -25,7 +25,7 @@ def busy(queue, clock):
         drive_to(queue, "completed", name, clock=clock)
         drive_to(queue, "failed", name, clock=clock, error="boom")
     queue.enqueue("waiting", {})
-    queue.register_worker("w1", types=TYPES, concurrency=2)
+    queue.registry.register_worker("w1", types=TYPES, concurrency=2)
     return queue
 
 
@@ -92,10 +92,10 @@ def test_colours_mean_good_or_bad(queue, clock) -> None:
     queue.enqueue("a", {})
     queue.enqueue("b", {}, max_retries=1)
     claims = queue.dequeue("w", limit=2)
-    before = queue.stats_snapshot()
+    before = queue.inspector.inspector.stats_snapshot()
     queue.ack_success(claims[0], None)
     queue.ack_failure(claims[1], "boom")
-    after = queue.stats_snapshot()
+    after = queue.inspector.inspector.stats_snapshot()
     screen = io.StringIO()
     Console(file=screen, force_terminal=True, color_system="standard", width=100).print(
         render(after, before))

@@ -57,7 +57,7 @@ HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Set up", ("init-indexes", "dev-server", "config", "completion")),
     ("Run", ("enqueue", "worker")),
     ("Inspect", ("stats", "list", "show", "events", "result", "wait", "workers", "tail",
-                 "queues", "audit")),
+                 "queues", "audit", "console")),
     ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",
              "purge", "pause", "resume", "dlq")),
     ("Diagnose", ("doctor", "explain", "metrics")),

@@ -14,7 +14,7 @@ server examine:
   CommandListener: `totalKeysExamined` and `totalDocsExamined`, summed;
 - on the dev server (mongoeco, which has no real indexes): a counting model, each
   command's filter (a pipeline's first `$match`) evaluated as a count, capped by the
-  command's limit (a `$limit` right after the `$sort`); a count without a filter
+  command's limit (a `$limit` right after the `$sort` or the `$match`); a count without a filter
   (`estimated_document_count`) is collection metadata: 0. The output says which.
 
     python benchmarks/bench_reads.py                    # dev server: 2k and 20k history
@@ -178,7 +178,8 @@ def modelled_work(client: Any, record: Record) -> int:
         pipeline = list(cmd.get("pipeline") or [])
         query = pipeline[0].get("$match", {}) if pipeline else {}
         for before, stage in itertools.pairwise(pipeline):
-            if "$sort" in before and "$limit" in stage:
+            # a $limit right after the $sort or the $match: the scan stops there
+            if ("$sort" in before or "$match" in before) and "$limit" in stage:
                 limit = int(stage["$limit"])
                 break
     elif record.name == "count":

@@ -369,10 +369,11 @@ def test_stats_counts_by_status_and_priority(queue: RunnerQ) -> None:
     stats = queue.stats()
     assert stats["by_status"]["pending"] == 1
     assert stats["by_status"]["scheduled"] == 1
-    assert stats["by_status"]["completed"] == 1  # an estimate (metrics.ESTIMATED)
-    assert stats["estimated"] == []  # exact while the queue is small (metrics.EXACT_COMPLETED_UP_TO)
-    # by priority: the exact counts only (completed ones are not counted one by one)
-    assert stats["by_priority"] == {"low": {"pending": 1}, "normal": {"scheduled": 1}}
+    assert stats["by_status"]["completed"] == 1
+    # exact while the queue is small (queries.EXACT_COMPLETED_UP_TO), completed included
+    assert stats["estimated"] == []
+    assert stats["by_priority"] == {"low": {"pending": 1}, "normal": {"scheduled": 1},
+                                    "critical": {"completed": 1}}
     assert stats["total"] == 3
 
 

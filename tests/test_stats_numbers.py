@@ -39,13 +39,13 @@ def test_throughput_over_the_time_the_window_covers(queue, clock, run_cli):
     clock.advance(-80)  # the run ends about now: the command's clock is the real one
     for _ in range(40):
         _run(queue, clock, 2)
-    snap = queue.inspector.inspector.stats_snapshot()["throughput"]
+    snap = queue.inspector.stats_snapshot()["throughput"]
     assert snap["completed"] == 40 and snap["covered_seconds"] == 80.0
     assert snap["completed_per_minute"] == 30.0
     text = run_cli("stats").stdout
     assert re.search(r"throughput \(1m[23]\ds\)\s+(29|30|2\d\.\d+) completed/min", text), text
     clock.advance(600)  # later, a full window of nothing: the rate over the whole window
-    snap = queue.inspector.inspector.stats_snapshot()["throughput"]
+    snap = queue.inspector.stats_snapshot()["throughput"]
     assert snap["covered_seconds"] == 300.0 and snap["completed_per_minute"] == 0.0
 
 

@@ -92,10 +92,10 @@ def test_colours_mean_good_or_bad(queue, clock) -> None:
     queue.enqueue("a", {})
     queue.enqueue("b", {}, max_retries=1)
     claims = queue.dequeue("w", limit=2)
-    before = queue.inspector.inspector.stats_snapshot()
+    before = queue.inspector.stats_snapshot()
     queue.ack_success(claims[0], None)
     queue.ack_failure(claims[1], "boom")
-    after = queue.inspector.inspector.stats_snapshot()
+    after = queue.inspector.stats_snapshot()
     screen = io.StringIO()
     Console(file=screen, force_terminal=True, color_system="standard", width=100).print(
         render(after, before))

@@ -8,7 +8,7 @@ it. The work is in modules by topic, each given what it reads:
   pauses, backlog, dead letters, malformed documents);
 - plans.py: query plans of the queries the code runs (queries.py);
 - explain.py: why an activity is where it is;
-- discovery.py: which queues a database holds.
+- discovery.py: which queues a database holds (and the refusal of one that does not).
 """
 
 from __future__ import annotations

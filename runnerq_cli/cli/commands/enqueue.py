@@ -316,7 +316,7 @@ def enqueue(
 
 
 def _spec_of_flags(activity_type: str, payload: str | None, options: dict[str, Any]) -> Any:
-    from runnerq_cli.backend.queue import ActivitySpec
+    from runnerq_cli.backend.specs import ActivitySpec
 
     return ActivitySpec(activity_type, read_payload(payload), **options)
 
@@ -327,8 +327,8 @@ def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bo
     result = backend.enqueue(spec)
     if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
         _print_one(backend, result, output, quiet)
-    if wait:  # shared with `runnerq-mongo wait` (cli/waiting.py)
-        from runnerq_cli.cli.waiting import report
+    if wait:  # shared with `runnerq-mongo wait` (cli/wait_report.py)
+        from runnerq_cli.cli.wait_report import report
 
         outcome = backend.wait(result.activity_id, wait_seconds)
         raise typer.Exit(report(outcome, output, extra={"created": result.created}))

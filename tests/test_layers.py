@@ -41,8 +41,6 @@ needs_layers = pytest.mark.skipif(
 WORKER_EXCEPTIONS = {
     ("runnerq_cli.worker.api", "runnerq_cli.backend.api"):
         "create_worker/run_worker connect a backend from settings for the caller",
-    ("runnerq_cli.worker.claiming", "runnerq_cli.backend.control"):
-        "PauseWatch: the worker's cached view of the queue's pause flag (not in the traits)",
     ("runnerq_cli.worker.engine", "runnerq_cli.backend.queue"):
         "default_worker_id: the id the backend's registry expects (host:pid:...)",
     ("runnerq_cli.worker.flights", "runnerq_cli.backend.workers"):

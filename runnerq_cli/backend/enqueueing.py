@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo.errors import BulkWriteError, DuplicateKeyError
-
 from runnerq_cli import values
 from runnerq_cli.backend.context import Part
 from runnerq_cli.backend.keys import (
@@ -36,8 +34,9 @@ from runnerq_cli.backend.models import (
 )
 from runnerq_cli.backend.servertime import When, write_time
 from runnerq_cli.backend.specs import ActivitySpec
-from runnerq_cli.backend.writes import DUPLICATE_KEY, stamped_inserts
+from runnerq_cli.backend.writes import stamped_inserts
 from runnerq_cli.errors import (
+    DuplicateKey,
     IdempotencyConflict,
     InvalidArgument,
 )
@@ -178,11 +177,8 @@ class Enqueuer(Part):
         order = list(key_docs)
         try:
             self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(e.get("code") != DUPLICATE_KEY for e in errors):
-                raise
-            return [order[e["index"]] for e in errors]
+        except DuplicateKey as exc:  # every refusal a key another writer holds (driver.py)
+            return [order[int(str(r["index"]))] for r in exc.refusals]
         return []
 
     def _read_keys(self, key_ids: list[dict[str, str]]) -> dict[bytes, dict[str, Any]]:
@@ -239,7 +235,7 @@ class Enqueuer(Part):
                     {"$setOnInsert": {"activity_id": activity_id, "created_at": now, **key_id}},
                     upsert=True,
                 )
-            except DuplicateKeyError:  # two upserts raced on a real server: ask again
+            except DuplicateKey:  # two upserts raced on a real server: ask again
                 continue
             if taken.upserted_id is not None:
                 return True, activity_id

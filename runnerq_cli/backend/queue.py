@@ -22,6 +22,7 @@ from runnerq_cli.backend import queries
 from runnerq_cli.backend.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.connection import server_away
 from runnerq_cli.backend.derived import attempt_events
+from runnerq_cli.backend.driver import DUPLICATE_KEY
 from runnerq_cli.backend.enqueueing import Enqueuer
 from runnerq_cli.backend.error_text import describe, error_text
 from runnerq_cli.backend.group_commit import GroupCommit
@@ -43,7 +44,6 @@ from runnerq_cli.backend.servertime import ServerTime, When, server_update, writ
 from runnerq_cli.backend.specs import ActivitySpec as ActivitySpec  # re-exported
 from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import (
-    DUPLICATE_KEY,
     merge_updates,
     new_event,
     outbox_update,

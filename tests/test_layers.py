@@ -208,12 +208,10 @@ def test_backend_imports_no_front_end() -> None:
 
 @needs_layers
 def test_the_worker_depends_on_the_queue_backend_trait() -> None:
-    wrong = [str(i) for i in from_backend("runnerq_cli.worker") if not public(i.target)
-             and i.target != "runnerq_cli.backend.api"
+    wrong = [str(i) for i in from_backend("runnerq_cli.worker")
+             if not (i.target == "runnerq_cli.backend.traits"
+                     or under(i.target, "runnerq_cli.backend.domain"))
              and (i.importer, i.target) not in WORKER_EXCEPTIONS]
-    wrong += [str(i) for i in from_backend("runnerq_cli.worker")
-              if i.target == "runnerq_cli.backend.api"
-              and (i.importer, i.target) not in WORKER_EXCEPTIONS]
     assert not wrong, "\n".join(wrong)
 
 

@@ -13,7 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 
-DEV_SERVER = ("import time\nfrom runnerq_cli.devserver import start_in_thread\n"
+DEV_SERVER = ("import time\nfrom runnerq_cli.cli.devserver import start_in_thread\n"
               "s = start_in_thread()\nprint(s.uri, flush=True)\ntime.sleep(10**9)\n")
 
 

@@ -19,7 +19,7 @@ from runnerq_cli.version import __version__ as __version__
 # Type checkers read the same names from the imports below.
 _MODULES: dict[str, tuple[str, ...]] = {
     "runnerq_cli.backend.api": ("RunnerQ", "connect"),
-    "runnerq_cli.backend.queue": ("ActivitySpec",),
+    "runnerq_cli.backend.specs": ("ActivitySpec",),
     "runnerq_cli.backend.models": (
         "AckOutcome", "Activity", "Claim", "EnqueueResult", "Event", "OnDuplicate", "Priority",
         "Result", "Status",
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (explicit re-exports)
         EnqueueResult as EnqueueResult, Event as Event, OnDuplicate as OnDuplicate,
         Priority as Priority, Result as Result, Status as Status,
     )
-    from runnerq_cli.backend.queue import (
+    from runnerq_cli.backend.specs import (
         ActivitySpec as ActivitySpec,
     )
     from runnerq_cli.backend.traits import (

@@ -97,3 +97,35 @@ class Unavailable(RunnerQError):
 class AddressInUse(RunnerQError):
     """`metrics serve`: another process listens on the address already."""
 
+
+
+class WriteRefused(RunnerQError):
+    """The server refused a write for what was sent (a document it will not store, a
+    value its validation rejects): sending the same again changes nothing.
+
+    `code` is the server's error code (the first refusal's); `refusals` the refused
+    writes of a batch, each `{"index": position in what was sent, "code", "errmsg"}`.
+    """
+
+    def __init__(self, message: str, code: int | None = None,
+                 refusals: list[dict[str, object]] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.refusals = refusals or []
+
+
+class DuplicateKey(WriteRefused):
+    """A unique index holds the key already (every refusal of the batch is one)."""
+
+
+class TooLarge(WriteRefused):
+    """A document or command over the server's size limit (refused before it is sent)."""
+
+
+class WriteUnconfirmed(RunnerQError):
+    """The server may have applied the write but did not confirm its write concern: the
+    write may be repeated (as after a lost connection)."""
+
+    def __init__(self, message: str, details: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}

@@ -113,7 +113,7 @@ def _mongoeco_available() -> bool:
 
 
 def _start_mongoeco() -> TestServer:
-    from runnerq_cli.devserver import start_in_thread
+    from runnerq_cli.cli.devserver import start_in_thread
 
     server = start_in_thread()
     _CLEANUP.append(server.stop)

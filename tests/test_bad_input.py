@@ -545,7 +545,7 @@ def test_declined_confirmation_is_exit_2_and_changes_nothing(cli_env, queue, dat
 
 @NEEDS_DEV_SERVER
 def test_a_port_taken_between_check_and_start_is_exit_2() -> None:
-    from runnerq_cli.devserver import PortInUse, start_in_thread
+    from runnerq_cli.cli.devserver import PortInUse, start_in_thread
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ import pytest
 from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.indexes import index_name, index_plan
+from runnerq_cli.backend.index_specs import index_name, index_plan
 from runnerq_cli.backend.plans import plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.server_checks import check_clock

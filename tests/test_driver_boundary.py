@@ -6,11 +6,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from pymongo.errors import PyMongoError
 
 from runnerq_cli.backend import driver
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.config import load_settings
-from runnerq_cli.errors import Unavailable
+from runnerq_cli.errors import DuplicateKey, TooLarge, Unavailable, WriteUnconfirmed
 
 REFUSED = "mongodb://u:secret@127.0.0.1:1/?directConnection=true"
 
@@ -62,10 +64,30 @@ def test_the_context_hands_out_only_translated_collections(queue: RunnerQ) -> No
     assert not hasattr(queue, "collections")  # the old alias of context is gone
 
 
-def test_errors_that_are_the_caller_s_pass_through(queue: RunnerQ) -> None:
-    """A duplicate key is not a connection problem: the driver's own error reaches the part."""
-    from pymongo.errors import DuplicateKeyError
-
+def test_a_duplicate_key_is_our_own_error_with_its_code(queue: RunnerQ) -> None:
+    """A refused write reaches a part (and so an API caller) as our kind, not pymongo's."""
     queue.context.results.insert_one({"_id": "same"})
-    with pytest.raises(DuplicateKeyError):
+    with pytest.raises(DuplicateKey) as caught:
         queue.context.results.insert_one({"_id": "same"})
+    assert caught.value.code == 11000 and caught.value.refusals[0]["index"] == 0
+    assert not isinstance(caught.value, PyMongoError)
+
+
+def test_a_batch_names_each_refused_write_by_its_index(queue: RunnerQ) -> None:
+    queue.context.results.insert_one({"_id": "held"})
+    with pytest.raises(DuplicateKey) as caught:
+        queue.context.results.insert_many([{"_id": "new"}, {"_id": "held"}], ordered=False)
+    assert [r["index"] for r in caught.value.refusals] == [1]
+    assert queue.context.results.count_documents({"_id": "new"}) == 1
+
+
+def test_a_document_over_the_size_limit_is_too_large(queue: RunnerQ) -> None:
+    with pytest.raises(TooLarge):
+        queue.context.results.insert_one({"_id": "big", "data": "x" * (17 * 1024 * 1024)})
+    assert queue.context.results.count_documents({}) == 0
+
+
+def test_the_cli_maps_each_refusal_to_its_exit_code() -> None:
+    assert exit_code_of(DuplicateKey("held", 11000)) == ExitCode.CONFLICT
+    assert exit_code_of(TooLarge("big")) == ExitCode.USAGE
+    assert exit_code_of(WriteUnconfirmed("w:5")) == ExitCode.UNAVAILABLE

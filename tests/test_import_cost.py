@@ -129,5 +129,5 @@ def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_na
     # The RunnerQ's own trait methods live in queue, maintenance (QueueChores) and
     # inspection (Inspection); the parts beyond the traits load on first use.
     parts = ("audit", "bulk", "batches", "dlq", "operator", "metrics", "diagnose",
-             "pagination", "events", "control", "existence")
+             "pagination", "events", "control", "discovery")
     assert not {f"runnerq_cli.backend.{p}" for p in parts} & loaded, sorted(loaded)

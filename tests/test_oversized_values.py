@@ -24,8 +24,8 @@ import pytest
 
 from runnerq_cli.backend import sizes
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.enqueueing import ActivitySpec
 from runnerq_cli.backend.intake import Batcher
+from runnerq_cli.backend.specs import ActivitySpec
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import InvalidArgument
 

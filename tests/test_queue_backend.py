@@ -516,7 +516,7 @@ def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
 
 def test_wait_returns_the_outcome_or_times_out(queue: RunnerQ) -> None:
     from runnerq_cli.cli.exits import ExitCode
-    from runnerq_cli.cli.waiting import exit_code
+    from runnerq_cli.cli.wait_report import exit_code
 
     aid = queue.enqueue("t", {}).activity_id
     timed_out = queue.wait(aid, timeout=0.2, poll=0.05)

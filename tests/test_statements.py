@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 from pymongo import MongoClient, WriteConcern, monitoring, uri_parser
-from pymongo.errors import AutoReconnect, OperationFailure, WriteConcernError
+from pymongo.errors import AutoReconnect, OperationFailure
 
 from runnerq_cli.backend.statements import update_statements
+from runnerq_cli.errors import WriteUnconfirmed
 
 
 class Commands(monitoring.CommandListener):
@@ -148,7 +149,7 @@ def test_a_write_concern_the_server_cannot_meet_is_an_error(collection):
     unmeetable = collection.with_options(write_concern=WriteConcern(w=50, wtimeout=200))
     try:
         update_statements(unmeetable, [({"_id": 0}, {"$set": {"n": 9}}, False)])
-    except WriteConcernError as exc:
+    except WriteUnconfirmed as exc:
         assert "writeConcernError" in exc.details
         assert collection.find_one({"_id": 0})["n"] == 9
     except OperationFailure as exc:

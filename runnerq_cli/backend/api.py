@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.intake import Intake
     from runnerq_cli.backend.maintenance import Maintenance
     from runnerq_cli.backend.operator import Operator
+    from runnerq_cli.backend.result_wait import WaitOutcome
     from runnerq_cli.backend.traits import InspectionBackend, WorkerBackend
-    from runnerq_cli.backend.waiting import WaitOutcome
     from runnerq_cli.backend.workers import WorkerRegistry
 
 
@@ -167,7 +167,7 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         Returns a `waiting.WaitOutcome` (status, result, whether it timed out);
         NotFound if the activity does not exist and left no result.
         """
-        from runnerq_cli.backend.waiting import wait_for
+        from runnerq_cli.backend.result_wait import wait_for
 
         return wait_for(self.get_activity, self.get_result, activity_id,
                         timeout, poll=poll, max_poll=max_poll)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pymongo import MongoClient
 from pymongo import errors as mongo_errors
 
-from runnerq_cli.errors import InvalidArgument, Unavailable
+from runnerq_cli.errors import InvalidArgument, Unavailable, WriteUnconfirmed
 from runnerq_cli.redaction import redact_uri
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ def server_away(exc: BaseException) -> bool:
     server could not be reached, could not confirm it, or said so (a retryable write
     error). Anything else is a refusal of what was sent: sending it again changes nothing.
     """
-    if isinstance(exc, Unavailable | mongo_errors.ConnectionFailure
+    if isinstance(exc, Unavailable | WriteUnconfirmed | mongo_errors.ConnectionFailure
                   | mongo_errors.WriteConcernError | mongo_errors.ExecutionTimeout):
         return True
     return isinstance(exc, mongo_errors.PyMongoError) and bool(

@@ -8,7 +8,7 @@ it. The work is in modules by topic, each given what it reads:
   pauses, backlog, dead letters, malformed documents);
 - plans.py: query plans of the queries the code runs (queries.py);
 - explain.py: why an activity is where it is;
-- discovery.py: which queues a database holds.
+- discovery.py: which queues a database holds (and the refusal of one that does not).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 
 from runnerq_cli.backend.checks import Check, CheckStatus, failed
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.discovery import discover_queues, require_queues
 from runnerq_cli.backend.explain import Explainer, Explanation
 from runnerq_cli.backend.models import Activity
+from runnerq_cli.backend.pause import PauseState
 from runnerq_cli.backend.queue_checks import QueueChecks
 from runnerq_cli.backend.server_checks import server_checks
 from runnerq_cli.backend.timing import TIMING

@@ -6,8 +6,11 @@ of a cursor or change stream they return, turns the driver's connection errors
 into `Unavailable` (URI redacted, connection.translation) once, here, so no
 caller can reach MongoDB untranslated: the parts are safe to call directly.
 
-Errors that are the caller's to handle (a duplicate key, a refused document,
-a bulk write error) pass through as the driver raised them.
+Refused writes become our own kinds too (`refusal`): a duplicate key
+`DuplicateKey`, a refused document or batch `WriteRefused` (with each refusal's
+index and code), a document over the size limit `TooLarge`, an unconfirmed write
+concern `WriteUnconfirmed`. A part that expects some of them (a key another
+writer holds) catches ours; an API caller never meets a pymongo error.
 """
 
 from __future__ import annotations
@@ -33,10 +36,48 @@ from pymongo.results import (
 from pymongo.write_concern import WriteConcern
 
 from runnerq_cli.backend import connection
+from runnerq_cli.errors import (
+    DuplicateKey,
+    RunnerQError,
+    TooLarge,
+    WriteRefused,
+    WriteUnconfirmed,
+)
 
 Document = dict[str, Any]
 P = ParamSpec("P")
 T = TypeVar("T")
+DUPLICATE_KEY = 11000  # the server's code for a key a unique index holds already
+
+
+def refusal(exc: BaseException) -> RunnerQError | None:
+    """Our kind of a refused write the driver raised, or None (not a refusal)."""
+    if isinstance(exc, mongo_errors.DocumentTooLarge):
+        return TooLarge(f"too large for the server: {exc}")
+    if isinstance(exc, mongo_errors.WriteConcernError):
+        return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
+                                    dict(exc.details or {}))
+    if isinstance(exc, mongo_errors.BulkWriteError):
+        refusals = [{"index": e.get("index"), "code": e.get("code"),
+                     "errmsg": e.get("errmsg", "")} for e in exc.details.get("writeErrors", [])]
+        if not refusals:  # applied; only the write concern failed
+            return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
+                                    dict(exc.details or {}))
+        return refused(refusals)
+    if isinstance(exc, mongo_errors.WriteError):  # DuplicateKeyError included
+        details = exc.details or {}
+        return refused([{"index": 0, "code": exc.code,
+                         "errmsg": details.get("errmsg", str(exc))}])
+    return None
+
+
+def refused(refusals: list[dict[str, Any]]) -> WriteRefused:
+    """The error of a batch's refused writes: DuplicateKey when each is a held key."""
+    first = refusals[0]
+    kind = DuplicateKey if all(r.get("code") == DUPLICATE_KEY for r in refusals) else WriteRefused
+    more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
+    return kind(f"the server refused the write: {first.get('errmsg') or 'refused'}{more}",
+                first.get("code"), refusals)
 
 
 class _Boundary:
@@ -53,8 +94,8 @@ class _Boundary:
             connection.probe(uri)
         try:
             value = fn(*args, **kwargs)
-        except mongo_errors.PyMongoError as exc:
-            translated = connection.translation(exc, uri)
+        except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge) as exc:  # (not one)
+            translated = connection.translation(exc, uri) or refusal(exc)
             if translated is None:
                 raise
             raise translated from None

@@ -9,14 +9,10 @@ takes over once ORPHAN_KEY_GRACE has passed.
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-
-from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from runnerq_cli import values
 from runnerq_cli.backend.context import Part
@@ -34,82 +30,16 @@ from runnerq_cli.backend.keys import (
 )
 from runnerq_cli.backend.models import (
     EnqueueResult,
-    OnDuplicate,
-    Priority,
     Status,
-    check_metadata_key,
 )
 from runnerq_cli.backend.servertime import When, write_time
-from runnerq_cli.backend.writes import DUPLICATE_KEY, stamped_inserts
+from runnerq_cli.backend.specs import ActivitySpec
+from runnerq_cli.backend.writes import stamped_inserts
 from runnerq_cli.errors import (
+    DuplicateKey,
     IdempotencyConflict,
     InvalidArgument,
 )
-
-DEFAULT_MAX_RETRIES = 3
-DEFAULT_TIMEOUT_SECONDS = 300
-DEFAULT_RETRY_DELAY_SECONDS = 1
-
-
-@dataclass(frozen=True)
-class ActivitySpec:
-    """What a producer asks for; validated on construction."""
-
-    activity_type: str
-    payload: Mapping[str, Any] = field(default_factory=dict)
-    priority: Priority | int | str = Priority.NORMAL
-    delay_seconds: float | None = None
-    scheduled_at: datetime | None = None
-    max_retries: int = DEFAULT_MAX_RETRIES
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-    retry_delay_seconds: int = DEFAULT_RETRY_DELAY_SECONDS
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    idempotency_key: str | None = None
-    on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "priority", Priority.parse(self.priority))
-        object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
-        if not isinstance(self.activity_type, str) or not self.activity_type.strip():
-            raise InvalidArgument("activity type must be a non-empty string")
-        if not isinstance(self.payload, Mapping):
-            raise InvalidArgument("payload must be a JSON object")
-        for name, low in (("max_retries", 0), ("timeout_seconds", 1), ("retry_delay_seconds", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise InvalidArgument(f"{name} must be a whole number of at least {low}")
-        if self.delay_seconds is not None and (
-            not math.isfinite(self.delay_seconds) or self.delay_seconds < 0
-        ):
-            raise InvalidArgument("delay must not be negative")
-        if self.delay_seconds is not None and self.scheduled_at is not None:
-            raise InvalidArgument("give a delay or a time to run at, not both")
-        if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
-            raise InvalidArgument("scheduled_at must be timezone-aware")
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.metadata.items()):
-            raise InvalidArgument("metadata must map strings to strings")
-        for key in self.metadata:
-            check_metadata_key(key)
-        if self.idempotency_key is not None and (
-            not isinstance(self.idempotency_key, str) or not self.idempotency_key
-        ):
-            raise InvalidArgument("idempotency key must be a non-empty string")
-        values.activity_limits(self)  # storable payload, bounded numbers and times
-
-    def due_at(self, now: datetime | Callable[[], datetime],
-               at: When | None = None) -> When | None:
-        """When a delayed activity becomes due, or None to run as soon as possible.
-
-        A time to run at is compared with `now` (or a clock, asked only then); a delay
-        counts from `at` (the time the write sets: the server's `$$NOW`), else `now`."""
-        if self.scheduled_at is not None:
-            current = now if isinstance(now, datetime) else now()
-            return self.scheduled_at if self.scheduled_at > current else None
-        if self.delay_seconds:
-            start = at if at is not None else now if isinstance(now, datetime) else now()
-            return start + timedelta(seconds=self.delay_seconds)
-        return None
-
 
 
 class Enqueuer(Part):
@@ -247,11 +177,8 @@ class Enqueuer(Part):
         order = list(key_docs)
         try:
             self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(e.get("code") != DUPLICATE_KEY for e in errors):
-                raise
-            return [order[e["index"]] for e in errors]
+        except DuplicateKey as exc:  # every refusal a key another writer holds (driver.py)
+            return [order[int(str(r["index"]))] for r in exc.refusals]
         return []
 
     def _read_keys(self, key_ids: list[dict[str, str]]) -> dict[bytes, dict[str, Any]]:
@@ -308,7 +235,7 @@ class Enqueuer(Part):
                     {"$setOnInsert": {"activity_id": activity_id, "created_at": now, **key_id}},
                     upsert=True,
                 )
-            except DuplicateKeyError:  # two upserts raced on a real server: ask again
+            except DuplicateKey:  # two upserts raced on a real server: ask again
                 continue
             if taken.upserted_id is not None:
                 return True, activity_id

@@ -10,7 +10,6 @@ from typing import Any
 
 from runnerq_cli.backend.checks import at_least, count
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.discovery import discover_queues
 from runnerq_cli.backend.models import (
     WAITING_STATUSES,
@@ -21,6 +20,7 @@ from runnerq_cli.backend.models import (
     parse_activity_id,
     to_jsonable,
 )
+from runnerq_cli.backend.pause import PauseState
 from runnerq_cli.backend.rules import attempts_remain
 from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.backend.workers import WorkerInfo, WorkerRegistry

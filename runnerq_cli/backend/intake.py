@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from runnerq_cli import values
-from runnerq_cli.backend.enqueueing import ActivitySpec, Enqueuer
+from runnerq_cli.backend.enqueueing import Enqueuer
 from runnerq_cli.backend.keys import Outcome
 from runnerq_cli.backend.sizes import INPUT_BATCH_BYTES, PAYLOAD_TEXT_MAX
+from runnerq_cli.backend.specs import ActivitySpec
 from runnerq_cli.errors import InvalidArgument, RunnerQError
 
 # One line of input: its number (from 1) and its bytes without the line break, or None

@@ -17,7 +17,7 @@ from runnerq_cli.backend.models import EnqueueResult, OnDuplicate, Status
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, RunnerQError
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.enqueueing import ActivitySpec
+    from runnerq_cli.backend.specs import ActivitySpec
 
 # A key whose activity is not (yet) visible is only taken over after this long:
 # younger, its enqueue may still be inserting the activity.

@@ -138,8 +138,8 @@ class Maintenance(QueueChores):
 
     def require_queue(self, *, create: bool = False) -> None:
         """Return if this queue exists (or `create`); else NotFound naming the closest
-        queue (existence.py: operator writes to a misspelt queue are refused)."""
-        from runnerq_cli.backend.existence import require_queue
+        queue (discovery.py: operator writes to a misspelt queue are refused)."""
+        from runnerq_cli.backend.discovery import require_queue
 
         require_queue(self._ctx.db, self._ctx.settings.queue, create=create)
 

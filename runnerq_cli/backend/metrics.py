@@ -63,7 +63,7 @@ from runnerq_cli.backend.timing import TIMING
 from runnerq_cli.config import Settings
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.control import PauseState
+    from runnerq_cli.backend.pause import PauseState
 
 SCHEMA = "runnerq.stats/2"
 REPORTED_STATUSES = tuple(s.value for s in Status)

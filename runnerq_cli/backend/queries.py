@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.indexes import EVER, index_name
+from runnerq_cli.backend.index_specs import EVER, index_name
 from runnerq_cli.backend.models import UNSUCCESSFUL_STATUSES, Priority, Status, display_status
 from runnerq_cli.backend.timing import TIMING
 

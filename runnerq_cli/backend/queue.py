@@ -22,7 +22,7 @@ from runnerq_cli.backend import queries
 from runnerq_cli.backend.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.connection import server_away
 from runnerq_cli.backend.derived import attempt_events
-from runnerq_cli.backend.enqueueing import ActivitySpec as ActivitySpec  # re-exported
+from runnerq_cli.backend.driver import DUPLICATE_KEY
 from runnerq_cli.backend.enqueueing import Enqueuer
 from runnerq_cli.backend.error_text import describe, error_text
 from runnerq_cli.backend.group_commit import GroupCommit
@@ -41,9 +41,9 @@ from runnerq_cli.backend.models import (
 from runnerq_cli.backend.results import checked_result, same_value
 from runnerq_cli.backend.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.servertime import ServerTime, When, server_update, write_time
+from runnerq_cli.backend.specs import ActivitySpec as ActivitySpec  # re-exported
 from runnerq_cli.backend.statements import Statement, update_statements
 from runnerq_cli.backend.writes import (
-    DUPLICATE_KEY,
     merge_updates,
     new_event,
     outbox_update,

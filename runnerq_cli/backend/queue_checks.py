@@ -26,10 +26,10 @@ from runnerq_cli.backend.checks import (
     count,
 )
 from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.control import PauseState
 from runnerq_cli.backend.failures import FailureGroup, group_failures
 from runnerq_cli.backend.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.models import Status, display_time
+from runnerq_cli.backend.pause import PauseState
 from runnerq_cli.backend.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.queries import representative_queries
 from runnerq_cli.backend.shapes import malformed

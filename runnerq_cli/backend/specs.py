@@ -7,13 +7,88 @@ whole, so a line is refused once, with one message, whatever reads it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
-from runnerq_cli.backend.models import EXPORT_INFO_FIELDS, OnDuplicate, Priority
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.models import (
+    EXPORT_INFO_FIELDS,
+    OnDuplicate,
+    Priority,
+    check_metadata_key,
+)
 from runnerq_cli.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.servertime import When  # a type only: the layer below
+
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_TIMEOUT_SECONDS = 300
+DEFAULT_RETRY_DELAY_SECONDS = 1
+
+
+@dataclass(frozen=True)
+class ActivitySpec:
+    """What a producer asks for; validated on construction."""
+
+    activity_type: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    priority: Priority | int | str = Priority.NORMAL
+    delay_seconds: float | None = None
+    scheduled_at: datetime | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    retry_delay_seconds: int = DEFAULT_RETRY_DELAY_SECONDS
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "priority", Priority.parse(self.priority))
+        object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
+        if not isinstance(self.activity_type, str) or not self.activity_type.strip():
+            raise InvalidArgument("activity type must be a non-empty string")
+        if not isinstance(self.payload, Mapping):
+            raise InvalidArgument("payload must be a JSON object")
+        for name, low in (("max_retries", 0), ("timeout_seconds", 1), ("retry_delay_seconds", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise InvalidArgument(f"{name} must be a whole number of at least {low}")
+        if self.delay_seconds is not None and (
+            not math.isfinite(self.delay_seconds) or self.delay_seconds < 0
+        ):
+            raise InvalidArgument("delay must not be negative")
+        if self.delay_seconds is not None and self.scheduled_at is not None:
+            raise InvalidArgument("give a delay or a time to run at, not both")
+        if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
+            raise InvalidArgument("scheduled_at must be timezone-aware")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.metadata.items()):
+            raise InvalidArgument("metadata must map strings to strings")
+        for key in self.metadata:
+            check_metadata_key(key)
+        if self.idempotency_key is not None and (
+            not isinstance(self.idempotency_key, str) or not self.idempotency_key
+        ):
+            raise InvalidArgument("idempotency key must be a non-empty string")
+        values.activity_limits(self)  # storable payload, bounded numbers and times
+
+    def due_at(self, now: datetime | Callable[[], datetime],
+               at: When | None = None) -> When | None:
+        """When a delayed activity becomes due, or None to run as soon as possible.
+
+        A time to run at is compared with `now` (or a clock, asked only then); a delay
+        counts from `at` (the time the write sets: the server's `$$NOW`), else `now`."""
+        if self.scheduled_at is not None:
+            current = now if isinstance(now, datetime) else now()
+            return self.scheduled_at if self.scheduled_at > current else None
+        if self.delay_seconds:
+            start = at if at is not None else now if isinstance(now, datetime) else now()
+            return start + timedelta(seconds=self.delay_seconds)
+        return None
+
 
 # Fields of one NDJSON line of `enqueue --from` (and the ActivitySpec option each feeds).
 LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "max_retries",

@@ -28,15 +28,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pymongo.collection import Collection
-from pymongo.errors import (
-    AutoReconnect,
-    DocumentTooLarge,
-    ServerSelectionTimeoutError,
-    WriteConcernError,
-)
+from pymongo.errors import AutoReconnect, DocumentTooLarge, ServerSelectionTimeoutError
 
 from runnerq_cli.backend import driver
 from runnerq_cli.backend.connection import ConnectionInterrupted
+from runnerq_cli.errors import TooLarge, WriteUnconfirmed
 
 Statement = tuple[Mapping[str, Any], Mapping[str, Any], bool]  # filter, update, upsert
 # The queue's collections (driver.py) or a plain pymongo one (tests, tools)
@@ -48,7 +44,7 @@ def update_statements(collection: AnyCollection, statements: Sequence[Statement]
     """Apply unordered updates, in one command unless their size needs more: (documents
     matched, write errors by statement index).
 
-    Raises `WriteConcernError` when the server applied the updates but could
+    Raises `WriteUnconfirmed` when the server applied the updates but could
     not confirm the write concern (the caller may repeat them, as after a
     network error).
     """
@@ -61,7 +57,8 @@ def _update_in_parts(collection: AnyCollection, updates: list[dict[str, Any]], o
     """One command, or halves of it when the driver finds it too large to send."""
     try:
         matched, errors = _update(collection, updates)
-    except DocumentTooLarge:  # raised before anything is sent
+    except (DocumentTooLarge, TooLarge):  # raised before anything is sent (TooLarge: the
+        # same, through driver.py; DocumentTooLarge: a plain pymongo collection)
         if len(updates) == 1:
             raise
         half = len(updates) // 2
@@ -86,8 +83,9 @@ def _update(collection: AnyCollection, updates: list[dict[str, Any]],
         reply = _run(collection, command)
     if "writeConcernError" in reply:
         error = reply["writeConcernError"]
-        raise WriteConcernError(error.get("errmsg", "write concern error"), error.get("code"),
-                                reply)
+        raise WriteUnconfirmed(
+            f"the write concern was not confirmed: {error.get('errmsg', 'no reason given')}",
+            dict(reply))
     return (reply.get("n", 0) - len(reply.get("upserted", ())),
             list(reply.get("writeErrors", ())))
 

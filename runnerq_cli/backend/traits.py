@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.control import Control
-    from runnerq_cli.backend.enqueueing import ActivitySpec
     from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
     from runnerq_cli.backend.maintenance import Maintenance
     from runnerq_cli.backend.models import (
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
         Event,
         Result,
     )
+    from runnerq_cli.backend.specs import ActivitySpec
     from runnerq_cli.backend.workers import WorkerRegistry
     from runnerq_cli.config import Settings
 

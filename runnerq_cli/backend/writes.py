@@ -39,21 +39,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
 from pymongo import ReplaceOne, UpdateMany
-from pymongo.errors import BulkWriteError
 
-from runnerq_cli.backend.driver import Collection
+from runnerq_cli.backend.driver import DUPLICATE_KEY, Collection, refused
 from runnerq_cli.backend.queries import stale_outboxes
 from runnerq_cli.backend.servertime import When, server_stamps, server_update
 from runnerq_cli.backend.shapes import outbox_problem
 from runnerq_cli.backend.statements import Statement, update_statements
+from runnerq_cli.errors import DuplicateKey
 
 log = logging.getLogger("runnerq.backend")
-DUPLICATE_KEY = 11000
 # Activities per insert command: the server stamps one command's documents with one time
 # and they become visible when it ends, so a command must stay well within a tail's settle
 # window (5 s) even on a slow server (the dev server: about 1.5 s for 50 under load).
@@ -70,13 +70,11 @@ def stamp(clock: Callable[[], datetime], now: When, *fields: str) -> dict[str, A
 
 def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
                    clock: Callable[[], datetime], now: When) -> None:
-    """`stamped_inserts` of one document (without `field`), raising its write error."""
-    from pymongo.errors import WriteError
-
+    """`stamped_inserts` of one document (without `field`), raising its refusal
+    (WriteRefused)."""
     errors = stamped_inserts(collection, [doc], field, clock, now)
     if errors:
-        error = errors[0]
-        raise WriteError(error.get("errmsg", "rejected"), error.get("code"), error)
+        raise refused([errors[0]])
 
 
 def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: str,
@@ -290,18 +288,14 @@ class OutboxWriter:
         own); events already copied by an earlier (interrupted) flush stay as they are."""
         errors = stamped_inserts(self._events, events, "ingested_at", self._clock, now)
         if errors:
-            raise BulkWriteError({"writeErrors": list(errors.values()), "nInserted": 0})
+            raise refused(list(errors.values()))
 
     @staticmethod
     def _ignore_duplicates(write: Callable[..., Any], operations: list[Any]) -> None:
         """Run an unordered bulk `write`; duplicate keys are copies already made (or, for
         a result, a newer claim's result that must stay): anything else is raised."""
-        try:
+        with suppress(DuplicateKey):  # each refusal a duplicate key (driver.refused)
             write(operations, ordered=False)
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(e.get("code") != DUPLICATE_KEY for e in errors):
-                raise
 
     def repair(self, older_than: datetime, limit: int = 500) -> int:
         """Flush outboxes left behind by a crash (older than `older_than`); one that cannot

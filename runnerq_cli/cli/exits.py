@@ -55,6 +55,9 @@ EXIT_CODES: dict[type[BaseException], ExitCode] = {
     errors.DuplicateActivity: ExitCode.CONFLICT,
     errors.IdempotencyConflict: ExitCode.CONFLICT,
     errors.Unavailable: ExitCode.UNAVAILABLE,
+    errors.WriteUnconfirmed: ExitCode.UNAVAILABLE,  # may be repeated, as after an outage
+    errors.WriteRefused: ExitCode.USAGE,  # what was sent is refused: sending it again fails
+    errors.DuplicateKey: ExitCode.CONFLICT,
     errors.ClaimLost: ExitCode.CLAIM_LOST,
     errors.WrongState: ExitCode.WRONG_STATE,
     errors.AddressInUse: ExitCode.ADDRESS_IN_USE,

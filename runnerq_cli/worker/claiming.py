@@ -43,7 +43,7 @@ class Claimer:
                  writer: OutcomeWriter, keeper: LeaseKeeper, *, worker_id: str,
                  types: tuple[str, ...], lease: float, poll_interval: float, burst: bool,
                  stopping: threading.Event) -> None:
-        from runnerq_cli.backend.control import PauseWatch
+        from runnerq_cli.backend.pause import PauseWatch
 
         self._backend = backend
         self._registry = registry

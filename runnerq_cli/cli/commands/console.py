@@ -43,32 +43,13 @@ def console(
     import sys
     import threading
 
-    from runnerq_cli import values
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
-    from runnerq_cli.console import security
     from runnerq_cli.console.app import ConsoleConfig, serve
-    from runnerq_cli.errors import InvalidArgument
 
-    if token is None and not security.is_loopback(host):
-        fail(f"--host {host} is not a loopback address: give a token (--token or "
-             "RUNNERQ_CONSOLE_TOKEN) so only those who hold it can read the queue",
-             ExitCode.USAGE)
-    try:
-        security.check_binding(host, token)
-    except InvalidArgument as exc:
-        fail(f"--token: {exc}", ExitCode.USAGE)
-    page: bytes | None = None
-    if ui is not None:
-        path = values.readable_file(ui, "--ui")
-        try:
-            with open(path, "rb") as handle:
-                page = handle.read(8 * 1024 * 1024 + 1)
-        except OSError as exc:
-            fail(f"--ui {ui}: {exc.strerror or exc}", ExitCode.USAGE)
-        if len(page) > 8 * 1024 * 1024:
-            fail(f"--ui {ui}: larger than 8 MB: is it a page?", ExitCode.USAGE)
+    _check_binding(host, token)
+    page = _read_ui(ui) if ui is not None else None
     rq = state(ctx).backend()
     rq.ping()  # unreachable: exit 3 now, not at the first page
     config = ConsoleConfig(host=host, port=port, token=token, allow_actions=allow_actions,
@@ -104,3 +85,35 @@ def console(
 def register(app: typer.Typer) -> None:
     """Add `console` to the root app."""
     app.command("console", epilog=examples("console"))(console)
+
+
+def _check_binding(host: str, token: str | None) -> None:
+    """A host others can reach needs a token; a token must be long enough."""
+    from runnerq_cli.cli.output import fail
+    from runnerq_cli.console import security
+    from runnerq_cli.errors import InvalidArgument
+
+    if token is None and not security.is_loopback(host):
+        fail(f"--host {host} is not a loopback address: give a token (--token or "
+             "RUNNERQ_CONSOLE_TOKEN) so only those who hold it can read the queue",
+             ExitCode.USAGE)
+    try:
+        security.check_binding(host, token)
+    except InvalidArgument as exc:
+        fail(f"--token: {exc}", ExitCode.USAGE)
+
+
+def _read_ui(ui: str) -> bytes:
+    """The page of --ui, read whole (at most 8 MB: anything larger is not a page)."""
+    from runnerq_cli import values
+    from runnerq_cli.cli.output import fail
+
+    path = values.readable_file(ui, "--ui")
+    try:
+        with open(path, "rb") as handle:
+            page = handle.read(8 * 1024 * 1024 + 1)
+    except OSError as exc:
+        fail(f"--ui {ui}: {exc.strerror or exc}", ExitCode.USAGE)
+    if len(page) > 8 * 1024 * 1024:
+        fail(f"--ui {ui}: larger than 8 MB: is it a page?", ExitCode.USAGE)
+    return page

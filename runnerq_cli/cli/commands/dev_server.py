@@ -54,9 +54,9 @@ def dev_server(
     from pathlib import Path
 
     from runnerq_cli import values
+    from runnerq_cli.cli.devserver import start_in_thread
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
-    from runnerq_cli.devserver import start_in_thread
 
     cli = state(ctx)
     if init:

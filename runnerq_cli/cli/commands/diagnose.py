@@ -176,7 +176,7 @@ def _pause_words(pause: Any) -> str:
     """The pause fact (its JSON form) in words: what, since when (one time format), who, why."""
     from datetime import datetime
 
-    from runnerq_cli.backend.control import PauseState
+    from runnerq_cli.backend.pause import PauseState
     from runnerq_cli.cli.words import describe_pause, words
 
     if not isinstance(pause, dict):

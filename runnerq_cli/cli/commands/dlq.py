@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -164,18 +164,7 @@ def import_(
         # -o json streams the results list as the lines are done (nothing kept per line).
         stream = JsonObjectStream("results") if output is OutputFormat.JSON else None
         done: list[ImportOutcome] = []  # the last outcome shown (for a second signal)
-
-        def show(outcome: ImportOutcome) -> None:
-            done[:] = [outcome]
-            if stream is not None:
-                stream.add(outcome.to_json())
-            elif output is OutputFormat.JSONL:
-                emit(output, [outcome.to_json()])
-            elif output is OutputFormat.TEXT and not quiet:
-                typer.echo(_line_text(outcome))
-            elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
-                typer.echo(_line_text(outcome), err=True)
-
+        show = _outcome_printer(output, quiet, stream, done)
         try:
             report = backend.dead_letters.dlq_import(
                 _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
@@ -183,28 +172,54 @@ def import_(
                 command=command_line(ctx), collect=False, batch_size=batch_size)
         except KeyboardInterrupt:  # a second signal: stopped inside a batch
             stop.finishing()
-            if stream is not None:
-                stream.close({"interrupted": True})
-            last = (f"line {done[0].line}" + (f" ({done[0].id})" if done[0].id else "")
-                    if done else "no line")
-            error_line(f"interrupted at once: the last line done is {last}; the lines after "
-                       "it may be partly imported; the same command again goes on without "
-                       "importing anything twice")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+            _interrupted_at_once(stream, done)
         stop.finishing()  # the report comes out whole, whatever signal comes now
         bar.close()
         _summary(report, output, stream)
         code = _exit_code(report)
-        if report.interrupted:
-            error_line(f"interrupted: dlq import stopped after line {report.last_line} "
-                       f"({report.lines} lines done: {_counts_text(report.counts)}); the "
-                       "audit record says so; the same command again goes on without "
-                       "importing anything twice")
-        elif code:
-            bad = sum(n for k, n in report.counts.items()
-                      if k in ("invalid", "conflict", "not_found"))
-            error_line(f"{bad} of {report.lines} lines not imported")
+        _say_what_was_not_done(report, code)
     raise typer.Exit(code)
+
+
+def _outcome_printer(output: OutputFormat, quiet: bool, stream: JsonObjectStream | None,
+                     done: list[ImportOutcome]) -> Callable[[ImportOutcome], None]:
+    """How each line's outcome is shown as it is done (`done` keeps the last one)."""
+    def show(outcome: ImportOutcome) -> None:
+        done[:] = [outcome]
+        if stream is not None:
+            stream.add(outcome.to_json())
+        elif output is OutputFormat.JSONL:
+            emit(output, [outcome.to_json()])
+        elif output is OutputFormat.TEXT and not quiet:
+            typer.echo(_line_text(outcome))
+        elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
+            typer.echo(_line_text(outcome), err=True)
+
+    return show
+
+
+def _interrupted_at_once(stream: JsonObjectStream | None, done: list[ImportOutcome]) -> NoReturn:
+    """A second signal stopped the import inside a batch: say where, exit 130."""
+    if stream is not None:
+        stream.close({"interrupted": True})
+    last = (f"line {done[0].line}" + (f" ({done[0].id})" if done[0].id else "")
+            if done else "no line")
+    error_line(f"interrupted at once: the last line done is {last}; the lines after "
+               "it may be partly imported; the same command again goes on without "
+               "importing anything twice")
+    raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+
+def _say_what_was_not_done(report: ImportReport, code: int) -> None:
+    if report.interrupted:
+        error_line(f"interrupted: dlq import stopped after line {report.last_line} "
+                   f"({report.lines} lines done: {_counts_text(report.counts)}); the "
+                   "audit record says so; the same command again goes on without "
+                   "importing anything twice")
+    elif code:
+        bad = sum(n for k, n in report.counts.items()
+                  if k in ("invalid", "conflict", "not_found"))
+        error_line(f"{bad} of {report.lines} lines not imported")
 
 
 def _counting(items: Iterator[ImportLine], bar: Any) -> Iterator[ImportLine]:

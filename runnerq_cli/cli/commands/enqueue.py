@@ -282,14 +282,38 @@ def enqueue(
     130 interrupted (--from).
     """
     cli = state(ctx)
+    from runnerq_cli.backend.specs import spec_options
+    from runnerq_cli.cli.flags import flag as flag_name
+
+    wait_seconds = _checked_flags(activity_type, from_file, payload, idempotency_key, strict,
+                                  skip_lines, wait, wait_timeout)
+    options = spec_options(priority=priority, delay=delay, at=at, max_retries=max_retries,
+                           timeout=timeout, retry_delay=retry_delay,
+                           metadata=parse_metadata(metadata), on_duplicate=on_duplicate,
+                           idempotency_key=idempotency_key, name=flag_name)
+    if from_file is not None:
+        cli.settings()  # config and queue name are checked before any line is written
+        _enqueue_from(cli, from_file, options, strict=strict, batch_size=batch_size,
+                      output=output, quiet=quiet, skip_lines=skip_lines)
+        return
+    assert activity_type is not None  # _checked_flags
+    spec = _spec_of_flags(activity_type, payload, options)
+    cli.settings()  # config errors before connecting
+    _enqueue_one(cli.backend(), spec, output=output, quiet=quiet, wait=wait,
+                 wait_seconds=wait_seconds)
+
+
+def _checked_flags(activity_type: str | None, from_file: str | None, payload: str | None,
+                   idempotency_key: str | None, strict: bool, skip_lines: int, wait: bool,
+                   wait_timeout: str | None) -> float | None:
+    """The flags that do not go together, refused before anything is read or written;
+    the seconds of --wait-timeout."""
+    from runnerq_cli import values
+
     if (wait or wait_timeout) and from_file is not None:
         raise InvalidArgument("--wait applies to one activity, not to --from")
     if wait_timeout is not None and not wait:
         raise InvalidArgument("--wait-timeout needs --wait")
-    from runnerq_cli import values
-    from runnerq_cli.backend.specs import spec_options
-    from runnerq_cli.cli.flags import flag as flag_name
-
     wait_seconds = values.duration(wait_timeout, "--wait-timeout") if wait_timeout else None
     if from_file is not None:
         if activity_type is not None:
@@ -297,32 +321,18 @@ def enqueue(
         for flag, value in (("--payload", payload), ("--idempotency-key", idempotency_key)):
             if value is not None:
                 raise InvalidArgument(f"{flag} does not apply to --from (set it on each line)")
-        defaults = spec_options(priority=priority, delay=delay, at=at, max_retries=max_retries,
-                                timeout=timeout, retry_delay=retry_delay,
-                                metadata=parse_metadata(metadata), on_duplicate=on_duplicate,
-                                name=flag_name)
-        cli.settings()  # config and queue name are checked before any line is written
-        _enqueue_from(cli, from_file, defaults, strict=strict, batch_size=batch_size,
-                      output=output, quiet=quiet, skip_lines=skip_lines)
-        return
-
+        return wait_seconds
     if activity_type is None:
         raise InvalidArgument("missing activity TYPE (or --from FILE to enqueue many)")
     if strict:
         raise InvalidArgument("--strict applies only to --from")
     if skip_lines:
         raise InvalidArgument("--skip-lines applies only to --from")
-    spec = _spec_of_flags(activity_type, payload, spec_options(
-        priority=priority, delay=delay, at=at, max_retries=max_retries, timeout=timeout,
-        retry_delay=retry_delay, metadata=parse_metadata(metadata),
-        idempotency_key=idempotency_key, on_duplicate=on_duplicate, name=flag_name))
-    cli.settings()  # config errors before connecting
-    _enqueue_one(cli.backend(), spec, output=output, quiet=quiet, wait=wait,
-                 wait_seconds=wait_seconds)
+    return wait_seconds
 
 
 def _spec_of_flags(activity_type: str, payload: str | None, options: dict[str, Any]) -> Any:
-    from runnerq_cli.backend.queue import ActivitySpec
+    from runnerq_cli.backend.specs import ActivitySpec
 
     return ActivitySpec(activity_type, read_payload(payload), **options)
 
@@ -333,8 +343,8 @@ def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bo
     result = backend.enqueue(spec)
     if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
         _print_one(backend, result, output, quiet)
-    if wait:  # shared with `runnerq-mongo wait` (cli/waiting.py)
-        from runnerq_cli.cli.waiting import report
+    if wait:  # shared with `runnerq-mongo wait` (cli/wait_report.py)
+        from runnerq_cli.cli.wait_report import report
 
         outcome = backend.wait(result.activity_id, wait_seconds)
         raise typer.Exit(report(outcome, output, extra={"created": result.created}))

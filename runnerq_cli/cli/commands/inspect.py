@@ -243,7 +243,7 @@ def result_cmd(
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.waiting import code_for_result, with_id
+    from runnerq_cli.cli.wait_report import code_for_result, with_id
 
     backend = state(ctx).backend()
     aid = resolve_id(backend, activity_id)
@@ -287,7 +287,7 @@ def wait_cmd(
     from runnerq_cli import values
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.waiting import report
+    from runnerq_cli.cli.wait_report import report
 
     seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from runnerq_cli.cli.choices import LOG_FORMATS, LOG_LEVELS, completer
 from runnerq_cli.cli.examples import examples
+
+if TYPE_CHECKING:
+    from runnerq_cli.config import Settings
+    from runnerq_cli.worker.handlers import HandlerRegistry
 
 HELP = (
     "Run handlers for the queue's activities under leases, until stopped.\n\n"
@@ -66,31 +72,18 @@ def worker(
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.worker import startup
-    from runnerq_cli.worker.api import build_registry
-    from runnerq_cli.worker.engine import Worker, claim_types
-    from runnerq_cli.worker.handlers import parse_assignment
+    from runnerq_cli.worker.engine import Worker
     from runnerq_cli.worker.logs import configure_logging, unconfigure_logging
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
              "worker.log_format": log_format, "worker.log_level": log_level,
              "worker.app": app_module}
-    st = state(ctx)
-    settings = st.settings(**{k: v for k, v in extra.items() if v is not None})
+    settings = state(ctx).settings(**{k: v for k, v in extra.items() if v is not None})
     ws = settings.worker
-    handlers = dict(ws.handlers)
-    handlers.update(parse_assignment(h, "--handler") for h in handler)
-    commands = dict(ws.exec)
-    commands.update(parse_assignment(e, "--exec") for e in exec_)
-    registry = build_registry(app=ws.app, handlers=handlers, commands=commands,
-                              queue=settings.queue, secrets=(settings.uri,))
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
-    try:
-        if len(registry):  # incoherent type choices: exit 2 before connecting
-            claim_types(registry, tuple(ws.types), all_types)
-    except InvalidArgument as exc:
-        raise flagged(exc, WORKER_FLAGS) from None
+    registry = _registry(settings, handler, exec_, all_types)
 
     from runnerq_cli.backend.api import RunnerQ
 
@@ -118,3 +111,28 @@ def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.command("worker", help=HELP, no_args_is_help=False,
                 epilog=examples("worker"))(worker)
+
+
+def _registry(settings: Settings, handler: list[str], exec_: list[str],
+              all_types: bool) -> HandlerRegistry:
+    """The handlers of the configuration and the flags (the flags' win), their type
+    choices checked: incoherent ones exit 2 before connecting."""
+    from runnerq_cli.cli.exits import WORKER_FLAGS, flagged
+    from runnerq_cli.errors import InvalidArgument
+    from runnerq_cli.worker.api import build_registry
+    from runnerq_cli.worker.engine import claim_types
+    from runnerq_cli.worker.handlers import parse_assignment
+
+    ws = settings.worker
+    handlers = dict(ws.handlers)
+    handlers.update(parse_assignment(h, "--handler") for h in handler)
+    commands = dict(ws.exec)
+    commands.update(parse_assignment(e, "--exec") for e in exec_)
+    registry = build_registry(app=ws.app, handlers=handlers, commands=commands,
+                              queue=settings.queue, secrets=(settings.uri,))
+    try:
+        if len(registry):
+            claim_types(registry, tuple(ws.types), all_types)
+    except InvalidArgument as exc:
+        raise flagged(exc, WORKER_FLAGS) from None
+    return registry

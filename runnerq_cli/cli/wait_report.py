@@ -1,5 +1,5 @@
 """Report a waited-for activity: shared by `wait ID` and `enqueue --wait` (the waiting
-itself is the backend's: `RunnerQ.wait`, backend/waiting.py).
+itself is the backend's: `RunnerQ.wait`, backend/result_wait.py).
 
 The exit codes are the CLI's (cli/exits.ExitCode): 0 completed; ACTIVITY_FAILED (10);
 ACTIVITY_DEAD_LETTERED (11); ACTIVITY_CANCELLED (12); WAIT_TIMEOUT (13) not
@@ -14,7 +14,7 @@ from runnerq_cli.cli.exits import ExitCode
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.models import Result
-    from runnerq_cli.backend.waiting import WaitOutcome
+    from runnerq_cli.backend.result_wait import WaitOutcome
     from runnerq_cli.cli.output import OutputFormat
 
 STATUS_CODES = {

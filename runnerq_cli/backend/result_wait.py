@@ -2,7 +2,7 @@
 `get_result(block=...)` do: one indexed read by `_id` per poll, backing off.
 
 The outcome says what happened (terminal status, result, timed out); the CLI
-turns it into an exit code (cli/waiting.py). NotFound when there is no such
+turns it into an exit code (cli/wait_report.py). NotFound when there is no such
 activity and no result.
 """
 

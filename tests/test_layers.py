@@ -1,0 +1,244 @@
+"""The layers (docs/reference.md, "Layers"): every import of every module, read from its
+source (ast: imports inside functions and under TYPE_CHECKING included), runs downward.
+
+Within `runnerq_cli/backend/` a module's layer is its folder:
+domain < store < queue < views < ops < diagnosis < the backend's root (`api.py`,
+`traits.py`); a module imports its own layer or those below. An import under
+`if TYPE_CHECKING:` is exempt from that order (it names a type for annotations and is
+never loaded: shapes.py annotates with the store's `Collection`, inspection.py with
+`Control`), but not from the rules on the front ends below.
+
+The backend knows no front end: it never imports `runnerq_cli.cli`, `.console` or
+`.worker`, not even for a type. The worker depends on `QueueBackend`: it imports the
+backend's traits and domain only, plus the exceptions listed with their reasons. The
+CLI and the console use the public API: at run time `backend.api`, `backend.traits` and
+`backend.domain`; any part class for annotations (TYPE_CHECKING); again plus the listed
+exceptions, each a debt to pay by moving the name to the domain or a part's method.
+
+The layer folders are made by the move (/work/notes/move_layers.py, which also rewrites
+the module names in this file); before it the tests that need them skip.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import runnerq_cli
+
+PACKAGE = Path(runnerq_cli.__file__).parent
+BACKEND = PACKAGE / "backend"
+ORDER = ("domain", "store", "queue", "views", "ops", "diagnosis")
+TOP = len(ORDER)  # api.py and traits.py: the backend's root, above every layer
+MOVED = any((BACKEND / layer).is_dir() for layer in ORDER)
+needs_layers = pytest.mark.skipif(
+    not MOVED, reason="runnerq_cli/backend has no layer folders yet (they come with the move)")
+
+# The worker's imports from the backend beyond traits and domain: (importer, imported).
+WORKER_EXCEPTIONS = {
+    ("runnerq_cli.worker.api", "runnerq_cli.backend.api"):
+        "create_worker/run_worker connect a backend from settings for the caller",
+    ("runnerq_cli.worker.engine", "runnerq_cli.backend.queue"):
+        "default_worker_id: the id the backend's registry expects (host:pid:...)",
+    ("runnerq_cli.worker.flights", "runnerq_cli.backend.workers"):
+        "COUNTERS: the registry's counter names, defined once",
+    ("runnerq_cli.worker.outcomes", "runnerq_cli.backend.connection"):
+        "server_away: which driver errors mean the server is away (retry the ack later)",
+}
+
+# The CLI's and the console's run-time imports of the backend beyond the public API.
+FRONT_EXCEPTIONS = {
+    ("runnerq_cli.cli.app", "runnerq_cli.backend.connection"):
+        "driver_message, is_auth_refusal: the one line a connection error prints",
+    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.audit"):
+        "check_text: --reason/--actor bounds checked before connecting",
+    ("runnerq_cli.console.actions", "runnerq_cli.backend.audit"):
+        "check_text: reason/actor bounds checked before the action",
+    ("runnerq_cli.cli.commands.control", "runnerq_cli.backend.audit"):
+        "check_text: --reason/--actor bounds checked before connecting",
+    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.audit"):
+        "check_text: --reason/--actor bounds checked before connecting",
+    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.bulk"):
+        "MAX_BULK: the default bound of a bulk action, shown in --help",
+    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.operator"):
+        "PurgeInterrupted: the exception a purge raises with its partial count",
+    ("runnerq_cli.cli.commands.diagnose", "runnerq_cli.backend.diagnose"):
+        "Check, CheckStatus, failed: the doctor's results the command prints",
+    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.checks"):
+        "failed: which checks failed (the doctor's results)",
+    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.dlq"):
+        "ImportLine, parse_import_line: an import line parsed before connecting",
+    ("runnerq_cli.cli.commands.inspect", "runnerq_cli.backend.pagination"):
+        "ListFilter, parse_metadata: a list's filter, checked before connecting",
+    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.pagination"):
+        "ListFilter: a list's filter, checked before the read",
+    ("runnerq_cli.cli.commands.stats", "runnerq_cli.backend.metrics"):
+        "CHECK_NAMES, check_values: the names --check accepts and their values",
+    ("runnerq_cli.cli.commands.tail", "runnerq_cli.backend.events"):
+        "EventCursor, EventFilter: the tail's cursor and filter, built from flags",
+    ("runnerq_cli.cli.cursorfile", "runnerq_cli.backend.events"):
+        "EventCursor: a cursor saved to and read from a file",
+    ("runnerq_cli.console.stream", "runnerq_cli.backend.events"):
+        "EventCursor: the SSE stream's Last-Event-ID",
+}
+# The package's public names (runnerq_cli/__init__.py) re-export the API: EventCursor
+# and EventFilter are the views' types a caller builds.
+FACADE_EXCEPTIONS = {"runnerq_cli.backend.events"}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # dotted name of the importing module
+    target: str  # dotted name of the imported module (a name in a module counts as it)
+    type_only: bool  # under `if TYPE_CHECKING:`
+    line: int
+
+    def __str__(self) -> str:
+        kind = " (TYPE_CHECKING)" if self.type_only else ""
+        return f"{self.importer}:{self.line} imports {self.target}{kind}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(dotted: str) -> bool:
+    base = PACKAGE.parent.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every import in `path`, wherever it is (module level, functions, TYPE_CHECKING)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, type_only: bool) -> None:
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            for child in node.body:
+                visit(child, True)
+            for child in node.orelse:
+                visit(child, type_only)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(Import(name, a.name, type_only, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:  # `from pkg import module` imports the module
+                sub = f"{base}.{alias.name}"
+                target = sub if is_module(sub) else base
+                found.append(Import(name, target, type_only, node.lineno))
+        for child in ast.iter_child_nodes(node):
+            visit(child, type_only)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return [i for i in found if i.target.startswith("runnerq_cli")]
+
+
+ALL = [i for p in sorted(PACKAGE.rglob("*.py")) for i in imports_of(p)]
+
+
+def under(dotted: str, prefix: str) -> bool:
+    return dotted == prefix or dotted.startswith(prefix + ".")
+
+
+def layer_of(dotted: str) -> int | None:
+    """A backend module's layer (its index in ORDER; TOP for api and traits), or None for
+    the packages themselves (`runnerq_cli.backend`, `...backend.store`: nothing to load)
+    and for a module left outside the folders."""
+    parts = dotted.split(".")[2:]
+    if not parts:
+        return None
+    if parts[0] in ORDER:
+        return ORDER.index(parts[0]) if len(parts) > 1 else None
+    return TOP if parts[0] in ("api", "traits") else None
+
+
+def from_backend(importer_prefix: str) -> list[Import]:
+    return [i for i in ALL if under(i.importer, importer_prefix)
+            and under(i.target, "runnerq_cli.backend") and i.target != "runnerq_cli.backend"]
+
+
+def public(target: str) -> bool:
+    return target in ("runnerq_cli.backend.api", "runnerq_cli.backend.traits") or under(
+        target, "runnerq_cli.backend.domain")
+
+
+def test_the_parser_sees_imports_in_functions_and_under_type_checking() -> None:
+    # cli/state.py imports RunnerQ both for annotations and inside the function that
+    # connects: both are seen, one marked type-only.
+    seen = {i.type_only for i in ALL
+            if i.importer == "runnerq_cli.cli.state" and i.target == "runnerq_cli.backend.api"}
+    assert seen == {True, False}
+
+
+@needs_layers
+def test_the_layer_folders_exist_and_hold_every_module() -> None:
+    assert all((BACKEND / layer / "__init__.py").is_file() for layer in ORDER)
+    flat = sorted(p.name for p in BACKEND.glob("*.py"))
+    assert flat == ["__init__.py", "api.py", "traits.py"], flat
+
+
+@needs_layers
+def test_backend_imports_run_downward() -> None:
+    upward = [str(i) for i in from_backend("runnerq_cli.backend") if not i.type_only
+              and (low := layer_of(i.target)) is not None
+              and (high := layer_of(i.importer)) is not None and low > high]
+    assert not upward, "\n".join(upward)
+
+
+def test_backend_imports_no_front_end() -> None:
+    fronts = ("runnerq_cli.cli", "runnerq_cli.console", "runnerq_cli.worker")
+    wrong = [str(i) for i in ALL if under(i.importer, "runnerq_cli.backend")
+             and any(under(i.target, f) for f in fronts)]
+    assert not wrong, "\n".join(wrong)
+
+
+@needs_layers
+def test_the_worker_depends_on_the_queue_backend_trait() -> None:
+    wrong = [str(i) for i in from_backend("runnerq_cli.worker")
+             if not (i.target == "runnerq_cli.backend.traits"
+                     or under(i.target, "runnerq_cli.backend.domain"))
+             and (i.importer, i.target) not in WORKER_EXCEPTIONS]
+    assert not wrong, "\n".join(wrong)
+
+
+@needs_layers
+def test_the_cli_and_the_console_use_the_public_api() -> None:
+    wrong = [str(i) for prefix in ("runnerq_cli.cli", "runnerq_cli.console")
+             for i in from_backend(prefix) if not i.type_only and not public(i.target)
+             and (i.importer, i.target) not in FRONT_EXCEPTIONS]
+    assert not wrong, "\n".join(wrong)
+
+
+@needs_layers
+def test_shared_modules_at_the_root_use_the_domain_only() -> None:
+    # errors.py, values.py, config.py ... sit below every front end and the backend;
+    # __init__.py is the package's public names (the API, plus FACADE_EXCEPTIONS).
+    root = {module_name(p) for p in PACKAGE.glob("*.py")}
+    shared = [i for i in ALL if i.importer in root
+              and under(i.target, "runnerq_cli.backend") and i.target != "runnerq_cli.backend"]
+    wrong = [str(i) for i in shared if not public(i.target)
+             and not (i.importer == "runnerq_cli" or i.target in FACADE_EXCEPTIONS)]
+    wrong += [str(i) for i in shared if i.importer != "runnerq_cli" and not under(
+        i.target, "runnerq_cli.backend.domain")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_exception_is_still_needed() -> None:
+    """An exception no import uses any more is removed (the list shrinks, never rots)."""
+    pairs = {(i.importer, i.target) for i in ALL}
+    stale = [p for p in [*WORKER_EXCEPTIONS, *FRONT_EXCEPTIONS] if p not in pairs]
+    assert not stale, stale

@@ -31,14 +31,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchserver import start_server  # noqa: E402
 
 from runnerq_cli.backend.api import RunnerQ  # noqa: E402
-from runnerq_cli.backend.audit import AuditLog  # noqa: E402
-from runnerq_cli.backend.batches import BATCH_SIZE  # noqa: E402
-from runnerq_cli.backend.bulk import BulkActions  # noqa: E402
-from runnerq_cli.backend.dlq import DeadLetters, parse_import_line  # noqa: E402
-from runnerq_cli.backend.filters import ActivityFilter  # noqa: E402
-from runnerq_cli.backend.maintenance import Maintenance  # noqa: E402
-from runnerq_cli.backend.operator import Operator  # noqa: E402
-from runnerq_cli.backend.queue import ActivityQueue  # noqa: E402
+from runnerq_cli.backend.domain.filters import ActivityFilter  # noqa: E402
+from runnerq_cli.backend.ops.audit import AuditLog  # noqa: E402
+from runnerq_cli.backend.ops.batches import BATCH_SIZE  # noqa: E402
+from runnerq_cli.backend.ops.bulk import BulkActions  # noqa: E402
+from runnerq_cli.backend.ops.dlq import DeadLetters, parse_import_line  # noqa: E402
+from runnerq_cli.backend.ops.operator import Operator  # noqa: E402
+from runnerq_cli.backend.queue.maintenance import Maintenance  # noqa: E402
+from runnerq_cli.backend.queue.queue import ActivityQueue  # noqa: E402
 from runnerq_cli.config import load_settings  # noqa: E402
 from tests.bulk_fixtures import counted_context, insert_activities  # noqa: E402
 

@@ -90,7 +90,7 @@ def build(uri: str, database: str, history: int, failed_share: float, batch: int
     from pymongo import MongoClient
 
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.queue import ActivitySpec
+    from runnerq_cli.backend.queue.queue import ActivitySpec
     from runnerq_cli.config import load_settings
 
     MongoClient(uri).drop_database(database)
@@ -267,7 +267,8 @@ def main() -> None:
                              "test on small histories sets it under them")
     args = parser.parse_args()
     if args.exact_up_to is not None:  # both names: metrics.py imports the constant
-        from runnerq_cli.backend import metrics, queries
+        from runnerq_cli.backend.domain import queries
+        from runnerq_cli.backend.views import metrics
 
         queries.EXACT_COMPLETED_UP_TO = metrics.EXACT_COMPLETED_UP_TO = args.exact_up_to
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchserver import start_server
 from wirecount import IndexCatalog, Record, WireCounter, tally
 
-from runnerq_cli.backend.connection import client_for
+from runnerq_cli.backend.store.connection import client_for
 
 COUNTER = WireCounter()
 monitoring.register(COUNTER)  # before any client exists

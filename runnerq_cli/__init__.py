@@ -19,12 +19,12 @@ from runnerq_cli.version import __version__ as __version__
 # Type checkers read the same names from the imports below.
 _MODULES: dict[str, tuple[str, ...]] = {
     "runnerq_cli.backend.api": ("RunnerQ", "connect"),
-    "runnerq_cli.backend.specs": ("ActivitySpec",),
-    "runnerq_cli.backend.models": (
+    "runnerq_cli.backend.domain.specs": ("ActivitySpec",),
+    "runnerq_cli.backend.domain.models": (
         "AckOutcome", "Activity", "Claim", "EnqueueResult", "Event", "OnDuplicate", "Priority",
         "Result", "Status",
     ),
-    "runnerq_cli.backend.events": ("EventCursor", "EventFilter"),
+    "runnerq_cli.backend.views.events": ("EventCursor", "EventFilter"),
     "runnerq_cli.config": ("Settings", "load_settings"),
     "runnerq_cli.errors": (
         "ClaimLost", "ConfigError", "DuplicateActivity", "IdempotencyConflict", "InvalidArgument",
@@ -44,15 +44,15 @@ if TYPE_CHECKING:  # the same names, for type checkers (explicit re-exports)
     from runnerq_cli.backend.api import (
         RunnerQ as RunnerQ, connect as connect,
     )
-    from runnerq_cli.backend.events import (
+    from runnerq_cli.backend.views.events import (
         EventCursor as EventCursor, EventFilter as EventFilter,
     )
-    from runnerq_cli.backend.models import (
+    from runnerq_cli.backend.domain.models import (
         AckOutcome as AckOutcome, Activity as Activity, Claim as Claim,
         EnqueueResult as EnqueueResult, Event as Event, OnDuplicate as OnDuplicate,
         Priority as Priority, Result as Result, Status as Status,
     )
-    from runnerq_cli.backend.specs import (
+    from runnerq_cli.backend.domain.specs import (
         ActivitySpec as ActivitySpec,
     )
     from runnerq_cli.backend.traits import (

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runnerq_cli.backend.sizes import (  # the bounds, defined once (import-free module)
+from runnerq_cli.backend.domain.sizes import (  # the bounds, defined once (import-free module)
     ACTIVITY_TYPE_MAX,
     BSON_DOCUMENT_MAX,
     IDEMPOTENCY_KEY_MAX_BYTES,
@@ -511,7 +511,7 @@ def writable_file(value: str, what: str) -> str:
 
 def stored_text(value: Any, what: str, *, max_bytes: int | None = None,
                 max_chars: int | None = None) -> str:
-    """Non-empty text MongoDB can store, within its bound (backend/sizes.py).
+    """Non-empty text MongoDB can store, within its bound (backend/domain/sizes.py).
 
     Refused, naming `what` and quoting at most SHOWN_MAX characters of the value:
     not text, empty, an unpaired surrogate (a JSON `"\\ud800"` escape: not UTF-8, so
@@ -557,8 +557,8 @@ def metadata(value: Mapping[str, Any], what: str = "metadata") -> None:
 
 
 def activity_limits(spec: Any) -> None:
-    """The bounds of an ActivitySpec (backend/enqueueing.py) that its type checks do not
-    cover: text that can be stored within its bound (backend/sizes.py), a storable
+    """The bounds of an ActivitySpec (backend/queue/enqueueing.py) that its type checks do not
+    cover: text that can be stored within its bound (backend/domain/sizes.py), a storable
     payload, and numbers and times MongoDB and datetime arithmetic can hold. Errors
     name the parameter (activity_type, metadata, idempotency_key, payload)."""
     stored_text(spec.activity_type, "activity_type", max_chars=ACTIVITY_TYPE_MAX)

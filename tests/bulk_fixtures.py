@@ -15,8 +15,8 @@ from typing import Any
 
 from pymongo import MongoClient, monitoring
 
-from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.queue import ActivityQueue, ActivitySpec
+from runnerq_cli.backend.queue.queue import ActivityQueue, ActivitySpec
+from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.config import Settings
 
 

@@ -133,7 +133,7 @@ class LaggingClock:
     def __call__(self):
         from datetime import timedelta
 
-        from runnerq_cli.backend.context import utc_now
+        from runnerq_cli.backend.store.context import utc_now
 
         return utc_now() - timedelta(seconds=self.lag)
 

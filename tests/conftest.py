@@ -37,7 +37,7 @@ import pytest
 from pymongo import MongoClient
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.connection import close_clients
+from runnerq_cli.backend.store.connection import close_clients
 from runnerq_cli.config import Settings, load_settings
 from tests.waiting import wait_until
 

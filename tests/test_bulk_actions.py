@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.filters import ActivityFilter
+from runnerq_cli.backend.domain.filters import ActivityFilter
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import InvalidArgument, WrongState
 from tests.helpers import ALL_STATES, raw, snapshot

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.audit import AuditLog
-from runnerq_cli.backend.batches import BATCH_SIZE
-from runnerq_cli.backend.bulk import BulkActions
-from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.filters import ActivityFilter
-from runnerq_cli.backend.maintenance import Maintenance
-from runnerq_cli.backend.operator import Operator
+from runnerq_cli.backend.domain.filters import ActivityFilter
+from runnerq_cli.backend.ops.audit import AuditLog
+from runnerq_cli.backend.ops.batches import BATCH_SIZE
+from runnerq_cli.backend.ops.bulk import BulkActions
+from runnerq_cli.backend.ops.operator import Operator
+from runnerq_cli.backend.queue.maintenance import Maintenance
+from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.config import Settings
 from tests.bulk_fixtures import Commands, counted_context, insert_activities
 from tests.helpers import sigterm_after_first_batch
@@ -91,7 +91,7 @@ def test_purge_costs_a_fixed_number_of_commands_per_batch(
     the bulk batch size, and fewer at purge's own (PURGE_BATCH)."""
     from datetime import timedelta
 
-    from runnerq_cli.backend.operator import PURGE_BATCH
+    from runnerq_cli.backend.ops.operator import PURGE_BATCH
 
     ctx, commands = counted
     operator = Operator(ctx, Maintenance(ctx), AuditLog(ctx))
@@ -276,8 +276,8 @@ def test_progress_bar_stays_off_pipes(backend: RunnerQ, run_cli_subprocess: Any)
 
 def test_enqueue_many_of_any_length_writes_in_chunks(
         counted: tuple[QueueContext, Commands], monkeypatch: pytest.MonkeyPatch) -> None:
-    from runnerq_cli.backend import writes
-    from runnerq_cli.backend.queue import ActivityQueue, ActivitySpec
+    from runnerq_cli.backend.queue.queue import ActivityQueue, ActivitySpec
+    from runnerq_cli.backend.store import writes
 
     ctx, commands = counted
     monkeypatch.setattr(writes, "INSERT_CHUNK", 10)  # 25 activities: 3 chunks

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.models import Status
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.queue.queue import ActivitySpec
 from tests.chaos_support import TailProcess, repeats_within, tail_no_follow, wait_for
 from tests.test_worker_process import WorkerProcess
 

@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from bson import ObjectId
 
-from runnerq_cli.backend.events import EventCursor
-from runnerq_cli.backend.models import Event
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.domain.models import Event
+from runnerq_cli.backend.queue.queue import ActivitySpec
+from runnerq_cli.backend.views.events import EventCursor
 from runnerq_cli.cli.cursorfile import CursorFileSaver
 from tests.chaos_support import (
     ROOT,
@@ -208,7 +208,7 @@ def test_change_stream_tail_killed_when_idle_repeats_nothing(nx_server, tmp_path
     stream waits in the server for the next change, and the file must still catch up."""
     from pymongo import MongoClient
 
-    from runnerq_cli.backend.context import utc_now
+    from runnerq_cli.backend.store.context import utc_now
 
     env = {**cli_env, "RUNNERQ_MONGO_URI": nx_server, "RUNNERQ_DATABASE": "rq_nx",
            "RUNNERQ_QUEUE": "nx"}

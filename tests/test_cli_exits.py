@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.connection import ConnectionInterrupted
-from runnerq_cli.backend.events import ChangeStreamsUnavailable
-from runnerq_cli.backend.models import MalformedDocument
+from runnerq_cli.backend.domain.models import MalformedDocument
+from runnerq_cli.backend.store.connection import ConnectionInterrupted
+from runnerq_cli.backend.views.events import ChangeStreamsUnavailable
 from runnerq_cli.cli.exits import ExitCode, exit_code_of, message_of
 from runnerq_cli.errors import (
     InvalidArgument,

@@ -7,7 +7,7 @@ import json
 import pytest
 from pymongo import MongoClient
 
-from runnerq_cli.backend.index_specs import index_plan
+from runnerq_cli.backend.domain.index_specs import index_plan
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.config import Settings
 

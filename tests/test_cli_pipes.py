@@ -14,7 +14,7 @@ import pytest
                                    "jsonl"],
                                   ["list", "pending", "--limit", "50"]])
 def test_closed_stdout_exits_zero(queue, cli_env, args) -> None:
-    from runnerq_cli.backend.queue import ActivitySpec
+    from runnerq_cli.backend.queue.queue import ActivitySpec
 
     queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(30)])
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *args], env=cli_env,

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.events import server_time
+from runnerq_cli.backend.views.events import server_time
 from tests.chaos_support import ROOT, faketime_prefix
 from tests.waiting import wait_until
 
@@ -126,7 +126,7 @@ def test_a_claim_and_a_renewal_on_a_skewed_host_last_their_lease_by_the_server(
     delay of the batched enqueue (`enqueue_many`) counts from the server's time too."""
     aid = backend.enqueue("lease", {}).activity_id
     answer = skewed_python(cli_env, offset, """
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.queue.queue import ActivitySpec
 [claim] = rq.dequeue("skewed", types=["lease"], lease_seconds=30)
 claimed = claim.lease_deadline.isoformat()
 rq.extend_lease(claim, 45)

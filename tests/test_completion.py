@@ -124,8 +124,8 @@ def test_bash_completes_the_values_of_string_options() -> None:
 
 def test_completed_values_are_the_backends() -> None:
     """The light completion lists (cli/choices.py) agree with what the backend accepts."""
-    from runnerq_cli.backend.events import MODES
-    from runnerq_cli.backend.models import OnDuplicate, Priority, Status
+    from runnerq_cli.backend.domain.models import OnDuplicate, Priority, Status
+    from runnerq_cli.backend.views.events import MODES
     from runnerq_cli.cli import choices
     from runnerq_cli.config import load_settings
 

@@ -10,10 +10,10 @@ import pytest
 from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.index_specs import index_name, index_plan
-from runnerq_cli.backend.plans import plan_problems, plan_stages
-from runnerq_cli.backend.queries import representative_queries
-from runnerq_cli.backend.server_checks import check_clock
+from runnerq_cli.backend.diagnosis.plans import plan_problems, plan_stages
+from runnerq_cli.backend.diagnosis.server_checks import check_clock
+from runnerq_cli.backend.domain.index_specs import index_name, index_plan
+from runnerq_cli.backend.domain.queries import representative_queries
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import NotFound
 from tests.helpers import drive_to as make
@@ -154,7 +154,7 @@ def test_old_outbox_fails(queue: RunnerQ, settings, clock, run_cli) -> None:
 def test_cost_does_not_grow_with_the_queue(queue: RunnerQ, server_to_itself) -> None:
     """The same number of server operations on 3 activities as on 153: no per-activity work,
     no cursor paged through (getmore). The plans themselves: the `query plans` check."""
-    from runnerq_cli.backend.queue import ActivitySpec
+    from runnerq_cli.backend.queue.queue import ActivitySpec
 
     def operations(run) -> dict[str, int]:
         status = queue.db.admin_command

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.audit import AuditLog
-from runnerq_cli.backend.batches import BATCH_SIZE
-from runnerq_cli.backend.context import QueueContext
-from runnerq_cli.backend.dlq import DeadLetters, parse_import_line
-from runnerq_cli.backend.maintenance import Maintenance
-from runnerq_cli.backend.operator import Operator
-from runnerq_cli.backend.queue import ActivityQueue
+from runnerq_cli.backend.ops.audit import AuditLog
+from runnerq_cli.backend.ops.batches import BATCH_SIZE
+from runnerq_cli.backend.ops.dlq import DeadLetters, parse_import_line
+from runnerq_cli.backend.ops.operator import Operator
+from runnerq_cli.backend.queue.maintenance import Maintenance
+from runnerq_cli.backend.queue.queue import ActivityQueue
+from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.config import Settings
 from tests.bulk_fixtures import Commands, counted_context
 from tests.helpers import sigterm_after_first_batch

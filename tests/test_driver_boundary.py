@@ -1,4 +1,4 @@
-"""The one driver boundary (backend/driver.py): every way to MongoDB a backend part has
+"""The one driver boundary (backend/store/driver.py): every way to MongoDB a backend part has
 translates driver errors, so a part called directly is as safe as the facade."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import uuid
 import pytest
 from pymongo.errors import PyMongoError
 
-from runnerq_cli.backend import driver
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.store import driver
 from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.config import load_settings
 from runnerq_cli.errors import DuplicateKey, TooLarge, Unavailable, WriteUnconfirmed

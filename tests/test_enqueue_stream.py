@@ -247,7 +247,7 @@ def test_rejected_lines_past_the_listed_number_are_counted_not_kept(
     """A file of mostly bad lines does not grow memory: the reports list the first
     REJECTED_LISTED rejected lines and count the rest; the counts and the exit code are
     those of every line, and -o jsonl still lists every one."""
-    from runnerq_cli.backend import intake
+    from runnerq_cli.backend.queue import intake
 
     monkeypatch.setattr(intake, "REJECTED_LISTED", 3)
     text = "".join(["not json\n"] * 5) + _lines(0, 1)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from bson import ObjectId
 
-from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
+from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
 from runnerq_cli.errors import InvalidArgument
 from tests.waiting import wait_until
 
@@ -212,7 +212,7 @@ def test_change_stream_path_on_nx(nx_server):
     client = MongoClient(nx_server, uuidRepresentation="standard", tz_aware=True)
     try:
         events = client["rq_nx"]["runnerq_nx_events"]
-        from runnerq_cli.backend.context import utc_now
+        from runnerq_cli.backend.store.context import utc_now
 
         def put(kind: str) -> ObjectId:
             now = utc_now()
@@ -311,7 +311,7 @@ def test_positions_are_the_servers_whatever_the_writers_clock(backend, settings)
     timestamp) are the server's time of the write, so a tail following by position sees
     them now."""
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.events import server_time
+    from runnerq_cli.backend.views.events import server_time
     from tests.chaos_support import LaggingClock
 
     stalled = RunnerQ(settings, clock=LaggingClock(30))

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from runnerq_cli.backend.group_commit import GroupCommit
+from runnerq_cli.backend.store.group_commit import GroupCommit
 
 
 class Recorder:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from runnerq_cli.backend.models import Status
-from runnerq_cli.backend.sizes import ERROR_TEXT_MAX_BYTES
+from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.domain.sizes import ERROR_TEXT_MAX_BYTES
 from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry, NonRetryableError, RetryableError
 

@@ -2,7 +2,7 @@
 
 Text tables print an id's shortest unique prefix (at least 8 hex digits), as
 git and docker do; every command that takes an id resolves such a prefix with
-one range query on `_id` (backend/idprefix.py). Ambiguous: exit 2 with the
+one range query on `_id` (backend/domain/idprefix.py). Ambiguous: exit 2 with the
 count; unknown: exit 4; too short or not hex: exit 2.
 """
 

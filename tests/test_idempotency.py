@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.models import OnDuplicate
-from runnerq_cli.backend.queue import ORPHAN_KEY_GRACE
+from runnerq_cli.backend.domain.models import OnDuplicate
+from runnerq_cli.backend.queue.queue import ORPHAN_KEY_GRACE
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict
 
 

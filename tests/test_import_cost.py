@@ -23,7 +23,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 heavy = sorted(m for m in sys.modules
                if m.split(".")[0] in ("pymongo", "bson", "rich", "yaml", "prometheus_client")
                or m == "runnerq_cli.backend" or m.startswith("runnerq_cli.backend.")
-               or m == "runnerq_cli.exposition")
+               or m == "runnerq_cli.cli.exposition")
 print(json.dumps({"code": code, "heavy": heavy}))
 """
 

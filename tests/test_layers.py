@@ -41,52 +41,52 @@ needs_layers = pytest.mark.skipif(
 WORKER_EXCEPTIONS = {
     ("runnerq_cli.worker.api", "runnerq_cli.backend.api"):
         "create_worker/run_worker connect a backend from settings for the caller",
-    ("runnerq_cli.worker.engine", "runnerq_cli.backend.queue"):
+    ("runnerq_cli.worker.engine", "runnerq_cli.backend.queue.queue"):
         "default_worker_id: the id the backend's registry expects (host:pid:...)",
-    ("runnerq_cli.worker.flights", "runnerq_cli.backend.workers"):
+    ("runnerq_cli.worker.flights", "runnerq_cli.backend.queue.workers"):
         "COUNTERS: the registry's counter names, defined once",
-    ("runnerq_cli.worker.outcomes", "runnerq_cli.backend.connection"):
+    ("runnerq_cli.worker.outcomes", "runnerq_cli.backend.store.connection"):
         "server_away: which driver errors mean the server is away (retry the ack later)",
 }
 
 # The CLI's and the console's run-time imports of the backend beyond the public API.
 FRONT_EXCEPTIONS = {
-    ("runnerq_cli.cli.app", "runnerq_cli.backend.connection"):
+    ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.audit"):
+    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.audit"):
         "check_text: --reason/--actor bounds checked before connecting",
-    ("runnerq_cli.console.actions", "runnerq_cli.backend.audit"):
+    ("runnerq_cli.console.actions", "runnerq_cli.backend.ops.audit"):
         "check_text: reason/actor bounds checked before the action",
-    ("runnerq_cli.cli.commands.control", "runnerq_cli.backend.audit"):
+    ("runnerq_cli.cli.commands.control", "runnerq_cli.backend.ops.audit"):
         "check_text: --reason/--actor bounds checked before connecting",
-    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.audit"):
+    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.ops.audit"):
         "check_text: --reason/--actor bounds checked before connecting",
-    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.bulk"):
+    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.bulk"):
         "MAX_BULK: the default bound of a bulk action, shown in --help",
-    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.operator"):
+    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.operator"):
         "PurgeInterrupted: the exception a purge raises with its partial count",
-    ("runnerq_cli.cli.commands.diagnose", "runnerq_cli.backend.diagnose"):
+    ("runnerq_cli.cli.commands.diagnose", "runnerq_cli.backend.diagnosis.diagnose"):
         "Check, CheckStatus, failed: the doctor's results the command prints",
-    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.checks"):
+    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.diagnosis.checks"):
         "failed: which checks failed (the doctor's results)",
-    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.dlq"):
+    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.ops.dlq"):
         "ImportLine, parse_import_line: an import line parsed before connecting",
-    ("runnerq_cli.cli.commands.inspect", "runnerq_cli.backend.pagination"):
+    ("runnerq_cli.cli.commands.inspect", "runnerq_cli.backend.views.pagination"):
         "ListFilter, parse_metadata: a list's filter, checked before connecting",
-    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.pagination"):
+    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.views.pagination"):
         "ListFilter: a list's filter, checked before the read",
-    ("runnerq_cli.cli.commands.stats", "runnerq_cli.backend.metrics"):
+    ("runnerq_cli.cli.commands.stats", "runnerq_cli.backend.views.metrics"):
         "CHECK_NAMES, check_values: the names --check accepts and their values",
-    ("runnerq_cli.cli.commands.tail", "runnerq_cli.backend.events"):
+    ("runnerq_cli.cli.commands.tail", "runnerq_cli.backend.views.events"):
         "EventCursor, EventFilter: the tail's cursor and filter, built from flags",
-    ("runnerq_cli.cli.cursorfile", "runnerq_cli.backend.events"):
+    ("runnerq_cli.cli.cursorfile", "runnerq_cli.backend.views.events"):
         "EventCursor: a cursor saved to and read from a file",
-    ("runnerq_cli.console.stream", "runnerq_cli.backend.events"):
+    ("runnerq_cli.console.stream", "runnerq_cli.backend.views.events"):
         "EventCursor: the SSE stream's Last-Event-ID",
 }
 # The package's public names (runnerq_cli/__init__.py) re-export the API: EventCursor
 # and EventFilter are the views' types a caller builds.
-FACADE_EXCEPTIONS = {"runnerq_cli.backend.events"}
+FACADE_EXCEPTIONS = {"runnerq_cli.backend.views.events"}
 
 
 @dataclass(frozen=True)

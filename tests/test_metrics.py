@@ -12,7 +12,7 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.cli.exits import ExitCode
-from runnerq_cli.exposition import QueueCollector, registry_for
+from runnerq_cli.cli.exposition import QueueCollector, registry_for
 from tests.helpers import default_signals
 from tests.helpers import metric_value as value
 from tests.helpers import metrics_parsed as parse

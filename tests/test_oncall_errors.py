@@ -36,7 +36,7 @@ def test_a_slow_server_times_out_with_the_batch_size_advice(queue, slow, run_cli
 
 def test_interrupted_words_count_against_the_whole() -> None:
     """"cancelled 700 of 2,940" and "8,700 of 20,000 lines", as the commands print them."""
-    from runnerq_cli.backend.intake import EnqueueReport
+    from runnerq_cli.backend.queue.intake import EnqueueReport
     from runnerq_cli.cli.commands.actions import _interrupted_line
     from runnerq_cli.cli.commands.enqueue import _interrupted_text, _report_text
 

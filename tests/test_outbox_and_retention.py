@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.derived import event_order
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.domain.derived import event_order
+from runnerq_cli.backend.queue.queue import ActivitySpec
 from tests.helpers import run_then_crash
 from tests.waiting import wait_until
 
@@ -275,7 +275,7 @@ def test_get_result_prefers_the_newer_result_still_in_the_outbox(queue):
 def test_a_copy_overtaken_by_an_operator_leaves_no_dead_letter_record(queue, monkeypatch):
     """The operator retries between the flush's check and its copy: the record the late
     copy writes is withdrawn (the retry already removed the activity's record)."""
-    from runnerq_cli.backend.writes import OutboxWriter
+    from runnerq_cli.backend.store.writes import OutboxWriter
 
     aid = queue.enqueue("a", {}, max_retries=1).activity_id
     claim = queue.dequeue("w")[0]

@@ -1,4 +1,4 @@
-"""Every stored value has a bound (backend/sizes.py), enforced where it enters, and a line
+"""Every stored value has a bound (backend/domain/sizes.py), enforced where it enters, and a line
 that cannot be encoded or stored stops only itself (issue 23 #4 #5).
 
 - API: `ActivitySpec` (and so `enqueue`, `enqueue_many`) raises InvalidArgument naming
@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from runnerq_cli.backend import sizes
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.intake import Batcher
-from runnerq_cli.backend.specs import ActivitySpec
+from runnerq_cli.backend.domain import sizes
+from runnerq_cli.backend.domain.specs import ActivitySpec
+from runnerq_cli.backend.queue.intake import Batcher
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import InvalidArgument
 

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.models import Status
-from runnerq_cli.backend.pause import PauseState
+from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import InvalidArgument
 from tests.test_worker_process import APP, ROOT, spawn  # noqa: F401 (fixture)

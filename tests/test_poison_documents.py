@@ -25,10 +25,10 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.aside import checked
-from runnerq_cli.backend.models import Activity
-from runnerq_cli.backend.shapes import ACTIVITY, MALFORMED_LIMIT
-from runnerq_cli.backend.writes import new_event
+from runnerq_cli.backend.domain.models import Activity
+from runnerq_cli.backend.domain.shapes import ACTIVITY, MALFORMED_LIMIT
+from runnerq_cli.backend.queue.aside import checked
+from runnerq_cli.backend.store.writes import new_event
 
 MISSING = object()  # the field is left out
 

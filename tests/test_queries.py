@@ -1,4 +1,4 @@
-"""Named queries (backend/queries.py): what doctor explains is what the code sends.
+"""Named queries (backend/domain/queries.py): what doctor explains is what the code sends.
 
 Each code path runs against the server with the driver boundary recording every
 filter, sort and pipeline it sends; every query `doctor` checks must be among
@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from runnerq_cli.backend import driver, queries
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.events import EventCursor
-from runnerq_cli.backend.models import Status
-from runnerq_cli.backend.queries import representative_queries
-from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.domain.queries import representative_queries
+from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.store import driver
+from runnerq_cli.backend.views.events import EventCursor
 
 Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort
 
@@ -123,7 +124,7 @@ def test_the_code_paths_are_recorded_so_the_check_can_fail(queue: RunnerQ, sent:
 
 def test_doctor_explains_the_named_queries(queue: RunnerQ, clock, monkeypatch) -> None:
     """The plan check explains exactly representative_queries(), in order, one each."""
-    from runnerq_cli.backend import queue_checks
+    from runnerq_cli.backend.diagnosis import queue_checks
 
     explained: list[str] = []
 

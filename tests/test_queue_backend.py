@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.models import AckOutcome, Priority, Status
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.domain.models import AckOutcome, Priority, Status
+from runnerq_cli.backend.queue.queue import ActivitySpec
 from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument, NotFound
 

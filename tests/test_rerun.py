@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.filters import ActivityFilter
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.domain.filters import ActivityFilter
+from runnerq_cli.backend.queue.queue import ActivitySpec
 from tests.helpers import sigterm_after_first_batch
 
 TOTAL, MAX = 60, 40

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runnerq_cli.backend.rules import attempts_remain, retry_delay
+from runnerq_cli.backend.domain.rules import attempts_remain, retry_delay
 
 
 @pytest.mark.parametrize(

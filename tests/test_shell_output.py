@@ -7,7 +7,7 @@ Memory itself is measured in benchmarks/bench_shell_rss.py, not here.
 
 from __future__ import annotations
 
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.pipes import OUTPUT_MAX_BYTES

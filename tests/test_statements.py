@@ -1,4 +1,4 @@
-"""backend/statements.py: several updates in one `update` command, as a bulk write would.
+"""backend/store/statements.py: several updates in one `update` command, as a bulk write would.
 
 Against the test server; the retry is shown through a TCP proxy that cuts the
 connection carrying the next `update` command (a network error mid-command).
@@ -16,7 +16,7 @@ import pytest
 from pymongo import MongoClient, WriteConcern, monitoring, uri_parser
 from pymongo.errors import AutoReconnect, OperationFailure
 
-from runnerq_cli.backend.statements import update_statements
+from runnerq_cli.backend.store.statements import update_statements
 from runnerq_cli.errors import WriteUnconfirmed
 
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from runnerq_cli.backend.metrics import CHECK_NAMES, SCHEMA
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.queue.queue import ActivitySpec
+from runnerq_cli.backend.views.metrics import CHECK_NAMES, SCHEMA
 from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.cli.stats_checks import evaluate, parse_check
 from runnerq_cli.errors import InvalidArgument
-from runnerq_cli.stats_checks import evaluate, parse_check
 from tests.test_stats_reads import default_signals
 from tests.waiting import LineReader
 

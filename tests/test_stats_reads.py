@@ -15,14 +15,14 @@ import urllib.request
 
 import pytest
 
-from runnerq_cli.backend import metrics
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.control import PAUSE_ID
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.ops.control import PAUSE_ID
+from runnerq_cli.backend.queue.queue import ActivitySpec
+from runnerq_cli.backend.views import metrics
 from runnerq_cli.cli.commands.stats import sparkline
 from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.cli.exposition import QueueCollector, registry_for
 from runnerq_cli.errors import WrongState
-from runnerq_cli.exposition import QueueCollector, registry_for
 from tests.helpers import default_signals, drive_to
 from tests.helpers import metric_value as value
 from tests.helpers import metrics_parsed as parse

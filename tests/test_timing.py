@@ -2,7 +2,7 @@
 
 Each timing statement in docs/workers.md, docs/diagnose.md and docs/design.md
 is found by a pattern and its number compared with `TIMING`: change a value in
-backend/timing.py and this test names the sentence that no longer holds.
+backend/domain/timing.py and this test names the sentence that no longer holds.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from runnerq_cli import values
-from runnerq_cli.backend import metrics
-from runnerq_cli.backend.timing import TIMING, TimingPolicy
+from runnerq_cli.backend.domain.timing import TIMING, TimingPolicy
+from runnerq_cli.backend.views import metrics
 from runnerq_cli.cli.commands.inspect import workers_cmd
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -81,7 +81,7 @@ def test_the_docs_state_the_policys_numbers(doc, pattern, expected, scale):
     for match in found:
         numbers = [match] if isinstance(match, str) else list(match)
         assert [_number(n) * scale for n in numbers] == [float(e) for e in expected], (
-            f"{doc}: /{pattern}/ says {numbers}; backend/timing.py says {expected}")
+            f"{doc}: /{pattern}/ says {numbers}; backend/domain/timing.py says {expected}")
 
 
 def test_the_code_reads_its_timings_from_the_policy():

@@ -143,8 +143,8 @@ LINE_FIELD = st.sampled_from(["type", "activity_type", "payload", "priority", "d
     st.binary(max_size=80),
 ))
 def test_ndjson_lines_become_specs_or_are_refused(line) -> None:
-    from runnerq_cli.backend.queue import ActivitySpec
-    from runnerq_cli.backend.specs import spec_from_line
+    from runnerq_cli.backend.domain.specs import spec_from_line
+    from runnerq_cli.backend.queue.queue import ActivitySpec
 
     try:
         spec = spec_from_line(line, {})

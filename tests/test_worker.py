@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from runnerq_cli import ActivitySpec
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker, WorkerEnd

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.models import Status
-from runnerq_cli.backend.queue import ActivitySpec
+from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.queue.queue import ActivitySpec
 from runnerq_cli.cli.exits import ExitCode
 from tests.helpers import default_signals
 from tests.waiting import wait_until

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry
 from tests.waiting import wait_until

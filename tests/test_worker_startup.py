@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from runnerq_cli.argv import ROOT_OPTIONS_WITH_VALUE, command_word
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.cli.exits import ExitCode
 from tests.helpers import default_signals
 from tests.waiting import wait_until

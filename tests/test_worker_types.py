@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from runnerq_cli.backend.models import Status
+from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker.engine import Worker, WorkerEnd

@@ -19,30 +19,30 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from runnerq_cli.backend.connection import client_for
-from runnerq_cli.backend.context import QueueContext, utc_now
-from runnerq_cli.backend.inspection import Inspection
-from runnerq_cli.backend.maintenance import QueueChores
-from runnerq_cli.backend.naming import validate_queue_name
-from runnerq_cli.backend.queue import ActivityQueue
+from runnerq_cli.backend.domain.naming import validate_queue_name
+from runnerq_cli.backend.queue.maintenance import QueueChores
+from runnerq_cli.backend.queue.queue import ActivityQueue
+from runnerq_cli.backend.store.connection import client_for
+from runnerq_cli.backend.store.context import QueueContext, utc_now
+from runnerq_cli.backend.views.inspection import Inspection
 from runnerq_cli.config import Settings, load_settings
 
 # The parts below are imported where first used (each is an attribute made on first
 # access): `enqueue` loads the queue's modules, not those of dlq, bulk, metrics, diagnosis.
 if TYPE_CHECKING:
-    from runnerq_cli.backend.audit import AuditLog
-    from runnerq_cli.backend.bulk import BulkActions
-    from runnerq_cli.backend.control import Control
-    from runnerq_cli.backend.diagnose import Diagnosis
-    from runnerq_cli.backend.dlq import DeadLetters
-    from runnerq_cli.backend.driver import Database
-    from runnerq_cli.backend.inspection import Inspector
-    from runnerq_cli.backend.intake import Intake
-    from runnerq_cli.backend.maintenance import Maintenance
-    from runnerq_cli.backend.operator import Operator
-    from runnerq_cli.backend.result_wait import WaitOutcome
+    from runnerq_cli.backend.diagnosis.diagnose import Diagnosis
+    from runnerq_cli.backend.ops.audit import AuditLog
+    from runnerq_cli.backend.ops.bulk import BulkActions
+    from runnerq_cli.backend.ops.control import Control
+    from runnerq_cli.backend.ops.dlq import DeadLetters
+    from runnerq_cli.backend.ops.operator import Operator
+    from runnerq_cli.backend.queue.intake import Intake
+    from runnerq_cli.backend.queue.maintenance import Maintenance
+    from runnerq_cli.backend.queue.workers import WorkerRegistry
+    from runnerq_cli.backend.store.driver import Database
     from runnerq_cli.backend.traits import InspectionBackend, WorkerBackend
-    from runnerq_cli.backend.workers import WorkerRegistry
+    from runnerq_cli.backend.views.inspection import Inspector
+    from runnerq_cli.backend.views.result_wait import WaitOutcome
 
 
 class RunnerQ(ActivityQueue, QueueChores, Inspection):
@@ -67,56 +67,56 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
 
     @functools.cached_property
     def audit_log(self) -> AuditLog:
-        from runnerq_cli.backend.audit import AuditLog
+        from runnerq_cli.backend.ops.audit import AuditLog
 
         return AuditLog(self._ctx)
 
     @functools.cached_property
     def maintenance(self) -> Maintenance:
-        from runnerq_cli.backend.maintenance import Maintenance
+        from runnerq_cli.backend.queue.maintenance import Maintenance
 
         return Maintenance(self._ctx)
 
     @functools.cached_property
     def registry(self) -> WorkerRegistry:
-        from runnerq_cli.backend.workers import WorkerRegistry
+        from runnerq_cli.backend.queue.workers import WorkerRegistry
 
         return WorkerRegistry(self._ctx)
 
     @functools.cached_property
     def inspector(self) -> Inspector:
-        from runnerq_cli.backend.inspection import Inspector
+        from runnerq_cli.backend.views.inspection import Inspector
 
         return Inspector(self._ctx, self.control)
 
     @functools.cached_property
     def operator(self) -> Operator:
-        from runnerq_cli.backend.operator import Operator
+        from runnerq_cli.backend.ops.operator import Operator
 
         return Operator(self._ctx, self.maintenance, self.audit_log)
 
     @functools.cached_property
     def bulk(self) -> BulkActions:
-        from runnerq_cli.backend.bulk import BulkActions
+        from runnerq_cli.backend.ops.bulk import BulkActions
 
         return BulkActions(self._ctx, self.operator, self.audit_log)
 
     @functools.cached_property
     def control(self) -> Control:
-        from runnerq_cli.backend.control import Control
+        from runnerq_cli.backend.ops.control import Control
 
         return Control(self._ctx, self.audit_log)
 
     @functools.cached_property
     def intake(self) -> Intake:
         """Streams of NDJSON lines into the queue (`enqueue --from`)."""
-        from runnerq_cli.backend.intake import Intake
+        from runnerq_cli.backend.queue.intake import Intake
 
         return Intake(self)
 
     @functools.cached_property
     def dead_letters(self) -> DeadLetters:
-        from runnerq_cli.backend.dlq import DeadLetters
+        from runnerq_cli.backend.ops.dlq import DeadLetters
 
         return DeadLetters(self._ctx, self, self.operator, self.audit_log)
 
@@ -124,7 +124,7 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
     def diagnosis(self) -> Diagnosis:
         """The doctor's checks, explanations and queue discovery (made on first use: the
         commands that enqueue or work never import them)."""
-        from runnerq_cli.backend.diagnose import Diagnosis
+        from runnerq_cli.backend.diagnosis.diagnose import Diagnosis
 
         return Diagnosis(self._ctx, self.registry, self.get_activity,
                          self.control.paused, lambda queue: self.for_queue(queue).diagnosis)
@@ -167,7 +167,7 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         Returns a `waiting.WaitOutcome` (status, result, whether it timed out);
         NotFound if the activity does not exist and left no result.
         """
-        from runnerq_cli.backend.result_wait import wait_for
+        from runnerq_cli.backend.views.result_wait import wait_for
 
         return wait_for(self.get_activity, self.get_result, activity_id,
                         timeout, poll=poll, max_poll=max_poll)

@@ -23,10 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.control import Control
-    from runnerq_cli.backend.events import EventCursor, EventFilter, EventStream
-    from runnerq_cli.backend.maintenance import Maintenance
-    from runnerq_cli.backend.models import (
+    from runnerq_cli.backend.domain.models import (
         AckOutcome,
         Activity,
         Claim,
@@ -35,8 +32,11 @@ if TYPE_CHECKING:
         Event,
         Result,
     )
-    from runnerq_cli.backend.specs import ActivitySpec
-    from runnerq_cli.backend.workers import WorkerRegistry
+    from runnerq_cli.backend.domain.specs import ActivitySpec
+    from runnerq_cli.backend.ops.control import Control
+    from runnerq_cli.backend.queue.maintenance import Maintenance
+    from runnerq_cli.backend.queue.workers import WorkerRegistry
+    from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
     from runnerq_cli.config import Settings
 
 __all__ = ["InspectionBackend", "QueueBackend", "WorkerBackend"]

@@ -257,11 +257,11 @@ def _handle_driver_error(exc: Exception) -> int:
     from runnerq_cli.redaction import redact_uri
 
     if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.ServerSelectionTimeoutError):
-        from runnerq_cli.backend.connection import driver_message
+        from runnerq_cli.backend.store.connection import driver_message
 
         error_line(f"MongoDB is unreachable ({driver_message(exc)}): {SERVER_HINT}")
         return ExitCode.UNAVAILABLE
-    from runnerq_cli.backend.connection import is_auth_refusal
+    from runnerq_cli.backend.store.connection import is_auth_refusal
 
     if isinstance(exc, mongo_errors.OperationFailure) and is_auth_refusal(exc):
         error_line(f"MongoDB refused the credentials: "
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        from runnerq_cli.backend.connection import TimedOut
+        from runnerq_cli.backend.store.connection import TimedOut
         from runnerq_cli.errors import Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""

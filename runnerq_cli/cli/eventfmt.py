@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.models import Event
+    from runnerq_cli.backend.domain.models import Event
 
 # docs/reference.md "Event JSON fields": keep these names stable.
 EVENT_FIELDS = ("id", "activity_id", "activity_type", "event_type", "timestamp", "ingested_at",
@@ -25,7 +25,7 @@ STYLES = {
 
 
 def event_record(event: Event) -> dict[str, Any]:
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
 
     return {
         "id": str(event.id),
@@ -92,7 +92,7 @@ def _detail_value(value: Any) -> str:
     import json
     from datetime import datetime
 
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
     from runnerq_cli.cli.timefmt import stamp
 
     if isinstance(value, datetime):

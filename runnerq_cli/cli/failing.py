@@ -1,6 +1,6 @@
 """`stats --by error`: what is failing, grouped by activity type and error.
 
-The CLI side of `rq.inspector.failures_by_type_and_error` (backend/failures.py):
+The CLI side of `rq.inspector.failures_by_type_and_error` (backend/views/failures.py):
 a table that fits the screen (the error is the column that gets cut), or the
 groups as JSON. Read from the stored failure events, so an incident stays
 listed after its dead letters are retried.

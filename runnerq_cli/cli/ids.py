@@ -1,7 +1,7 @@
 """Activity ids as the CLI takes them: a full UUID, or a unique prefix a text view showed.
 
 A full UUID is parsed without a query; a prefix (at least 8 hex digits) is
-looked up once (backend/idprefix.py). Malformed or ambiguous: exit 2; no such
+looked up once (backend/domain/idprefix.py). Malformed or ambiguous: exit 2; no such
 activity: exit 4.
 """
 
@@ -24,7 +24,7 @@ def is_full(text: str) -> bool:
 
 def activity_id(backend: RunnerQ, text: str, *, any_queue: bool = False) -> uuid.UUID:
     """The activity `text` names in the backend's queue (or, with `any_queue`, in any)."""
-    from runnerq_cli.backend.idprefix import prefix_of
+    from runnerq_cli.backend.domain.idprefix import prefix_of
     from runnerq_cli.errors import NotFound
 
     if is_full(text) or prefix_of(text) is None:

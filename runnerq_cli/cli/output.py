@@ -42,7 +42,7 @@ def output_option(default: OutputFormat = OutputFormat.TEXT) -> Any:
 
 
 def _jsonable(value: Any) -> Any:
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
 
     return to_jsonable(value)
 

@@ -1,5 +1,5 @@
 """Report a waited-for activity: shared by `wait ID` and `enqueue --wait` (the waiting
-itself is the backend's: `RunnerQ.wait`, backend/result_wait.py).
+itself is the backend's: `RunnerQ.wait`, backend/views/result_wait.py).
 
 The exit codes are the CLI's (cli/exits.ExitCode): 0 completed; ACTIVITY_FAILED (10);
 ACTIVITY_DEAD_LETTERED (11); ACTIVITY_CANCELLED (12); WAIT_TIMEOUT (13) not
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.cli.exits import ExitCode
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.models import Result
-    from runnerq_cli.backend.result_wait import WaitOutcome
+    from runnerq_cli.backend.domain.models import Result
+    from runnerq_cli.backend.views.result_wait import WaitOutcome
     from runnerq_cli.cli.output import OutputFormat
 
 STATUS_CODES = {
@@ -70,7 +70,7 @@ def report(outcome: WaitOutcome, fmt: OutputFormat, extra: dict[str, Any] | None
     import json
     import sys
 
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
     from runnerq_cli.cli.output import OutputFormat, emit, error_line
 
     code = exit_code(outcome)

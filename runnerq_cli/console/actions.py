@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.models import to_jsonable
+from runnerq_cli.backend.domain.models import to_jsonable
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _strings(value: Any, name: str) -> list[str]:
 
 
 def _ids(body: dict[str, Any], limit: int) -> list[uuid.UUID] | None:
-    from runnerq_cli.backend.models import parse_activity_id
+    from runnerq_cli.backend.domain.models import parse_activity_id
 
     if "ids" not in body:
         return None
@@ -131,7 +131,7 @@ class Desk:
 
     def confirm(self, rq: RunnerQ, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """Act on the previewed set; PreviewExpired when the token names none."""
-        from runnerq_cli.backend.audit import check_text
+        from runnerq_cli.backend.ops.audit import check_text
 
         actor = body.get("actor")
         if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:
@@ -165,7 +165,7 @@ class Desk:
 
 def _activity_filter(raw: Any) -> Any:
     """An ActivityFilter from the preview's `filter` object (status, type, error_contains)."""
-    from runnerq_cli.backend.filters import ActivityFilter
+    from runnerq_cli.backend.domain.filters import ActivityFilter
 
     if not isinstance(raw, dict):
         raise InvalidArgument("give ids or a filter object")
@@ -176,7 +176,7 @@ def _activity_filter(raw: Any) -> Any:
     error = raw.get("error_contains")
     if error is not None and not isinstance(error, str):
         raise InvalidArgument("error_contains must be text")
-    from runnerq_cli.backend.models import Status
+    from runnerq_cli.backend.domain.models import Status
 
     flt = ActivityFilter(statuses=tuple(Status.parse(s) for s in _strings(raw.get("status"),
                                                                           "status")),

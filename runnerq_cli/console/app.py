@@ -38,7 +38,7 @@ from runnerq_cli.errors import InvalidArgument, NotFound, RunnerQError, Unavaila
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.models import Event
+    from runnerq_cli.backend.domain.models import Event
 
 LOG = logging.getLogger("runnerq.console")
 MAX_CONNECTIONS = 64

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.models import Activity, Status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.domain.models import Activity, Status, parse_activity_id, to_jsonable
 from runnerq_cli.console import observability as obs
 from runnerq_cli.errors import InvalidArgument, NotFound
 
@@ -211,7 +211,7 @@ class Views:
         rq = self.backend(params.get("queue"))
 
         def compute() -> dict[str, Any]:
-            from runnerq_cli.backend.checks import failed
+            from runnerq_cli.backend.diagnosis.checks import failed
 
             checks = rq.diagnosis.doctor()
             return {"ok": not failed(checks), "checks": [c.to_json() for c in checks]}
@@ -244,7 +244,7 @@ class Views:
 
     def search(self, params: dict[str, str]) -> dict[str, Any]:
         """Activities whose id starts with the hex digits given (idprefix.py's range read)."""
-        from runnerq_cli.backend.idprefix import PREFIX_MIN, matching_ids, prefix_of
+        from runnerq_cli.backend.domain.idprefix import PREFIX_MIN, matching_ids, prefix_of
 
         rq = self.backend(params.get("queue"))
         text = (params.get("q") or "").strip()
@@ -266,7 +266,7 @@ class Views:
 
     def activities(self, params: dict[str, str]) -> dict[str, Any]:
         """A keyset page of one state, of one type if given (list STATE --type --after)."""
-        from runnerq_cli.backend.pagination import ListFilter
+        from runnerq_cli.backend.views.pagination import ListFilter
 
         rq = self.backend(params.get("queue"))
         state = Status.parse(params.get("state") or "pending")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.models import Activity, DeadLetterRecord, Event, to_jsonable
+from runnerq_cli.backend.domain.models import Activity, DeadLetterRecord, Event, to_jsonable
 
 # RunnerQ's ActivityPriority variants by our stored number.
 PRIORITIES = {1: "Low", 2: "Normal", 3: "High", 4: "Critical"}

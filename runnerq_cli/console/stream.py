@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from runnerq_cli.backend.events import EventCursor
-from runnerq_cli.backend.models import Event
+from runnerq_cli.backend.domain.models import Event
+from runnerq_cli.backend.views.events import EventCursor
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.events import EventStream
+    from runnerq_cli.backend.views.events import EventStream
 
 LOG = logging.getLogger("runnerq.console")
 CLIENT_QUEUE = 1000  # events a client may lag behind the tail before it is dropped

@@ -2,7 +2,7 @@
 
 One thread drains the outbox buffer, heartbeats the worker registry and runs
 the scheduler, reaper, outbox repair and retention purge at jittered intervals
-(every interval: backend/timing.py). Every worker runs them: each is one
+(every interval: backend/domain/timing.py). Every worker runs them: each is one
 indexed, fenced operation that is cheap when nothing is due, so no leader is
 needed and a dead worker stops nothing. The shared ones are spread over the
 live fleet: with N live workers each runs them every N intervals.
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief
 

@@ -25,7 +25,7 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.models import Claim
+    from runnerq_cli.backend.domain.models import Claim
     from runnerq_cli.backend.traits import WorkerBackend
     from runnerq_cli.worker.handlers import HandlerRegistry
     from runnerq_cli.worker.leases import LeaseKeeper
@@ -43,7 +43,7 @@ class Claimer:
                  writer: OutcomeWriter, keeper: LeaseKeeper, *, worker_id: str,
                  types: tuple[str, ...], lease: float, poll_interval: float, burst: bool,
                  stopping: threading.Event) -> None:
-        from runnerq_cli.backend.pause import PauseWatch
+        from runnerq_cli.backend.domain.pause import PauseWatch
 
         self._backend = backend
         self._registry = registry

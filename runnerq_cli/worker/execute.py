@@ -7,9 +7,9 @@ handler ran: it has no outcome to write.
 
 Whatever the handler raises (any BaseException, with a message that is huge or
 whose `__str__` raises or returns no string) ends as a failure with a bounded text
-(backend/error_text.py); `call` itself never raises anything else. Whether a
+(backend/domain/error_text.py); `call` itself never raises anything else. Whether a
 result can be stored (JSON, finite numbers, at most RESULT_MAX_BYTES) is decided
-where it is written (backend/results.py): a result that cannot be is recorded
+where it is written (backend/domain/results.py): a result that cannot be is recorded
 as a non-retryable failure saying why (outcomes.py).
 """
 
@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.error_text import describe, error_text
+from runnerq_cli.backend.domain.error_text import describe, error_text
 from runnerq_cli.worker.handlers import HandlerTimeout, NonRetryableError, RetryableError
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import Outcome

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.error_text import describe
-from runnerq_cli.backend.workers import COUNTERS  # the registry's: the heartbeat stores each
+from runnerq_cli.backend.domain.error_text import describe
+from runnerq_cli.backend.queue.workers import COUNTERS  # the registry's: the heartbeat stores each
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.models import Claim
+    from runnerq_cli.backend.domain.models import Claim
     from runnerq_cli.worker.handlers import ActivityContext, Handler
 
 log = logging.getLogger(WORKER_LOGGER)

@@ -24,7 +24,7 @@ from runnerq_cli.errors import InvalidArgument
 if TYPE_CHECKING:
     import uuid
 
-    from runnerq_cli.backend.models import EnqueueResult
+    from runnerq_cli.backend.domain.models import EnqueueResult
 
 
 class NonRetryableError(Exception):

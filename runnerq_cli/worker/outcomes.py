@@ -20,10 +20,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.connection import server_away
-from runnerq_cli.backend.error_text import describe
-from runnerq_cli.backend.models import AckOutcome
-from runnerq_cli.backend.timing import TIMING
+from runnerq_cli.backend.domain.error_text import describe
+from runnerq_cli.backend.domain.models import AckOutcome
+from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument
 from runnerq_cli.worker.logs import (
     LEVELS,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runnerq_cli.backend.sizes import RESULT_MAX_BYTES
+from runnerq_cli.backend.domain.sizes import RESULT_MAX_BYTES
 
 OUTPUT_MAX_BYTES = 2 * RESULT_MAX_BYTES
 EXIT_QUIET = 0.1

@@ -41,10 +41,10 @@ from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.actions import ActionResult
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.bulk import BulkReport, Selection
-    from runnerq_cli.backend.filters import ActivityFilter
+    from runnerq_cli.backend.domain.filters import ActivityFilter
+    from runnerq_cli.backend.ops.actions import ActionResult
+    from runnerq_cli.backend.ops.bulk import BulkReport, Selection
 
 IDS_HELP = "Activity id(s): UUIDs or their first 8+ hex digits; or select by filter instead."
 YES_HELP = "Act without asking (needed when not on a terminal)."
@@ -108,8 +108,8 @@ class Request:
 def _filter(req: Request) -> ActivityFilter:
     """The ActivityFilter of the filter options (InvalidArgument on bad values)."""
     from runnerq_cli import values
-    from runnerq_cli.backend.filters import ActivityFilter
-    from runnerq_cli.backend.models import Status, parse_metadata_pairs
+    from runnerq_cli.backend.domain.filters import ActivityFilter
+    from runnerq_cli.backend.domain.models import Status, parse_metadata_pairs
 
     return ActivityFilter(
         statuses=tuple(Status.parse(s) for s in req.status or ()),
@@ -122,8 +122,8 @@ def _filter(req: Request) -> ActivityFilter:
 
 def _check_request(req: Request, flt: ActivityFilter) -> None:
     """Ids or a filter, not both and not neither; --max only with a filter."""
-    from runnerq_cli.backend.audit import check_text
-    from runnerq_cli.backend.bulk import MAX_BULK
+    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.ops.bulk import MAX_BULK
 
     check_text(req.reason, "--reason")
     check_text(req.actor, "--actor")
@@ -348,7 +348,7 @@ def _print_report(report: BulkReport | None, selection: Selection,
             {"action": selection.action, "matched": selection.matched, "selected": 0,
              "applied": 0, "skipped": 0, "interrupted": False, "last_id": None,
              "results": [], "skips": []})
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
 
     data["filter"] = selection.filter.to_json()
     skips = _skips(report) if report is not None else []
@@ -387,7 +387,7 @@ def _skips(report: BulkReport) -> list[dict[str, Any]]:
 
 
 def _describe(result: ActionResult) -> str:
-    from runnerq_cli.backend.models import Priority, to_jsonable
+    from runnerq_cli.backend.domain.models import Priority, to_jsonable
 
     text = f"{result.action}: {result.activity_id} ({result.activity_type}) " \
            f"{result.previous_status} -> {result.status}"
@@ -512,7 +512,7 @@ def set_priority(
     batch_size: int = BATCH_OPT,
 ) -> None:
     """Change the priority of pending or scheduled activities."""
-    from runnerq_cli.backend.models import Priority
+    from runnerq_cli.backend.domain.models import Priority
 
     *ids, priority = args
     Priority.parse(priority)  # a bad priority is refused before anything is read
@@ -524,7 +524,7 @@ def set_priority(
 def _audited_backend(ctx: typer.Context, reason: str | None, actor: str | None) -> Any:
     """The backend, once --reason and --actor (recorded in the audit) are checked and the
     queue is known to exist."""
-    from runnerq_cli.backend.audit import check_text
+    from runnerq_cli.backend.ops.audit import check_text
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
@@ -579,7 +579,7 @@ def purge(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Apply retention now: delete terminal activities past it, with results and events."""
-    from runnerq_cli.backend.operator import PurgeInterrupted
+    from runnerq_cli.backend.ops.operator import PurgeInterrupted
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 

@@ -1,4 +1,4 @@
-"""`runnerq-mongo audit`: the operator actions, newest first (backend/audit.py).
+"""`runnerq-mongo audit`: the operator actions, newest first (backend/ops/audit.py).
 
 Records live in the events collection and expire with the events (the events
 TTL, `events_ttl`).

@@ -1,6 +1,6 @@
 """`runnerq-mongo pause` and `resume`: stop and restart claiming, for the whole queue or types.
 
-Stored in the database (backend/control.py): every worker on every host
+Stored in the database (backend/ops/control.py): every worker on every host
 stops claiming within one poll interval, finishes what it holds, and the
 pause outlives restarts. `enqueue` keeps working.
 """
@@ -19,7 +19,7 @@ TYPES_HELP = "Only this activity type (repeatable) [default: the whole queue]."
 
 def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str | None,
             actor: str | None, output: OutputFormat, create: bool = False) -> None:
-    from runnerq_cli.backend.audit import check_text
+    from runnerq_cli.backend.ops.audit import check_text
     from runnerq_cli.cli.commands.actions import command_line, existing_backend
 
     check_text(reason, "--reason")

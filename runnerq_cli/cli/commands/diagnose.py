@@ -1,6 +1,6 @@
 """Diagnosis commands: `doctor`, `explain ID`, `queues`, `metrics serve`.
 
-Thin: parse, call the backend (backend/diagnose.py, backend/metrics.py,
+Thin: parse, call the backend (backend/diagnosis/diagnose.py, backend/views/metrics.py,
 exposition.py), print. Heavy modules are imported inside the commands.
 """
 
@@ -35,7 +35,7 @@ def _queues(cli: CliState, backend: RunnerQ, wanted: list[str] | None, all_queue
     names = list(dict.fromkeys(wanted or [cli.settings().queue]))
     if must_exist:
         return backend.diagnosis.require_queues(names)
-    from runnerq_cli.backend.naming import validate_queue_name
+    from runnerq_cli.backend.domain.naming import validate_queue_name
 
     return [validate_queue_name(n) for n in names]
 
@@ -49,7 +49,7 @@ def _print_checks(checks: list[Any], names: list[str], summary: dict[str, int],
     import os
     import sys
 
-    from runnerq_cli.backend.diagnose import CheckStatus
+    from runnerq_cli.backend.diagnosis.diagnose import CheckStatus
     from runnerq_cli.cli.words import screen_width
     from runnerq_cli.cli.words import wrap as _wrapped
     from runnerq_cli.literal import literal
@@ -86,7 +86,7 @@ def doctor_cmd(
     Exit codes: 0 every check ok (warnings too, unless --strict), 7 a check
     failed, 6 the server is unreachable, 2 bad options.
     """
-    from runnerq_cli.backend.diagnose import Check, CheckStatus, failed
+    from runnerq_cli.backend.diagnosis.diagnose import Check, CheckStatus, failed
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
@@ -176,7 +176,7 @@ def _pause_words(pause: Any) -> str:
     """The pause fact (its JSON form) in words: what, since when (one time format), who, why."""
     from datetime import datetime
 
-    from runnerq_cli.backend.pause import PauseState
+    from runnerq_cli.backend.domain.pause import PauseState
     from runnerq_cli.cli.words import describe_pause, words
 
     if not isinstance(pause, dict):
@@ -286,7 +286,7 @@ def metrics_serve(
         raise InvalidArgument("give --queue or --all-queues, not both")
     fixed = None if all_queues else _queues(cli, backend, queue, False, must_exist=True)
 
-    from runnerq_cli.exposition import QueueCollector, log_error, serve
+    from runnerq_cli.cli.exposition import QueueCollector, log_error, serve
 
     collector = QueueCollector(
         (lambda: list(fixed)) if fixed is not None else backend.diagnosis.discover_queues,

@@ -2,7 +2,7 @@
 
 One activity's input is validated before the server is contacted, so a typo
 never writes half an activity and never waits for a server timeout first.
-`--from` streams: the backend's loop (backend/intake.py) reads, validates and
+`--from` streams: the backend's loop (backend/queue/intake.py) reads, validates and
 writes the lines a batch at a time, refusing a bad line alone; this module reads
 the input (cli/lines.py: a signal is heard on a silent pipe), prints each batch
 and the report, and maps it to an exit code. A signal stops it after the batch in
@@ -33,8 +33,8 @@ from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.intake import EnqueueReport
-    from runnerq_cli.backend.models import EnqueueResult
+    from runnerq_cli.backend.domain.models import EnqueueResult
+    from runnerq_cli.backend.queue.intake import EnqueueReport
 
 DEFAULT_BATCH_SIZE = 100
 
@@ -87,7 +87,7 @@ def read_payload(payload: str | None) -> dict[str, Any]:
 
 def parse_metadata(items: list[str]) -> dict[str, str]:
     """`k=v` pairs (repeatable --metadata) into a dict; later keys win."""
-    from runnerq_cli.backend.models import parse_metadata_pairs
+    from runnerq_cli.backend.domain.models import parse_metadata_pairs
     from runnerq_cli.cli.flags import METADATA
 
     return parse_metadata_pairs(items, METADATA)
@@ -121,7 +121,7 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
 
 
 # ------------------------------------------------------------------ many
-# The loop is the backend's (backend/intake.py): here the report is printed.
+# The loop is the backend's (backend/queue/intake.py): here the report is printed.
 
 
 def _report_json(report: EnqueueReport) -> dict[str, Any]:
@@ -282,7 +282,7 @@ def enqueue(
     130 interrupted (--from).
     """
     cli = state(ctx)
-    from runnerq_cli.backend.specs import spec_options
+    from runnerq_cli.backend.domain.specs import spec_options
     from runnerq_cli.cli.flags import flag as flag_name
 
     wait_seconds = _checked_flags(activity_type, from_file, payload, idempotency_key, strict,
@@ -332,7 +332,7 @@ def _checked_flags(activity_type: str | None, from_file: str | None, payload: st
 
 
 def _spec_of_flags(activity_type: str, payload: str | None, options: dict[str, Any]) -> Any:
-    from runnerq_cli.backend.specs import ActivitySpec
+    from runnerq_cli.backend.domain.specs import ActivitySpec
 
     return ActivitySpec(activity_type, read_payload(payload), **options)
 

@@ -37,7 +37,7 @@ def _options(options: dict[str, Any]) -> str:
     """Index options as the server reads them, values in JSON (never Python's repr)."""
     import json
 
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
 
     return ", ".join(f"{k}={json.dumps(to_jsonable(v), separators=(',', ':'))}"
                      for k, v in options.items())
@@ -99,7 +99,7 @@ def init_indexes(
     --check finds a missing or differing index, or when an index conflicts
     (nothing is dropped), 6 server unreachable, 2 a declined or unconfirmed drop.
     """
-    from runnerq_cli.backend.naming import CollectionNames
+    from runnerq_cli.backend.domain.naming import CollectionNames
 
     cli = state(ctx)
     settings = cli.settings()  # invalid queue names and config fail here, before connecting

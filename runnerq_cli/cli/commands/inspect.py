@@ -1,7 +1,7 @@
 """Inspection commands: list, show, events, result, wait, workers.
 
-Read-only. Each is one or two indexed queries (backend/inspection.py,
-backend/pagination.py); nothing here scans the queue.
+Read-only. Each is one or two indexed queries (backend/views/inspection.py,
+backend/views/pagination.py); nothing here scans the queue.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _ago(value: object, now: object) -> str:
 
 def _print_list(status: str, items: list[Any]) -> None:
     """`list` as text: a table that fits the screen, ids as unique prefixes."""
-    from runnerq_cli.backend.models import Priority
+    from runnerq_cli.backend.domain.models import Priority
     from runnerq_cli.cli.output import console
     from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
@@ -78,8 +78,8 @@ def list_cmd(
     import sys
 
     from runnerq_cli import values
-    from runnerq_cli.backend.models import Status
-    from runnerq_cli.backend.pagination import ListFilter, parse_metadata
+    from runnerq_cli.backend.domain.models import Status
+    from runnerq_cli.backend.views.pagination import ListFilter, parse_metadata
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 
@@ -113,7 +113,7 @@ def show_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Every field of an activity, its payload, last error, result and event timeline."""
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
     from runnerq_cli.cli.eventfmt import event_record
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit
@@ -136,7 +136,7 @@ def _field_text(value: Any) -> str:
     import json
     from datetime import datetime
 
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
     from runnerq_cli.cli.timefmt import stamp
 
     if value is None or value == {} or value == []:
@@ -154,7 +154,7 @@ def _print_show(act: Any, result: Any, events: list[Any]) -> None:
 
     from rich.text import Text
 
-    from runnerq_cli.backend.models import Priority, to_jsonable
+    from runnerq_cli.backend.domain.models import Priority, to_jsonable
     from runnerq_cli.cli.eventfmt import event_line
     from runnerq_cli.cli.output import console
     from runnerq_cli.literal import literal
@@ -238,7 +238,7 @@ def result_cmd(
     import json
     import sys
 
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.domain.models import to_jsonable
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.output import emit, error_line

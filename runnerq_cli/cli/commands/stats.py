@@ -1,6 +1,6 @@
 """`runnerq-mongo stats`: a snapshot of the queue, a live view (`--watch`), and `--check`.
 
-All numbers are computed on the server (backend/metrics.py says what each
+All numbers are computed on the server (backend/views/metrics.py says what each
 query costs); this module only formats them.
 """
 
@@ -17,7 +17,7 @@ from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.snapshots import History, StatsSnapshot
+    from runnerq_cli.backend.domain.snapshots import History, StatsSnapshot
 
 
 class StatsOutput(StrEnum):
@@ -331,12 +331,12 @@ def stats_cmd(
     import sys
 
     from runnerq_cli import values
-    from runnerq_cli.backend.metrics import CHECK_NAMES, check_values
+    from runnerq_cli.backend.views.metrics import CHECK_NAMES, check_values
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import console, emit, error_line
     from runnerq_cli.cli.state import state
+    from runnerq_cli.cli.stats_checks import evaluate, parse_check
     from runnerq_cli.errors import InvalidArgument
-    from runnerq_cli.stats_checks import evaluate, parse_check
 
     if by not in (None, *STATS_BY):
         raise InvalidArgument(f"--by {values.shown(by)}: one of {', '.join(STATS_BY)}")
@@ -370,7 +370,7 @@ def stats_cmd(
         _watch(take, pause, iterations)
         return
     if output is StatsOutput.OPENMETRICS:
-        from runnerq_cli.exposition import render as render_metrics
+        from runnerq_cli.cli.exposition import render as render_metrics
 
         sample = backend.inspector.metrics_sample(window_seconds=latency_window)
         sys.stdout.write(render_metrics([sample]))

@@ -1,0 +1,1 @@
+"""The diagnosis layer (see docs/reference.md, "Layers")."""

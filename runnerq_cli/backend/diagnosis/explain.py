@@ -1,0 +1,264 @@
+"""`explain ID`: why an activity is where it is, in a sentence, with the facts behind it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runnerq_cli.backend.diagnosis.checks import at_least, count
+from runnerq_cli.backend.domain.models import (
+    WAITING_STATUSES,
+    Activity,
+    MalformedDocument,
+    Priority,
+    Status,
+    parse_activity_id,
+    to_jsonable,
+)
+from runnerq_cli.backend.domain.pause import PauseState
+from runnerq_cli.backend.domain.rules import attempts_remain
+from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
+from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.backend.store.discovery import discover_queues
+from runnerq_cli.errors import NotFound
+
+
+def _handles(worker: WorkerInfo, activity_type: str) -> bool:
+    return not worker.types or activity_type in worker.types
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why an activity is where it is: a sentence, and the facts behind it."""
+
+    activity_id: uuid.UUID
+    queue: str
+    status: str
+    reason: str  # scheduled | backing_off | held | lease_expired | pending | malformed |
+    # <terminal status>
+    sentence: str
+    facts: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activity_id": str(self.activity_id), "queue": self.queue,
+                "status": self.status, "reason": self.reason, "sentence": self.sentence,
+                "facts": to_jsonable(self.facts)}
+
+
+def _in(seconds: float) -> str:
+    from runnerq_cli.values import format_duration
+
+    return format_duration(abs(seconds))
+
+
+def _when(value: datetime | None) -> str:
+    from runnerq_cli.backend.domain.models import display_time
+
+    return display_time(value)
+
+
+
+def _ahead(ctx: QueueContext, priority: int, created_at: datetime) -> dict[str, int]:
+    """Pending activities claimed before this one, by priority (claim order, indexed counts)."""
+    out: dict[str, int] = {}
+    base = {"status": Status.PENDING.value}
+    for p in sorted((int(x) for x in Priority), reverse=True):
+        if p > priority:
+            n = count(ctx.activities, {**base, "priority": p})
+        elif p == priority:
+            n = count(ctx.activities,
+                      {**base, "priority": p, "created_at": {"$lt": created_at}})
+        else:
+            continue
+        if n:
+            out[Priority.label(p)] = n
+    return out
+
+
+def _explain_scheduled(act: Activity, now: datetime, live: list[WorkerInfo],
+                       facts: dict[str, Any]) -> tuple[str, str]:
+    """Delayed at enqueue, or backing off after a failed attempt: until when."""
+    due = act.scheduled_at
+    wait = (due - now).total_seconds() if due else 0.0
+    facts.update(scheduled_at=due, due_in_seconds=round(wait, 3))
+    timing = (f"due at {_when(due)} (in {_in(wait)})" if wait > 0 else
+              f"due since {_when(due)} ({_in(wait)} ago): the scheduler makes it pending "
+              + ("within a poll interval" if live else "once a worker runs (none is live)"))
+    if act.retry_count > 0:
+        reason = "backing_off"
+        sentence = (f"Backing off after attempt {act.retry_count} "
+                    f"({act.last_error or 'no error recorded'}); {timing}.")
+    else:
+        reason = "scheduled"
+        sentence = (f"Scheduled for {_when(due)} (in {_in(wait)})." if wait > 0
+                    else f"Scheduled: {timing}.")
+    return reason, sentence
+
+
+def _explain_running(act: Activity, now: datetime, workers: list[WorkerInfo],
+                     live: list[WorkerInfo], facts: dict[str, Any]) -> tuple[str, str]:
+    """Held under a live lease, or past it: who reaps it, and when."""
+    deadline = act.lease_deadline
+    holder = next((w for w in workers if w.worker_id == act.worker_id), None)
+    facts.update(worker_id=act.worker_id, lease_deadline=deadline, started_at=act.started_at,
+                 worker_registered=holder is not None,
+                 worker_stale=holder.stale if holder else None)
+    if deadline is not None and deadline > now:
+        reason = "held"
+        sentence = (f"Running: held by worker {act.worker_id} whose lease is live until "
+                    f"{_when(deadline)} (in {_in((deadline - now).total_seconds())}).")
+        if holder is not None and holder.stale:
+            sentence += " That worker has stopped heartbeating: the lease will expire."
+    else:
+        reason = "lease_expired"
+        retry = attempts_remain(act.retry_count, act.max_retries)
+        limit = act.max_retries or "unlimited"
+        then = (f"requeue it (attempt {act.retry_count + 2} of {limit})" if retry
+                else "dead-letter it (no attempts left)")
+        facts.update(reaper_will=("requeue" if retry else "dead_letter"))
+        if live:
+            reap = (f"the reaper of one of the {len(live)} live workers will {then} "
+                    "within about 15 s")
+        else:
+            reap = f"no worker is alive to run the reaper; the first one started will {then}"
+        ago = _in((now - deadline).total_seconds()) if deadline else "?"
+        sentence = (f"Held by worker {act.worker_id} whose lease expired at "
+                    f"{_when(deadline)} ({ago} ago): {reap}.")
+    return reason, sentence
+
+
+def _explain_pending(ctx: QueueContext, act: Activity, live: list[WorkerInfo],
+                     facts: dict[str, Any]) -> tuple[str, str]:
+    """Its place in claim order, and which live workers handle its type."""
+    reason = "pending"
+    ahead = _ahead(ctx, act.priority, act.created_at)
+    handlers = [w.worker_id for w in live if _handles(w, act.activity_type)]
+    facts.update(ahead=sum(ahead.values()), ahead_by_priority=ahead,
+                 handled_by=handlers[:50])
+    total = sum(ahead.values())
+    place = (f"{at_least(total)} ahead of it in claim order ("
+             + ", ".join(f"{n} {p}" for p, n in ahead.items()) + ")") if total \
+        else "first in claim order"
+    verb = "live worker handles" if len(handlers) == 1 else "live workers handle"
+    who = (f"{len(handlers)} {verb} {act.activity_type} "
+           f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"
+           if handlers else f"no live worker handles {act.activity_type}")
+    sentence = f"Pending ({Priority.label(act.priority)} priority): {place}; {who}."
+    return reason, sentence
+
+
+def _explain_finished(act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
+    """How and when it ended."""
+    reason = act.status
+    ended = act.completed_at
+    facts.update(completed_at=ended)
+    error = f": {act.last_error}" if act.last_error else ""
+    retries = f" after {act.retry_count} retr{'y' if act.retry_count == 1 else 'ies'}" \
+        if act.retry_count else ""
+    sentence = {
+        Status.COMPLETED.value: f"Completed at {_when(ended)}{retries}.",
+        Status.FAILED.value: f"Failed (non-retryable) at {_when(ended)}{error}.",
+        Status.DEAD_LETTER.value: (f"Dead-lettered at {_when(ended)} after attempt "
+                                   f"{act.retry_count + 1}{error}."),
+        Status.CANCELLED.value: f"Cancelled by an operator at {_when(ended)}.",
+    }.get(act.status, f"In status {act.status!r}.")
+    return reason, sentence
+
+
+_MALFORMED_FATE = {
+    Status.PENDING.value: "the first worker that claims it dead-letters it at once",
+    Status.SCHEDULED.value: "once due, the first worker that claims it dead-letters it",
+    Status.PROCESSING.value: "the reaper dead-letters it when its lease expires",
+    Status.DEAD_LETTER.value: "it was dead-lettered",
+}
+
+
+class Explainer:
+    """Explanations of one queue's activities, given what they read; `other(queue)` is
+    the explainer of another queue of the database (an id may be in any of them)."""
+
+    def __init__(self, ctx: QueueContext, registry: WorkerRegistry,
+                 get_activity: Callable[[uuid.UUID], Activity],
+                 paused: Callable[[], PauseState],
+                 other: Callable[[str], Explainer]) -> None:
+        self._ctx = ctx
+        self._registry = registry
+        self._get_activity = get_activity
+        self._paused = paused
+        self._other = other
+
+    def locate(self, activity_id: uuid.UUID) -> Explainer:
+        """The explainer of the queue holding the activity: this one, else the first other
+        queue of the database that has it (one `_id` look-up per queue); NotFound otherwise."""
+        if self._ctx.activities.count_documents({"_id": activity_id}, limit=1):
+            return self
+        for name in discover_queues(self._ctx.db):
+            if name != self._ctx.settings.queue:
+                other = self._other(name)
+                if other._ctx.activities.count_documents({"_id": activity_id}, limit=1):
+                    return other
+        raise NotFound(f"activity {activity_id} not found (in any queue of database "
+                       f"{self._ctx.settings.database!r})")
+
+    def _malformed(self, aid: uuid.UUID, problem: str) -> Explanation:
+        """An activity whose document readers refuse (docs/design.md, "Malformed documents"):
+        what is wrong, what the queue does with it, and the fix."""
+        doc = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "last_error": 1}) or {}
+        status = str(doc["status"]) if isinstance(doc.get("status"), str) else "?"
+        fate = _MALFORMED_FATE.get(status, f"in status {status!r}, no worker claims it")
+        sentence = (f"Its document is malformed ({problem}): no worker runs it; {fate}. "
+                    "Correct the field as docs/design.md (\"Activity document\") says and "
+                    "retry it, or delete it; the program that wrote it has a bug.")
+        return Explanation(aid, self._ctx.settings.queue, status, "malformed", sentence,
+                           {"problem": problem, "last_error": doc.get("last_error")})
+
+    def pause_of(self, activity_type: str | None = None) -> dict[str, Any] | None:
+        """The pause that stops claims (of `activity_type`, when given), or None."""
+        state = self._paused()
+        if not state.active:
+            return None
+        if activity_type is not None and not state.all and activity_type not in state.types:
+            return None
+        return state.to_json()
+
+    def explain(self, activity_id: uuid.UUID | str, *, any_queue: bool = False) -> Explanation:
+        """Why the activity is not running (or how it ended); NotFound if there is none.
+
+        With `any_queue`, an activity not in this queue is looked for in the others.
+        """
+        aid = parse_activity_id(activity_id)
+        if any_queue:
+            return self.locate(aid).explain(aid)
+        ctx = self._ctx
+        queue = ctx.settings.queue
+        try:
+            act = self._get_activity(aid)
+        except MalformedDocument as exc:
+            return self._malformed(aid, exc.problem)
+        now = ctx.clock()
+        workers = self._registry.list_workers(TIMING.worker_stale_after)
+        live = [w for w in workers if not w.stale]
+        pause = self.pause_of(act.activity_type)
+        facts: dict[str, Any] = {
+            "activity_type": act.activity_type, "priority": Priority.label(act.priority),
+            "attempt": act.retry_count + 1, "max_retries": act.max_retries,
+            "created_at": act.created_at, "last_error": act.last_error,
+            "live_workers": len(live), "paused": pause is not None}
+        status = act.status
+        if status == Status.SCHEDULED.value:
+            reason, sentence = _explain_scheduled(act, now, live, facts)
+        elif status == Status.PROCESSING.value:
+            reason, sentence = _explain_running(act, now, workers, live, facts)
+        elif status == Status.PENDING.value:
+            reason, sentence = _explain_pending(ctx, act, live, facts)
+        else:
+            reason, sentence = _explain_finished(act, facts)
+        if pause is not None and status in WAITING_STATUSES:
+            facts["pause"] = pause
+            what = f"queue {queue}" if pause.get("all") else f"type {act.activity_type}"
+            sentence += f" Its {what} is paused: nothing is claimed until it is resumed."
+        return Explanation(aid, queue, status, reason, sentence, facts)

@@ -1,0 +1,352 @@
+"""Checks of one queue: indexes, TTL, query plans, workers, leases, outboxes, backlog,
+dead letters, pauses and malformed documents.
+
+Every query is bounded: indexed counts with a limit, single index seeks,
+`distinct` over an index, the worker registry (one document per worker
+process), and for malformed documents a scan of at most SHAPE_SCAN_LIMIT live
+documents. Nothing scans a queue's finished history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo.errors import OperationFailure
+
+from runnerq_cli.backend.diagnosis.checks import (
+    PENDING_AGE_WARN,
+    TYPES_LIMIT,
+    Check,
+    CheckStatus,
+    activities,
+    at_least,
+    count,
+)
+from runnerq_cli.backend.diagnosis.plans import explain_query, plan_problems, plan_stages
+from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.models import Status, display_time
+from runnerq_cli.backend.domain.pause import PauseState
+from runnerq_cli.backend.domain.queries import representative_queries
+from runnerq_cli.backend.domain.shapes import malformed
+from runnerq_cli.backend.domain.snapshots import OldestPending
+from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
+from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.backend.store.indexes import IndexReport, ensure_indexes
+from runnerq_cli.backend.views.failures import FailureGroup, group_failures
+
+
+def _init_command(queue: str) -> str:
+    return f"runnerq-mongo --queue {queue} init-indexes"
+
+
+def check_indexes(ctx: QueueContext, reports: list[IndexReport]) -> Check:
+    """Every planned index, as `init-indexes --check` sees it (TTL ones: check_ttl)."""
+    plain = [r for r in reports if "expireAfterSeconds" not in r.spec.options]
+    missing = [r for r in plain if r.state.value == "missing"]
+    conflict = [r for r in plain if r.state.value == "conflict"]
+    facts = {"planned": len(plain), "missing": [f"{r.collection_name} {r.spec.name}"
+                                                for r in missing],
+             "conflicting": [f"{r.collection_name} {r.spec.name}: {r.difference}"
+                             for r in conflict]}
+    if conflict:
+        first = conflict[0]
+        return Check("indexes", CheckStatus.FAIL,
+                     f"{len(conflict)} index(es) differ from the plan, e.g. "
+                     f"{first.collection_name} {first.spec.name}: {first.difference}",
+                     "drop the differing index, then run "
+                     f"`{_init_command(ctx.settings.queue)}`", facts)
+    if missing:
+        return Check("indexes", CheckStatus.FAIL,
+                     f"{len(missing)} of {len(plain)} indexes missing, e.g. "
+                     f"{missing[0].collection_name} {missing[0].spec.name}",
+                     f"run `{_init_command(ctx.settings.queue)}`", facts)
+    return Check("indexes", CheckStatus.OK, f"all {len(plain)} indexes present", None, facts)
+
+
+def check_ttl(ctx: QueueContext, reports: list[IndexReport]) -> Check:
+    """TTL indexes present with the configured expiry; on a real server, the TTL monitor on."""
+    ttl = [r for r in reports if "expireAfterSeconds" in r.spec.options]
+    bad = [r for r in ttl if r.state.value != "present"]
+    facts: dict[str, Any] = {r.collection_name: {"expireAfterSeconds":
+                                                  r.spec.options["expireAfterSeconds"],
+                                                  "state": r.state.value,
+                                                  "difference": r.difference or None}
+                             for r in ttl}
+    try:
+        param = ctx.db.admin_command("getParameter", 1, ttlMonitorEnabled=1)
+        monitor = bool(param.get("ttlMonitorEnabled", True))
+        facts["ttl_monitor"] = "enabled" if monitor else "disabled"
+    except Exception:
+        monitor = None
+        facts["ttl_monitor"] = "not checked (getParameter refused)"
+    if bad:
+        first = bad[0]
+        what = first.difference or "missing"
+        fix = (f"run `{_init_command(ctx.settings.queue)}`" if first.state.value == "missing" else
+               f"drop the TTL index {first.spec.name} on {first.collection_name} (or change "
+               f"the setting to match it), then run `{_init_command(ctx.settings.queue)}`")
+        return Check("ttl", CheckStatus.FAIL,
+                     f"TTL index on {first.collection_name} {first.state.value}: {what}",
+                     fix, facts)
+    if monitor is False:
+        return Check("ttl", CheckStatus.FAIL, "the server's TTL monitor is disabled: results, "
+                     "idempotency keys and events never expire",
+                     "setParameter ttlMonitorEnabled=true", facts)
+    suffix = "" if monitor else " (TTL monitor not checked)"
+    return Check("ttl", CheckStatus.OK, f"{len(ttl)} TTL indexes present{suffix}", None, facts)
+
+
+def check_query_plans(ctx: QueueContext, now: datetime) -> Check:
+    """Each representative query served by an index (no COLLSCAN, no in-memory SORT)."""
+    served, problems, unknown = [], [], []
+    for query in representative_queries(ctx.settings, now):
+        try:
+            stage_names = plan_stages(explain_query(ctx.db, ctx.names, ctx.settings, query))
+        except OperationFailure as exc:
+            problems.append(f"{query.name}: explain failed ({str(exc)[:120]})")
+            continue
+        if stage_names is None:  # not MongoDB's explain: no other answer will be either
+            unknown = [q.name for q in representative_queries(ctx.settings, now)
+                       if q.name not in served]
+            break
+        found = [p for p in plan_problems(stage_names)
+                 if not (query.sort_in_memory_ok and p == "in-memory sort")]
+        if found:
+            problems.append(f"{query.name}: {' and '.join(found)}")
+        else:
+            served.append(query.name)
+    facts = {"served": served, "problems": problems, "not_checked": unknown}
+    if problems:
+        return Check("query plans", CheckStatus.FAIL,
+                     f"{len(problems)} queries not served by an index: " + "; ".join(problems),
+                     f"run `{_init_command(ctx.settings.queue)}` (a missing index); "
+                     "otherwise report it", facts)
+    if unknown and not served:
+        return Check("query plans", CheckStatus.NOT_CHECKED,
+                     "the server's explain is not MongoDB's (dev server): not checked", None,
+                     facts)
+    return Check("query plans", CheckStatus.OK,
+                 f"all {len(served)} queries served by an index", None, facts)
+
+
+def _handles(worker: WorkerInfo, activity_type: str) -> bool:
+    return not worker.types or activity_type in worker.types
+
+
+def check_workers(ctx: QueueContext, workers: list[WorkerInfo], pending: int) -> Check:
+    live = [w for w in workers if not w.stale]
+    stale = [w for w in workers if w.stale]
+    facts = {"live": len(live), "stale": len(stale), "in_flight": sum(w.in_flight for w in live),
+             "stale_workers": [{"id": w.worker_id, "host": w.host, "pid": w.pid,
+                                "last_heartbeat": w.last_heartbeat} for w in stale[:20]]}
+    if stale:
+        first = stale[0]
+        return Check("workers", CheckStatus.FAIL,
+                     f"{len(stale)} stale worker{'s' if len(stale) > 1 else ''} "
+                     f"(no heartbeat for {TIMING.worker_stale_after:g}s), e.g. "
+                     f"{first.worker_id} on {first.host} pid {first.pid}; {len(live)} live",
+                     "check those processes; a dead worker's entry expires after 10 minutes "
+                     "and its activities return when their leases expire", facts)
+    if not live:
+        status = CheckStatus.WARN if pending else CheckStatus.OK
+        return Check("workers", status, "no live workers", "start a worker: runnerq-mongo worker"
+                     if pending else None, facts)
+    return Check("workers", CheckStatus.OK,
+                 f"{len(live)} live, {facts['in_flight']} activities in flight", None, facts)
+
+
+def check_coverage(ctx: QueueContext, workers: list[WorkerInfo]) -> Check:
+    """Activity types with due (pending) work and no live worker that handles them."""
+    live = [w for w in workers if not w.stale]
+    types = [t for t in ctx.activities.distinct(
+        "activity_type", {"status": Status.PENDING.value})[:TYPES_LIMIT] if isinstance(t, str)]
+    orphans = sorted(t for t in types if not any(_handles(w, t) for w in live))
+    facts: dict[str, Any] = {"pending_types": len(types), "without_worker": {
+        t: count(ctx.activities, {"status": Status.PENDING.value,
+                                              "activity_type": t}) for t in orphans[:20]}}
+    if orphans:
+        shown = ", ".join(f"{t} ({at_least(n)} pending)"
+                          for t, n in facts["without_worker"].items())
+        return Check("coverage", CheckStatus.FAIL,
+                     f"no live worker handles {shown}",
+                     "start a worker with a handler for each (runnerq-mongo worker "
+                     "--handler TYPE=MOD:FUNC or --exec TYPE=COMMAND)", facts)
+    return Check("coverage", CheckStatus.OK,
+                 f"every pending type ({len(types)}) has a live worker" if types
+                 else "no pending work", None, facts)
+
+
+def check_leases(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
+    """Activities still processing past their lease (plus a grace): no reaper is running."""
+    expired = count(ctx.activities,
+                    queries.expired_leases(now - timedelta(seconds=TIMING.lease_overdue)).filter)
+    facts = {"expired_over_grace": expired, "grace_seconds": TIMING.lease_overdue,
+             "live_workers": live_workers}
+    if expired:
+        why = ("no worker is alive to reap them" if not live_workers
+               else "live workers run the reaper: check their logs")
+        return Check("leases", CheckStatus.FAIL,
+                     f"{activities(expired)} processing more than {TIMING.lease_overdue:g}s "
+                     f"past their lease: {why}",
+                     "start a worker (its reaper requeues them)" if not live_workers
+                     else "check the workers' logs for reaper errors", facts)
+    return Check("leases", CheckStatus.OK, "no lease expired unreaped", None, facts)
+
+
+def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
+    """Outboxes older than a minute: a writer crashed and no repair has run since."""
+    old = count(ctx.activities,
+                queries.stale_outboxes(now - timedelta(seconds=TIMING.outbox_overdue)).filter)
+    facts = {"older_than_a_minute": old, "live_workers": live_workers}
+    if old:
+        return Check("outbox", CheckStatus.FAIL,
+                     f"{activities(old)} with an outbox older than "
+                     f"{TIMING.outbox_overdue:g}s (their events/results are not copied out yet)",
+                     f"start a worker: it repairs outboxes every {TIMING.repair_every:g} s"
+                     if not live_workers
+                     else "check the workers' logs for repair errors", facts)
+    return Check("outbox", CheckStatus.OK, "no outbox older than a minute", None, facts)
+
+
+def pending_now(ctx: QueueContext, now: datetime) -> tuple[int, OldestPending | None]:
+    """The pending count and the oldest pending activity, made to agree (two reads, work
+    moving in between): doctor never says "no pending work" beside "oldest pending waits
+    8.65 s". Nothing counted: no oldest; counted but the oldest gone: read it again."""
+    from runnerq_cli.backend.views.metrics import oldest_pending
+
+    oldest = oldest_pending(ctx, now)
+    pending = count(ctx.activities, {"status": Status.PENDING.value})
+    if not pending:
+        return 0, None
+    return pending, oldest if oldest is not None else oldest_pending(ctx, now)
+
+
+def check_backlog(ctx: QueueContext, pause: PauseState,
+                  oldest: OldestPending | None) -> Check:
+    """The oldest pending activity's wait; when a pause holds its type, the pause is why."""
+    if oldest is None:
+        return Check("backlog", CheckStatus.OK, "nothing pending", None, {"oldest_pending": None})
+    age = oldest["age_seconds"]
+    facts: dict[str, Any] = {"oldest_pending": oldest, "warn_at_seconds": PENDING_AGE_WARN}
+    text = f"oldest pending activity waits {age:g}s ({oldest['activity_type']})"
+    held = pause.active and (pause.all or oldest["activity_type"] in pause.types)
+    if held:
+        facts["paused"] = pause.to_json()
+        what = "the queue" if pause.all else f"type {oldest['activity_type']}"
+        text += f": {what} is paused, nothing of it is claimed"
+    if age >= PENDING_AGE_WARN:
+        if held:
+            return Check("backlog", CheckStatus.WARN, text,
+                         f"runnerq-mongo --queue {ctx.settings.queue} resume"
+                         + ("" if pause.all else f" --type {oldest['activity_type']}")
+                         + " (when the pause's reason is gone)", facts)
+        return Check("backlog", CheckStatus.WARN, text,
+                     "add workers, or see `runnerq-mongo explain "
+                     f"{oldest['activity_id']}`", facts)
+    return Check("backlog", CheckStatus.OK, text, None, facts)
+
+
+def check_pause(ctx: QueueContext, pause: PauseState) -> Check:
+    """An active pause: what, since when, by whom, why (workers claim none of it)."""
+    if not pause.active:
+        return Check("pause", CheckStatus.OK, "not paused", None, {"paused": None})
+    return Check("pause", CheckStatus.WARN, pause.describe(),
+                 f"runnerq-mongo --queue {ctx.settings.queue} resume when it should run again",
+                 {"paused": pause.to_json()})
+
+
+def check_documents(ctx: QueueContext) -> Check:
+    """Documents whose fields have the wrong type (another program's, or a hand edit):
+    readers skip them; here they are named (collection, id, what is wrong)."""
+    found = malformed(ctx)
+    facts: dict[str, Any] = {"malformed": [m.to_json() for m in found]}
+    if not found:
+        return Check("documents", CheckStatus.OK,
+                     "no malformed document among live and dead-lettered activities, workers "
+                     "and controls", None, facts)
+    first = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return Check("documents", CheckStatus.WARN,
+                 f"{len(found)} malformed document{'s' if len(found) > 1 else ''}, e.g. "
+                 f"{first.collection} {first.id}: {first.problem}{more}",
+                 "correct the field as docs/design.md says (the program that wrote it has a "
+                 "bug) or delete the document; readers skip a malformed one, workers "
+                 "dead-letter a malformed activity without running it"
+                 + (f" (runnerq-mongo explain {first.id})"
+                    if first.collection == ctx.activities.name else ""), facts)
+
+
+DOCTOR_GROUPS = 3  # the failing groups doctor names (facts carry them; `stats --by error` all)
+ERROR_SHOWN = 60  # characters of an error in doctor's line
+
+
+def describe_group(group: FailureGroup) -> str:
+    """One failing group in a sentence: type, error (cut), how many, when, an example."""
+    error = group.error if len(group.error) <= ERROR_SHOWN else group.error[:ERROR_SHOWN] + "…"
+    what = f"{group.dead_letter} dead-lettered, " if group.dead_letter else ""
+    return (f"{group.activity_type}: \"{error}\" ({what}{group.count} failed attempts, "
+            f"{display_time(group.first_seen)} to {display_time(group.last_seen)}, "
+            f"e.g. {group.example_id})")
+
+
+def check_dead_letters(ctx: QueueContext, now: datetime) -> Check:
+    """Dead letters of the last hour, and what is failing: the largest groups of failed
+    attempts by type and error (failures.py), so the line says where to look."""
+    hour = count(ctx.dead_letter, {"failed_at": {"$gte": now - timedelta(hours=1)}})
+    failing = group_failures(ctx, now - timedelta(seconds=queries.FAILURES_SAMPLE),
+                             DOCTOR_GROUPS)
+    facts: dict[str, Any] = {"last_hour": hour,
+                             "failing": [group.to_json() for group in failing.groups],
+                             "failing_groups": failing.total_groups}
+    more = failing.total_groups - len(failing.groups)
+    named = "; ".join(describe_group(group) for group in failing.groups) + (
+        f"; and {more} more (runnerq-mongo stats --by error)" if more > 0 else "")
+    if hour:
+        return Check("dead letters", CheckStatus.WARN,
+                     f"{at_least(hour)} dead-lettered in the last hour; failing: {named}",
+                     "runnerq-mongo list dead-letter --type TYPE --error-contains TEXT; "
+                     "redrive --error-contains TEXT once the cause is fixed", facts)
+    if failing.groups:
+        return Check("dead letters", CheckStatus.OK,
+                     f"none dead-lettered in the last hour; failed attempts: {named}", None,
+                     facts)
+    return Check("dead letters", CheckStatus.OK, "none dead-lettered in the last hour", None,
+                 facts)
+
+
+class QueueChecks:
+    """The doctor's checks of one queue, given what they read."""
+
+    def __init__(self, ctx: QueueContext, registry: WorkerRegistry,
+                 paused: Callable[[], PauseState]) -> None:
+        self._ctx = ctx
+        self._registry = registry
+        self._paused = paused
+
+    def run(self) -> list[Check]:
+        """Each check is a few bounded, indexed queries."""
+        ctx = self._ctx
+        now = ctx.clock()
+        reports = ensure_indexes(ctx.db, ctx.settings, write=False)
+        workers = self._registry.list_workers(TIMING.worker_stale_after)
+        live = sum(1 for w in workers if not w.stale)
+        pending, oldest = pending_now(ctx, now)
+        pause = self._paused()
+        checks = [
+            check_indexes(ctx, reports),
+            check_ttl(ctx, reports),
+            check_query_plans(ctx, now),
+            check_workers(ctx, workers, pending),
+            check_coverage(ctx, workers),
+            check_leases(ctx, now, live),
+            check_outboxes(ctx, now, live),
+            check_pause(ctx, pause),
+            check_backlog(ctx, pause, oldest),
+            check_dead_letters(ctx, now),
+            check_documents(ctx),
+        ]
+        return [Check(c.name, c.status, c.message, c.fix, c.facts, ctx.settings.queue)
+                for c in checks]

@@ -1,0 +1,1 @@
+"""The domain layer (see docs/reference.md, "Layers")."""

@@ -1,0 +1,448 @@
+"""Typed views of the documents of docs/design.md, and the enums of its vocabulary."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum, IntEnum, StrEnum
+from typing import Any, ClassVar
+
+from runnerq_cli.backend.domain.sizes import METADATA_KEY_MAX
+from runnerq_cli.errors import InvalidArgument, RunnerQError
+
+
+class MalformedDocument(RunnerQError, ValueError):
+    """A stored document lacks a field its reader needs, or has it with the wrong type
+    (another program's, or a hand edit). Lists skip such documents (shapes.py); a read
+    of that one document fails with this."""
+
+    @property
+    def problem(self) -> str:
+        """What is wrong, without the document's name: `priority is missing`."""
+        return str(self).split(": ", 1)[-1]
+
+
+_NONE = type(None)
+
+
+def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: str,
+                 required: tuple[str, ...] = (), items: dict[str, type] | None = None) -> None:
+    """Raise MalformedDocument unless each of `required` is present and every field of
+    `types` that is present has one of its types (a bool is not a number); a list
+    named in `items` must hold only that type."""
+    for name in required:
+        if name not in doc:
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is missing")
+    for name, kinds in types.items():
+        if name in doc:
+            value = doc[name]
+            if type(value) in kinds:  # the common case, fast (a worker reads every claim)
+                continue
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
+                raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
+                                        f"{_short(value)}, not {wanted}")
+    for name, kind in (items or {}).items():
+        value = doc.get(name)
+        if isinstance(value, list) and not all(isinstance(v, kind) for v in value):
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} holds "
+                                    f"something other than {kind.__name__}")
+
+
+def _named(doc_id: Any) -> str:
+    """A document's id as people write it: a UUID as text, anything else as stored."""
+    return str(doc_id) if isinstance(doc_id, uuid.UUID) else _short(doc_id)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Priority(IntEnum):
+    LOW = 1
+    NORMAL = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @classmethod
+    def parse(cls, value: str | int) -> Priority:
+        """`low|normal|high|critical` (any case) or 1-4."""
+        text = str(value).strip()
+        if text in ("1", "2", "3", "4"):  # not isdigit(): '²' is a digit int() refuses
+            return cls(int(text))
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise InvalidArgument(
+                f"unknown priority {value!r}: use low, normal, high, critical or 1-4"
+            ) from None
+
+    @classmethod
+    def label(cls, value: Any) -> str:
+        """The name users see (`high`), or the stored value as text if it is not one of ours."""
+        try:
+            return cls(int(value)).name.lower()
+        except (TypeError, ValueError):
+            return str(value)
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+    @classmethod
+    def parse(cls, value: str) -> Status:
+        """Accepts the stored names, `dead-letter`, and `running` for processing."""
+        text = value.strip().lower().replace("-", "_")
+        if text == "running":
+            return cls.PROCESSING
+        try:
+            return cls(text)
+        except ValueError:
+            names = ", ".join(s.value.replace("_", "-") for s in cls)
+            raise InvalidArgument(f"unknown status {value!r}: use one of {names}") from None
+
+
+# The statuses by what they mean, each set defined once, in the order of `Status` (typed:
+# mypy reads them from modules in an import cycle with this one).
+Statuses = tuple[Status, ...]
+# Not started: operators may move them.
+WAITING_STATUSES: Statuses = (Status.PENDING, Status.SCHEDULED)
+LIVE_STATUSES: Statuses = (*WAITING_STATUSES, Status.PROCESSING)  # work to do; never ages out
+# Ended without success: retention's "failed" kind, what `retry` restarts.
+UNSUCCESSFUL_STATUSES: Statuses = (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
+TERMINAL_STATUSES: Statuses = (Status.COMPLETED, *UNSUCCESSFUL_STATUSES)
+
+
+class OnDuplicate(StrEnum):
+    """What `enqueue` does when the idempotency key is already held (docs/design.md,
+    "Idempotency keys")."""
+
+    ALLOW_REUSE = "allow-reuse"
+    RETURN_EXISTING = "return-existing"
+    ALLOW_REUSE_ON_FAILURE = "allow-reuse-on-failure"
+    NO_REUSE = "no-reuse"
+
+    @classmethod
+    def parse(cls, value: str | OnDuplicate) -> OnDuplicate:
+        if isinstance(value, OnDuplicate):
+            return value
+        if not isinstance(value, str):
+            raise InvalidArgument(f"unknown on_duplicate {str(value)[:40]!r}: expected text",
+                                  "on_duplicate")
+        text = value.strip().lower().replace("_", "-")
+        aliases = {"allowreuse": "allow-reuse", "returnexisting": "return-existing",
+                   "allowreuseonfailure": "allow-reuse-on-failure", "noreuse": "no-reuse"}
+        text = aliases.get(text.replace("-", ""), text)
+        try:
+            return cls(text)
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise InvalidArgument(f"unknown on_duplicate {value!r}: use one of {names}",
+                                  "on_duplicate") from None
+
+
+class AckOutcome(StrEnum):
+    """What acknowledging an attempt did to the activity."""
+
+    COMPLETED = "completed"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    DEAD_LETTERED = "dead_lettered"
+
+
+class EventType(StrEnum):
+    ENQUEUED = "Enqueued"
+    SCHEDULED = "Scheduled"
+    DEQUEUED = "Dequeued"
+    STARTED = "Started"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    RETRYING = "Retrying"
+    DEAD_LETTER = "DeadLetter"
+    REQUEUED = "Requeued"
+    LEASE_EXTENDED = "LeaseExtended"
+    RESULT_STORED = "ResultStored"
+    CANCELLED = "Cancelled"
+    RETRIED = "Retried"
+    REDRIVEN = "Redriven"
+    RUN_NOW = "RunNow"
+    RESCHEDULED = "Rescheduled"
+    PRIORITY_CHANGED = "PriorityChanged"
+    # Queue-level records (activity_id null): the audit trail (audit.py), pause and resume.
+    OPERATOR_ACTION = "OperatorAction"
+    PAUSED = "Paused"
+    RESUMED = "Resumed"
+
+
+# Fields of a `dlq export` line that say where it came from; `enqueue --from` ignores them
+# (they are not typos) and `dlq import` reads only `original_id` of them.
+EXPORT_INFO_FIELDS = ("original_id", "queue", "status", "error", "attempts", "retry_count",
+                      "created_at", "dead_lettered_at", "last_error_at",
+                      "original_idempotency_key")
+
+
+def check_metadata_key(key: str) -> str:
+    """A metadata key that can be stored and filtered on as `metadata.KEY`.
+
+    No leading `$` and no `.`: either would turn a tag into a query operator
+    or a nested path when an operator filters on it.
+    """
+    from runnerq_cli.values import shown
+
+    if not isinstance(key, str) or not key or len(key) > METADATA_KEY_MAX \
+            or key.startswith("$") or "." in key or "\x00" in key or not _utf8(key):
+        raise InvalidArgument(f"invalid metadata key {shown(key)}: 1-{METADATA_KEY_MAX} "
+                              "characters of UTF-8, no '.', not starting with '$'")
+    return key
+
+
+def _utf8(text: str) -> bool:
+    """False for text with an unpaired surrogate (from a JSON escape): BSON cannot store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def parse_metadata_pairs(items: Iterable[str], option: str = "metadata") -> dict[str, str]:
+    """`KEY=VALUE` strings (a repeatable option) into a dict; a later key wins."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidArgument(f"{option}: expected KEY=VALUE, got {item!r}")
+        out[check_metadata_key(key.strip())] = value
+    return out
+
+
+def parse_activity_id(value: str | uuid.UUID) -> uuid.UUID:
+    """A UUID from its text form; InvalidArgument otherwise."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value).strip())
+    except ValueError:
+        raise InvalidArgument(f"invalid activity id {value!r}: expected a UUID") from None
+
+
+def display_status(status: str, retry_count: int = 0) -> str:
+    """Canonical reporting name: processing is *running*; a scheduled retry is *retrying*."""
+    if status == Status.PROCESSING.value:
+        return "running"
+    if status == Status.SCHEDULED.value and retry_count > 0:
+        return "retrying"
+    return status
+
+
+@dataclass(frozen=True)
+class Activity:
+    """An activity document. Unknown fields written by other programs are kept in `extra`."""
+
+    id: uuid.UUID
+    activity_type: str
+    payload: dict[str, Any]
+    priority: int
+    status: str
+    created_at: datetime
+    retry_count: int = 0
+    max_retries: int = 3
+    timeout_seconds: int = 300
+    retry_delay_seconds: int = 1
+    metadata: dict[str, str] = field(default_factory=dict)
+    scheduled_at: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    worker_id: str | None = None
+    lease_id: str | None = None
+    lease_deadline: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    idempotency_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _FIELDS = (
+        "activity_type", "payload", "priority", "status", "created_at", "retry_count",
+        "max_retries", "timeout_seconds", "retry_delay_seconds", "metadata", "scheduled_at",
+        "started_at", "completed_at", "worker_id", "lease_id", "lease_deadline", "last_error",
+        "last_error_at", "idempotency_key",
+    )
+
+    # The fields a reader relies on, by type (MalformedDocument otherwise): the contract's
+    # "Required fields and defaults" (docs/design.md). Absent ones take the defaults above.
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "activity_type": (str,), "priority": (int,), "status": (str,),
+        "created_at": (datetime,), "payload": (dict, _NONE), "retry_count": (int,),
+        "max_retries": (int,),
+        "timeout_seconds": (int, float), "retry_delay_seconds": (int, float),
+        "metadata": (dict, _NONE), "scheduled_at": (datetime, _NONE),
+        "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
+        "lease_deadline": (datetime, _NONE), "last_error_at": (datetime, _NONE),
+        "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
+        "claims": (int,),
+    }
+    _REQUIRED: ClassVar[tuple[str, ...]] = (
+        "_id", "activity_type", "priority", "status", "created_at")
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Activity:
+        """The activity of a stored document; MalformedDocument if its fields are not
+        what the contract says (docs/design.md)."""
+        check_fields(doc, cls._TYPES, "activity", cls._REQUIRED)
+        known = {name: doc[name] for name in cls._FIELDS if name in doc}
+        for name in ("payload", "metadata"):  # absent or null: empty
+            if known.get(name) is None:
+                known[name] = {}
+        extra = {k: v for k, v in doc.items() if k != "_id" and k not in cls._FIELDS}
+        return cls(id=doc["_id"], extra=extra, **known)
+
+    @property
+    def display_status(self) -> str:
+        return display_status(self.status, self.retry_count)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict with stable field names (ids and dates as strings)."""
+        out: dict[str, Any] = {"id": str(self.id)}
+        for name in self._FIELDS:
+            out[name] = to_jsonable(getattr(self, name))
+        out["display_status"] = self.display_status
+        return out
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A held lease on one activity: pass it back to ack or extend."""
+
+    activity: Activity
+    lease_id: str
+    worker_id: str
+    lease_deadline: datetime
+
+    @property
+    def activity_id(self) -> uuid.UUID:
+        return self.activity.id
+
+    @property
+    def number(self) -> int:
+        """How many times the activity had been claimed, this claim included (`claims`):
+        a result written under an older claim never replaces a newer one's."""
+        return int(self.activity.extra.get("claims") or 0)
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """The activity an enqueue refers to, and whether this call created it."""
+
+    activity_id: uuid.UUID
+    created: bool
+    status: str
+
+
+@dataclass(frozen=True)
+class Result:
+    activity_id: uuid.UUID
+    state: str  # "Ok" | "Err"
+    data: Any
+    created_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activity_id": str(self.activity_id), "state": self.state,
+                "data": to_jsonable(self.data), "created_at": to_jsonable(self.created_at)}
+
+
+@dataclass(frozen=True)
+class Event:
+    id: Any
+    activity_id: uuid.UUID | None  # None: a queue's event (Paused, an operator action)
+    timestamp: datetime | None
+    event_type: str
+    worker_id: str | None
+    detail: dict[str, Any]
+    ingested_at: datetime | None = None
+    activity_type: str | None = None
+
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "event_type": (str,), "timestamp": (datetime, _NONE), "detail": (dict, _NONE),
+        "activity_type": (str, _NONE), "worker_id": (str, _NONE),
+        "ingested_at": (datetime, _NONE)}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Event:
+        """The event of a stored document; MalformedDocument if its fields are wrong."""
+        check_fields(doc, cls._TYPES, "event", ("_id",))
+        return cls(id=doc["_id"], activity_id=doc.get("activity_id"),
+                   timestamp=doc.get("timestamp"), event_type=str(doc.get("event_type")),
+                   worker_id=doc.get("worker_id"), detail=doc.get("detail") or {},
+                   ingested_at=doc.get("ingested_at"), activity_type=doc.get("activity_type"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": str(self.id),
+                "activity_id": str(self.activity_id) if self.activity_id is not None else None,
+                "timestamp": to_jsonable(self.timestamp), "event_type": self.event_type,
+                "worker_id": self.worker_id, "detail": to_jsonable(self.detail)}
+
+
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    activity: Activity
+    error: str
+    failed_at: datetime | None
+
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "activity": (dict,), "error": (str, _NONE), "failed_at": (datetime, _NONE)}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> DeadLetterRecord:
+        """The record of a stored document; MalformedDocument if its fields are wrong."""
+        check_fields(doc, cls._TYPES, "dead-letter record", ("activity",))
+        return cls(Activity.from_doc(doc["activity"]), doc.get("error") or "",
+                   doc.get("failed_at"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"activity": self.activity.to_json(), "error": self.error,
+                "failed_at": to_jsonable(self.failed_at)}
+
+
+def display_time(value: datetime | None) -> str:
+    """A time in sentences for people: the CLI's one text format (UTC to the millisecond,
+    docs/cli.md "Output conventions"), "?" when unknown."""
+    if value is None:
+        return "?"
+    return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dates to ISO-8601 (UTC), UUIDs and ObjectIds to strings, recursively; NaN and
+    the infinities (stored by another program: JSON has no such numbers) to the
+    strings "NaN", "Infinity" and "-Infinity", so the output stays valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

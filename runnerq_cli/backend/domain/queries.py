@@ -1,0 +1,376 @@
+"""Every filter and sort the backend sends on a hot or growing path, named, in one place.
+
+The code that runs a query builds it here (queue.py claims, maintenance.py's
+chores, writes.py's repair, inspection.py's lists, metrics.py's counts and
+window, events.py's tail sources, workers.py), and
+`doctor` explains the same objects (`representative_queries`): a query cannot
+drift from the index check that vouches for it. tests/test_queries.py runs each
+code path and asserts it sent exactly the query doctor checks.
+
+Each query names the index meant to serve it by its purpose (indexes.py:
+`IndexSpec.why`); `index_name(settings, purpose)` turns that into the name.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli.backend.domain.index_specs import EVER, index_name
+from runnerq_cli.backend.domain.models import (
+    UNSUCCESSFUL_STATUSES,
+    Priority,
+    Status,
+    display_status,
+)
+from runnerq_cli.backend.domain.timing import TIMING
+
+if TYPE_CHECKING:
+    from runnerq_cli.config import Settings
+
+Sort = tuple[tuple[str, int], ...]
+
+CLAIM_ORDER: Sort = (("priority", -1), ("created_at", 1))
+# status -> (sort fields with direction, field `--since` applies to): keyset pagination
+# (pagination.py); `_id` last breaks ties.
+LIST_ORDERS: dict[Status, tuple[Sort, str]] = {
+    Status.PENDING: ((("priority", -1), ("created_at", 1), ("_id", 1)), "created_at"),
+    Status.SCHEDULED: ((("scheduled_at", 1), ("_id", 1)), "created_at"),
+    Status.PROCESSING: ((("lease_deadline", 1), ("_id", 1)), "started_at"),
+    Status.COMPLETED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.FAILED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.DEAD_LETTER: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+    Status.CANCELLED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
+}
+# Which index serves a status's list (finished statuses: "list finished").
+_LIST_INDEX = {Status.PENDING: "claim order", Status.SCHEDULED: "due scheduled",
+               Status.PROCESSING: "expired leases"}
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query the code runs: on which collection, what it matches, in which order."""
+
+    name: str
+    role: str  # collection role: activities, events, dead_letter, workers, ...
+    filter: dict[str, Any]
+    sort: Sort = ()
+    purpose: str | None = None  # the index meant to serve it (IndexSpec.why's start)
+    pipeline: tuple[dict[str, Any], ...] | None = None  # an aggregation instead of a find
+    hinted: bool = False  # the code runs it with a hint naming that index
+    # An in-memory sort is harmless where the matching set is bounded by something
+    # other than the queue's size (running activities: by the workers' concurrency).
+    sort_in_memory_ok: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sort_list(self) -> list[tuple[str, int]]:
+        """The sort as pymongo takes it."""
+        return list(self.sort)
+
+    @property
+    def match_stage(self) -> dict[str, Any]:
+        """The filter as an aggregation's first stage."""
+        return {"$match": self.filter}
+
+    @property
+    def sort_stage(self) -> dict[str, Any]:
+        """The sort as an aggregation stage."""
+        return {"$sort": dict(self.sort)}
+
+    def index(self, settings: Settings) -> str | None:
+        """The name of the index meant to serve it."""
+        return index_name(settings, self.purpose) if self.purpose else None
+
+
+# ---------------------------------------------------------------- the queue
+
+
+def claim(types: Iterable[str] | None = None,
+          exclude_types: Iterable[str] | None = None) -> Query:
+    """The next pending activity in claim order (of `types`, or not of `exclude_types`)."""
+    query: dict[str, Any] = {"status": Status.PENDING.value}
+    type_list = list(types or ())
+    if type_list:
+        query["activity_type"] = {"$in": type_list}
+        return Query("claim by type", "activities", query, CLAIM_ORDER, "claims limited")
+    if exclude_types:
+        query["activity_type"] = {"$nin": list(exclude_types)}
+        return Query("claim around paused types", "activities", query, CLAIM_ORDER,
+                     "claim order")
+    return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
+
+
+def due_scheduled(now: datetime) -> Query:
+    """Scheduled activities whose time has come (the scheduler makes them pending)."""
+    return Query("scheduler", "activities",
+                 {"status": Status.SCHEDULED.value, "scheduled_at": {"$lte": now}},
+                 purpose="due scheduled")
+
+
+def expired_leases(now: datetime) -> Query:
+    """Running activities past their lease (the reaper requeues or dead-letters them)."""
+    return Query("reaper", "activities",
+                 {"status": Status.PROCESSING.value, "lease_deadline": {"$lt": now}},
+                 purpose="expired leases")
+
+
+def unexpirable_leases() -> Query:
+    """Running activities whose `lease_deadline` is not a date, or absent: no deadline
+    ever passes, so the reaper sets them aside as malformed (docs/design.md, "Malformed
+    documents"). The running set is small (workers' concurrency)."""
+    return Query("reaper, malformed leases", "activities",
+                 {"status": Status.PROCESSING.value,
+                  "lease_deadline": {"$not": {"$type": "date"}}},
+                 purpose="expired leases")
+
+
+def stale_outboxes(older_than: datetime) -> Query:
+    """Outboxes a crashed writer left (the repair copies them out)."""
+    return Query("outbox repair", "activities", {"outbox.since": {"$lt": older_than}},
+                 purpose="repair of outboxes")
+
+
+def retention(settings: Settings, now: datetime) -> dict[str, Query]:
+    """{"completed"|"failed": terminal activities past their retention}; a retention of 0
+    keeps them forever (no query)."""
+    plans = (("completed", [Status.COMPLETED.value], settings.retention_completed),
+             ("failed", [s.value for s in UNSUCCESSFUL_STATUSES], settings.retention_failed))
+    return {name: Query(f"retention {name}", "activities",
+                        {"status": {"$in": statuses},
+                         "completed_at": {"$lt": now - timedelta(seconds=keep)}},
+                        purpose="list finished")
+            for name, statuses, keep in plans if keep > 0}
+
+
+# ---------------------------------------------------------------- the views
+
+
+def status_query(status: Status) -> dict[str, Any]:
+    """Activities in `status`, in the form its partial index answers (indexes.py)."""
+    query: dict[str, Any] = {"status": status.value}
+    if status.is_terminal:
+        query["completed_at"] = {"$gte": EVER}
+    return query
+
+
+def list_page(status: Status) -> Query:
+    """A page of activities in `status`, in the status's natural order (pagination.py
+    adds the filters and the keyset clause to `filter`)."""
+    return Query(f"list {display_status(status.value)}", "activities", status_query(status),
+                 LIST_ORDERS[status][0], _LIST_INDEX.get(status, "list finished"))
+
+
+def dead_letter_list() -> Query:
+    """Dead-letter records, newest first."""
+    return Query("dead-letter list", "dead_letter", {}, (("failed_at", -1),),
+                 "dead-letter listing")
+
+
+def events_of(activity_id: Any) -> Query:
+    """The stored events of one activity, newest first."""
+    return Query("events of an activity", "events", {"activity_id": activity_id},
+                 (("timestamp", -1),), "events of an activity")
+
+
+def oldest_pending() -> Query:
+    """The longest-waiting pending activity: one seek per priority (the ranges merged)."""
+    return Query("stats oldest pending", "activities",
+                 {"status": Status.PENDING.value, "priority": {"$in": [int(p) for p in Priority]},
+                  "created_at": {"$type": "date"}},  # a stray document's text sorts first
+                 (("created_at", 1),), "claim order")
+
+
+def live_workers(now: datetime, stale_after: float) -> Query:
+    """Workers whose heartbeat is fresh."""
+    return Query("live workers", "workers",
+                 {"last_heartbeat": {"$gte": now - timedelta(seconds=stale_after)}},
+                 purpose="stale worker")
+
+
+# Finished states counted exactly (the rest of finished history, completed, is estimated
+# from the collection's metadata count: metrics.py).
+EXACT_FINISHED = tuple(s.value for s in UNSUCCESSFUL_STATUSES)
+
+
+def status_counts() -> list[Query]:
+    """Aggregations that give every EXACT count by status and priority, each covered by
+    one index (hinted) and reading only its state's keys: the live states on their own
+    partial indexes, each rare finished state on the finished index's status prefix."""
+    parts: list[tuple[str, dict[str, Any], str]] = [
+             (Status.PENDING.value, {"status": Status.PENDING.value}, "claim order"),
+             (Status.SCHEDULED.value, {"status": Status.SCHEDULED.value}, "due scheduled"),
+             (Status.PROCESSING.value, {"status": Status.PROCESSING.value}, "expired leases"),
+             *((status, {"status": status, "completed_at": {"$gte": EVER}}, "list finished")
+               for status in EXACT_FINISHED)]
+    return [Query(f"stats counts ({label})", "activities", match, purpose=purpose, hinted=True,
+                  pipeline=({"$match": match},
+                            {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                                        "count": {"$sum": 1}}}))
+            for label, match, purpose in parts]
+
+
+# ----------------------------------------------------------- windows and tails
+
+# Finished in the sense of the stats window: completed, failed or dead-lettered (a
+# cancellation is an operator's act, not an outcome of work).
+TERMINAL_DONE = (Status.COMPLETED.value, Status.FAILED.value, Status.DEAD_LETTER.value)
+
+
+def finished_since(since: datetime) -> Query:
+    """Activities that finished at or after `since`, newest first: the window behind
+    stats' throughput, latency and history and the metrics' outcomes (metrics.py puts
+    `match_stage` and `sort_stage` at the head of its pipelines)."""
+    return Query("stats window", "activities",
+                 {"status": {"$in": list(TERMINAL_DONE)}, "completed_at": {"$gte": since}},
+                 (("completed_at", -1),), "list finished")
+
+
+# What failed, by type and error (failures.py): one stored event per failed attempt
+# (design.md, "One event per finished attempt"), kept through retries (a retry clears
+# the activity's `last_error`, never its events) until the events TTL.
+FAILURE_EVENTS = ("Retrying", "Failed", "DeadLetter")
+
+
+def failure_events_since(since: datetime) -> Query:
+    """Stored events of failed attempts (and expired leases) from `since`, oldest first.
+    O(events stored in the window): a success stores no event (derived.py)."""
+    return Query("failure events", "events", {"timestamp": {"$gte": since}, "$or": [
+        {"event_type": {"$in": list(FAILURE_EVENTS)}},
+        {"event_type": "Requeued", "detail.reason": "lease_expired"}]},
+        (("timestamp", 1),), "events TTL")
+
+
+def failures_since(since: datetime) -> Query:
+    """failure_events_since grouped by activity type and error (failures.py): count, per
+    kind, first and last seen, the newest one's activity; most attempts first."""
+    events = failure_events_since(since)
+    kind = {name: {"$sum": {"$cond": [{"$eq": ["$event_type", event]}, 1, 0]}}
+            for name, event in (("retrying", "Retrying"), ("failed", "Failed"),
+                                ("dead_letter", "DeadLetter"), ("lease_expired", "Requeued"))}
+    return Query("failures by type and error", "events", events.filter, events.sort,
+                 events.purpose, pipeline=(
+                     events.match_stage, events.sort_stage,
+                     {"$group": {"_id": {"type": "$activity_type",
+                                         "error": {"$ifNull": ["$detail.error", ""]}},
+                                 "count": {"$sum": 1}, **kind,
+                                 "first_seen": {"$min": "$timestamp"},
+                                 "last_seen": {"$max": "$timestamp"},
+                                 "example_id": {"$last": "$activity_id"}}},
+                     {"$sort": {"count": -1, "last_seen": -1}}))
+
+
+# Completed activities are counted key by key up to this many (stats, metrics, doctor's
+# summary); past it their count is the collection's metadata count minus the exact ones.
+EXACT_COMPLETED_UP_TO = 10_000
+
+
+def completed_counts(limit: int) -> Query:
+    """Completed activities by priority, reading at most `limit` index keys (covered,
+    hinted): exact while fewer are kept, else metrics.py estimates (EXACT_COMPLETED_UP_TO)."""
+    match = {"status": Status.COMPLETED.value, "completed_at": {"$gte": EVER}}
+    return Query("stats counts (completed, bounded)", "activities", match,
+                 purpose="list finished", hinted=True,
+                 pipeline=({"$match": match}, {"$limit": limit},
+                           {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                                       "count": {"$sum": 1}}}))
+
+
+def first_created() -> Query:
+    """The queue's first activity kept (one seek on created_at_1): stats' throughput is
+    over the time its window really covers, not before the queue had work."""
+    return Query("stats window start", "activities", {"created_at": {"$gte": EVER}},
+                 (("created_at", 1),), "derived Enqueued")
+
+
+# The tail's derived sources (events.py): which step time of an activity document
+# gives which events, the extra match, and the index that serves the range.
+TAIL_STEPS: tuple[tuple[str, str, dict[str, Any], frozenset[str], str], ...] = (
+    ("enqueued", "created_at", {}, frozenset({"Enqueued", "Scheduled"}), "derived Enqueued"),
+    ("started", "started_at", {}, frozenset({"Dequeued", "Started"}), "derived Dequeued"),
+    ("completed", "completed_at", {"status": Status.COMPLETED.value},
+     frozenset({"Completed", "ResultStored"}), "list finished"),
+)
+
+
+def tail_step(label: str, field: str, extra: dict[str, Any], purpose: str,
+              start: datetime, base: dict[str, Any] | None = None) -> Query:
+    """Activities whose step `field` falls at or after `start` (one TAIL_STEPS source;
+    `base` holds the tail's activity filters), in that step's order."""
+    return Query(f"tail: {label}", "activities", {**(base or {}), **extra, field: {"$gte": start}},
+                 ((field, 1),), purpose)
+
+
+def tail_steps(start: datetime, base: dict[str, Any] | None = None) -> list[Query]:
+    """Every derived source of the tail from `start`."""
+    return [tail_step(label, field, extra, purpose, start, base)
+            for label, field, extra, _kinds, purpose in TAIL_STEPS]
+
+
+def uncopied_steps(base: dict[str, Any] | None = None) -> Query:
+    """Activities whose outbox still holds steps of an ended attempt (the tail shows
+    them where they are until the copier has moved them)."""
+    return Query("tail: steps not copied out yet", "activities",
+                 {**(base or {}), "outbox.since": {"$exists": True}},
+                 purpose="repair of outboxes")
+
+
+def stored_events_since(start: datetime, match: dict[str, Any] | None = None,
+                        floor: datetime | None = None) -> Query:
+    """Stored events positioned at or after `start` (the server's `ingested_at`), in
+    position order; `match` holds the tail's filters, `floor` its --since."""
+    query: dict[str, Any] = {**(match or {}), "ingested_at": {"$gte": start}}
+    if floor is not None:
+        query["timestamp"] = {"$gte": floor}
+    return Query("event stream polling", "events", query, (("ingested_at", 1), ("_id", 1)),
+                 "event stream polling")
+
+
+def stored_events_of(activity_ids: Iterable[Any]) -> Query:
+    """The stored events of the activities a tail read derived steps from."""
+    return Query("tail: stored events of derived activities", "events",
+                 {"activity_id": {"$in": list(activity_ids)}}, purpose="events of an activity")
+
+
+# ----------------------------------------------------- what doctor explains
+
+# Sample arguments doctor explains the parameterised queries with.
+SAMPLE_TYPES = ("a", "b")
+SAMPLE_PAUSED = ("a",)
+SAMPLE_ACTIVITY = uuid.UUID(int=0)
+STATS_WINDOW_SAMPLE = 900.0  # stats' default latency window
+TAIL_BEHIND_SAMPLE = 10.0  # a tail reading from 10 s behind the server's clock
+FAILURES_SAMPLE = 3600.0  # doctor's dead-letter check: what failed in the last hour
+
+
+def representative_queries(settings: Settings, now: datetime,
+                           repair_grace: float = TIMING.repair_grace) -> list[Query]:
+    """The claim, scheduler, reaper, repair, retention, list, stats, tail and worker
+    queries, as the code builds them (with sample arguments): doctor's plan check."""
+    queries = [
+        claim(),
+        claim(types=SAMPLE_TYPES),
+        claim(exclude_types=SAMPLE_PAUSED),
+        due_scheduled(now),
+        expired_leases(now),
+        unexpirable_leases(),
+        stale_outboxes(now - timedelta(seconds=repair_grace)),
+        *retention(settings, now).values(),
+        *(list_page(status) for status in LIST_ORDERS),
+        *status_counts(),
+        oldest_pending(),
+        events_of(SAMPLE_ACTIVITY),
+        dead_letter_list(),
+        live_workers(now, TIMING.worker_stale_after),
+        finished_since(now - timedelta(seconds=STATS_WINDOW_SAMPLE)),
+        *tail_steps(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
+        uncopied_steps(),
+        stored_events_since(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
+        failures_since(now - timedelta(seconds=FAILURES_SAMPLE)),
+        completed_counts(EXACT_COMPLETED_UP_TO + 1),
+        first_created(),
+    ]
+    return queries

@@ -1,0 +1,185 @@
+"""The shape each reader needs of a stored document, in one table per kind of document.
+
+Another program (docs/design.md is a contract others implement), a hand edit or
+a look-alike collection can store a document whose fields have the wrong type.
+Readers check the fields they use (models.check_fields, raising
+`MalformedDocument`) and lists skip such a document instead of crashing
+(`readable`); `doctor` finds them with the same tables turned into `$type`
+queries (`malformed`), bounded: live and dead-lettered activities and those of
+no known status (at most SHAPE_SCAN_LIMIT looked at per status: a malformed
+activity is dead-lettered by the claim or the reaper, docs/design.md "Malformed
+documents"), the worker
+registry and the control document, never the rest of the finished history.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from runnerq_cli.backend import LOGGER_NAME
+from runnerq_cli.backend.domain.models import (
+    LIVE_STATUSES,
+    Activity,
+    MalformedDocument,
+    Status,
+    check_fields,
+)
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.store.context import QueueContext
+    from runnerq_cli.backend.store.driver import Collection
+
+SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
+MALFORMED_LIMIT = 20  # malformed documents named per collection
+# The statuses scanned for malformed documents: live work, and those set aside, which wait
+# for an operator (dead_letter).
+SCANNED_STATUSES = (*(s.value for s in LIVE_STATUSES), Status.DEAD_LETTER.value)
+_NONE = type(None)
+log = logging.getLogger(LOGGER_NAME)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a reader needs of one kind of document."""
+
+    what: str  # "activity", "worker", ...
+    types: dict[str, tuple[type, ...]]
+    required: tuple[str, ...] = ()
+    items: dict[str, type] | None = None  # lists that must hold only this type
+
+    def check(self, doc: dict[str, Any]) -> None:
+        """Raise MalformedDocument if `doc` does not have this shape."""
+        check_fields(doc, self.types, self.what, self.required, self.items)
+
+    def problem(self, doc: dict[str, Any]) -> str | None:
+        try:
+            self.check(doc)
+        except MalformedDocument as exc:
+            return exc.problem
+        return None
+
+    def mismatch(self) -> dict[str, Any]:
+        """A filter matching documents of another shape (the same rules as `check`)."""
+        branches: list[dict[str, Any]] = [{name: {"$exists": False}}
+                                          for name in self.required if name != "_id"]
+        for name, kinds in self.types.items():
+            aliases = [alias for kind in kinds for alias in _BSON[kind]]
+            branches.append({name: {"$exists": True, "$not": {"$type": aliases}}})
+            if list not in kinds:  # $type also matches an array holding that type
+                branches.append({name: {"$type": "array"}})
+        for name, kind in (self.items or {}).items():
+            branches.append({name: {"$elemMatch": {"$not": {"$type": _BSON[kind]}}}})
+        return {"$or": branches}
+
+
+_BSON: dict[type, list[str]] = {
+    str: ["string"], int: ["int", "long"], float: ["double", "decimal"], datetime: ["date"],
+    dict: ["object"], list: ["array"], bool: ["bool"], _NONE: ["null"]}
+
+ACTIVITY = Shape("activity", Activity._TYPES, Activity._REQUIRED)
+WORKER = Shape("worker", {
+    "types": (list, _NONE), "concurrency": (int,), "pid": (int,), "in_flight": (int,),
+    "host": (str,), "queue": (str,), "last_heartbeat": (datetime, _NONE),
+    "started_at": (datetime, _NONE), "counters": (dict, _NONE), "version": (str, _NONE)},
+    items={"types": str})
+PAUSE = Shape("pause", {
+    "all": (bool, _NONE), "types": (list, _NONE), "reason": (str, _NONE),
+    "actor": (str, _NONE), "at": (datetime, _NONE)}, items={"types": str})
+
+
+# An activity's outbox as OutboxWriter.flush reads it (docs/design.md, "The outbox").
+OUTBOX = Shape("outbox", {"seq": (int,), "since": (datetime,), "events": (list,),
+                          "result": (dict, _NONE), "dead_letter": (dict, _NONE)},
+               ("seq", "since"), items={"events": dict})
+
+
+def outbox_problem(doc: dict[str, Any]) -> str | None:
+    """What keeps `doc`'s outbox from being copied out, or None: its shape, an event
+    without `_id`, a result whose `claim` is not a number, a dead-letter record without
+    a `failed_at` date."""
+    box = doc.get("outbox")
+    if not isinstance(box, dict):
+        return f"outbox is {type(box).__name__}, not a document"
+    problem = OUTBOX.problem(box)
+    if problem is not None:
+        return f"outbox: {problem}"
+    if any("_id" not in event for event in box.get("events") or ()):
+        return "outbox: an event has no _id"
+    claim = (box.get("result") or {}).get("claim")
+    if claim is not None and type(claim) is not int:
+        return f"outbox: result claim is {claim!r}, not int"
+    if box.get("dead_letter") is not None \
+            and not isinstance(box["dead_letter"].get("failed_at"), datetime):
+        return "outbox: dead_letter has no failed_at date"
+    return None
+
+
+def readable(docs: Iterable[dict[str, Any]], build: Callable[[dict[str, Any]], T],
+             where: str) -> tuple[list[T], int]:
+    """`build(doc)` of each document, skipping (and counting) malformed ones."""
+    out: list[T] = []
+    skipped = 0
+    for doc in docs:
+        try:
+            out.append(build(doc))
+        except MalformedDocument as exc:
+            skipped += 1
+            log.warning("skipped a malformed document in %s: %s", where, exc)
+    return out, skipped
+
+
+def well_formed(docs: Iterable[dict[str, Any]], shape: Shape,
+                where: str) -> Iterator[dict[str, Any]]:
+    """The documents of `docs` that have `shape`; the others are skipped (logged)."""
+    for doc in docs:
+        problem = shape.problem(doc)
+        if problem is None:
+            yield doc
+        else:
+            log.warning("skipped a malformed document in %s: %s %s: %s", where, shape.what,
+                        doc.get("_id"), problem)
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A document a reader would skip: where it is and what is wrong with it."""
+
+    collection: str
+    id: str
+    problem: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"collection": self.collection, "id": self.id, "problem": self.problem}
+
+
+def malformed(ctx: QueueContext) -> list[Malformed]:
+    """Malformed live activities, workers and control documents (bounded, see the module)."""
+    found: list[Malformed] = []
+    mismatch = ACTIVITY.mismatch()
+    # ... and those of no status of ours (none, or not text): nothing ever claims them
+    unknown = {"$nin": [s.value for s in Status]}
+    for status in (*SCANNED_STATUSES, unknown):
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
+            {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]
+        found += _named(ctx.activities, ctx.activities.aggregate(pipeline), ACTIVITY)
+    found += _named(ctx.workers, ctx.workers.find(WORKER.mismatch()).limit(MALFORMED_LIMIT),
+                    WORKER)
+    found += _named(ctx.control, ctx.control.find({"_id": "pause", **PAUSE.mismatch()}),
+                    PAUSE)
+    return found
+
+
+def _named(collection: Collection, docs: Iterable[dict[str, Any]],
+           shape: Shape) -> list[Malformed]:
+    out = []
+    for doc in docs:
+        problem = shape.problem(doc)
+        if problem is not None:
+            out.append(Malformed(collection.name, str(doc.get("_id")), problem))
+    return out

@@ -1,0 +1,172 @@
+"""Activity specs from what users type: command-line options and NDJSON lines.
+
+`enqueue` (its flags and `--from` lines) and `dlq import` read the same line
+format; every value goes through `values.py`, and `ActivitySpec` checks the
+whole, so a line is refused once, with one message, whatever reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from runnerq_cli import values
+from runnerq_cli.backend.domain.models import (
+    EXPORT_INFO_FIELDS,
+    OnDuplicate,
+    Priority,
+    check_metadata_key,
+)
+from runnerq_cli.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.store.servertime import When  # a type only: the layer below
+
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_TIMEOUT_SECONDS = 300
+DEFAULT_RETRY_DELAY_SECONDS = 1
+
+
+@dataclass(frozen=True)
+class ActivitySpec:
+    """What a producer asks for; validated on construction."""
+
+    activity_type: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    priority: Priority | int | str = Priority.NORMAL
+    delay_seconds: float | None = None
+    scheduled_at: datetime | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    retry_delay_seconds: int = DEFAULT_RETRY_DELAY_SECONDS
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "priority", Priority.parse(self.priority))
+        object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
+        if not isinstance(self.activity_type, str) or not self.activity_type.strip():
+            raise InvalidArgument("activity type must be a non-empty string")
+        if not isinstance(self.payload, Mapping):
+            raise InvalidArgument("payload must be a JSON object")
+        for name, low in (("max_retries", 0), ("timeout_seconds", 1), ("retry_delay_seconds", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise InvalidArgument(f"{name} must be a whole number of at least {low}")
+        if self.delay_seconds is not None and (
+            not math.isfinite(self.delay_seconds) or self.delay_seconds < 0
+        ):
+            raise InvalidArgument("delay must not be negative")
+        if self.delay_seconds is not None and self.scheduled_at is not None:
+            raise InvalidArgument("give a delay or a time to run at, not both")
+        if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
+            raise InvalidArgument("scheduled_at must be timezone-aware")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.metadata.items()):
+            raise InvalidArgument("metadata must map strings to strings")
+        for key in self.metadata:
+            check_metadata_key(key)
+        if self.idempotency_key is not None and (
+            not isinstance(self.idempotency_key, str) or not self.idempotency_key
+        ):
+            raise InvalidArgument("idempotency key must be a non-empty string")
+        values.activity_limits(self)  # storable payload, bounded numbers and times
+
+    def due_at(self, now: datetime | Callable[[], datetime],
+               at: When | None = None) -> When | None:
+        """When a delayed activity becomes due, or None to run as soon as possible.
+
+        A time to run at is compared with `now` (or a clock, asked only then); a delay
+        counts from `at` (the time the write sets: the server's `$$NOW`), else `now`."""
+        if self.scheduled_at is not None:
+            current = now if isinstance(now, datetime) else now()
+            return self.scheduled_at if self.scheduled_at > current else None
+        if self.delay_seconds:
+            start = at if at is not None else now if isinstance(now, datetime) else now()
+            return start + timedelta(seconds=self.delay_seconds)
+        return None
+
+
+# Fields of one NDJSON line of `enqueue --from` (and the ActivitySpec option each feeds).
+LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "max_retries",
+               "timeout", "retry_delay", "metadata", "idempotency_key", "on_duplicate")
+
+
+def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
+                 max_retries: Any = None, timeout: Any = None, retry_delay: Any = None,
+                 metadata: dict[str, str] | None = None, idempotency_key: Any = None,
+                 on_duplicate: Any = None,
+                 name: Callable[[str], str] = str) -> dict[str, Any]:
+    """ActivitySpec keyword arguments for the options given (None: the spec's default).
+
+    Errors name a value by its line field ("delay"), or by what `name` makes of
+    that (the CLI passes its flag names).
+    """
+
+    options: dict[str, Any] = {}
+    if priority is not None:
+        options["priority"] = Priority.parse(priority)
+    if delay is not None and at is not None:
+        raise InvalidArgument(f"give {name('delay')} or {name('at')}, not both")
+    if delay is not None:
+        options["delay_seconds"] = values.duration(delay, name("delay"))
+    if at is not None:
+        options["scheduled_at"] = values.time(at, name("at"), relative=False)
+    if max_retries is not None:
+        options["max_retries"] = values.integer(max_retries, name("max_retries"), minimum=0)
+    if timeout is not None:
+        options["timeout_seconds"] = values.duration(timeout, name("timeout"), minimum=1,
+                                                     whole=True)
+    if retry_delay is not None:
+        options["retry_delay_seconds"] = values.duration(retry_delay, name("retry_delay"),
+                                                         whole=True)
+    if metadata:
+        options["metadata"] = metadata
+    if idempotency_key is not None:
+        if not isinstance(idempotency_key, str) or not idempotency_key:
+            raise InvalidArgument(f"{name('idempotency_key')}: expected a non-empty string")
+        options["idempotency_key"] = idempotency_key
+    if on_duplicate is not None:
+        options["on_duplicate"] = OnDuplicate.parse(on_duplicate)
+    return options
+
+
+def spec_from_line(text: str | bytes, defaults: dict[str, Any]) -> ActivitySpec:
+    """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
+    return spec_from_data(values.json_value(text, ""), defaults)
+
+
+def spec_from_data(data: Any, defaults: dict[str, Any]) -> ActivitySpec:
+    """A decoded NDJSON line (see `spec_from_line`) into an ActivitySpec."""
+    if not isinstance(data, dict):
+        raise InvalidArgument("expected a JSON object per line")
+    # A `dlq export` line's provenance fields are ignored; any other unknown one is a typo.
+    unknown = sorted(set(data) - set(LINE_FIELDS) - set(EXPORT_INFO_FIELDS))
+    if unknown:
+        raise InvalidArgument(f"unknown field {unknown[0]!r} (known: {', '.join(LINE_FIELDS)})")
+    if "type" in data and "activity_type" in data and data["type"] != data["activity_type"]:
+        raise InvalidArgument("give type or activity_type, not both")
+    activity_type = data.get("type", data.get("activity_type"))
+    if not isinstance(activity_type, str) or not activity_type.strip():
+        raise InvalidArgument("missing activity type (field 'type')")
+    payload = data.get("payload", {})
+    if not isinstance(payload, dict):
+        raise InvalidArgument("payload must be a JSON object")
+    metadata = data.get("metadata")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(v, str) for v in metadata.values())):
+        raise InvalidArgument("metadata must be an object of strings")
+    options = dict(defaults)
+    if "delay" in data or "at" in data:  # a line's own schedule replaces the flag's
+        options.pop("delay_seconds", None)
+        options.pop("scheduled_at", None)
+    options.update(spec_options(
+        priority=data.get("priority"), delay=data.get("delay"), at=data.get("at"),
+        max_retries=data.get("max_retries"), timeout=data.get("timeout"),
+        retry_delay=data.get("retry_delay"),
+        metadata={**defaults.get("metadata", {}), **(metadata or {})} or None,
+        idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate")))
+    return ActivitySpec(activity_type, payload, **options)

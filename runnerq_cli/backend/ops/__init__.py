@@ -1,0 +1,1 @@
+"""The ops layer (see docs/reference.md, "Layers")."""

@@ -1,0 +1,1 @@
+"""The queue layer (see docs/reference.md, "Layers")."""

@@ -1,0 +1,305 @@
+"""Enqueueing (docs/design.md, "Enqueue" and "Idempotency"): what a producer asks for
+(`ActivitySpec`), the new activity document, and the writes of a batch of them (the
+rules of idempotency keys are keys.py's).
+
+A keyed enqueue takes the key first and inserts the activity second; a crash in
+between leaves a key pointing at no activity, which the next enqueue with that key
+takes over once ORPHAN_KEY_GRACE has passed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from runnerq_cli import values
+from runnerq_cli.backend.domain.keys import (
+    KeyPlan,
+    Known,
+    Outcome,
+    decide,
+    digest_of,
+    first_status,
+    held_outcome,
+    key_digest,
+    key_id,
+    settle,
+)
+from runnerq_cli.backend.domain.models import (
+    EnqueueResult,
+    Status,
+)
+from runnerq_cli.backend.domain.specs import ActivitySpec
+from runnerq_cli.backend.store.context import Part
+from runnerq_cli.backend.store.servertime import When, write_time
+from runnerq_cli.backend.store.writes import stamped_inserts
+from runnerq_cli.errors import (
+    DuplicateKey,
+    IdempotencyConflict,
+    InvalidArgument,
+)
+
+
+class Enqueuer(Part):
+    """New activities on one queue: plain inserts in few commands, keyed ones through the
+    idempotency collection, a batch at a time (`enqueue`, `enqueue --from` and
+    `dlq import` all come here: the rules of keys are `decide`'s alone)."""
+
+    def enqueue(self, activity_type: str | ActivitySpec, payload: Mapping[str, Any] | None = None,
+                **options: Any) -> EnqueueResult:
+        """Put one activity on the queue (see `ActivitySpec` for the options)."""
+        spec = activity_type if isinstance(activity_type, ActivitySpec) else ActivitySpec(
+            activity_type, payload if payload is not None else {}, **options)
+        [result] = self.enqueue_many([spec])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
+        """Enqueue many in few round trips; one entry per spec, in order: its result, or
+        the error (DuplicateActivity, IdempotencyConflict, InvalidArgument when the server
+        refused it) where it failed. Server outages raise."""
+        return [outcome.result() for outcome in self.enqueue_batch(specs)]
+
+    def enqueue_batch(self, specs: Sequence[ActivitySpec], *, dry_run: bool = False,
+                      plan: KeyPlan | None = None,
+                      before_write: Callable[[], None] | None = None) -> list[Outcome]:
+        """One outcome per spec, in order, in a few commands whatever the batch's size.
+
+        Plain specs: inserted, INSERT_CHUNK a command. Keyed specs: the keys first (one
+        insert of every key the batch names; those another holds fail alone), the
+        activities second, so a crash in between leaves orphan keys (taken over after
+        ORPHAN_KEY_GRACE). The keys found held are read (two reads: the keys, their
+        holders) and each spec decided by `decide`, in order: a later spec of the same
+        key sees the earlier one's activity. A key that must change holder goes one by
+        one, with every later spec of its key (`_enqueue_keyed_one`).
+
+        `dry_run` writes nothing and decides as the real run would; `plan` carries the
+        keys a dry run's earlier batches would take. `before_write` is called once,
+        before the first write.
+        """
+        now = self._ctx.clock()  # what keys' ages are judged by
+        at = write_time(self._ctx.clock)  # what the writes set: the server's $$NOW
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        out: dict[int, Outcome] = {}
+        new_docs: dict[int, dict[str, Any]] = {}
+        groups: dict[bytes, list[int]] = {}
+        for index, spec in enumerate(specs):
+            if spec.idempotency_key is None:
+                if dry_run:
+                    out[index] = Outcome("would_enqueue", None, first_status(spec, now))
+                else:
+                    new_docs[index] = self.new_document(spec, uuid.uuid4(), at)
+            else:
+                groups.setdefault(digest_of(spec), []).append(index)
+        started: list[bool] = []
+
+        def writing() -> None:
+            """Before the first write: the caller's hook, once."""
+            if not started:
+                started.append(True)
+                if before_write is not None:
+                    before_write()
+
+        firsts = {digest: self.new_document(specs[indexes[0]], uuid.uuid4(), at)
+                  for digest, indexes in groups.items()}
+        # A caller that records its writes (an audited import) or writes nothing reads the
+        # keys first, so a rerun that finds them all held writes (and records) nothing;
+        # else every key's first spec just tries to take it (a free key is anyone's):
+        # one command fewer for the common case, a new key.
+        read_first = dry_run or before_write is not None
+        held = self._read_keys([key_id(specs[i[0]]) for i in groups.values()]) \
+            if read_first else {}
+        lost: list[bytes] = []
+        if not dry_run:
+            free = {d: {"_id": key_id(specs[groups[d][0]]), "activity_id": doc["_id"],
+                        "created_at": now, **key_id(specs[groups[d][0]])}
+                    for d, doc in firsts.items() if d not in held}
+            if free:
+                writing()
+            lost = self._take_keys(free)
+            held.update(self._read_keys([key_id(specs[groups[d][0]]) for d in lost]))
+        status_of = self._statuses([d.get("activity_id") for d in held.values()])
+        sequential = settle(specs, groups, Known(held, status_of, lost, firsts), now, ttl,
+                             out, new_docs, plan if dry_run else None, dry_run=dry_run)
+        if not dry_run:
+            if new_docs or sequential:
+                writing()
+            refused = self._insert_activities(list(new_docs.values()), at)
+            for index, doc in new_docs.items():
+                if doc["_id"] in refused:
+                    self._release_key(specs[index], doc["_id"])
+                    out[index] = Outcome("refused", None, doc["status"],
+                                         InvalidArgument(refused[doc["_id"]]))
+                else:
+                    out[index] = Outcome("enqueued", doc["_id"], doc["status"])
+            for index in sorted(sequential):
+                try:
+                    out[index] = self._enqueue_keyed_one(specs[index])
+                except IdempotencyConflict as exc:  # contended: this spec alone
+                    out[index] = Outcome("not_failed", None, Status.PENDING.value, exc)
+        return [out[index] for index in range(len(specs))]
+
+    def new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
+                     now: When) -> dict[str, Any]:
+        """The activity document an enqueue inserts (dlq import inserts the same)."""
+        # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py),
+        # which the insert stamps (writes.stamped_inserts): it is not in the document here.
+        # A delay counts from the time the write sets: the server's $$NOW (servertime.py).
+        due = spec.due_at(now if isinstance(now, datetime) else self._ctx.clock, now)
+        status = Status.SCHEDULED if due else Status.PENDING
+        doc: dict[str, Any] = {
+            "_id": activity_id,
+            "activity_type": spec.activity_type,
+            "payload": dict(spec.payload),
+            "priority": int(spec.priority),
+            "status": status.value,
+            "retry_count": 0,
+            "max_retries": spec.max_retries,
+            "timeout_seconds": spec.timeout_seconds,
+            "retry_delay_seconds": spec.retry_delay_seconds,
+            "metadata": dict(spec.metadata),
+        }
+        if due:
+            doc["scheduled_at"] = due
+        if spec.idempotency_key is not None:
+            doc["idempotency_key"] = spec.idempotency_key
+        return doc
+
+    # ------------------------------------------------------------ the batch's commands
+
+    def _take_keys(self, key_docs: dict[bytes, dict[str, Any]]) -> list[bytes]:
+        """Insert the keys (one command); returns those another writer holds."""
+        if not key_docs:
+            return []
+        order = list(key_docs)
+        try:
+            self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
+        except DuplicateKey as exc:  # every refusal a key another writer holds (driver.py)
+            return [order[int(str(r["index"]))] for r in exc.refusals]
+        return []
+
+    def _read_keys(self, key_ids: list[dict[str, str]]) -> dict[bytes, dict[str, Any]]:
+        """The key documents of `key_ids` that exist, by digest (one read)."""
+        if not key_ids:
+            return {}
+        held: dict[bytes, dict[str, Any]] = {}
+        for doc in self._ctx.idempotency.find({"_id": {"$in": key_ids}}).batch_size(
+                len(key_ids) + 1):
+            key = doc.get("_id") or {}
+            held[key_digest(str(key.get("activity_type")), str(key.get("key")))] = doc
+        return held
+
+    def _statuses(self, ids: list[Any]) -> dict[Any, str]:
+        """The status of each of `ids` that exists (one read)."""
+        wanted = [i for i in ids if i is not None]
+        if not wanted:
+            return {}
+        return {d["_id"]: _status_text(d) for d in self._ctx.activities.find(
+            {"_id": {"$in": wanted}}, {"status": 1}).batch_size(len(wanted) + 1)}
+
+    def _insert_activities(self, docs: list[dict[str, Any]],
+                           now: When) -> dict[uuid.UUID, str]:
+        """Insert with `created_at` stamped by the server (writes.stamped_inserts; `now`
+        where the clock is the caller's own); returns the refused ones' reasons, cut (a
+        refusal may quote the document)."""
+        if not docs:
+            return {}
+        errors = stamped_inserts(self._ctx.activities, docs, "created_at", self._ctx.clock,
+                                 now)
+        return {docs[index]["_id"]: values.shown(str(error.get("errmsg", "rejected")))[1:-1]
+                for index, error in errors.items()}
+
+    def _release_key(self, spec: ActivitySpec, activity_id: uuid.UUID) -> None:
+        """A key taken for an activity the server refused: free it (if still ours)."""
+        if spec.idempotency_key is not None:
+            self._ctx.idempotency.delete_one({"_id": key_id(spec), "activity_id": activity_id})
+
+    # ------------------------------------------------------------ one key at a time
+
+    def check_idempotency(self, activity_type: str, key: str,
+                          activity_id: uuid.UUID) -> tuple[bool, uuid.UUID]:
+        """Atomically take `key` for `activity_id`: (True, activity_id) if taken,
+        else (False, holder). Keys past the TTL count as free (the TTL monitor
+        is late, never early, so the time is checked here).
+        """
+        key_id = {"activity_type": activity_type, "key": key}
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        for _ in range(10):
+            now = self._ctx.clock()
+            try:
+                taken = self._ctx.idempotency.update_one(
+                    {"_id": key_id},
+                    {"$setOnInsert": {"activity_id": activity_id, "created_at": now, **key_id}},
+                    upsert=True,
+                )
+            except DuplicateKey:  # two upserts raced on a real server: ask again
+                continue
+            if taken.upserted_id is not None:
+                return True, activity_id
+            held = self._ctx.idempotency.find_one({"_id": key_id})
+            if held is None:  # expired and deleted in between
+                continue
+            if held["created_at"] + ttl <= now:
+                if self._move_key(key_id, held, activity_id, now):
+                    return True, activity_id
+                continue
+            return False, held["activity_id"]
+        raise IdempotencyConflict(f"idempotency key {values.shown(key)} is contended; "
+                                  "try again")
+
+    def _move_key(self, key_id: dict[str, str], held: Mapping[str, Any],
+                  activity_id: uuid.UUID, now: datetime) -> bool:
+        """Compare-and-set the key's holder: exactly one of racing movers wins."""
+        moved = self._ctx.idempotency.update_one(
+            {"_id": key_id, "activity_id": held["activity_id"], "created_at": held["created_at"]},
+            {"$set": {"activity_id": activity_id, "created_at": now}},
+        )
+        return moved.modified_count == 1
+
+    def _enqueue_keyed_one(self, spec: ActivitySpec) -> Outcome:
+        """A spec whose key changes holder (or raced): take it, or move it by
+        compare-and-set, deciding by `decide` as the batch does; again if the key
+        moved meanwhile."""
+        the_key = key_id(spec)
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        assert spec.idempotency_key is not None
+        for _ in range(10):
+            new_id = uuid.uuid4()
+            taken, holder_id = self.check_idempotency(spec.activity_type, spec.idempotency_key,
+                                                      new_id)
+            if taken:
+                return self._insert_keyed(spec, new_id)
+            holder = self._ctx.activities.find_one({"_id": holder_id}, {"status": 1})
+            held = self._ctx.idempotency.find_one({"_id": the_key})
+            if held is None or held["activity_id"] != holder_id:
+                continue  # the key moved meanwhile: look again
+            now = self._ctx.clock()
+            status = _status_text(holder) if holder else None
+            verdict = decide(spec, held, status, now, ttl)
+            if verdict in ("take", "move"):
+                if self._move_key(the_key, held, new_id, now):
+                    return self._insert_keyed(spec, new_id)
+                continue
+            return held_outcome(spec, verdict, holder_id, status or Status.PENDING.value)
+        raise IdempotencyConflict(f"idempotency key {values.shown(spec.idempotency_key)} is "
+                                  "contended; try again")
+
+    def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> Outcome:
+        """The activity of a key just taken; a refused one frees its key again."""
+        now = write_time(self._ctx.clock)
+        doc = self.new_document(spec, activity_id, now)
+        refused = self._insert_activities([doc], now)
+        if refused:
+            self._release_key(spec, activity_id)
+            return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
+        return Outcome("enqueued", activity_id, doc["status"])
+
+
+def _status_text(doc: dict[str, Any]) -> str:
+    """A holder's status as answered: "?" for one without a text status (another
+    program's malformed document, docs/design.md "Malformed documents")."""
+    status = doc.get("status")
+    return status if isinstance(status, str) else "?"

@@ -1,0 +1,196 @@
+"""Keeping a queue healthy: the scheduler, the reaper, outbox repair and retention.
+
+Every worker runs these chores (shared across the live fleet, worker/engine.py),
+and `purge` runs retention on an operator's request. Each is one indexed,
+fenced operation that is cheap when nothing is due, so no leader is needed and
+a dead worker stops nothing.
+
+Each logs what it did, when it did anything, at INFO on the `runnerq.backend`
+logger (the scheduler at DEBUG: it moves retries due every second), with the
+counts as the record's `fields`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from pymongo import ReturnDocument
+
+from runnerq_cli.backend import LOGGER_NAME
+from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.derived import attempt_events
+from runnerq_cli.backend.domain.models import EventType, Status
+from runnerq_cli.backend.domain.rules import attempts_remain
+from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.queue.aside import checked, set_aside
+from runnerq_cli.backend.queue.queue import (
+    LEASE_FIELDS,
+    dead_letter_update,
+    flush_projection,
+)
+from runnerq_cli.backend.store.context import Part
+from runnerq_cli.backend.store.servertime import past_now, server_update, write_time
+from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.store.indexes import IndexReport
+
+log = logging.getLogger(LOGGER_NAME)
+
+
+class QueueChores(Part):
+    """The two chores of RunnerQ's queue trait (QueueBackend): the scheduler and the reaper."""
+
+    def process_scheduled(self, limit: int | None = None) -> int:
+        """Scheduled activities that are due become pending; returns how many."""
+        now = self._ctx.clock()
+        query = queries.due_scheduled(now).filter
+        if limit is not None:
+            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
+            query = {**query, "_id": {"$in": ids}}
+        moved = self._ctx.activities.update_many(query, {"$set": {"status": Status.PENDING.value}})
+        if moved.modified_count:
+            log.debug("scheduler: scheduled activities due",
+                      extra={"fields": {"pending": moved.modified_count}})
+        return moved.modified_count
+
+    def requeue_expired(self, limit: int = 100) -> dict[str, int]:
+        """The reaper: expired leases count as a retryable failure without back-off.
+
+        Each activity is changed by one update fenced on the lease it had, so
+        a worker that acknowledges at the same moment and the reaper cannot
+        both win. A malformed one (docs/design.md, "Malformed documents") is
+        dead-lettered as the claim does, and counted apart: one document never
+        stops the pass. Returns {"requeued": n, "dead_lettered": m, "malformed": k}.
+        """
+        now = self._ctx.clock()  # the server's (servertime.ServerClock): an indexed range
+        at = write_time(self._ctx.clock)  # what the updates write: the server's as they land
+        expired = list(self._ctx.activities.find(
+            queries.expired_leases(now).filter, {"payload": 0}).limit(limit))
+        counts = {"requeued": 0, "dead_lettered": 0, "malformed": 0}
+        for doc in self._ctx.activities.find(queries.unexpirable_leases().filter,
+                                             {"payload": 0}).limit(limit):
+            counts["malformed"] += self._set_aside(
+                doc, checked(doc)[1] or "lease_deadline is missing while processing")
+        for doc in expired:
+            act, problem = checked({**doc, "payload": {}})
+            if act is None:  # (the outbox read along: the update must be able to add to it)
+                counts["malformed"] += self._set_aside(doc, str(problem))
+                continue
+            error = f"lease expired (worker {act.worker_id or 'unknown'})"
+            if attempts_remain(act.retry_count, act.max_retries):
+                kind = "requeued"
+                event = new_event(act.id, act.activity_type, EventType.REQUEUED.value, at,
+                                  act.worker_id, reason="lease_expired", error=error,
+                                  retry_count=act.retry_count + 1, attempt=act.retry_count + 1,
+                                  started_at=act.started_at, lease_deadline=act.lease_deadline)
+                event["detail"]["previous_scheduled_at"] = act.scheduled_at
+                attempt = [] if act.started_at is None else attempt_events(
+                    act.id, act.activity_type, act.started_at, act.worker_id,
+                    act.retry_count + 1, act.lease_deadline)
+                # The attempt is over: started_at goes with the lease (its steps are stored).
+                update = merge_updates(
+                    {"$set": {"status": Status.PENDING.value, "last_error": error,
+                              "last_error_at": at},
+                     "$unset": {**LEASE_FIELDS, "scheduled_at": "", "started_at": ""},
+                     "$inc": {"retry_count": 1}},
+                    outbox_update(at, [*attempt, event]))
+            else:
+                kind = "dead_lettered"
+                update = dead_letter_update(act, error, at, act.worker_id, None)
+            changed = self._ctx.activities.find_one_and_update(
+                {"_id": act.id, "status": Status.PROCESSING.value, "lease_id": act.lease_id,
+                 "lease_deadline": {"$lt": now}, **past_now(self._ctx.clock, "lease_deadline")},
+                server_update(update), projection=flush_projection(update),
+                return_document=ReturnDocument.AFTER)
+            if changed is not None:
+                self._ctx.outbox.submit(changed)
+                counts[kind] += 1
+        if any(counts.values()):
+            log.info("reaper: expired leases", extra={"fields": counts})
+        return counts
+
+    def _set_aside(self, doc: dict[str, Any], problem: str) -> int:
+        """Dead-letter a malformed running activity whose lease expired or can never expire,
+        fenced on the lease as read (a holder that extends it meanwhile wins); 1 if done."""
+        worker = doc.get("worker_id") if isinstance(doc.get("worker_id"), str) else None
+        fence = {"_id": doc["_id"], "status": Status.PROCESSING.value,
+                 "lease_id": doc.get("lease_id"), "lease_deadline": doc.get("lease_deadline")}
+        return int(set_aside(self._ctx, doc, problem, fence, worker, None, "reaper"))
+
+
+class Maintenance(QueueChores):
+    """Every chore of one queue (the trait's two, outbox repair, retention) and its
+    set-up."""
+
+    def init_indexes(self, *, write: bool = True,
+                     drop_obsolete: bool = False) -> list[IndexReport]:
+        """Create the collections and indexes (idempotent); report each index.
+
+        Indexes this version no longer uses are reported as obsolete, and
+        dropped only with `drop_obsolete`.
+        """
+        from runnerq_cli.backend.store.indexes import ensure_indexes
+
+        return ensure_indexes(self._ctx.db, self._ctx.settings, write=write,
+                              drop_obsolete=drop_obsolete)
+
+    def require_queue(self, *, create: bool = False) -> None:
+        """Return if this queue exists (or `create`); else NotFound naming the closest
+        queue (discovery.py: operator writes to a misspelt queue are refused)."""
+        from runnerq_cli.backend.store.discovery import require_queue
+
+        require_queue(self._ctx.db, self._ctx.settings.queue, create=create)
+
+    def missing_collections(self) -> list[str]:
+        """The queue's collections that do not exist yet."""
+        existing = set(self._ctx.db.list_collection_names())
+        return [name for name in self._ctx.names.all().values() if name not in existing]
+
+    def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
+        """Copy out outboxes a crashed process left behind (see writes.py): those older
+        than the grace, by when no live writer is about to copy them itself."""
+        repaired = self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
+        if repaired:
+            log.info("outbox repair: copied out outboxes a writer left behind",
+                     extra={"fields": {"repaired": repaired}})
+        return repaired
+
+    def retention_queries(self) -> dict[str, dict[str, Any]]:
+        """{"completed"|"failed": query of the terminal activities past their retention}.
+
+        A retention of 0 keeps them forever (no query). Pending, scheduled and
+        running work never ages out.
+        """
+        plans = queries.retention(self._ctx.settings, self._ctx.clock())
+        return {name: query.filter for name, query in plans.items()}
+
+    def purge_expired(self, limit: int = 1000,
+                      kinds: tuple[str, ...] = ("completed", "failed")) -> dict[str, int]:
+        """Retention: delete terminal activities past their retention, with results and events.
+
+        The activity goes first, and only while it still matches (an operator
+        may retry it meanwhile); then the results and events of the ones that
+        are really gone. A crash in between leaves orphan results and events,
+        which their TTL indexes remove.
+        """
+        counts = {"completed": 0, "failed": 0}
+        for name, query in self.retention_queries().items():
+            if name not in kinds:
+                continue
+            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
+            if not ids:
+                continue
+            self._ctx.activities.delete_many({**query, "_id": {"$in": ids}})
+            kept = {d["_id"] for d in self._ctx.activities.find({"_id": {"$in": ids}}, {"_id": 1})}
+            gone = [i for i in ids if i not in kept]
+            if gone:
+                self._ctx.results.delete_many({"_id": {"$in": gone}})
+                self._ctx.events.delete_many({"activity_id": {"$in": gone}})
+            counts[name] = len(gone)
+        if any(counts.values()):
+            log.info("retention purge: deleted activities past their retention",
+                     extra={"fields": counts})
+        return counts

@@ -1,0 +1,1 @@
+"""The store layer (see docs/reference.md, "Layers")."""

@@ -1,0 +1,85 @@
+"""What every backend operation needs: the queue's collections, settings and a clock.
+
+The collections are driver.py's: every call through them translates driver
+errors, so whatever holds a context holds no untranslated way to MongoDB.
+The clock is the server's (servertime.ServerClock) unless the caller brings
+its own (tests travel in time with one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pymongo.database import Database as PyDatabase
+
+from runnerq_cli.backend.domain.naming import CollectionNames
+from runnerq_cli.backend.store.driver import Collection, Database
+from runnerq_cli.backend.store.writes import OutboxWriter
+from runnerq_cli.config import Settings
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.models import AckOutcome, Claim
+    from runnerq_cli.backend.store.group_commit import GroupCommit
+
+
+def utc_now() -> datetime:
+    """Now, truncated to milliseconds: what MongoDB stores, so values compare equal."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+@dataclass
+class QueueContext:
+    settings: Settings
+    db: Database
+    names: CollectionNames
+    activities: Collection
+    dead_letter: Collection
+    results: Collection
+    idempotency: Collection
+    events: Collection
+    workers: Collection
+    control: Collection
+    outbox: OutboxWriter
+    clock: Callable[[], datetime] = utc_now
+    # ActivityQueue.ack_success's group commit, made on its first use
+    success_acks: GroupCommit[tuple[Claim, Any], AckOutcome] | None = None
+
+    @classmethod
+    def create(cls, settings: Settings, db: PyDatabase[Any],
+               clock: Callable[[], datetime] = utc_now) -> QueueContext:
+        names = CollectionNames(settings.queue)
+        database = Database.wrap(settings.uri, db)
+        if clock is utc_now:  # the default: what decides what runs when is the server's
+            from runnerq_cli.backend.store.servertime import ServerClock
+
+            clock = ServerClock(database)
+        activities, events = database[names.activities], database[names.events]
+        results, dead_letter = database[names.results], database[names.dead_letter]
+        outbox = OutboxWriter(activities, events, results, dead_letter, clock)
+        return cls(settings=settings, db=database, names=names, activities=activities,
+                   dead_letter=dead_letter, results=results,
+                   idempotency=database[names.idempotency], events=events,
+                   workers=database[names.workers], control=database[names.control],
+                   outbox=outbox, clock=clock)
+
+    def collection(self, role: str) -> Collection:
+        """The collection of a role ("activities", "events", ...: CollectionNames.all())."""
+        value = getattr(self, role) if role in self.names.all() else None
+        if not isinstance(value, Collection):
+            raise KeyError(role)
+        return value
+
+
+class Part:
+    """One concern's operations on a queue, over the queue's shared context.
+
+    `RunnerQ` is made of parts by inheritance (api.py), so a part's method is the API's
+    method itself: no forwarder restates its signature or its defaults.
+    """
+
+    def __init__(self, ctx: QueueContext) -> None:
+        self._ctx = ctx

@@ -1,0 +1,370 @@
+"""The one driver boundary: the queue's collections and database, with errors translated.
+
+Every backend part reaches MongoDB through a `Collection` or a `Database` of this
+module, handed out by the queue's context (context.py). Each call, and each step
+of a cursor or change stream they return, turns the driver's connection errors
+into `Unavailable` (URI redacted, connection.translation) once, here, so no
+caller can reach MongoDB untranslated: the parts are safe to call directly.
+
+Refused writes become our own kinds too (`refusal`): a duplicate key
+`DuplicateKey`, a refused document or batch `WriteRefused` (with each refusal's
+index and code), a document over the size limit `TooLarge`, an unconfirmed write
+concern `WriteUnconfirmed`. A part that expects some of them (a key another
+writer holds) catches ours; an API caller never meets a pymongo error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from bson.codec_options import CodecOptions
+from pymongo import IndexModel
+from pymongo import errors as mongo_errors
+from pymongo.change_stream import CollectionChangeStream
+from pymongo.collection import Collection as PyCollection
+from pymongo.command_cursor import CommandCursor
+from pymongo.cursor import Cursor as PyCursor
+from pymongo.database import Database as PyDatabase
+from pymongo.results import (
+    BulkWriteResult,
+    DeleteResult,
+    InsertManyResult,
+    InsertOneResult,
+    UpdateResult,
+)
+from pymongo.write_concern import WriteConcern
+
+from runnerq_cli.backend.store import connection
+from runnerq_cli.errors import (
+    DuplicateKey,
+    RunnerQError,
+    TooLarge,
+    WriteRefused,
+    WriteUnconfirmed,
+)
+
+Document = dict[str, Any]
+P = ParamSpec("P")
+T = TypeVar("T")
+DUPLICATE_KEY = 11000  # the server's code for a key a unique index holds already
+
+
+def refusal(exc: BaseException) -> RunnerQError | None:
+    """Our kind of a refused write the driver raised, or None (not a refusal)."""
+    if isinstance(exc, mongo_errors.DocumentTooLarge):
+        return TooLarge(f"too large for the server: {exc}")
+    if isinstance(exc, mongo_errors.WriteConcernError):
+        return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
+                                    dict(exc.details or {}))
+    if isinstance(exc, mongo_errors.BulkWriteError):
+        refusals = [{"index": e.get("index"), "code": e.get("code"),
+                     "errmsg": e.get("errmsg", "")} for e in exc.details.get("writeErrors", [])]
+        if not refusals:  # applied; only the write concern failed
+            return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
+                                    dict(exc.details or {}))
+        return refused(refusals)
+    if isinstance(exc, mongo_errors.WriteError):  # DuplicateKeyError included
+        details = exc.details or {}
+        return refused([{"index": 0, "code": exc.code,
+                         "errmsg": details.get("errmsg", str(exc))}])
+    return None
+
+
+def refused(refusals: list[dict[str, Any]]) -> WriteRefused:
+    """The error of a batch's refused writes: DuplicateKey when each is a held key."""
+    first = refusals[0]
+    kind = DuplicateKey if all(r.get("code") == DUPLICATE_KEY for r in refusals) else WriteRefused
+    more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
+    return kind(f"the server refused the write: {first.get('errmsg') or 'refused'}{more}",
+                first.get("code"), refusals)
+
+
+class _Boundary:
+    """Runs driver calls for one URI, translating their connection errors."""
+
+    __slots__ = ("uri",)
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        uri = self.uri
+        if not connection.is_answered(uri):
+            connection.probe(uri)
+        try:
+            value = fn(*args, **kwargs)
+        except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge) as exc:  # (not one)
+            translated = connection.translation(exc, uri) or refusal(exc)
+            if translated is None:
+                raise
+            raise translated from None
+        connection.answered(uri)
+        return value
+
+
+class Cursor:
+    """A find cursor whose iteration translates errors (pymongo's Cursor, narrowed)."""
+
+    __slots__ = ("_boundary", "_cursor")
+
+    def __init__(self, boundary: _Boundary, cursor: PyCursor[Any]) -> None:
+        self._boundary = boundary
+        self._cursor = cursor
+
+    def sort(self, key: Sequence[tuple[str, int]] | str, direction: int | None = None,
+             ) -> Cursor:
+        if isinstance(key, str):
+            self._cursor.sort(key, direction if direction is not None else 1)
+        else:
+            self._cursor.sort(list(key))
+        return self
+
+    def skip(self, count: int) -> Cursor:
+        self._cursor.skip(count)
+        return self
+
+    def limit(self, count: int) -> Cursor:
+        self._cursor.limit(count)
+        return self
+
+    def hint(self, index: str | Sequence[tuple[str, int]]) -> Cursor:
+        self._cursor.hint(index if isinstance(index, str) else list(index))
+        return self
+
+    def batch_size(self, size: int) -> Cursor:
+        self._cursor.batch_size(size)
+        return self
+
+    def __iter__(self) -> Cursor:
+        return self
+
+    def __next__(self) -> Document:
+        return self._boundary.call(self._cursor.__next__)
+
+    def close(self) -> None:
+        self._cursor.close()
+
+    def __enter__(self) -> Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CommandResults:
+    """An aggregation's cursor whose iteration translates errors."""
+
+    __slots__ = ("_boundary", "_cursor")
+
+    def __init__(self, boundary: _Boundary, cursor: CommandCursor[Any]) -> None:
+        self._boundary = boundary
+        self._cursor = cursor
+
+    def __iter__(self) -> CommandResults:
+        return self
+
+    def __next__(self) -> Document:
+        return self._boundary.call(self._cursor.__next__)
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+class ChangeStream:
+    """A collection's change stream whose waits translate errors."""
+
+    __slots__ = ("_boundary", "_stream")
+
+    def __init__(self, boundary: _Boundary, stream: CollectionChangeStream[Any]) -> None:
+        self._boundary = boundary
+        self._stream = stream
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._stream.alive)
+
+    def try_next(self) -> Document | None:
+        return self._boundary.call(self._stream.try_next)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> ChangeStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Collection:
+    """One collection of the queue: pymongo's operations the backend uses, translated."""
+
+    __slots__ = ("_boundary", "_collection")
+
+    def __init__(self, boundary: _Boundary, collection: PyCollection[Any]) -> None:
+        self._boundary = boundary
+        self._collection = collection
+
+    @property
+    def name(self) -> str:
+        return self._collection.name
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._collection.codec_options
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._collection.write_concern
+
+    @property
+    def database(self) -> Database:
+        return Database(self._boundary, self._collection.database)
+
+    def with_options(self, **options: Any) -> Collection:
+        return Collection(self._boundary, self._collection.with_options(**options))
+
+    # ------------------------------------------------------------------ reads
+
+    def find(self, filter: Mapping[str, Any] | None = None,
+             projection: Mapping[str, Any] | Sequence[str] | None = None,
+             **kwargs: Any) -> Cursor:
+        """A cursor (no round trip until it is iterated)."""
+        cursor = self._collection.find(filter, projection, **kwargs)
+        return Cursor(self._boundary, cursor)
+
+    def find_one(self, filter: Mapping[str, Any] | None = None,
+                 projection: Mapping[str, Any] | Sequence[str] | None = None,
+                 **kwargs: Any) -> Document | None:
+        return self._boundary.call(self._collection.find_one, filter, projection, **kwargs)
+
+    def count_documents(self, filter: Mapping[str, Any], **kwargs: Any) -> int:
+        return self._boundary.call(self._collection.count_documents, filter, **kwargs)
+
+    def estimated_document_count(self) -> int:
+        return self._boundary.call(self._collection.estimated_document_count)
+
+    def distinct(self, key: str, filter: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> list[Any]:
+        return self._boundary.call(self._collection.distinct, key, filter, **kwargs)
+
+    def aggregate(self, pipeline: Sequence[Mapping[str, Any]], **kwargs: Any,
+                  ) -> CommandResults:
+        cursor = self._boundary.call(self._collection.aggregate, list(pipeline), **kwargs)
+        return CommandResults(self._boundary, cursor)
+
+    def watch(self, pipeline: Sequence[Mapping[str, Any]] | None = None,
+              **kwargs: Any) -> ChangeStream:
+        stream = self._boundary.call(self._collection.watch, pipeline, **kwargs)
+        return ChangeStream(self._boundary, stream)
+
+    # ----------------------------------------------------------------- writes
+
+    def insert_one(self, document: Mapping[str, Any], **kwargs: Any) -> InsertOneResult:
+        return self._boundary.call(self._collection.insert_one, document, **kwargs)
+
+    def insert_many(self, documents: Sequence[Mapping[str, Any]], **kwargs: Any,
+                    ) -> InsertManyResult:
+        return self._boundary.call(self._collection.insert_many, documents, **kwargs)
+
+    def update_one(self, filter: Mapping[str, Any], update: Mapping[str, Any] | Sequence[Any],
+                   **kwargs: Any) -> UpdateResult:
+        return self._boundary.call(self._collection.update_one, filter, update, **kwargs)
+
+    def update_many(self, filter: Mapping[str, Any], update: Mapping[str, Any] | Sequence[Any],
+                    **kwargs: Any) -> UpdateResult:
+        return self._boundary.call(self._collection.update_many, filter, update, **kwargs)
+
+    def replace_one(self, filter: Mapping[str, Any], replacement: Mapping[str, Any],
+                    **kwargs: Any) -> UpdateResult:
+        return self._boundary.call(self._collection.replace_one, filter, replacement, **kwargs)
+
+    def find_one_and_update(self, filter: Mapping[str, Any],
+                            update: Mapping[str, Any] | Sequence[Any],
+                            **kwargs: Any) -> Document | None:
+        return self._boundary.call(self._collection.find_one_and_update, filter, update,
+                                   **kwargs)
+
+    def delete_one(self, filter: Mapping[str, Any], **kwargs: Any) -> DeleteResult:
+        return self._boundary.call(self._collection.delete_one, filter, **kwargs)
+
+    def delete_many(self, filter: Mapping[str, Any], **kwargs: Any) -> DeleteResult:
+        return self._boundary.call(self._collection.delete_many, filter, **kwargs)
+
+    def bulk_write(self, requests: Sequence[Any], **kwargs: Any) -> BulkWriteResult:
+        return self._boundary.call(self._collection.bulk_write, requests, **kwargs)
+
+    # ---------------------------------------------------------------- indexes
+
+    def list_indexes(self) -> list[Document]:
+        return self._boundary.call(lambda: [dict(ix) for ix in self._collection.list_indexes()])
+
+    def index_information(self) -> dict[str, Any]:
+        return self._boundary.call(lambda: dict(self._collection.index_information()))
+
+    def create_index(self, keys: str | Sequence[tuple[str, int]], **kwargs: Any) -> str:
+        spec = keys if isinstance(keys, str) else list(keys)
+        return self._boundary.call(self._collection.create_index, spec, **kwargs)
+
+    def create_indexes(self, models: Sequence[IndexModel]) -> list[str]:
+        """Several indexes in one command (init-indexes: one per collection)."""
+        return self._boundary.call(lambda: list(self._collection.create_indexes(list(models))))
+
+    def drop_index(self, name: str) -> None:
+        self._boundary.call(self._collection.drop_index, name)
+
+
+class Database:
+    """The queue's database: the commands the backend sends, translated."""
+
+    __slots__ = ("_boundary", "_db")
+
+    def __init__(self, boundary: _Boundary, db: PyDatabase[Any]) -> None:
+        self._boundary = boundary
+        self._db = db
+
+    @classmethod
+    def wrap(cls, uri: str, db: PyDatabase[Any]) -> Database:
+        """The boundary for the database `db`, reached by the (unredacted) `uri`."""
+        return cls(_Boundary(uri), db)
+
+    @property
+    def name(self) -> str:
+        return self._db.name
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._db.codec_options
+
+    def __getitem__(self, name: str) -> Collection:
+        return Collection(self._boundary, self._db[name])
+
+    def command(self, command: str | dict[str, Any], value: Any = 1,
+                **kwargs: Any) -> Document:
+        answer: Document = self._boundary.call(lambda: self._db.command(command, value, **kwargs))
+        return answer
+
+    def admin_command(self, command: str, value: Any = 1, **kwargs: Any) -> Document:
+        """A command of the server (`admin` database): hello, buildInfo, getParameter..."""
+        admin = self._db.client.admin
+        answer: Document = self._boundary.call(lambda: admin.command(command, value, **kwargs))
+        return answer
+
+    def list_collection_names(self, *, filter: Mapping[str, Any] | None = None) -> list[str]:
+        return self._boundary.call(self._db.list_collection_names, filter=filter)
+
+    def create_collection(self, name: str) -> None:
+        """Create `name`; the caller has listed the collections (no second listing here),
+        and one created meanwhile fails with OperationFailure (NamespaceExists)."""
+        self._boundary.call(lambda: self._db.create_collection(name, check_exists=False))
+
+    @property
+    def client_write_concern(self) -> dict[str, Any]:
+        """The write concern the client was configured with (URI options)."""
+        return dict(self._db.client.write_concern.document)
+
+    @property
+    def read_preference(self) -> str:
+        """The name of the client's read preference (URI options)."""
+        return str(self._db.client.read_preference.name)

@@ -1,0 +1,1 @@
+"""The views layer (see docs/reference.md, "Layers")."""

@@ -1,0 +1,261 @@
+"""Prometheus exposition of queue metrics: a collector, the text format, an HTTP endpoint.
+
+Built on the official `prometheus_client` (its exposition format, parser and
+WSGI server): nothing here writes the format by hand. Imported only by
+`stats -o openmetrics` and `metrics serve`, so `--help` and TAB completion
+never load it.
+
+The numbers come from `Inspector.metrics_sample` (backend/views/metrics.py): one
+bounded set of indexed queries per queue, whose cost does not grow with the
+finished history kept. `runnerq_activities` holds the exact counts; completed
+activities, which are not counted one by one, are the estimate
+`runnerq_activities_estimated`. A scrape younger than `min_interval` is
+answered from the previous one, so many scrapers (or a scraper with a short
+interval) do not multiply the load on the server. Each queue is queried on its
+own: one that fails is `runnerq_scrape_success{queue=...} 0` and leaves the
+others' metrics whole.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from runnerq_cli.backend.domain.snapshots import percentiles
+from runnerq_cli.backend.domain.timing import TIMING
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.domain.snapshots import MetricsSample
+
+QUANTILES = {50: "0.5", 95: "0.95", 99: "0.99"}
+
+
+PRIORITIES = ("critical", "high", "normal", "low")
+
+
+def _activity_counts(sample: MetricsSample) -> dict[tuple[str, str, str], int]:
+    """(status, priority, type) -> count, with a 0 for every exact status and priority of
+    every known type: a count that falls to 0 stays a series at 0 instead of vanishing."""
+    out = {(status, priority, kind): 0 for kind in sample["known_types"]
+           for status in sample["exact_statuses"] for priority in PRIORITIES}
+    for row in sample["activities"]:
+        key = (row["status"], row["priority"], row["type"])
+        out[key] = out.get(key, 0) + row["count"]
+    return dict(sorted(out.items()))
+
+
+def families(samples: list[MetricsSample]) -> list[Metric]:
+    """Metric families (HELP and TYPE each) for the samples of one or more queues.
+
+    Every family is a gauge: the numbers are the state of the queue now or over a
+    sliding window, which can go down (a retry, retention), so none is a counter
+    (`_total`) or a summary (whose `_count` must never decrease). Latency quantiles
+    are gauges with a `quantile` label, and their sample size a gauge of its own.
+    """
+    window = str(int(samples[0]["window_seconds"])) if samples else "300"
+    activities = GaugeMetricFamily(
+        "runnerq_activities", "Activities by queue, status, priority and activity type: exact "
+        "counts of pending, scheduled, processing, failed, dead_letter and cancelled (and "
+        "completed while at most 10000 are kept); 0 for a known type with none.",
+        labels=["queue", "status", "priority", "type"])
+    estimated = GaugeMetricFamily(
+        "runnerq_activities_estimated",
+        "Completed activities: exact while at most 10000 are kept, else the collection's "
+        "document count (metadata) minus the exact counts of runnerq_activities.",
+        labels=["queue", "status"])
+    malformed = GaugeMetricFamily(
+        "runnerq_malformed_documents",
+        "Malformed documents the last query met and skipped (a date that is not a date, "
+        "a number that is not a number).", labels=["queue"])
+    oldest = GaugeMetricFamily(
+        "runnerq_oldest_pending_age_seconds",
+        "Age of the oldest pending activity (0 when nothing is pending).", labels=["queue"])
+    finished = GaugeMetricFamily(
+        "runnerq_finished_activities",
+        "Activities that reached a terminal status (completed, failed, dead_letter) within "
+        "the last window_seconds: a sliding-window gauge, not a counter.",
+        labels=["queue", "status", "window_seconds"])
+    waits = GaugeMetricFamily(
+        "runnerq_queue_wait_seconds",
+        "Time from due to claimed, of activities finished within the window: nearest-rank "
+        "quantiles over at most the newest 10000 (a gauge per quantile).",
+        labels=["queue", "window_seconds", "quantile"])
+    runs = GaugeMetricFamily(
+        "runnerq_run_seconds",
+        "Time from claimed to finished as recorded (the handler, the worker's holding and "
+        "the acknowledgement), of activities finished within the window: nearest-rank "
+        "quantiles over at most the newest 10000 (a gauge per quantile).",
+        labels=["queue", "window_seconds", "quantile"])
+    sampled = GaugeMetricFamily(
+        "runnerq_latency_sample_size",
+        "How many finished activities the latency quantiles of the window were taken over.",
+        labels=["queue", "window_seconds", "measure"])
+    workers = GaugeMetricFamily(
+        "runnerq_workers", "Registered worker processes: live (heartbeat within "
+        f"{TIMING.worker_stale_after:g} s) or stale.",
+        labels=["queue", "state"])
+    in_flight = GaugeMetricFamily(
+        "runnerq_in_flight", "Activities running now on live workers.", labels=["queue"])
+    paused = GaugeMetricFamily("runnerq_queue_paused",
+                               "1 when the whole queue is paused, else 0.", labels=["queue"])
+    type_paused = GaugeMetricFamily(
+        "runnerq_type_paused", "1 when this activity type is paused (pause --type), else 0; "
+        "a series for every known type.", labels=["queue", "type"])
+    for sample in samples:
+        queue = sample["queue"]
+        for (status, priority, kind), count in _activity_counts(sample).items():
+            activities.add_metric([queue, status, priority, kind], count)
+        for status, count in sample["estimated"].items():
+            estimated.add_metric([queue, status], count)
+        malformed.add_metric([queue], sample["malformed"])
+        oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
+        for status, count in sample["finished"].items():
+            finished.add_metric([queue, status, window], count)
+        latency = sample["latency"]
+        for metric, measure, summary in ((waits, "queue_wait", latency["queue_wait_seconds"]),
+                                         (runs, "run", latency["run_seconds"])):
+            for p, value in percentiles(summary).items():
+                if value is not None:
+                    metric.add_metric([queue, window, QUANTILES[p]], float(value))
+            sampled.add_metric([queue, window, measure], float(summary["count"]))
+        workers.add_metric([queue, "live"], sample["workers"]["live"])
+        workers.add_metric([queue, "stale"], sample["workers"]["stale"])
+        in_flight.add_metric([queue], sample["workers"]["in_flight"])
+        paused.add_metric([queue], 1.0 if sample["paused"] else 0.0)
+        for kind in sample["known_types"]:
+            type_paused.add_metric([queue, kind], 1.0 if kind in sample["paused_types"] else 0.0)
+    return [activities, estimated, oldest, finished, waits, runs, sampled, workers, in_flight,
+            paused, type_paused, malformed]
+
+
+def _scrape_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    up = GaugeMetricFamily(
+        "runnerq_scrape_success",
+        "1 when the last query of the queue succeeded, else 0 (queue=\"\": the list of "
+        "queues could not be read).", labels=["queue"])
+    took = GaugeMetricFamily("runnerq_scrape_duration_seconds",
+                             "Time the last query of the queues took.")
+    return up, took
+
+
+class QueueCollector(Collector):
+    """Collects the queues' samples at most once per `min_interval`; errors become a gauge.
+
+    `queues()` names the queues of each scrape (re-read every time, so
+    `--all-queues` sees queues created later); `backend_for(queue)` gives
+    their backends.
+    """
+
+    def __init__(self, queues: Callable[[], list[str]], backend_for: Callable[[str], RunnerQ],
+                 *, min_interval: float = 5.0, window_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self._queues = queues
+        self._backend_for = backend_for
+        self.min_interval = min_interval
+        self.window_seconds = window_seconds
+        self._clock = clock
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._taken_at: float | None = None
+        self._cached: list[Metric] = []
+        # Types seen in an earlier scrape, per queue: their series stay, at 0, after the
+        # type's last activity is gone (a vanished series breaks `== 0` alerts).
+        self._known: dict[str, set[str]] = {}
+        self.collections = 0  # how many times the server was queried (tests, logs)
+
+    def _take(self) -> list[Metric]:
+        """One query per queue; a queue that fails is reported alone (scrape_success 0)."""
+        started = time.perf_counter()
+        up, took = _scrape_families()
+        samples = []
+        try:
+            names = self._queues()
+        except Exception as exc:
+            self._report(exc)
+            names = []
+            up.add_metric([""], 0.0)
+        for name in names:
+            try:
+                sample = self._backend_for(name).inspector.metrics_sample(
+                    window_seconds=self.window_seconds)
+                known = self._known.setdefault(name, set())
+                known.update(sample["known_types"])
+                sample["known_types"] = sorted(known)  # a fresh dict: ours to change
+                samples.append(sample)
+            except Exception as exc:
+                self._report(exc, name)
+                up.add_metric([name], 0.0)
+            else:
+                up.add_metric([name], 1.0)
+        self.collections += 1
+        took.add_metric([], time.perf_counter() - started)
+        return [*families(samples), up, took]
+
+    def _report(self, exc: Exception, queue: str | None = None) -> None:
+        if self._on_error is not None:
+            from runnerq_cli.literal import literal
+            from runnerq_cli.redaction import redact_uri
+
+            where = f"queue {literal(queue)}: " if queue is not None else ""
+            self._on_error(where + literal(redact_uri(f"{type(exc).__name__}: {exc}"))[:300])
+
+    def describe(self) -> Iterator[Metric]:
+        """The families' names, without querying: lets `GET /metrics?name[]=...` pick them."""
+        yield from families([])
+        yield from _scrape_families()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:  # concurrent scrapes wait for one query, then share it
+            now = self._clock()
+            if self._taken_at is None or now - self._taken_at >= self.min_interval:
+                self._cached = self._take()
+                self._taken_at = self._clock()
+            cached = list(self._cached)
+        yield from cached
+
+
+def registry_for(collector: Collector) -> CollectorRegistry:
+    """A registry holding only `collector` (not the process/platform defaults)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def render(samples: Iterable[MetricsSample]) -> str:
+    """The Prometheus text exposition format (0.0.4) of the samples."""
+    from prometheus_client.exposition import generate_latest
+
+    metric_list = families(list(samples))
+
+    class _Fixed(Collector):
+        def collect(self) -> Iterator[Metric]:
+            yield from metric_list
+
+    return generate_latest(registry_for(_Fixed())).decode()
+
+
+def serve(collector: Collector, host: str, port: int) -> tuple[Any, str]:
+    """Serve `collector` on http://host:port/metrics in a daemon thread; (server, url).
+
+    Raises OSError when the address cannot be bound (in use, no such host).
+    """
+    from prometheus_client.exposition import start_http_server
+
+    server, _thread = start_http_server(port, addr=host, registry=registry_for(collector))
+    bound_host, bound_port = (str(part) for part in server.server_address[:2])
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return server, f"http://{shown}:{bound_port}/metrics"
+
+
+def log_error(message: str) -> None:
+    """A failed scrape, on stderr (the endpoint answers runnerq_scrape_success 0)."""
+    sys.stderr.write(f"warning: metrics query failed: {message}\n")
+    sys.stderr.flush()

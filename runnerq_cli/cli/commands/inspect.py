@@ -206,17 +206,22 @@ def events_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """The event timeline of one activity, printed oldest first (--limit keeps the newest)."""
+    from runnerq_cli.backend.models import MalformedDocument
     from runnerq_cli.cli.eventfmt import event_line, event_record
     from runnerq_cli.cli.ids import activity_id as resolve_id
-    from runnerq_cli.cli.output import console, emit
+    from runnerq_cli.cli.output import console, emit, warning_line
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
-    act = backend.get_activity(resolve_id(backend, activity_id))  # NotFound: exit 4
-    events = list(reversed(backend.get_activity_events(act.id, limit=limit)))
+    aid = resolve_id(backend, activity_id)
+    try:
+        backend.get_activity(aid)  # NotFound: exit 4
+    except MalformedDocument as exc:  # it exists: its stored events say what became of it
+        warning_line(str(exc))
+    events = list(reversed(backend.get_activity_events(aid, limit=limit)))
     if output is not OutputFormat.TEXT:
         emit(output, [event_record(e) for e in events] if output is OutputFormat.JSONL
-             else {"activity_id": str(act.id), "events": [event_record(e) for e in events]})
+             else {"activity_id": str(aid), "events": [event_record(e) for e in events]})
         return
     out = console(markup=False)
     for event in events:

@@ -357,3 +357,17 @@ def test_a_key_held_by_a_malformed_activity_is_answered(backend: RunnerQ,
                                                      {"$unset": {"status": ""}})
     again = backend.enqueue("job", {}, idempotency_key="k1")
     assert (again.activity_id, again.created, again.status) == (first, False, "?")
+
+
+def test_stats_count_a_priority_of_another_type_as_malformed(backend: RunnerQ, raw: Database,
+                                                             run_cli) -> None:
+    """A text "high" or a missing priority is no work of that priority: counted under
+    `malformed`, never under the name it imitates (nor a column `None`)."""
+    backend.enqueue("job", {})
+    now = datetime.now(UTC)
+    raw[backend.context.names.activities].insert_many(
+        [_bad("pending", "priority", "high", now), _bad("pending", "priority", MISSING, now)])
+    res = run_cli("stats", "-o", "json")
+    assert res.code == 0, res.stderr
+    assert json.loads(res.stdout)["by_priority"] == {"normal": {"pending": 1},
+                                                     "malformed": {"pending": 2}}

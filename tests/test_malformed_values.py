@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from runnerq_cli import values
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.errors import InvalidArgument
 
 # Every decimal digit of Unicode that is not ASCII ('٤', '２', '৫', '𝟘', ...).
 UNICODE_DIGITS = [chr(c) for c in range(0x80, sys.maxunicode + 1)

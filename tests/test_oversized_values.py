@@ -26,7 +26,8 @@ from runnerq_cli.backend import sizes
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.enqueueing import ActivitySpec
 from runnerq_cli.backend.intake import Batcher
-from runnerq_cli.errors import ExitCode, InvalidArgument
+from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.errors import InvalidArgument
 
 MB = 1024 * 1024
 SURROGATE = "\\ud800"  # as a JSON escape: decodes to an unpaired surrogate

@@ -371,3 +371,30 @@ def test_stats_count_a_priority_of_another_type_as_malformed(backend: RunnerQ, r
     assert res.code == 0, res.stderr
     assert json.loads(res.stdout)["by_priority"] == {"normal": {"pending": 1},
                                                      "malformed": {"pending": 2}}
+
+
+def test_malformed_stored_events_stop_neither_the_tail_nor_an_activitys_events(
+        backend: RunnerQ, raw: Database, run_cli) -> None:
+    """Another program's events of a finished activity with a text timestamp, a detail
+    that is no document, a number for a type: skipped by the readers, never compared with
+    its derived steps (the tail crashed: 'str' object has no attribute 'tzinfo')."""
+    aid = backend.enqueue("job", {}).activity_id
+    [claim] = backend.dequeue("w", types=["job"])
+    backend.ack_success(claim, {"ok": True})
+    now = datetime.now(UTC)
+    raw[backend.context.names.events].insert_many([
+        {"activity_id": aid, "timestamp": "yesterday", "event_type": "Retrying",
+         "detail": {}, "ingested_at": now},
+        {"activity_id": aid, "timestamp": now, "event_type": 5, "detail": "x",
+         "ingested_at": now},
+        {"activity_id": aid, "timestamp": now, "event_type": "Retrying", "detail": "x",
+         "ingested_at": now}])
+    for args in (("tail", "events", "--no-follow", "-o", "jsonl"),
+                 ("events", str(aid), "-o", "jsonl")):
+        res = run_cli(*args)
+        assert res.code == 0, res.stderr
+        _clean(res)
+        steps = [json.loads(line) for line in res.stdout.splitlines()
+                 if line.startswith("{")]
+        assert {"Enqueued", "Started", "Completed"} <= {
+            e["event_type"] for e in steps if e["activity_id"] == str(aid)}, args

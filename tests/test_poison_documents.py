@@ -340,6 +340,11 @@ def test_a_malformed_result_is_one_clean_line(backend: RunnerQ, raw: Database,
     res = run_cli("result", str(aid))
     assert res.code == 1 and res.stderr.startswith("error: result "), res.stderr
     assert "state is missing" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    # The activity itself is well formed: `show` shows it, and warns of its result.
+    res = run_cli("show", str(aid), "-o", "json")
+    assert res.code == 0 and "state is missing" in res.stderr, res.stderr
+    shown = json.loads(res.stdout)
+    assert shown["activity"]["status"] == "completed" and shown["result"] is None
 
 
 def test_a_list_says_what_it_skipped(backend: RunnerQ, raw: Database, run_cli) -> None:

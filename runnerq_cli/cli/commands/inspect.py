@@ -109,15 +109,19 @@ def show_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Every field of an activity, its payload, last error, result and event timeline."""
-    from runnerq_cli.backend.models import to_jsonable
+    from runnerq_cli.backend.models import MalformedDocument, to_jsonable
     from runnerq_cli.cli.eventfmt import event_record
     from runnerq_cli.cli.ids import activity_id as resolve_id
-    from runnerq_cli.cli.output import emit
+    from runnerq_cli.cli.output import emit, warning_line
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
     act = backend.get_activity(resolve_id(backend, activity_id))
-    result = backend.get_result(act.id)
+    try:
+        result = backend.get_result(act.id)
+    except MalformedDocument as exc:  # another program's result: the activity still shows
+        warning_line(str(exc))
+        result = None
     events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
     if output is not OutputFormat.TEXT:
         emit(output, {"activity": {**act.to_json(), "extra": to_jsonable(act.extra)},

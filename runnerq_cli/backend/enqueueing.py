@@ -266,12 +266,14 @@ class Enqueuer(Part):
         return held
 
     def _statuses(self, ids: list[Any]) -> dict[Any, str]:
-        """The status of each of `ids` that exists (one read)."""
+        """The status of each of `ids` that exists (one read); "?" for one without a text
+        status (another program's malformed holder of a key)."""
         wanted = [i for i in ids if i is not None]
         if not wanted:
             return {}
-        return {d["_id"]: str(d.get("status")) for d in self._ctx.activities.find(
-            {"_id": {"$in": wanted}}, {"status": 1}).batch_size(len(wanted) + 1)}
+        found = self._ctx.activities.find({"_id": {"$in": wanted}}, {"status": 1})
+        return {d["_id"]: d["status"] if isinstance(d.get("status"), str) else "?"
+                for d in found.batch_size(len(wanted) + 1)}
 
     def _insert_activities(self, docs: list[dict[str, Any]],
                            now: When) -> dict[uuid.UUID, str]:

@@ -18,7 +18,7 @@ from pymongo.errors import OperationFailure
 from runnerq_cli.backend import queue as queue_module
 from runnerq_cli.backend.models import AckOutcome, Status
 from runnerq_cli.errors import InvalidArgument
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry
 
 
@@ -102,7 +102,8 @@ def test_a_worker_records_a_refused_result_as_a_failure_and_counts_it(backend, f
     worker = Worker(backend, registry, burst=True, concurrency=4, poll_interval=0.2,
                     fail_on_error=fail_on_error)
     worker.start()
-    assert worker.join(timeout=60) == (20 if fail_on_error else 0)
+    assert worker.join(timeout=60) == (WorkerEnd.ERRORS if fail_on_error
+                                        else WorkerEnd.STOPPED)
     assert worker.counters["succeeded"] == 11 and worker.counters["failed"] == 1
     acts = backend.db[backend.context.names.activities]
     assert acts.count_documents({"status": "completed"}) == 11
@@ -117,7 +118,7 @@ def test_a_refused_failure_is_recorded_once_more_with_a_short_text(backend):
     recorded with a text saying so, and the other attempts of the batch are not held up."""
     validate(backend, "activities", {"last_error": {"$not": {"$regex": "poison"}}})
     worker = failing_one(backend, 6, 2, "poison pill")
-    assert worker.exit_code == 0
+    assert worker.end == WorkerEnd.STOPPED
     assert worker.counters["succeeded"] == 5 and worker.counters["dead_lettered"] == 1
     acts = backend.db[backend.context.names.activities]
     dead = acts.find_one({"status": "dead_letter"})
@@ -132,7 +133,7 @@ def test_a_failure_refused_even_when_short_is_given_up_and_counted(backend):
     others are written; its lease is left to run out for the reaper."""
     validate(backend, "activities", {"last_error": {"$exists": False}})
     worker = failing_one(backend, 4, 1, "refused whatever it says", fail_on_error=True)
-    assert worker.exit_code == 20
+    assert worker.end == WorkerEnd.ERRORS
     assert worker.counters["succeeded"] == 3 and worker.counters["unacknowledged"] == 1
     acts = backend.db[backend.context.names.activities]
     assert acts.count_documents({"status": "completed"}) == 3

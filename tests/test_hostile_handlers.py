@@ -21,7 +21,7 @@ import pytest
 
 from runnerq_cli.backend.models import Status
 from runnerq_cli.backend.sizes import ERROR_TEXT_MAX_BYTES
-from runnerq_cli.worker.engine import Worker
+from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry, NonRetryableError, RetryableError
 
 
@@ -130,7 +130,7 @@ def run_beside_good_work(backend, hostile: Callable[[Any], Any]) -> tuple[Worker
     good_ids = [backend.enqueue("good", {"n": n}).activity_id for n in range(3)]
     worker = Worker(backend, registry, burst=True, concurrency=1, poll_interval=0.2)
     worker.start()
-    assert worker.join(timeout=60) == 0, "the burst worker did not exit (or failed)"
+    assert worker.join(timeout=60) == WorkerEnd.STOPPED, "the burst worker did not exit (or failed)"
     # (The good work may run on another slot thread: the pool starts one when the
     # claim loop hands work over before the first slot counts itself free.)
     assert threads["bad"].is_alive(), "the slot thread that ran the hostile handler died"
@@ -187,7 +187,7 @@ def test_a_slot_that_died_holds_no_lease(backend):
 
     worker._claimer.slots.submit = dying_slot  # type: ignore[method-assign]
     worker.start()
-    assert worker.join(timeout=30) == 0, "the worker waited on a dead slot's claim"
+    assert worker.join(timeout=30) == WorkerEnd.STOPPED, "the worker waited on a dead slot's claim"
     act = backend.get_activity(aid)
     assert act.status == Status.DEAD_LETTER
     assert "slot ended without an outcome" in (act.last_error or "")

@@ -15,8 +15,8 @@ import pytest
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
-from runnerq_cli.backend import queue as queue_module
 from runnerq_cli.backend.domain.models import AckOutcome, Status
+from runnerq_cli.backend.queue import queue as queue_module
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry

@@ -111,3 +111,38 @@ def test_two_signals_20_ms_apart_still_name_the_last_line_done(
     # Every line up to the one named is written.
     numbers = {d["payload"]["n"] for d in activities.find({}, {"payload": 1})}
     assert set(range(done)) <= numbers, line
+
+
+@pytest.mark.parametrize("command", [["enqueue", "--from", "-"], ["dlq", "import", "-"]])
+def test_a_signal_after_the_interrupted_report_still_exits_130(
+        backend, cli_env, command: list[str]) -> None:
+    """The second signal lands once the report is out, while the process exits: it had
+    the default action back (killed, exit 143 / -15), now it changes nothing."""
+    import signal
+    import time
+
+    from tests.helpers import default_signals
+    from tests.waiting import wait_until
+
+    activities = backend.context.activities
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", *command, "--batch-size",
+                             "2", "-q"], env=cli_env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=default_signals)
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(_ndjson(3, original=command[0] == "dlq"))
+        proc.stdin.flush()
+        wait_until(lambda: activities.count_documents({}) >= 2, timeout=60, interval=0.01,
+                   message="the first batch")
+        proc.send_signal(signal.SIGTERM)
+        line = proc.stderr.readline().decode()  # the report's one line: the work is over
+        assert "interrupted" in line, line
+        while proc.poll() is None:  # signals all the way to the exit
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.005)
+        assert proc.wait(timeout=30) == 130, line
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdin.close()

@@ -45,8 +45,8 @@ def test_doctor_healthy_after_fresh_init_indexes(run_cli) -> None:
     code, statuses, doc = doctor(run_cli)
     assert code == 0 and doc["ok"] is True
     assert set(statuses) == {"server", "clock", "indexes", "ttl", "query plans", "workers",
-                             "coverage", "leases", "outbox", "pause", "backlog", "dead letters",
-                             "documents"}
+                             "coverage", "leases", "timeouts", "outbox", "pause", "backlog",
+                             "dead letters", "documents"}
     assert all(s in ("ok", "not_checked") for s in statuses.values()), statuses
     strict = run_cli("doctor", "--strict")
     assert strict.code == 0, strict.stdout
@@ -136,6 +136,28 @@ def test_activity_past_its_lease_fails(queue: RunnerQ, clock, run_cli) -> None:
     assert check["facts"]["expired_over_grace"] == 1
 
 
+def test_activity_held_past_its_timeout_under_a_renewed_lease_fails(queue: RunnerQ,
+                                                                     run_cli) -> None:
+    """A slot that died while its lease is still renewed: the lease never expires (the
+    `leases` check sees nothing), but the attempt is far past its timeout_seconds."""
+    live_worker(queue, "w-stuck")
+    for _ in range(2):
+        queue.enqueue("job", {}, timeout_seconds=60)
+    stuck, fresh = queue.dequeue("w-stuck", lease_seconds=60, limit=2)
+    # Ten minutes of renewals: the claim long ago, the lease renewed just now.
+    activities = queue.context.activities
+    activities.update_one({"_id": stuck.activity_id}, [{"$set": {
+        "started_at": {"$subtract": ["$$NOW", 600_000]}}}])
+    assert queue.extend_lease(stuck, 60)
+    code, statuses, doc = doctor(run_cli)
+    assert code == 7
+    assert failing(statuses) == {"timeouts"}
+    check = next(c for c in doc["checks"] if c["name"] == "timeouts")
+    assert [h["id"] for h in check["facts"]["held_past_timeout"]] == [str(stuck.activity_id)]
+    assert str(stuck.activity_id) in check["message"] and "w-stuck" in check["fix"]
+    assert fresh.activity_id != stuck.activity_id
+
+
 def test_old_outbox_fails(queue: RunnerQ, settings, clock, run_cli) -> None:
     live_worker(queue)
     # A writer that crashed between its update and the copy leaves its outbox behind.
@@ -196,7 +218,7 @@ def test_doctor_every_queue_and_unknown_queue(queue: RunnerQ, run_cli) -> None:
     assert [c["name"] for c in doc["checks"] if c["queue"] is None] == ["server", "clock"]
     assert {c["queue"] for c in doc["checks"] if c["name"] == "indexes"} == {"other", "tests"}
     jsonl = run_cli("doctor", "--all-queues", "-o", "jsonl")
-    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 11
+    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 12
     # A queue with no collections: its indexes are missing.
     code, statuses, _ = doctor(run_cli, "--queue", "nowhere")
     assert code == 7 and statuses["indexes"] == "fail"

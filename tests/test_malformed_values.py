@@ -148,6 +148,10 @@ def test_skip_lines_past_the_end_reports_the_real_last_line(run_cli: Any, backen
     summary = json.loads(result.stdout)
     assert (summary["lines"], summary["skipped_lines"], summary["last_line"]) == (0, 100, 4)
     assert backend.context.activities.count_documents({}) == 0
+    if source == "file":  # the text report says it too, not only "0 of 0 lines"
+        text_report = run_cli("enqueue", *args, "--skip-lines", "100")
+        assert text_report.code == 0, text_report
+        assert "--skip-lines 100 is past the last line, 4" in text_report.stdout
 
 
 def test_the_strict_spool_is_never_left_behind(cli_env: dict[str, str], backend: Any,

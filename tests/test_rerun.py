@@ -58,6 +58,24 @@ def test_a_rerun_after_sigterm_goes_on_with_the_rest(
         assert len(times) == 1  # both runs chose the first run's time
 
 
+def test_runs_again_of_a_reschedule_that_max_cut_go_on_with_the_rest(
+        backend: RunnerQ, run_cli: Any) -> None:
+    """Three whole runs of `reschedule --type x --max N --delay 1h` on 3N activities: each
+    goes on with the rest at the first run's time (it rescheduled the same N three times
+    and left 2N untouched)."""
+    backend.enqueue_many([ActivitySpec("x", {"n": n}) for n in range(30)])
+    command = ("reschedule", "--type", "x", "--max", "10", "--delay", "1h", "--yes")
+    for run in range(3):
+        res = run_cli(*command)
+        assert res.code == 0, res.stderr
+        assert ("going on with the last run" in res.stderr) == (run > 0), res.stderr
+    rescheduled = Counter(e["activity_id"] for e in backend.context.events.find(
+        {"event_type": "Rescheduled"}, {"activity_id": 1}))
+    assert len(rescheduled) == 30 and set(rescheduled.values()) == {1}
+    assert backend.context.activities.count_documents({"status": "pending"}) == 0
+    assert len(backend.context.activities.distinct("scheduled_at")) == 1
+
+
 def test_selecting_again_leaves_out_what_is_already_done(queue: RunnerQ) -> None:
     ids = [queue.enqueue("x", {}).activity_id for _ in range(3)]
     queue.operator.set_priority(ids[0], "high")

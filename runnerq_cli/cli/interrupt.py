@@ -10,7 +10,8 @@ exits 130 (ExitCode.INTERRUPTED). A second signal stops at once
 (KeyboardInterrupt: the batch in progress is abandoned; the audit record
 keeps the intent and the progress of the batches before it). Once the work
 has ended, `finishing()` makes further signals do nothing, so the report that
-names what was done comes out whole.
+names what was done comes out whole; after an interruption that stays so when
+the block ends (the command only reports and exits 130).
 """
 
 from __future__ import annotations
@@ -64,5 +65,13 @@ def stop_on_signal() -> Iterator[StopFlag]:
     try:
         yield flag
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if flag.is_set():
+            # Interrupted: the command only exits 130 from here. A later signal (while
+            # the process exits) must not kill it with the default action (-15, exit
+            # 143): it is ignored. SIG_IGN, not a Python handler: the interpreter's
+            # shutdown puts those back to the default, an ignored signal stays ignored.
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+        else:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,10 +1,11 @@
-"""Checks of one queue: indexes, TTL, query plans, workers, leases, outboxes, backlog,
-dead letters, pauses and malformed documents.
+"""Checks of one queue: indexes, TTL, query plans, workers, leases, timeouts, outboxes,
+backlog, dead letters, pauses and malformed documents.
 
 Every query is bounded: indexed counts with a limit, single index seeks,
 `distinct` over an index, the worker registry (one document per worker
-process), and for malformed documents a scan of at most SHAPE_SCAN_LIMIT live
-documents. Nothing scans a queue's finished history.
+process), the running activities under a live lease (bounded by the workers'
+concurrency, read up to SHAPE_SCAN_LIMIT), and for malformed documents a scan of at
+most SHAPE_SCAN_LIMIT live documents. Nothing scans a queue's finished history.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.models import Status, display_time
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.queries import representative_queries
-from runnerq_cli.backend.domain.shapes import malformed
+from runnerq_cli.backend.domain.shapes import MALFORMED_LIMIT, SHAPE_SCAN_LIMIT, malformed
 from runnerq_cli.backend.domain.snapshots import OldestPending
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
@@ -196,6 +197,51 @@ def check_leases(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
     return Check("leases", CheckStatus.OK, "no lease expired unreaped", None, facts)
 
 
+def _overdue(doc: dict[str, Any], now: datetime) -> float | None:
+    """Seconds past its timeout (plus the grace) of one running attempt, or None: the
+    attempt starts at or after its claim (`started_at`), so this never accuses early.
+    Fields of another type are the `documents` check's to name."""
+    started, timeout = doc.get("started_at"), doc.get("timeout_seconds", 300)
+    if (not isinstance(started, datetime) or isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)):
+        return None
+    over = (now - started).total_seconds() - float(timeout) - TIMING.timeout_overdue
+    return over if over > 0 else None
+
+
+def check_timeouts(ctx: QueueContext, now: datetime) -> Check:
+    """Activities held under a live lease long past their `timeout_seconds`: a worker fails
+    an attempt at its timeout, so a lease still renewed then belongs to a slot that no
+    longer runs its handler (a dead slot thread): the activity would never end, and the
+    `leases` check cannot see it (the lease never expires)."""
+    query = queries.live_leases(now)
+    found = []
+    for doc in ctx.activities.find(query.filter, {"started_at": 1, "timeout_seconds": 1,
+                                                  "worker_id": 1}).limit(SHAPE_SCAN_LIMIT):
+        over = _overdue(doc, now)
+        if over is not None:
+            found.append({"id": str(doc["_id"]), "worker_id": doc.get("worker_id"),
+                          "timeout_seconds": doc.get("timeout_seconds", 300),
+                          "running_seconds": round((now - doc["started_at"])
+                                                   .total_seconds(), 3)})
+    facts: dict[str, Any] = {"held_past_timeout": found[:MALFORMED_LIMIT],
+                             "count": len(found), "grace_seconds": TIMING.timeout_overdue}
+    if not found:
+        return Check("timeouts", CheckStatus.OK,
+                     "no running activity held past its timeout", None, facts)
+    first = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    workers = sorted({str(f["worker_id"]) for f in found})
+    return Check("timeouts", CheckStatus.FAIL,
+                 f"{activities(len(found))} running more than {TIMING.timeout_overdue:g}s "
+                 f"past their timeout while their lease is renewed, e.g. {first['id']} "
+                 f"({first['running_seconds']:g}s, timeout {first['timeout_seconds']:g}s, "
+                 f"worker {first['worker_id']}){more}: their worker renews a claim it "
+                 "no longer runs",
+                 f"restart worker {', '.join(workers[:MALFORMED_LIMIT])} (a stopped worker's "
+                 "claims expire and are retried); report the worker's logs as a bug", facts)
+
+
 def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
     """Outboxes older than a minute: a writer crashed and no repair has run since."""
     old = count(ctx.activities,
@@ -342,6 +388,7 @@ class QueueChecks:
             check_workers(ctx, workers, pending),
             check_coverage(ctx, workers),
             check_leases(ctx, now, live),
+            check_timeouts(ctx, now),
             check_outboxes(ctx, now, live),
             check_pause(ctx, pause),
             check_backlog(ctx, pause, oldest),

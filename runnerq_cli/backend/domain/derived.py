@@ -33,7 +33,7 @@ from typing import Any
 from bson import ObjectId
 
 from runnerq_cli.backend.domain.models import EventType, Status
-from runnerq_cli.backend.domain.shapes import ACTIVITY
+from runnerq_cli.backend.domain.shapes import ACTIVITY, EVENT
 
 # The order of steps that share one timestamp (one write may record several).
 LIFECYCLE_RANK = {name: rank for rank, name in enumerate((
@@ -67,12 +67,24 @@ def derived_id(activity_id: Any, event_type: str, timestamp: datetime,
     return ObjectId((millis // 1000 & 0xFFFFFFFF).to_bytes(4, "big") + digest)
 
 
+def _time_of(event: dict[str, Any]) -> datetime | None:
+    """An event's `timestamp`, None if it is no date (a malformed event: readers skip it,
+    but it may be ordered and compared with the others before that)."""
+    timestamp = event.get("timestamp")
+    return timestamp if isinstance(timestamp, datetime) else None
+
+
+def _attempt_of(event: dict[str, Any]) -> Any:
+    detail = event.get("detail")
+    return detail.get("attempt") if isinstance(detail, dict) else None
+
+
 def twin_key(event: dict[str, Any]) -> tuple[str, str, int, Any]:
     """What makes a stored event the twin of a derived one (an earlier version stored
     every step; those have no attempt number, hence the key without it too)."""
-    timestamp = event.get("timestamp")
+    timestamp = _time_of(event)
     millis = int(_as_utc(timestamp).timestamp() * 1000) if timestamp is not None else 0
-    attempt = (event.get("detail") or {}).get("attempt")
+    attempt = _attempt_of(event)
     return str(event.get("activity_id")), str(event.get("event_type")), millis, attempt
 
 
@@ -143,7 +155,9 @@ def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[d
     """
     if ACTIVITY.problem(doc) is not None:
         return []
-    stored = list(stored)
+    # A stored event of another shape (a text timestamp, a detail that is no document)
+    # is no twin of anything: readers skip it, and it must not stop the derivation.
+    stored = [e for e in stored if EVENT.problem(e) is None]
     twins = {twin_key(e) for e in stored}
     out: list[dict[str, Any]] = []
     created = doc.get("created_at")
@@ -175,9 +189,9 @@ def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[d
 def event_order(event: dict[str, Any]) -> tuple[Any, ...]:
     """Oldest first: time, then (for steps sharing a millisecond) attempt and lifecycle
     order, then id."""
-    stamp = event.get("timestamp") or datetime.min.replace(tzinfo=UTC)
+    stamp = _time_of(event) or datetime.min.replace(tzinfo=UTC)
     rank = LIFECYCLE_RANK.get(str(event.get("event_type")), 50)
-    attempt = (event.get("detail") or {}).get("attempt")
+    attempt = _attempt_of(event)
     if not isinstance(attempt, int):  # enqueue steps come first, the rest after attempts
         attempt = 0 if rank < LIFECYCLE_RANK["Dequeued"] else 1 << 30
     return _as_utc(stamp), attempt, rank, str(event.get("_id"))

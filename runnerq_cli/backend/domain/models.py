@@ -83,10 +83,14 @@ class Priority(IntEnum):
 
     @classmethod
     def label(cls, value: Any) -> str:
-        """The name users see (`high`), or the stored value as text if it is not one of ours."""
+        """The name users see (`high`), or an integer of no name as text (`7`). A stored
+        value that is no integer (another program's text "high", a missing one) is
+        `malformed`: counted under the name it imitates, it would pass for real work."""
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "malformed"
         try:
-            return cls(int(value)).name.lower()
-        except (TypeError, ValueError):
+            return cls(value).name.lower()
+        except ValueError:
             return str(value)
 
 

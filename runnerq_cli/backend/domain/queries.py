@@ -118,6 +118,15 @@ def expired_leases(now: datetime) -> Query:
                  purpose="expired leases")
 
 
+def live_leases(now: datetime) -> Query:
+    """Running activities whose lease has not expired (doctor's `timeouts` compares each
+    one's run with its `timeout_seconds`). The running set is small (workers'
+    concurrency)."""
+    return Query("doctor, live leases", "activities",
+                 {"status": Status.PROCESSING.value, "lease_deadline": {"$gte": now}},
+                 purpose="expired leases")
+
+
 def unexpirable_leases() -> Query:
     """Running activities whose `lease_deadline` is not a date, or absent: no deadline
     ever passes, so the reaper sets them aside as malformed (docs/design.md, "Malformed
@@ -356,6 +365,7 @@ def representative_queries(settings: Settings, now: datetime,
         claim(exclude_types=SAMPLE_PAUSED),
         due_scheduled(now),
         expired_leases(now),
+        live_leases(now),
         unexpirable_leases(),
         stale_outboxes(now - timedelta(seconds=repair_grace)),
         *retention(settings, now).values(),

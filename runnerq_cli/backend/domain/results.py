@@ -64,9 +64,10 @@ def checked_result(value: Any) -> Any:
 def same_value(stored: Any, given: Any) -> bool:
     """Whether `given` says what `stored` (a decoded stored value) says.
 
-    As MongoDB's equality does: numbers by value whatever their BSON type (1 equals
-    1.0 and Int64(1)), booleans only equal booleans (true is not 1), NaN equals NaN,
-    documents by their fields whatever their order, arrays in order. A value that
+    Numbers, booleans and NaN as MongoDB's equality does: numbers by value whatever
+    their BSON type (1 equals 1.0 and Int64(1)), booleans only equal booleans (true is
+    not 1), NaN equals NaN. Documents by their fields whatever their order (unlike
+    MongoDB: a JSON object has no order), arrays in order. A value that
     cannot be encoded is never the same.
     """
     import bson

@@ -24,6 +24,7 @@ from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain.models import (
     LIVE_STATUSES,
     Activity,
+    Event,
     MalformedDocument,
     Status,
     check_fields,
@@ -82,6 +83,7 @@ _BSON: dict[type, list[str]] = {
     dict: ["object"], list: ["array"], bool: ["bool"], _NONE: ["null"]}
 
 ACTIVITY = Shape("activity", Activity._TYPES, Activity._REQUIRED)
+EVENT = Shape("event", Event._TYPES, ("_id",))
 WORKER = Shape("worker", {
     "types": (list, _NONE), "concurrency": (int,), "pid": (int,), "in_flight": (int,),
     "host": (str,), "queue": (str,), "last_heartbeat": (datetime, _NONE),

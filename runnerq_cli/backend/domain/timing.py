@@ -49,6 +49,9 @@ class TimingPolicy:
     # `doctor`: an expired lease still unreaped this long past its deadline means no
     # reaper runs (one runs at least every reaper_every_max).
     lease_overdue: float = 30.0
+    # `doctor`: an attempt still held (its lease renewed) this long past its
+    # timeout_seconds means its worker renews a claim it no longer runs.
+    timeout_overdue: float = 30.0
     # `doctor`: an outbox older than this was left by a crash and no repair ran since
     # (repair_grace + repair_every would have copied it).
     outbox_overdue: float = 60.0

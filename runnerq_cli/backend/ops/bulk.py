@@ -276,12 +276,20 @@ class BulkActions:
 
 
     def unfinished(self, name: str, command: str) -> dict[str, Any] | None:
-        """What the newest audited run of `command` recorded (its `at`, `priority`...),
-        if it was interrupted: a run again of the same command goes on with its values
-        (a `--delay` reschedule keeps the first run's time), else None."""
+        """What the newest audited run of `command` recorded (its `at`, `priority`...,
+        and its `state`), if it left work of its filter undone: it was interrupted, or
+        its `max_count` cut it (matched more than it selected). A run again of the same
+        command goes on with its values (a `--delay` reschedule keeps the first run's
+        time, so what that run did is left out instead of being rescheduled again),
+        else None."""
         for entry in self._audit.audit(action=name, limit=AUDIT_LOOKBACK):
             if entry.detail.get("command") == command:
-                return entry.detail if entry.state == "interrupted" else None
+                detail = entry.detail
+                cut = (entry.state == "done" and isinstance(detail.get("matched"), int)
+                       and isinstance(detail.get("selected"), int)
+                       and detail["matched"] > detail["selected"])
+                return {**detail, "state": entry.state} if (
+                    entry.state == "interrupted" or cut) else None
         return None
 
     def _params(self, name: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -193,7 +193,8 @@ class Enqueuer(Part):
         return held
 
     def _statuses(self, ids: list[Any]) -> dict[Any, str]:
-        """The status of each of `ids` that exists (one read)."""
+        """The status of each of `ids` that exists (one read); "?" for one without a text
+        status (another program's malformed holder of a key)."""
         wanted = [i for i in ids if i is not None]
         if not wanted:
             return {}

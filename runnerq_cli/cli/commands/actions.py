@@ -289,9 +289,10 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
 
 
 def _go_on(backend: RunnerQ, action: str, command: str, params: dict[str, Any]) -> None:
-    """The same command run again after an interruption goes on where it stopped: the
-    activities already done are left out (`select`), and a reschedule keeps the time
-    the first run chose (its `--delay` counted from then), while still in the future."""
+    """The same command run again after an interruption, or after its --max left the
+    rest, goes on where it stopped: the activities already done are left out (`select`),
+    and a reschedule keeps the time the first run chose (its `--delay` counted from
+    then), while still in the future."""
     from datetime import datetime
 
     previous = backend.bulk.unfinished(action, command) if "at" in params else None
@@ -303,8 +304,9 @@ def _go_on(backend: RunnerQ, action: str, command: str, params: dict[str, Any]) 
         return
     if at.tzinfo is not None and at > backend.now():
         params["at"] = at
-        warning_line("going on with the interrupted run of this command: "
-                     f"at {previous['at']}")
+        which = ("the interrupted run" if previous.get("state") == "interrupted"
+                 else "the last run (its --max left the rest)")
+        warning_line(f"going on with {which} of this command: at {previous['at']}")
 
 
 # ----------------------------------------------------------------- printing

@@ -147,6 +147,9 @@ def _report_text(report: EnqueueReport) -> list[str]:
         parts.append(f"{report.count('invalid')} invalid")
     if not report.written:
         parts.append("nothing written (--strict)")
+    if report.skipped_lines and report.last_line <= report.skipped_lines:
+        parts.append(f"--skip-lines {report.skipped_lines} is past the last line, "
+                     f"{report.last_line}")
     lines = ["; ".join(parts)]
     lines += [f"line {r['line']}: {r['kind']}: {r['reason']}" for r in report.rejected]
     return lines + _not_listed(report)

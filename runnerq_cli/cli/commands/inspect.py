@@ -113,15 +113,19 @@ def show_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Every field of an activity, its payload, last error, result and event timeline."""
-    from runnerq_cli.backend.domain.models import to_jsonable
+    from runnerq_cli.backend.domain.models import MalformedDocument, to_jsonable
     from runnerq_cli.cli.eventfmt import event_record
     from runnerq_cli.cli.ids import activity_id as resolve_id
-    from runnerq_cli.cli.output import emit
+    from runnerq_cli.cli.output import emit, warning_line
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
     act = backend.get_activity(resolve_id(backend, activity_id))
-    result = backend.get_result(act.id)
+    try:
+        result = backend.get_result(act.id)
+    except MalformedDocument as exc:  # another program's result: the activity still shows
+        warning_line(str(exc))
+        result = None
     events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
     if output is not OutputFormat.TEXT:
         emit(output, {"activity": {**act.to_json(), "extra": to_jsonable(act.extra)},
@@ -210,17 +214,22 @@ def events_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """The event timeline of one activity, printed oldest first (--limit keeps the newest)."""
+    from runnerq_cli.backend.domain.models import MalformedDocument
     from runnerq_cli.cli.eventfmt import event_line, event_record
     from runnerq_cli.cli.ids import activity_id as resolve_id
-    from runnerq_cli.cli.output import console, emit
+    from runnerq_cli.cli.output import console, emit, warning_line
     from runnerq_cli.cli.state import state
 
     backend = state(ctx).backend()
-    act = backend.get_activity(resolve_id(backend, activity_id))  # NotFound: exit 4
-    events = list(reversed(backend.get_activity_events(act.id, limit=limit)))
+    aid = resolve_id(backend, activity_id)
+    try:
+        backend.get_activity(aid)  # NotFound: exit 4
+    except MalformedDocument as exc:  # it exists: its stored events say what became of it
+        warning_line(str(exc))
+    events = list(reversed(backend.get_activity_events(aid, limit=limit)))
     if output is not OutputFormat.TEXT:
         emit(output, [event_record(e) for e in events] if output is OutputFormat.JSONL
-             else {"activity_id": str(act.id), "events": [event_record(e) for e in events]})
+             else {"activity_id": str(aid), "events": [event_record(e) for e in events]})
         return
     out = console(markup=False)
     for event in events:

@@ -4,8 +4,11 @@ background job to press Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -31,8 +34,9 @@ def test_the_dev_server_extra_is_only_the_dev_server() -> None:
 def test_dev_server_in_the_background_says_how_to_stop_it(tmp_path) -> None:
     pytest.importorskip("mongoeco")
     tmux = [str(shutil.which("tmux")), "-L", f"rq-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
+    pid_file = tmp_path / "server.pid"  # the server is killed at the end (tmux leaves it)
     command = (f"{shlex.quote(sys.executable)} -m runnerq_cli dev-server --port 0 & "
-               f"sleep 30")
+               f"echo $! > {shlex.quote(str(pid_file))}; sleep 30")
     script = tmp_path / "bg.sh"
     script.write_text(f"cd {shlex.quote(str(ROOT))}\n"
                       f"export PYTHONPATH={shlex.quote(str(ROOT))}\n"
@@ -51,3 +55,6 @@ def test_dev_server_in_the_background_says_how_to_stop_it(tmp_path) -> None:
         assert "Running in the background: stop it with `kill " in shown, shown
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)

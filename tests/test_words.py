@@ -30,3 +30,25 @@ def test_root_help_groups_the_commands(run_cli) -> None:
     assert "Other commands:" not in res.stdout  # every command has its group
     act = lines[lines.index("Act:") + 1:lines.index("Diagnose:")]
     assert [ln.split()[0] for ln in act if ln.strip()][:2] == ["cancel", "retry"]
+
+
+def test_every_help_names_option_values_in_words(run_cli) -> None:
+    """No option of any command or subcommand shows how Python typed it (`<int range>`,
+    `<str>`, `<list[str]>`, `<float>`): a metavar in words (N, TEXT, ...) or its choices."""
+    import re
+
+    from runnerq_cli.cli.app import _root_command
+
+    root = _root_command()
+    commands: list[tuple[str, ...]] = []
+    for name in root.list_commands(None):
+        command = root.get_command(None, name)
+        commands.append((name,))
+        commands += [(name, sub) for sub in getattr(command, "commands", {}) or {}]
+    assert len(commands) > 30
+    for words in commands:
+        res = run_cli(*words, "--help")
+        assert res.code == 0, (words, res.stderr)
+        options = res.stdout.split("Options:", 1)[-1]
+        typed = re.findall(r"<(?:int|float|str|list\[)[^>]*>", options)
+        assert not typed, (words, typed)

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -51,6 +51,24 @@ def _activity_counts(sample: MetricsSample) -> dict[tuple[str, str, str], int]:
     return dict(sorted(out.items()))
 
 
+class _Families(NamedTuple):
+    """The families `families` returns, in the order it returns them (the exposition's
+    order): one name per family, so filling them reads as metric names, not indexes."""
+
+    activities: GaugeMetricFamily
+    estimated: GaugeMetricFamily
+    oldest: GaugeMetricFamily
+    finished: GaugeMetricFamily
+    waits: GaugeMetricFamily
+    runs: GaugeMetricFamily
+    sampled: GaugeMetricFamily
+    workers: GaugeMetricFamily
+    in_flight: GaugeMetricFamily
+    paused: GaugeMetricFamily
+    type_paused: GaugeMetricFamily
+    malformed: GaugeMetricFamily
+
+
 def families(samples: list[MetricsSample]) -> list[Metric]:
     """Metric families (HELP and TYPE each) for the samples of one or more queues.
 
@@ -60,6 +78,16 @@ def families(samples: list[MetricsSample]) -> list[Metric]:
     are gauges with a `quantile` label, and their sample size a gauge of its own.
     """
     window = str(int(samples[0]["window_seconds"])) if samples else "300"
+    out = _empty_families()
+    for sample in samples:
+        _add_sample(out, sample, window)
+    return list(out)
+
+
+def _empty_families() -> _Families:
+    """The families with their names, HELP texts and labels, and no samples yet. Apart
+    from `families` because these declarations are the metrics' documented contract
+    (docs/cli.md) and read best on their own, without the filling code between."""
     activities = GaugeMetricFamily(
         "runnerq_activities", "Activities by queue, status, priority and activity type: exact "
         "counts of pending, scheduled, processing, failed, dead_letter and cancelled (and "
@@ -108,31 +136,37 @@ def families(samples: list[MetricsSample]) -> list[Metric]:
     type_paused = GaugeMetricFamily(
         "runnerq_type_paused", "1 when this activity type is paused (pause --type), else 0; "
         "a series for every known type.", labels=["queue", "type"])
-    for sample in samples:
-        queue = sample["queue"]
-        for (status, priority, kind), count in _activity_counts(sample).items():
-            activities.add_metric([queue, status, priority, kind], count)
-        for status, count in sample["estimated"].items():
-            estimated.add_metric([queue, status], count)
-        malformed.add_metric([queue], sample["malformed"])
-        oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
-        for status, count in sample["finished"].items():
-            finished.add_metric([queue, status, window], count)
-        latency = sample["latency"]
-        for metric, measure, summary in ((waits, "queue_wait", latency["queue_wait_seconds"]),
-                                         (runs, "run", latency["run_seconds"])):
-            for p, value in percentiles(summary).items():
-                if value is not None:
-                    metric.add_metric([queue, window, QUANTILES[p]], float(value))
-            sampled.add_metric([queue, window, measure], float(summary["count"]))
-        workers.add_metric([queue, "live"], sample["workers"]["live"])
-        workers.add_metric([queue, "stale"], sample["workers"]["stale"])
-        in_flight.add_metric([queue], sample["workers"]["in_flight"])
-        paused.add_metric([queue], 1.0 if sample["paused"] else 0.0)
-        for kind in sample["known_types"]:
-            type_paused.add_metric([queue, kind], 1.0 if kind in sample["paused_types"] else 0.0)
-    return [activities, estimated, oldest, finished, waits, runs, sampled, workers, in_flight,
-            paused, type_paused, malformed]
+    return _Families(activities, estimated, oldest, finished, waits, runs, sampled, workers,
+                     in_flight, paused, type_paused, malformed)
+
+
+def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:
+    """One queue's sample into the families, each series labelled with its queue. Apart
+    from `families` so that the loop over queues stays one line and this mapping from
+    sample fields to series can be read on its own."""
+    queue = sample["queue"]
+    for (status, priority, kind), count in _activity_counts(sample).items():
+        out.activities.add_metric([queue, status, priority, kind], count)
+    for status, count in sample["estimated"].items():
+        out.estimated.add_metric([queue, status], count)
+    out.malformed.add_metric([queue], sample["malformed"])
+    out.oldest.add_metric([queue], float(sample["oldest_pending_age_seconds"] or 0.0))
+    for status, count in sample["finished"].items():
+        out.finished.add_metric([queue, status, window], count)
+    latency = sample["latency"]
+    for metric, measure, summary in ((out.waits, "queue_wait", latency["queue_wait_seconds"]),
+                                     (out.runs, "run", latency["run_seconds"])):
+        for p, value in percentiles(summary).items():
+            if value is not None:
+                metric.add_metric([queue, window, QUANTILES[p]], float(value))
+        out.sampled.add_metric([queue, window, measure], float(summary["count"]))
+    out.workers.add_metric([queue, "live"], sample["workers"]["live"])
+    out.workers.add_metric([queue, "stale"], sample["workers"]["stale"])
+    out.in_flight.add_metric([queue], sample["workers"]["in_flight"])
+    out.paused.add_metric([queue], 1.0 if sample["paused"] else 0.0)
+    for kind in sample["known_types"]:
+        out.type_paused.add_metric([queue, kind],
+                                   1.0 if kind in sample["paused_types"] else 0.0)
 
 
 def _scrape_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:

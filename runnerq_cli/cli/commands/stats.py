@@ -17,7 +17,9 @@ from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.backend.domain.snapshots import History, StatsSnapshot
+    from runnerq_cli.cli.stats_checks import Check
 
 
 class StatsOutput(StrEnum):
@@ -185,18 +187,36 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None,
     ids) is shown as inert text (literal.py); estimates are marked with ≈.
     """
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
-    from runnerq_cli.literal import literal, rich_text
+    from runnerq_cli.literal import literal
 
-    before = previous["by_status"] if previous is not None else {}
     estimated = set(snap.get("estimated") or ())
-    statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
-        s for s in snap["by_status"] if s not in STATUS_ORDER)
     # The title is its own line: as a table title it would wrap to the narrow table's width.
     title = Text(f"queue {literal(snap['queue'])}  ({_shown_time(snap['generated_at'])})",
                  style="bold", no_wrap=True, overflow="ellipsis")
+    parts: list[Any] = [title, _counts_view(snap, previous, estimated)]
+    if estimated:
+        parts.append(Text(f"{ESTIMATE_MARK} estimate: the collection's count minus the exact "
+                          "counts", style="dim", no_wrap=True, overflow="ellipsis"))
+    parts += [Text(""), _info_view(snap, previous)]
+    parts += _per_type_views(snap, max_types, estimated)
+    return Group(*parts)
+
+
+def _counts_view(snap: StatsSnapshot, previous: StatsSnapshot | None,
+                 estimated: set[str]) -> Any:
+    """The count table: a row per status and the total, a column per priority, and the
+    Δ column with a `previous`. Apart from `render` so that one reads as the view's
+    parts in order, each short enough to check by eye."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from runnerq_cli.literal import rich_text
+
+    before = previous["by_status"] if previous is not None else {}
+    statuses = [s for s in STATUS_ORDER if s in snap["by_status"]] + sorted(
+        s for s in snap["by_status"] if s not in STATUS_ORDER)
     counts = Table(box=None, header_style="bold", pad_edge=False)
     counts.add_column("status")
     counts.add_column("count", justify="right")
@@ -222,10 +242,17 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None,
     if previous is not None:
         total_row.append(_delta(snap["total"], previous.get("total")))
     counts.add_row(*total_row, *[""] * len(priorities))
-    parts: list[Any] = [title, counts]
-    if estimated:
-        parts.append(Text(f"{ESTIMATE_MARK} estimate: the collection's count minus the exact "
-                          "counts", style="dim", no_wrap=True, overflow="ellipsis"))
+    return counts
+
+
+def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
+    """The label/value table under the counts: oldest pending, throughput, latency,
+    workers, pause, malformed documents. Apart from `render` to keep each part of the
+    view a function of its own that fits on a screen."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from runnerq_cli.literal import literal, rich_text
 
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
@@ -267,7 +294,20 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None,
     if snap.get("malformed"):
         info.add_row("malformed", rich_text(f"{len(snap['malformed'])} skipped, e.g. "
                                             f"{snap['malformed'][0]}", max_length=200))
-    parts += [Text(""), info]
+    return info
+
+
+def _per_type_views(snap: StatsSnapshot, max_types: int | None,
+                    estimated: set[str]) -> list[Any]:
+    """The view's last parts: the `--by type` table and the history, each cut to
+    `max_types` rows, or one dim line instead when `fit` left no room for rows. Apart
+    from `render` because this is the part whose size `fit` trades against the screen."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from runnerq_cli.literal import rich_text
+
+    parts: list[Any] = []
     if max_types == 0 and (snap["by_type"] or snap["history"]):
         parts += [Text(""), Text("(per-type rows: a taller terminal, or stats --since)",
                                  style="dim", no_wrap=True, overflow="ellipsis")]
@@ -289,8 +329,7 @@ def render(snap: StatsSnapshot, previous: StatsSnapshot | None = None,
         history = snap["history"]
         parts += [Text(""), _history_view(history, max_types),
                   *_more(history["by_type"], max_types)]
-
-    return Group(*parts)
+    return parts
 
 
 def stats_cmd(
@@ -328,14 +367,10 @@ def stats_cmd(
     Counts of pending, scheduled, running, failed, dead-letter and cancelled
     activities are exact; completed (and so the total) is an estimate, marked ≈.
     """
-    import sys
-
     from runnerq_cli import values
-    from runnerq_cli.backend.views.metrics import CHECK_NAMES, check_values
-    from runnerq_cli.cli.exits import ExitCode
-    from runnerq_cli.cli.output import console, emit, error_line
+    from runnerq_cli.backend.views.metrics import CHECK_NAMES
     from runnerq_cli.cli.state import state
-    from runnerq_cli.cli.stats_checks import evaluate, parse_check
+    from runnerq_cli.cli.stats_checks import parse_check
     from runnerq_cli.errors import InvalidArgument
 
     if by not in (None, *STATS_BY):
@@ -369,6 +404,21 @@ def stats_cmd(
     if watch:
         _watch(take, pause, iterations)
         return
+    _print_once(backend, take, output, checks, latency_window)
+
+
+def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: StatsOutput,
+                checks: list[Check], latency_window: float) -> None:
+    """Without --watch: one snapshot printed in `output`'s format, then the `--check`s
+    (exit 7 when one fails). Apart from `stats_cmd`, which parses and checks the options,
+    so each of the two stays short enough to read at once."""
+    import sys
+
+    from runnerq_cli.backend.views.metrics import check_values
+    from runnerq_cli.cli.exits import ExitCode
+    from runnerq_cli.cli.output import console, emit, error_line
+    from runnerq_cli.cli.stats_checks import evaluate
+
     if output is StatsOutput.OPENMETRICS:
         from runnerq_cli.cli.exposition import render as render_metrics
 

@@ -41,8 +41,14 @@ def live_worker(queue: RunnerQ, worker_id: str = "w-live", types: tuple[str, ...
 
 
 def test_doctor_healthy_after_fresh_init_indexes(run_cli) -> None:
-    assert run_cli("init-indexes").code == 0
+    init = run_cli("init-indexes")
+    assert init.code == 0
+    created = int(init.stdout.strip().splitlines()[-1].split(": ")[-1].split()[0])
     code, statuses, doc = doctor(run_cli)
+    indexes = next(c for c in doc["checks"] if c["name"] == "indexes")
+    # the same count as init-indexes printed (the TTL ones included)
+    assert indexes["message"].startswith(f"all {created} indexes present"), (init.stdout,
+                                                                              indexes)
     assert code == 0 and doc["ok"] is True
     assert set(statuses) == {"server", "clock", "indexes", "ttl", "query plans", "workers",
                              "coverage", "leases", "timeouts", "outbox", "pause", "backlog",

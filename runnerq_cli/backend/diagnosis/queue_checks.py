@@ -61,7 +61,7 @@ def check_indexes(ctx: QueueContext, reports: list[IndexReport]) -> Check:
                      f"`{_init_command(ctx.settings.queue)}`", facts)
     if missing:
         return Check("indexes", CheckStatus.FAIL,
-                     f"{len(missing)} of {len(plain)} indexes missing, e.g. "
+                     f"{len(missing)} of {len(reports)} indexes missing, e.g. "
                      f"{missing[0].collection_name} {missing[0].spec.name}",
                      f"run `{_init_command(ctx.settings.queue)}`", facts)
     # The count `init-indexes` prints (every planned index), the TTL ones checked apart.

@@ -49,3 +49,15 @@ def test_init_indexes_says_one_line_when_everything_is_there(queue, run_cli) -> 
     res = run_cli("init-indexes")
     assert res.code == 0 and len(res.stdout.splitlines()) == 1
     assert res.stdout.rstrip().endswith(" present")
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_show_event_lines_fit_like_tail(queue, cli_env, columns) -> None:
+    queue.enqueue("charge_customer_card", {}, max_retries=1)
+    claim = queue.dequeue("worker-host-abcdef-1234abcd")[0]
+    queue.ack_failure(claim, ERROR, retryable=True)
+    code, shown = on_terminal(cli_env, "show", str(claim.activity.id), columns=columns)
+    assert code == 0, shown
+    events = shown.split("events", 1)[1].splitlines()[1:]
+    assert [ln for ln in events if "DeadLetter" in ln], shown
+    assert all(len(ln) <= columns for ln in events), shown

@@ -199,8 +199,8 @@ def _print_show(act: Any, result: Any, events: list[Any]) -> None:
         out.print(f"{literal(result.state)}: " + json.dumps(to_jsonable(result.data), indent=2),
                   soft_wrap=True)
     heading("events")
-    for event in events:
-        out.print(event_line(event), soft_wrap=True)
+    for event in events:  # on a terminal cut between fields to fit, as `tail` does
+        out.print(event_line(event))
     if not events:
         out.print("(none)")
 

@@ -61,3 +61,15 @@ def test_show_event_lines_fit_like_tail(queue, cli_env, columns) -> None:
     events = shown.split("events", 1)[1].splitlines()[1:]
     assert [ln for ln in events if "DeadLetter" in ln], shown
     assert all(len(ln) <= columns for ln in events), shown
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_queues_fits_and_keeps_what_matters(queue, cli_env, columns) -> None:
+    queue.enqueue("job", {})
+    code, shown = on_terminal(cli_env, "queues", columns=columns)
+    assert code == 0, shown
+    lines = [ln for ln in shown.splitlines() if ln.strip()]
+    assert all(len(ln) <= columns for ln in lines), shown
+    for header in ("queue", "pending", "running", "failed", "dead-letter", "paused"):
+        assert header in lines[0], shown
+    assert len(lines) == 2, shown  # the header and the queue: no footnote for a column not shown

@@ -129,16 +129,20 @@ def layout(columns: Sequence[Column], rows: Iterable[Sequence[Cell]],
     return lines
 
 
-def print_table(columns: Sequence[Column], rows: Iterable[Sequence[Cell]]) -> None:
-    """Print the table on stdout at the console's width (COLUMNS off a terminal)."""
+def print_table(columns: Sequence[Column], rows: Iterable[Sequence[Cell]]) -> str:
+    """Print the table on stdout at the console's width (COLUMNS off a terminal); returns
+    the text printed (a footnote is for what was shown, not for a column left out)."""
     from rich.text import Text
 
     from runnerq_cli.cli.output import console
 
     out = console(markup=False)
+    shown = []
     for pieces in layout(columns, rows, out.width):
         line = Text(no_wrap=True, overflow="ignore")
         for text, style in pieces:
             line.append(text, style=style)
         line.rstrip()
         out.print(line, soft_wrap=True)
+        shown.append(line.plain)
+    return "\n".join(shown)

@@ -87,6 +87,9 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.registry.count_live_workers(TIMING.worker_stale_after)
     queue.inspector.failures_by_type_and_error(
         since=now - timedelta(seconds=queries.FAILURES_SAMPLE))
+    from runnerq_cli.backend.diagnosis.queue_checks import check_timeouts
+
+    check_timeouts(queue.context, now)  # doctor's live leases, read at its `now`
     # One read of a tail positioned where doctor's sample tail reads from.
     start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))

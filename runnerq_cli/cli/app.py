@@ -88,7 +88,7 @@ class _LazyRootGroup(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         build = getattr(self, "_pending", {}).pop(cmd_name, None)
         if build is not None:
-            self.commands[cmd_name] = word_metavars(build())
+            self.commands[cmd_name] = word_metavars(ascii_numbers(build()))
         return super().get_command(ctx, cmd_name)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -146,6 +146,24 @@ def word_metavars(command: Any) -> Any:
         param.metavar = word + ("..." if many and "list" not in label else "")
     for sub in (getattr(command, "commands", None) or {}).values():
         word_metavars(sub)
+    return command
+
+
+def ascii_numbers(command: Any) -> Any:
+    """Numbers on the command line in ASCII digits only, in `command` and its
+    subcommands: Python's int() and float() read any script's digits (`٤` is 4, `２` is
+    2), which no user types on purpose. On typers whose parameters convert through a
+    click type (the lowest supported), each int or float option's type is wrapped in
+    one that refuses other digits first; on typer 0.29 the fast coercion does the same
+    (typer_compat). The wrapper is set through the parameter's public `type`."""
+    from runnerq_cli.cli.typer_compat import ascii_number_type
+
+    for param in getattr(command, "params", ()):
+        wrapped = ascii_number_type(getattr(param, "type", None))
+        if wrapped is not None:
+            param.type = wrapped
+    for sub in (getattr(command, "commands", None) or {}).values():
+        ascii_numbers(sub)
     return command
 
 

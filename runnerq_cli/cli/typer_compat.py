@@ -183,6 +183,35 @@ def _number(kind: type, low: Any, high: Any) -> Any:
     return coerce
 
 
+def ascii_number_type(click_type: Any) -> Any:
+    """`click_type` (a click int or float type, ranges included) wrapped to refuse values
+    that are not ASCII before converting them as it does; None for any other type, or
+    one already wrapped. Subclasses click's public ParamType."""
+    name = str(getattr(click_type, "name", ""))
+    if click_type is None or getattr(click_type, "ascii_only", False) or name not in (
+            "integer", "float", "integer range", "float range"):
+        return None
+    base = _click_module("types").ParamType
+
+    class AsciiNumber(base):  # type: ignore[misc, valid-type]
+        ascii_only = True
+
+        def __init__(self) -> None:
+            self.name = name
+            self.inner = click_type
+
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            if isinstance(value, str) and not value.isascii():
+                kind = "integer" if "integer" in name else "number"
+                self.fail(f"{value!r} is not a valid {kind} (digits 0-9 only)", param, ctx)
+            return self.inner.convert(value, param, ctx)
+
+        def get_metavar(self, *args: Any, **kwargs: Any) -> Any:
+            return self.inner.get_metavar(*args, **kwargs)
+
+    return AsciiNumber()
+
+
 # The typers whose private `_TyperParameter.get_runtime_param` the fast coercion
 # replaces: the ones CI tests (pyproject.toml bounds typer below the next one). Any other
 # typer keeps its own coercion: slower by the pydantic import, never broken by a change

@@ -153,7 +153,9 @@ def test_follow_then_resume_after_sigint(queue, clock, cli_env):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert out.strip() == ""
+    # Nothing after `live` but, on a loaded machine, a late probe of the start-up loop
+    # (several may be enqueued before the first one is seen)
+    assert all(r["activity_type"] == "probe" for r in jsonl(out)), out
     cursor = cursor_of(err)
     later = queue.enqueue("later", {}).activity_id
     res = subprocess.run([sys.executable, "-m", "runnerq_cli", "tail", "events", "-o", "jsonl",

@@ -358,7 +358,9 @@ def test_busy_slots_claim_their_next_activity_within_concurrency(backend):
         [ActivitySpec("overlap", {"i": i}) for i in range(60)])]
     worker = make_worker(backend, registry, concurrency=3)
     assert worker.run(install_signals=False) == WorkerEnd.STOPPED
-    assert overlap.calls == 60 and overlap.most == 3
+    # never more than 3 at once; at least two overlapped (all three, unless a loaded
+    # machine kept the slots from ever meeting: seen in CI with both suites running)
+    assert overlap.calls == 60 and 2 <= overlap.most <= 3
     assert worker.counters["claimed"] == worker.counters["succeeded"] == 60
     assert [backend.get_result(i).data for i in ids] == list(range(60))
 

@@ -231,7 +231,7 @@ def click(browser: WebDriver, selector: str) -> None:
 
 
 def fits_the_width(browser: WebDriver) -> bool:
-    """Nothing sticks out sideways: the page needs no horizontal scrolling at 1366 pixels."""
+    """Nothing sticks out sideways: the page needs no horizontal scrolling at its width."""
     fits: bool = browser.execute_script(
         "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;")
     return fits
@@ -254,6 +254,11 @@ def test_the_page_loads_and_its_counts_equal_stats(browser: WebDriver, console: 
     assert fits_the_width(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-action]")  # no --allow-actions
     assert page_errors(browser) == []
+    browser.set_window_size(420, 860)  # a phone or a split window: one column, no sideways
+    try:
+        wait_until(lambda: fits_the_width(browser), timeout=WAIT, message="the page at 420 px")
+    finally:
+        browser.set_window_size(1366, 768)
 
 
 def test_lists_show_the_activities_and_filter_by_type(browser: WebDriver, console: Console,

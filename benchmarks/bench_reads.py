@@ -85,8 +85,10 @@ def activity(now: datetime, status: str, finished_ago: float | None, n: int) -> 
     return doc
 
 
-def build(uri: str, database: str, history: int, failed_share: float, batch: int) -> None:
-    """The queue `bench` in `database`: the fixed live work, then `history` finished ones."""
+def build(uri: str, database: str, history: int, failed_share: float, batch: int,
+          live: dict[str, int]) -> None:
+    """The queue `bench` in `database`: the fixed live work `live`, then `history` finished
+    ones."""
     from pymongo import MongoClient
 
     from runnerq_cli.backend.api import RunnerQ
@@ -115,21 +117,21 @@ def build(uri: str, database: str, history: int, failed_share: float, batch: int
         done += size
         if done % 10_000 == 0:
             print(f"  {done:,} / {history:,}", file=sys.stderr, flush=True)
-    rq.enqueue_many([ActivitySpec(TYPES[n % 4], {"n": n}) for n in range(LIVE["pending"])
+    rq.enqueue_many([ActivitySpec(TYPES[n % 4], {"n": n}) for n in range(live["pending"])
                      ] + [ActivitySpec("charge", {}, max_retries=1)
-                          for _ in range(LIVE["dead_letter"] + LIVE["processing"])])
-    claims = rq.dequeue("bench-worker", limit=LIVE["dead_letter"] + LIVE["processing"],
+                          for _ in range(live["dead_letter"] + live["processing"])])
+    claims = rq.dequeue("bench-worker", limit=live["dead_letter"] + live["processing"],
                         types=["charge"])
-    for claim in claims[:LIVE["dead_letter"]]:
+    for claim in claims[:live["dead_letter"]]:
         rq.ack_failure(claim, "boom", retryable=True)  # max_retries 1: dead-lettered
     rq.enqueue_many([ActivitySpec("resize", {}, delay_seconds=3600)
-                     for _ in range(LIVE["scheduled"])])
+                     for _ in range(live["scheduled"])])
     rq.registry.register_worker("bench-worker", types=list(TYPES), concurrency=4)
     now = datetime.now(UTC)
-    recent = [activity(now, "completed", 3600 * (n + 0.5) / LIVE["completed_last_hour"], n)
-              for n in range(LIVE["completed_last_hour"])]
-    recent += [activity(now, "failed", 3600 * (n + 0.5) / LIVE["failed_last_hour"], n)
-               for n in range(LIVE["failed_last_hour"])]
+    recent = [activity(now, "completed", 3600 * (n + 0.5) / live["completed_last_hour"], n)
+              for n in range(live["completed_last_hour"])]
+    recent += [activity(now, "failed", 3600 * (n + 0.5) / live["failed_last_hour"], n)
+               for n in range(live["failed_last_hour"])]
     for start in range(0, len(recent), DEV_BATCH):
         activities.insert_many(recent[start:start + DEV_BATCH], ordered=False)
 
@@ -265,7 +267,11 @@ def main() -> None:
                         help="count completed exactly up to N (default the product's "
                              "10,000): below it `stats` reads every completed key, so a "
                              "test on small histories sets it under them")
+    parser.add_argument("--live-scale", type=float, default=1.0,
+                        help="the fixed live work times this (default 1; the test runs "
+                             "0.2: the same shape, a fifth of the dev server's time)")
     args = parser.parse_args()
+    live = {k: max(1, round(v * args.live_scale)) for k, v in LIVE.items()}
     if args.exact_up_to is not None:  # both names: metrics.py imports the constant
         from runnerq_cli.backend.domain import queries
         from runnerq_cli.backend.views import metrics
@@ -285,7 +291,7 @@ def main() -> None:
         for size in sizes:
             database = f"bench_reads_{size}"
             print(f"building: history {size:,} ...", file=sys.stderr, flush=True)
-            build(uri, database, size, args.failed_share, BATCH if real else DEV_BATCH)
+            build(uri, database, size, args.failed_share, BATCH if real else DEV_BATCH, live)
             results[size] = measure(uri, database, counter, real, args.detail)
             if proc is None:
                 from pymongo import MongoClient
@@ -298,7 +304,7 @@ def main() -> None:
               "counting model on the dev server (documents/keys each command's filter "
               "matches, capped by its limit)")
     print(f"method: {method}")
-    print(f"live work (fixed): {LIVE}; history: {args.failed_share:.0%} failed, the rest "
+    print(f"live work (fixed): {live}; history: {args.failed_share:.0%} failed, the rest "
           "completed, all finished over an hour ago")
     header = " | ".join(f"history {s:,}" for s in sizes)
     print(f"| command | {header} | ×{sizes[-1] // sizes[0]} history → work |")

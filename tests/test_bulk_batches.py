@@ -46,6 +46,7 @@ def _audit_records(ctx: QueueContext, action: str) -> list[dict[str, Any]]:
                 .sort([("timestamp", 1), ("_id", 1)]))
 
 
+@pytest.mark.proof
 def test_actions_by_filter_and_by_ids_cost_at_most_25_commands_per_1000(
         counted: tuple[QueueContext, Commands]) -> None:
     """The commands of a run grow by a fixed number per batch, whatever is in it: two runs
@@ -163,6 +164,7 @@ def _popen(cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.proof
 def test_sigterm_midway_leaves_an_interrupted_audit_record_and_a_rerun_completes(
         backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any) -> None:
     ctx = backend.context
@@ -309,6 +311,7 @@ def test_pause_and_resume_with_a_forged_reason_or_actor_write_nothing(
     assert entry.detail["os_user"] and entry.detail["host"]
 
 
+@pytest.mark.proof
 def test_sigkill_midway_leaves_the_intent_and_the_progress(
         backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any) -> None:
     ctx = backend.context
@@ -339,6 +342,7 @@ def test_sigkill_midway_leaves_the_intent_and_the_progress(
     assert _audit_records(ctx, "cancel")[1]["detail"]["count"] == 100 - cancelled
 
 
+@pytest.mark.proof
 def test_progress_bar_on_a_terminal_once_the_work_takes_a_second(
         backend: RunnerQ, cli_env: dict[str, str], server: Any) -> None:
     """60 batches take seconds on the dev server (a real MongoDB may finish within the

@@ -36,6 +36,10 @@ from runnerq_cli.backend.queue.queue import ActivitySpec
 from tests.chaos_support import TailProcess, repeats_within, tail_no_follow, wait_for
 from tests.test_worker_process import WorkerProcess
 
+# A long proof of our own logic (pyproject.toml, "proof"): the oldest-versions run
+# of .ci/run leaves it out.
+pytestmark = pytest.mark.proof
+
 REPEAT_BOUND = 0.2  # seconds (docs/robustness.md)
 APP = ("--app", "tests.worker_handlers", "--log-format", "plain")
 FULL = os.environ.get("RUNNERQ_CHAOS") == "full"

@@ -102,6 +102,7 @@ time.sleep(120)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"),
                     reason="a parent-death signal exists on Linux only (docs/robustness.md)")
+@pytest.mark.proof
 def test_sigkilled_worker_leaves_no_shell_handler_behind(backend, cli_env, tmp_path):
     script = tmp_path / "long.py"
     script.write_text(LONG_HANDLER)
@@ -136,6 +137,7 @@ print(json.dumps({"pid": os.getpid()}))
 """
 
 
+@pytest.mark.proof
 def test_sigterm_lets_a_running_shell_handler_finish(backend, cli_env, tmp_path):
     """The parent-death signal is for a worker that dies: a worker asked to stop waits
     for its shell handler, which finishes and stores its result."""

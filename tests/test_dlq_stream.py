@@ -109,6 +109,7 @@ def test_import_costs_at_most_25_commands_per_1000_lines(
     assert per_batch * 1000 / BATCH_SIZE <= 25, costs
 
 
+@pytest.mark.proof
 def test_sigterm_midway_leaves_an_audit_record_and_a_rerun_imports_the_rest_once(
         backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any,
         tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ def _lines(start: int, stop: int) -> str:
                    for n in range(start, stop))
 
 
+@pytest.mark.proof
 def test_sigterm_midway_stops_after_the_batch_and_skip_lines_goes_on_once(
         backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any,
         tmp_path: Path) -> None:
@@ -146,6 +147,7 @@ def test_strict_from_stdin_with_skip_lines_numbers_lines_as_the_input(
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_a_server_outage_midway_prints_the_summary_so_far_and_exits_6(
         cli_env: dict[str, str], tmp_path: Path) -> None:
     from pymongo import MongoClient

@@ -262,7 +262,8 @@ def drained(queue: RunnerQ, cursor: EventCursor | None = None, batch_size: int =
     return list(stream), stream.cursor
 
 
-@pytest.mark.parametrize(("many", "batch"), [(5, 2), (600, 500)])
+@pytest.mark.parametrize(("many", "batch"),
+                         [(5, 2), pytest.param(600, 500, marks=pytest.mark.proof)])
 def test_a_time_shared_by_more_than_a_batch_loses_nothing(queue: RunnerQ, clock, many: int,
                                                           batch: int) -> None:
     """enqueue_many stamps one created_at on every activity: a tie wider than a batch."""

@@ -189,6 +189,7 @@ def _status(readme_run: ReadmeRun, activity_id: str) -> str:
     return json.loads(proc.stdout)["activity"]["status"]
 
 
+@pytest.mark.proof
 def test_the_quick_start_and_the_tour_run_as_written(readme_run: ReadmeRun) -> None:
     """One run of the README (as a newcomer would type it), every check on it."""
     assert len(readme_run.ran) == len(COMMANDS)

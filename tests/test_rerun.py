@@ -30,6 +30,7 @@ def _records(backend: RunnerQ, action: str) -> list[dict[str, Any]]:
     ("set-priority", ("high",), "PriorityChanged"),
     ("reschedule", ("--delay", "1h"), "Rescheduled"),
 ])
+@pytest.mark.proof
 def test_a_rerun_after_sigterm_goes_on_with_the_rest(
         backend: RunnerQ, cli_env: dict[str, str], run_cli_subprocess: Any,
         action: str, args: tuple[str, ...], event: str) -> None:

@@ -7,6 +7,8 @@ Memory itself is measured in benchmarks/bench_shell_rss.py, not here.
 
 from __future__ import annotations
 
+import pytest
+
 from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.worker.api import build_registry
 from runnerq_cli.worker.engine import Worker, WorkerEnd
@@ -33,6 +35,7 @@ def test_output_past_the_bound_ends_as_its_last_16_kib(backend):
     assert len(data.encode()) <= STDOUT_TEXT_TAIL + 4
 
 
+@pytest.mark.proof
 def test_json_output_within_the_bound_is_the_result(backend):
     act, aid = run(backend, "sh -c 'printf \"[\"; seq -s, 1 200000; printf \"]\"'")
     assert act.status == Status.COMPLETED

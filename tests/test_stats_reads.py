@@ -155,6 +155,7 @@ def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, r
     assert snap["total"] == 5
 
 
+@pytest.mark.proof
 def test_live_counts_exact_while_workers_and_operators_act(backend: RunnerQ) -> None:
     """Workers claim and acknowledge, an operator cancels and retries, stats is read all
     along; every read is whole (never negative, all statuses), and once all stop the

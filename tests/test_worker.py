@@ -377,6 +377,7 @@ def test_max_activities_holds_while_busy_slots_claim(backend):
     assert acts.count_documents({"status": "pending"}) == 20
 
 
+@pytest.mark.proof
 def test_a_pause_stops_a_busy_worker_within_a_poll_interval(backend):
     # The slots keep themselves busy without the claim loop; the pause still holds.
     # The worker reads the pause state once per poll interval: the reads are counted

@@ -94,6 +94,7 @@ def test_exec_handler_from_the_command_line(backend, run_cli_subprocess):
     assert backend.get_result(aid).data == {"word": "hi"}
 
 
+@pytest.mark.proof
 def test_sigterm_drains_running_work(backend, spawn):
     aid = backend.enqueue("sleep", {"seconds": 2}).activity_id
     worker = spawn(*APP, "--poll-interval", "0.2")
@@ -105,6 +106,7 @@ def test_sigterm_drains_running_work(backend, spawn):
     assert backend.registry.list_workers() == []
 
 
+@pytest.mark.proof
 def test_second_signal_stops_at_once(backend, spawn):
     aid = backend.enqueue("sleep", {"seconds": 60}).activity_id
     worker = spawn(*APP, "--poll-interval", "0.2", "--shutdown-timeout", "60s")
@@ -122,6 +124,7 @@ def test_second_signal_stops_at_once(backend, spawn):
     assert act.status == Status.PENDING and act.retry_count == 0
 
 
+@pytest.mark.proof
 def test_sigkilled_worker_activity_completes_elsewhere(backend, spawn):
     aid = backend.enqueue("slow_first", {}, max_retries=3).activity_id
     first = spawn(*APP, "--lease", "2s", "--poll-interval", "0.2")
@@ -144,6 +147,7 @@ def test_sigkilled_worker_activity_completes_elsewhere(backend, spawn):
     assert holder in [w.worker_id for w in backend.registry.list_workers()]
 
 
+@pytest.mark.proof
 def test_two_processes_drain_one_queue_exactly_once(backend, spawn, tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -161,6 +165,7 @@ def test_two_processes_drain_one_queue_exactly_once(backend, spawn, tmp_path):
     assert len(pids) == 2, "both workers should have taken a share"
 
 
+@pytest.mark.proof
 def test_a_signal_after_worker_stopped_keeps_its_exit_code(backend, spawn):
     """Once "worker stopped end=stopped" is logged, stop signals arriving while the
     process exits (here: one every few milliseconds) change nothing: exit 0, not 143."""
@@ -177,6 +182,7 @@ def test_a_signal_after_worker_stopped_keeps_its_exit_code(backend, spawn):
     assert "end=stopped" in worker.log
 
 
+@pytest.mark.proof
 def test_a_shell_handler_whose_child_holds_the_pipe_succeeds(backend, run_cli_subprocess):
     """The command exits 0 with its result; a process it left running holds its output
     open: the attempt succeeds with that result instead of timing out."""

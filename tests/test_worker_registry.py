@@ -52,6 +52,7 @@ def test_a_running_worker_counts_in_the_fleet_that_shares_the_chores(settings) -
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 def test_a_crashed_workers_outbox_is_copied_within_a_minute(settings) -> None:
     """Dead peers still look live for a while; the survivor's chores come due as soon as
     they stop counting, so the outbox a crash left is copied well within a minute."""

@@ -219,9 +219,11 @@ def test_our_routes(console: Console, backend: RunnerQ, run_cli: Any) -> None:
     console.get("/api/stats?window=0", 400)
 
     groups = console.get("/api/failing")["groups"]
-    assert groups[0]["activity_type"] == "charge" and groups[0]["error"] == "card declined"
-    assert groups[0]["count"] == 2 and groups[0]["example_id"] in {str(i) for i in failed}
-    assert groups[1]["error"] == "timeout" and groups[1]["count"] == 1
+    assert groups[0]["activity_type"] == "charge"
+    assert groups[0]["error"] == "card declined\nat line 3"
+    assert groups[0]["count"] == groups[0]["failed"] == 2
+    assert groups[0]["example_id"] in {str(i) for i in failed}
+    assert groups[1]["error"] == "timeout" and groups[1]["dead_letter"] == 1
     assert groups[0]["first_seen"] <= groups[0]["last_seen"]
 
     workers = console.get("/api/workers")["workers"]
@@ -601,15 +603,21 @@ def test_one_tail_shared_and_a_slow_client_dropped(backend: RunnerQ) -> None:
         c.close()
 
 
-def test_failing_reads_a_bounded_number(console: Console, backend: RunnerQ,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from runnerq_cli.console import endpoints
-
-    for _ in range(3):
-        drive_to(backend, "failed", "charge", error="declined")
-    monkeypatch.setattr(endpoints, "FAILING_SCAN", 4)  # 2 of each status
-    monkeypatch.setattr(endpoints, "FAILING_PAGE", 1)
-    view = console.get("/api/failing")
-    assert view["capped"] is True and view["scanned"] == 2
-    assert view["groups"][0]["count"] == 2
+def test_failing_is_the_backends_grouping_kept_through_retries(
+        console: Console, backend: RunnerQ, run_cli: Any) -> None:
+    """The failing view is `stats --by error`'s grouping (one in the product): from the
+    stored failure events, so a retried incident stays listed; `limit` cuts the groups."""
+    declined = [drive_to(backend, "failed", "charge", error="declined") for _ in range(2)]
+    drive_to(backend, "dead_letter", "charge", error="timeout")
+    backend.operator.retry(declined[0])  # the activity forgets its error; its events do not
+    view = console.get("/api/failing?hours=2")
+    cli = run_cli("stats", "--by", "error", "--since", "2h", "-o", "json")
+    assert cli.code == 0, cli.stderr
+    assert view["groups"] == json.loads(cli.stdout)["groups"]
+    assert [(g["error"], g["count"], g["failed"], g["dead_letter"]) for g in view["groups"]] \
+        == [("declined", 2, 2, 0), ("timeout", 1, 0, 1)]
+    assert view["window_hours"] == 2 and view["total_groups"] == 2
+    one = console.get("/api/failing?limit=1")
+    assert len(one["groups"]) == 1 and one["total_groups"] == 2
     console.get("/api/failing?hours=0", 400)
+    console.get("/api/failing?limit=0", 400)

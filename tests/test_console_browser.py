@@ -5,9 +5,12 @@ console --port P`) and one headless chromium serve the whole module, over one se
 database; the tests that restart the console do it on the same port, so the open page
 must find it again by itself. What is checked is what a user sees: counts equal to
 `stats -o json`, lists, an activity's timeline and result, live events, a stream that
-resumes across a restart with nothing lost or repeated, hostile text shown as text, and
-a retry done from the page (with `--allow-actions`) that changes the activity and writes
-an audit record.
+resumes across a restart with nothing lost or repeated, hostile text shown as text, a
+second queue of the database shown with its own counts and lists once chosen, and (with
+`--allow-actions`) retry, cancel, run-now, redrive, pause and resume done from the page:
+each previews the exact set, asks first, changes what it previewed and writes an audit
+record marked as the console's. The console is restarted with `--allow-actions` once,
+for the first test that needs it.
 
 Without chromium, chromium-driver (apt) or selenium (the test extra) the module is
 skipped; .ci/run installs them, and runs it in its Python 3.13 suite only
@@ -33,6 +36,7 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.views.pagination import ListFilter
 from runnerq_cli.config import load_settings
+from tests.helpers import drive_to
 from tests.waiting import LineReader, wait_until
 
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -44,6 +48,7 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.select import Select  # noqa: E402
 
 pytestmark = [
     pytest.mark.xdist_group("console_browser"),
@@ -58,6 +63,7 @@ pytestmark = [
 # The page's hostile activity type: markup that would run script if it were parsed.
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
 HOSTILE_PAYLOAD = {"note": "<script>window.__pwned=2</script>"}
+OTHER = "reports"  # the second queue of the database
 WAIT = 20.0  # seconds for anything the page shows (the test server shares this process)
 
 
@@ -150,7 +156,18 @@ def seeded(rq: RunnerQ) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def console(env: dict[str, str], seeded: dict[str, list[str]]) -> Iterator[Console]:
+def other(rq: RunnerQ) -> RunnerQ:
+    """A second queue of the same database: two pending, one scheduled, its own types."""
+    queue = rq.for_queue(OTHER)
+    for n in range(2):
+        enqueue(queue, "report", {"n": n})
+    queue.enqueue(ActivitySpec("report", {"n": 9}, delay_seconds=3600))
+    return queue
+
+
+@pytest.fixture(scope="module")
+def console(env: dict[str, str], seeded: dict[str, list[str]], other: RunnerQ
+            ) -> Iterator[Console]:
     running = Console(env)
     running.start()
     yield running
@@ -310,6 +327,23 @@ def test_hostile_text_is_shown_as_text(browser: WebDriver, console: Console,
     assert browser.execute_script("return window.__pwned") is None
 
 
+def test_switching_the_queue_shows_that_queues_counts_and_lists(
+        browser: WebDriver, console: Console, other: RunnerQ) -> None:
+    open_view(browser, console, "#/", "[data-count] .n")
+    Select(browser.find_element(By.ID, "queue-select")).select_by_value(OTHER)
+    counts = dict(other.inspector.stats_snapshot()["by_status"])
+    wait_until(lambda: f"queue={OTHER}" in browser.current_url and {
+        state: int(value) for state, value in rows(browser, "[data-count]", "data-count",
+                                                   "data-value")} == counts,
+               timeout=WAIT, message=f"the counts of {OTHER}")
+    assert browser.find_element(By.ID, "queue-select").get_attribute("value") == OTHER
+    pending = [str(a.id) for a in other.inspector.list_page("pending").items]
+    click(browser, 'nav a[data-view="list"]')  # a view of the same queue: the queue stays
+    wait_until(lambda: attrs(browser, "#list tr[data-id]", "data-id") == pending, timeout=WAIT,
+               message=f"the pending activities of {OTHER}")
+    assert f"queue={OTHER}" in browser.current_url
+
+
 def _live_events(browser: WebDriver) -> list[tuple[str, str, str]]:
     """(event id, activity id, event type) of every event the live view shows."""
     return [(event_id, activity_id, event) for event_id, activity_id, event in rows(
@@ -356,25 +390,121 @@ def test_after_a_restart_the_stream_resumes_with_nothing_lost_or_repeated(
 
 
 def test_with_allow_actions_a_retry_from_the_page_changes_it_and_is_audited(
-        browser: WebDriver, console: Console, rq: RunnerQ, env: dict[str, str],
+        browser: WebDriver, console: Console, rq: RunnerQ,
         seeded: dict[str, list[str]]) -> None:
     failed_id = seeded["failed"][0]
-    console.restart("--allow-actions")
+    allow_actions(console)
     open_view(browser, console, f"#/activity/{failed_id}", '#activity [data-action="retry"]')
     click(browser, '[data-action="retry"]')
     wait_until(lambda: rows(browser, "#confirm[open]", "data-count") == [["1"]], timeout=WAIT,
                message="the preview of exactly this activity")
     assert attrs(browser, "#confirm-ids [data-id]", "data-id") == [failed_id]
-    actor = browser.find_element(By.ID, "confirm-actor")
-    actor.clear()
-    actor.send_keys("ada from the browser")
-    browser.find_element(By.ID, "confirm-ok").click()
+    confirm_as(browser, "ada from the browser")
 
     wait_until(lambda: rq.get_activity(failed_id).status == "pending", timeout=WAIT,
                message="the activity retried")
-    entries = cli(env, "audit")["actions"]
-    retry = [e for e in entries if e["action"] == "retry" and failed_id in e["ids"]]
-    assert retry and retry[0]["actor"] == "ada from the browser"
-    assert retry[0]["detail"]["command"] == "console"
+    assert audited(rq, "retry", "ada from the browser")["ids"] == [failed_id]
     wait_until(lambda: attr(browser, "#activity", "data-status") == "pending", timeout=WAIT,
                message="the page showing it pending")
+    # The failing view is stats --by error's grouping: the failure stays listed after it.
+    open_view(browser, console, "#/failing", '#failing tr[data-type="charge"]')
+    assert rows(browser, '#failing tr[data-type="charge"]', "data-count", "data-failed") \
+        == [["1", "1"]]
+    assert "card declined" in text(browser, '#failing tr[data-type="charge"]')
+
+
+def allow_actions(console: Console) -> None:
+    """The module's console with --allow-actions (restarted once, for the first test)."""
+    if "--allow-actions" not in console.flags:
+        console.restart("--allow-actions")
+
+
+def preview(browser: WebDriver, action: str, count: int) -> list[str]:
+    """Click the page's `action` button; wait for its confirmation dialog previewing
+    `count` activities; the ids it lists."""
+    click(browser, f'[data-action="{action}"]')
+    wait_until(lambda: rows(browser, "#confirm[open]", "data-action", "data-count")
+               == [[action, str(count)]], timeout=WAIT, message=f"the {action} preview")
+    return attrs(browser, "#confirm-ids [data-id]", "data-id")
+
+
+def confirm_as(browser: WebDriver, actor: str) -> None:
+    """Give the actor's name and confirm the open dialog."""
+    field = browser.find_element(By.ID, "confirm-actor")
+    field.clear()
+    field.send_keys(actor)
+    browser.find_element(By.ID, "confirm-ok").click()
+
+
+def audited(rq: RunnerQ, action: str, actor: str) -> dict[str, Any]:
+    """The newest audit record of `action` once done (the record is written first, with
+    the intent, and completed after the change), checked to be the console's, by `actor`."""
+    def done() -> dict[str, Any] | None:
+        entries = rq.audit_log.audit(action=action, limit=1)
+        return entries[0].to_json() if entries and entries[0].state == "done" else None
+    entry = wait_until(done, timeout=WAIT, message=f"the {action} audit record done")
+    assert entry["actor"] == actor and entry["detail"]["command"] == "console"
+    return entry
+
+
+def test_with_allow_actions_cancel_asks_first_then_cancels_the_previewed_set(
+        browser: WebDriver, console: Console, rq: RunnerQ) -> None:
+    ids = [enqueue(rq, "cancel_me", {"n": n}) for n in range(2)]
+    allow_actions(console)
+    open_view(browser, console, "#/list/pending?type=cancel_me", "#list tr[data-id]")
+    assert sorted(preview(browser, "cancel", 2)) == sorted(ids)
+    click(browser, "#confirm-cancel")  # asked, and answered no: nothing changes
+    wait_until(lambda: not browser.find_elements(By.CSS_SELECTOR, "#confirm[open]"),
+               timeout=WAIT, message="the dialog closed")
+    assert {rq.get_activity(i).status for i in ids} == {"pending"}
+
+    assert sorted(preview(browser, "cancel", 2)) == sorted(ids)
+    confirm_as(browser, "grace")
+    wait_until(lambda: {rq.get_activity(i).status for i in ids} == {"cancelled"},
+               timeout=WAIT, message="both cancelled")
+    assert sorted(audited(rq, "cancel", "grace")["ids"]) == sorted(ids)
+    wait_until(lambda: attrs(browser, "#list tr[data-id]", "data-id") == [], timeout=WAIT,
+               message="the list without them")
+
+
+def test_with_allow_actions_run_now_and_redrive_change_exactly_the_previewed_one(
+        browser: WebDriver, console: Console, rq: RunnerQ) -> None:
+    later = str(drive_to(rq, "scheduled", "later_job"))
+    dead = str(drive_to(rq, "dead_letter", "dead_job"))
+    allow_actions(console)
+
+    open_view(browser, console, f"#/activity/{later}", '#activity [data-action="run-now"]')
+    assert preview(browser, "run-now", 1) == [later]
+    confirm_as(browser, "grace")
+    wait_until(lambda: attr(browser, "#activity", "data-status") == "pending", timeout=WAIT,
+               message="the page showing it pending")
+    assert rq.get_activity(later).status == "pending"
+    assert audited(rq, "run-now", "grace")["ids"] == [later]
+
+    open_view(browser, console, "#/list/dead_letter?type=dead_job", "#list tr[data-id]")
+    assert preview(browser, "redrive", 1) == [dead]
+    confirm_as(browser, "grace")
+    wait_until(lambda: rq.get_activity(dead).status == "pending", timeout=WAIT,
+               message="the dead letter redriven")
+    assert audited(rq, "redrive", "grace")["ids"] == [dead]
+
+
+def test_with_allow_actions_pause_and_resume_from_the_page(
+        browser: WebDriver, console: Console, rq: RunnerQ) -> None:
+    allow_actions(console)
+    open_view(browser, console, "#/pauses", "#pause-types")
+    browser.find_element(By.ID, "pause-types").send_keys("report_pdf")
+    browser.find_element(By.ID, "pause-reason").send_keys("printer on fire")
+    preview(browser, "pause", 0)  # a pause previews the state, not activities
+    assert "report_pdf" in text(browser, "#confirm-summary")
+    confirm_as(browser, "grace")
+    wait_until(lambda: rq.control.paused().types == ("report_pdf",), timeout=WAIT,
+               message="report_pdf paused")
+    assert audited(rq, "pause", "grace")["reason"] == "printer on fire"
+    wait_until(lambda: "report_pdf" in text(browser, "#pauses table"), timeout=WAIT,
+               message="the page listing the pause")
+
+    preview(browser, "resume", 0)
+    confirm_as(browser, "grace")
+    wait_until(lambda: not rq.control.paused().active, timeout=WAIT, message="resumed")
+    audited(rq, "resume", "grace")

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.models import Activity, Status, parse_activity_id, to_jsonable
@@ -26,9 +26,6 @@ LIMIT_CAP = 1000  # RunnerQ's `limit` and ours
 OFFSET_CAP = 10_000  # RunnerQ's `offset`: the server walks what it skips
 SHARED_SECONDS = 2.0  # how long a shared read (counts, stats, queues) is reused
 DOCTOR_SECONDS = 10.0
-FAILING_SCAN = 5000  # documents the failing view reads at most
-FAILING_PAGE = 500
-ERROR_KEY_CHARS = 200
 RUNNING_SHOWN = 50  # activities listed per worker
 WINDOW_MAX_MINUTES = 24 * 60
 
@@ -157,35 +154,20 @@ class Views:
         return value
 
     def failing(self, params: dict[str, str]) -> dict[str, Any]:
-        """Failed and dead-lettered activities of the window, grouped by type and error:
-        newest first through keyset pages (list failed, list dead-letter), at most
-        FAILING_SCAN documents read."""
+        """What is failing: the backend's grouping (`stats --by error`'s), over the stored
+        failure events of the last `hours`, so an incident stays listed after a retry."""
         rq = self.backend(params.get("queue"))
         hours = integer(params, "hours", 24, 1, 24 * 30)
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
-        since = rq.now() - timedelta(hours=hours)
-        groups: dict[tuple[str, str], dict[str, Any]] = {}
-        scanned = 0
-        capped = False
-        for status in (Status.FAILED, Status.DEAD_LETTER):  # each gets half of the reads
-            after: str | None = None
-            read = 0
-            while True:
-                if read >= FAILING_SCAN // 2:
-                    capped = True
-                    break
-                page = rq.inspector.list_page(status, limit=FAILING_PAGE, after=after)
-                inside = [a for a in page.items if a.completed_at and a.completed_at >= since]
-                read += len(page.items)
-                scanned += len(page.items)
-                for activity in inside:
-                    _count_failure(groups, activity)
-                if len(inside) < len(page.items) or page.next_cursor is None:
-                    break
-                after = page.next_cursor
-        rows = sorted(groups.values(), key=lambda g: (-g["count"], g["activity_type"]))
-        return {"groups": to_jsonable(rows[:limit]), "window_hours": hours,
-                "scanned": scanned, "capped": capped}
+
+        def compute() -> dict[str, Any]:
+            found = rq.inspector.failures_by_type_and_error(since=timedelta(hours=hours),
+                                                             limit=limit)
+            return {"window_hours": hours, **found.to_json()}
+
+        value: dict[str, Any] = self.shared.get(("failing", rq.queue, hours, limit),
+                                                SHARED_SECONDS, compute)
+        return value
 
     def workers(self, params: dict[str, str]) -> dict[str, Any]:
         rq = self.backend(params.get("queue"))
@@ -277,23 +259,3 @@ class Views:
         return {"items": [a.to_json() for a in page.items], "next_cursor": page.next_cursor,
                 "skipped": page.skipped}
 
-
-def _count_failure(groups: dict[tuple[str, str], dict[str, Any]], activity: Activity) -> None:
-    error = (activity.last_error or "").strip().splitlines()
-    key_text = (error[0] if error else "")[:ERROR_KEY_CHARS]
-    key = (activity.activity_type, key_text)
-    seen: datetime = activity.completed_at or activity.created_at
-    group = groups.get(key)
-    if group is None:
-        groups[key] = {"activity_type": activity.activity_type, "error": key_text,
-                       "count": 1, "first_seen": seen, "last_seen": seen,
-                       "example_id": str(activity.id), "statuses": [activity.status]}
-        return
-    group["count"] += 1
-    if seen < group["first_seen"]:
-        group["first_seen"] = seen
-    if seen > group["last_seen"]:
-        group["last_seen"] = seen
-        group["example_id"] = str(activity.id)
-    if activity.status not in group["statuses"]:
-        group["statuses"].append(activity.status)

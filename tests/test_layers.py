@@ -242,3 +242,18 @@ def test_every_exception_is_still_needed() -> None:
     pairs = {(i.importer, i.target) for i in ALL}
     stale = [p for p in [*WORKER_EXCEPTIONS, *FRONT_EXCEPTIONS] if p not in pairs]
     assert not stale, stale
+
+
+def test_front_ends_never_reach_into_the_backend_by_attribute() -> None:
+    """The imports above are one way past the public API; an attribute is the other:
+    `rq.context.activities` from the console read the collection itself (its search box,
+    now `rq.inspector.ids_starting_with`). No front end names `.context`, `._ctx` or
+    `.db`: what it needs is a part's method."""
+    internals = {"context", "_ctx", "db"}
+    wrong = []
+    for folder in ("cli", "console", "worker"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and node.attr in internals:
+                    wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno} .{node.attr}")
+    assert not wrong, "\n".join(wrong)

@@ -226,7 +226,7 @@ class Views:
 
     def search(self, params: dict[str, str]) -> dict[str, Any]:
         """Activities whose id starts with the hex digits given (idprefix.py's range read)."""
-        from runnerq_cli.backend.domain.idprefix import PREFIX_MIN, matching_ids, prefix_of
+        from runnerq_cli.backend.domain.idprefix import PREFIX_MIN, prefix_of
 
         rq = self.backend(params.get("queue"))
         text = (params.get("q") or "").strip()
@@ -237,7 +237,7 @@ class Views:
             if digits is None:
                 raise InvalidArgument(f"q must be an activity id or its first {PREFIX_MIN} or "
                                       "more hex digits") from None
-            found = matching_ids(rq.context.activities, digits, limit=10)
+            found = rq.inspector.ids_starting_with(digits, limit=10)
             return {"matches": [str(i) for i in found],
                     "exact": str(found[0]) if len(found) == 1 else None}
         try:

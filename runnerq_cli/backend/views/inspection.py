@@ -213,6 +213,13 @@ class Inspector(Inspection):
 
         return resolve(self._ctx.activities, text)
 
+    def ids_starting_with(self, digits: str, *, limit: int = 10) -> list[uuid.UUID]:
+        """The ids that start with the hex `digits` (at most `limit`, in order): one range
+        read on `_id` (idprefix.py), for a search box that lists the candidates."""
+        from runnerq_cli.backend.domain.idprefix import matching_ids
+
+        return matching_ids(self._ctx.activities, digits, limit=limit)
+
     def metrics_sample(self, *, window_seconds: float = 300.0) -> MetricsSample:
         """What one Prometheus scrape exposes for this queue (metrics.metrics_sample)."""
         from runnerq_cli.backend.views.metrics import MetricsOptions, metrics_sample

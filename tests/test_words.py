@@ -32,9 +32,11 @@ def test_root_help_groups_the_commands(run_cli) -> None:
     assert [ln.split()[0] for ln in act if ln.strip()][:2] == ["cancel", "retry"]
 
 
-def test_every_help_names_option_values_in_words(run_cli) -> None:
-    """No option of any command or subcommand shows how Python typed it (`<int range>`,
-    `<str>`, `<list[str]>`, `<float>`): a metavar in words (N, TEXT, ...) or its choices."""
+def test_every_help_names_values_in_words(run_cli) -> None:
+    """No option or argument of any command or subcommand shows how Python typed it
+    (`<int range>`, `<str>`, `<list[str]>`, `<float>`): a metavar in words (N, TEXT, ID,
+    ...) or its choices; the usage line names arguments as the Arguments section does
+    (`ID`, `[ID...]`), not typer 0.29's `{ID}` or `[[ID...]]...`."""
     import re
 
     from runnerq_cli.cli.app import _root_command
@@ -49,6 +51,13 @@ def test_every_help_names_option_values_in_words(run_cli) -> None:
     for words in commands:
         res = run_cli(*words, "--help")
         assert res.code == 0, (words, res.stderr)
-        options = res.stdout.split("Options:", 1)[-1]
-        typed = re.findall(r"<(?:int|float|str|list\[)[^>]*>", options)
+        typed = re.findall(r"<(?:int|float|str|list\[)[^>]*>", res.stdout)
         assert not typed, (words, typed)
+        usage = res.stdout.split("\n\n", 1)[0]
+        assert "{" not in usage and "[[" not in usage, (words, usage)
+    shown = run_cli("show", "--help").stdout
+    assert "Usage: runnerq-mongo show [OPTIONS] ID\n" in shown
+    assert "\n  ID  The activity's id" in shown
+    shown = run_cli("cancel", "--help").stdout
+    assert "cancel [OPTIONS] [ID...]\n" in shown and "\n  [ID...]  Activity id(s)" in shown
+    assert "\n  [TYPE]  Activity type" in run_cli("enqueue", "--help").stdout

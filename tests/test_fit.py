@@ -73,3 +73,20 @@ def test_queues_fits_and_keeps_what_matters(queue, cli_env, columns) -> None:
     for header in ("queue", "pending", "running", "failed", "dead-letter", "paused"):
         assert header in lines[0], shown
     assert len(lines) == 2, shown  # the header and the queue: no footnote for a column not shown
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_list_gives_the_error_the_room_left_on_the_line(queue, run_cli, columns) -> None:
+    """The other columns are fitted first (the least useful left out), then the error
+    takes what is left and is cut where it ends: its start says what happened."""
+    queue.enqueue("charge_customer_card", {})
+    claim = queue.dequeue("w")[0]
+    queue.ack_failure(claim, ERROR, retryable=False)
+    res = run_cli("list", "failed", env={"COLUMNS": str(columns)})
+    assert res.code == 0, res.stderr
+    header, row = res.stdout.splitlines()
+    assert len(row) == columns and row.endswith("…"), row  # the error fills the line
+    error = row[header.index("last error"):]
+    assert ERROR.startswith(error[:-1]) and len(error) >= 20, error
+    assert "charge_customer_card" in row and str(claim.activity_id)[:8] in row
+    assert ("finished" in header) == (columns >= 80), header  # the time goes below 80

@@ -90,3 +90,31 @@ def test_list_gives_the_error_the_room_left_on_the_line(queue, run_cli, columns)
     assert ERROR.startswith(error[:-1]) and len(error) >= 20, error
     assert "charge_customer_card" in row and str(claim.activity_id)[:8] in row
     assert ("finished" in header) == (columns >= 80), header  # the time goes below 80
+
+
+def test_dry_run_samples_and_full_ids_fit_60_columns(queue, run_cli) -> None:
+    """The sample is a table like `list` (ids as prefixes, the error given the room
+    left); lines with a full id wrap between words, the id whole."""
+    for _ in range(2):
+        queue.enqueue("charge_customer_card", {})
+        queue.ack_failure(queue.dequeue("w")[0], ERROR, retryable=False)
+    pending = str(queue.enqueue("charge_customer_card", {}).activity_id)
+    failed = [str(a.id) for a in queue.inspector.list_page("failed").items]
+    narrow = {"COLUMNS": "60"}
+    runs = [run_cli("retry", "--status", "failed", "--dry-run", env=narrow),
+            run_cli("cancel", pending, failed[0], "--dry-run", env=narrow),
+            run_cli("set-priority", "--status", "pending", "--max", "5", "--yes", "high",
+                    env=narrow),
+            run_cli("cancel", failed[1], pending, env=narrow)]
+    for res in runs:
+        lines = res.stdout.splitlines()
+        assert lines and all(len(line) <= 60 for line in lines), res.stdout
+    lines = runs[0].stdout.splitlines()
+    sample = lines[lines.index("sample (2 of 2):") + 1:]
+    assert sample[0].split()[:3] == ["id", "type", "age"], sample  # status: the filter's
+    assert {line.split()[0] for line in sample[1:]} == {f[:8] for f in failed}, sample
+    assert all(line.endswith("…") and "POST https://pay" in line for line in sample[1:])
+    for res, ids in ((runs[1], [pending, failed[0]]), (runs[2], [pending]),
+                     (runs[3], [pending])):
+        shown = res.stdout.split()
+        assert all(i in shown or f"{i}:" in shown for i in ids), res.stdout  # whole

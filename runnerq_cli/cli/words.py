@@ -42,7 +42,8 @@ def wrap(first: str, text: str, indent: str, width: int) -> list[str]:
     """`first` + `text` wrapped at word boundaries to `width`, later lines indented.
 
     A word longer than a line stays whole on a line of its own, and a time keeps
-    its date and time together: a value is never split (an id, a type, a URL).
+    its date and time together: a value is never split (an id, a type, a URL). A
+    no-break space in `text` holds its two words together too (`--max N`).
     """
     import re
     import textwrap

@@ -105,7 +105,10 @@ def test_dry_run_samples_and_full_ids_fit_60_columns(queue, run_cli) -> None:
             run_cli("cancel", pending, failed[0], "--dry-run", env=narrow),
             run_cli("set-priority", "--status", "pending", "--max", "5", "--yes", "high",
                     env=narrow),
-            run_cli("cancel", failed[1], pending, env=narrow)]
+            run_cli("cancel", failed[1], pending, env=narrow),
+            run_cli("explain", failed[0], env=narrow),
+            run_cli("enqueue", "charge_customer_card", "--idempotency-key", "k", env=narrow),
+            run_cli("enqueue", "charge_customer_card", "--idempotency-key", "k", env=narrow)]
     for res in runs:
         lines = res.stdout.splitlines()
         assert lines and all(len(line) <= 60 for line in lines), res.stdout
@@ -114,7 +117,8 @@ def test_dry_run_samples_and_full_ids_fit_60_columns(queue, run_cli) -> None:
     assert sample[0].split()[:3] == ["id", "type", "age"], sample  # status: the filter's
     assert {line.split()[0] for line in sample[1:]} == {f[:8] for f in failed}, sample
     assert all(line.endswith("…") and "POST https://pay" in line for line in sample[1:])
+    held = runs[5].stdout.split()[1]
     for res, ids in ((runs[1], [pending, failed[0]]), (runs[2], [pending]),
-                     (runs[3], [pending])):
+                     (runs[3], [pending]), (runs[4], [failed[0]]), (runs[6], [held])):
         shown = res.stdout.split()
         assert all(i in shown or f"{i}:" in shown for i in ids), res.stdout  # whole

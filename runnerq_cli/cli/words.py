@@ -60,3 +60,13 @@ def screen_width() -> int:
     from runnerq_cli.cli.output import console
 
     return console(markup=False).width
+
+
+def echo_fitted(text: str, first: str = "", indent: str = "    ", err: bool = False) -> None:
+    """A line of text output wrapped between words to the screen (a full id, a type, a
+    time never split, later lines indented): whole on a narrow terminal, one line piped
+    (at COLUMNS, else 240 wide)."""
+    import typer
+
+    for line in wrap(first, text, indent, screen_width()):
+        typer.echo(line, err=err)

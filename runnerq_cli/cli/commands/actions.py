@@ -38,6 +38,7 @@ from runnerq_cli.cli.output import (
     warning_line,
 )
 from runnerq_cli.cli.state import state
+from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
@@ -314,15 +315,6 @@ def _go_on(backend: RunnerQ, action: str, command: str, params: dict[str, Any]) 
 
 def _title(action: str) -> str:
     return action.replace("-", " ").capitalize()
-
-
-def echo_fitted(text: str) -> None:
-    """One line of text output, wrapped between words to the screen (a full id, a type,
-    a time never split): a narrow terminal shows it whole, a pipe as one line."""
-    from runnerq_cli.cli.words import screen_width, wrap
-
-    for line in wrap("", text, "    ", screen_width()):
-        typer.echo(line)
 
 
 def _print_sample(sample: list[dict[str, Any]]) -> None:

@@ -113,11 +113,13 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
             doc = {"id": str(result.activity_id), "status": result.status}
         emit(output, {**doc, "created": result.created})
         return
+    from runnerq_cli.cli.words import echo_fitted
+
     if result.created:
         typer.echo(f"enqueued {result.activity_id} ({literal(result.status)})")
     else:
-        typer.echo(f"existing {result.activity_id} ({literal(result.status)}): the "
-                   "idempotency key is held by it, nothing enqueued")
+        echo_fitted(f"existing {result.activity_id} ({literal(result.status)}): the "
+                    "idempotency key is held by it, nothing enqueued")
 
 
 # ------------------------------------------------------------------ many

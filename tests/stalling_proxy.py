@@ -2,7 +2,8 @@
 
 The handshake and every other command pass through, so the client has reached
 the server; a command whose name is in `stall` is read and dropped, and its
-client waits for an answer until its socket timeout. OP_MSG framing: a 16-byte
+client waits for an answer until its socket timeout; one in `slow` is forwarded
+`delay` seconds late (a server that answers, slowly). OP_MSG framing: a 16-byte
 header, 4 bytes of flags, a section kind byte, then the command document, whose
 first element's name is the command's.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from urllib.parse import urlsplit
 
 
@@ -42,10 +44,13 @@ def _read_message(sock: socket.socket) -> bytes | None:
 class StallingProxy:
     """127.0.0.1:port -> the server of `uri`; commands named in `stall` get no answer."""
 
-    def __init__(self, uri: str, stall: set[str]) -> None:
+    def __init__(self, uri: str, stall: set[str], slow: set[str] | None = None,
+                 delay: float = 0.0) -> None:
         parts = urlsplit(uri)
         self.target = (parts.hostname or "127.0.0.1", parts.port or 27017)
         self.stall = stall
+        self.slow = slow or set()
+        self.delay = delay
         self.stalled: list[str] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -75,6 +80,8 @@ class StallingProxy:
                 if name in self.stall:
                     self.stalled.append(name)
                     continue  # read, never forwarded: no answer comes
+                if name in self.slow:
+                    time.sleep(self.delay)
                 server.sendall(message)
         except OSError:
             pass

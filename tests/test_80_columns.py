@@ -149,11 +149,15 @@ def test_local_time_is_a_choice(busy, run_cli_subprocess) -> None:
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\+05:30", local.stdout)
 
 
-def test_a_cut_value_ends_after_a_whole_word() -> None:
+def test_a_cut_text_fills_its_room_and_a_cut_list_ends_after_a_whole_name() -> None:
     columns = [Column("id"), Column("last error", flexible=True)]
     lines = ["".join(text for text, _ in line)
              for line in layout(columns, [["3f0c2a9e", ERROR]], 40)]
-    assert lines[1] == "3f0c2a9e  SMTP server at…"
+    assert lines[1] == "3f0c2a9e  SMTP server at mail.example.c…"
+    columns = [Column("id"), Column("types", flexible=True, names=True)]
+    lines = ["".join(text for text, _ in line)
+             for line in layout(columns, [["w1", f"{TYPE},{OTHER}"]], 40)]
+    assert lines[1] == f"w1  {TYPE},…"
 
 
 def test_config_show_keeps_short_values_aligned_within_80(run_cli) -> None:

@@ -231,7 +231,9 @@ def test_resume_with_nothing_to_resume_writes_no_audit_record(
         backend: RunnerQ, run_cli: Any) -> None:
     assert run_cli("resume").code == 0
     assert run_cli("pause", "-t", "a").code == 0
-    assert run_cli("resume", "-t", "nosuch").code == 0
+    backend.registry.register_worker("w", types=["b"])
+    assert run_cli("resume", "-t", "nosuch").code == 4  # a type never seen: refused
+    assert run_cli("resume", "-t", "b").code == 0  # known (a worker claims it), not paused
     assert [e.action for e in backend.audit_log.audit()] == ["pause"]
     assert run_cli("resume", "-t", "a").code == 0
     assert [(e.action, e.state) for e in backend.audit_log.audit()] == [("resume", "done"),

@@ -73,3 +73,52 @@ def test_queues_fits_and_keeps_what_matters(queue, cli_env, columns) -> None:
     for header in ("queue", "pending", "running", "failed", "dead-letter", "paused"):
         assert header in lines[0], shown
     assert len(lines) == 2, shown  # the header and the queue: no footnote for a column not shown
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_list_gives_the_error_the_room_left_on_the_line(queue, run_cli, columns) -> None:
+    """The other columns are fitted first (the least useful left out), then the error
+    takes what is left and is cut where it ends: its start says what happened."""
+    queue.enqueue("charge_customer_card", {})
+    claim = queue.dequeue("w")[0]
+    queue.ack_failure(claim, ERROR, retryable=False)
+    res = run_cli("list", "failed", env={"COLUMNS": str(columns)})
+    assert res.code == 0, res.stderr
+    header, row = res.stdout.splitlines()
+    assert len(row) == columns and row.endswith("…"), row  # the error fills the line
+    error = row[header.index("last error"):]
+    assert ERROR.startswith(error[:-1]) and len(error) >= 20, error
+    assert "charge_customer_card" in row and str(claim.activity_id)[:8] in row
+    assert ("finished" in header) == (columns >= 80), header  # the time goes below 80
+
+
+def test_dry_run_samples_and_full_ids_fit_60_columns(queue, run_cli) -> None:
+    """The sample is a table like `list` (ids as prefixes, the error given the room
+    left); lines with a full id wrap between words, the id whole."""
+    for _ in range(2):
+        queue.enqueue("charge_customer_card", {})
+        queue.ack_failure(queue.dequeue("w")[0], ERROR, retryable=False)
+    pending = str(queue.enqueue("charge_customer_card", {}).activity_id)
+    failed = [str(a.id) for a in queue.inspector.list_page("failed").items]
+    narrow = {"COLUMNS": "60"}
+    runs = [run_cli("retry", "--status", "failed", "--dry-run", env=narrow),
+            run_cli("cancel", pending, failed[0], "--dry-run", env=narrow),
+            run_cli("set-priority", "--status", "pending", "--max", "5", "--yes", "high",
+                    env=narrow),
+            run_cli("cancel", failed[1], pending, env=narrow),
+            run_cli("explain", failed[0], env=narrow),
+            run_cli("enqueue", "charge_customer_card", "--idempotency-key", "k", env=narrow),
+            run_cli("enqueue", "charge_customer_card", "--idempotency-key", "k", env=narrow)]
+    for res in runs:
+        lines = res.stdout.splitlines()
+        assert lines and all(len(line) <= 60 for line in lines), res.stdout
+    lines = runs[0].stdout.splitlines()
+    sample = lines[lines.index("sample (2 of 2):") + 1:]
+    assert sample[0].split()[:3] == ["id", "type", "age"], sample  # status: the filter's
+    assert {line.split()[0] for line in sample[1:]} == {f[:8] for f in failed}, sample
+    assert all(line.endswith("…") and "POST https://pay" in line for line in sample[1:])
+    held = runs[5].stdout.split()[1]
+    for res, ids in ((runs[1], [pending, failed[0]]), (runs[2], [pending]),
+                     (runs[3], [pending]), (runs[4], [failed[0]]), (runs[6], [held])):
+        shown = res.stdout.split()
+        assert all(i in shown or f"{i}:" in shown for i in ids), res.stdout  # whole

@@ -89,6 +89,7 @@ def test_selecting_again_leaves_out_what_is_already_done(queue: RunnerQ) -> None
 
 def test_resume_records_only_the_types_that_were_paused(queue: RunnerQ) -> None:
     queue.control.pause(["a"])
+    queue.enqueue("zzz", {})  # a known type, not paused
     state = queue.control.resume(["a", "zzz"])
     assert not state.active
     [record] = list(queue.context.events.find({"event_type": "Resumed"}))

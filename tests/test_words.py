@@ -16,6 +16,29 @@ def test_resume_says_what_it_did(queue, run_cli) -> None:
     assert res.stdout.splitlines()[0] == "queue tests was not paused: nothing changed"
 
 
+def test_resume_refuses_a_type_the_queue_never_saw(queue, run_cli) -> None:
+    """A misspelt type is refused (exit 4, one line, nothing written); a type the queue
+    knows (an activity in any state, a worker, a past pause) is "not paused", exit 0."""
+    queue.enqueue("report", {})
+    queue.ack_success(queue.dequeue("w", types=["report"])[0], {})
+    queue.registry.register_worker("w2", types=["resize"])
+    before = run_cli("audit", "-o", "json").stdout
+    res = run_cli("resume", "--type", "reprot")
+    assert res.code == 4 and res.stdout == "", res
+    assert res.stderr.splitlines() == [
+        "error: activity type 'reprot' is unknown on this queue (no activity, worker or "
+        "pause of it): nothing resumed"]
+    assert run_cli("resume", "--type", "report", "--type", "reprot").code == 4
+    assert run_cli("audit", "-o", "json").stdout == before  # nothing recorded
+    for known in ("report", "resize"):  # only finished activities; only a worker
+        res = run_cli("resume", "--type", known)
+        assert res.code == 0 and res.stdout.startswith(f"{known} was not paused"), res
+    assert run_cli("pause", "--type", "new_type").code == 0  # before its first activity
+    assert run_cli("resume", "--type", "new_type").stdout.startswith("resumed new_type")
+    res = run_cli("resume", "--type", "new_type")  # again: its pause is in the audit trail
+    assert res.code == 0 and res.stdout.startswith("new_type was not paused"), res
+
+
 def test_retry_help_has_an_example_by_filter(run_cli) -> None:
     res = run_cli("retry", "--help")
     assert "retry --status dead-letter --type charge --error-contains 502" in " ".join(
@@ -32,9 +55,11 @@ def test_root_help_groups_the_commands(run_cli) -> None:
     assert [ln.split()[0] for ln in act if ln.strip()][:2] == ["cancel", "retry"]
 
 
-def test_every_help_names_option_values_in_words(run_cli) -> None:
-    """No option of any command or subcommand shows how Python typed it (`<int range>`,
-    `<str>`, `<list[str]>`, `<float>`): a metavar in words (N, TEXT, ...) or its choices."""
+def test_every_help_names_values_in_words(run_cli) -> None:
+    """No option or argument of any command or subcommand shows how Python typed it
+    (`<int range>`, `<str>`, `<list[str]>`, `<float>`): a metavar in words (N, TEXT, ID,
+    ...) or its choices; the usage line names arguments as the Arguments section does
+    (`ID`, `[ID...]`), not typer 0.29's `{ID}` or `[[ID...]]...`."""
     import re
 
     from runnerq_cli.cli.app import _root_command
@@ -49,6 +74,13 @@ def test_every_help_names_option_values_in_words(run_cli) -> None:
     for words in commands:
         res = run_cli(*words, "--help")
         assert res.code == 0, (words, res.stderr)
-        options = res.stdout.split("Options:", 1)[-1]
-        typed = re.findall(r"<(?:int|float|str|list\[)[^>]*>", options)
+        typed = re.findall(r"<(?:int|float|str|list\[)[^>]*>", res.stdout)
         assert not typed, (words, typed)
+        usage = res.stdout.split("\n\n", 1)[0]
+        assert "{" not in usage and "[[" not in usage, (words, usage)
+    shown = run_cli("show", "--help").stdout
+    assert "Usage: runnerq-mongo show [OPTIONS] ID\n" in shown
+    assert "\n  ID  The activity's id" in shown
+    shown = run_cli("cancel", "--help").stdout
+    assert "cancel [OPTIONS] [ID...]\n" in shown and "\n  [ID...]  Activity id(s)" in shown
+    assert "\n  [TYPE]  Activity type" in run_cli("enqueue", "--help").stdout

@@ -16,6 +16,7 @@ from runnerq_cli import __version__
 from runnerq_cli.argv import command_word
 from runnerq_cli.cli.exits import ExitCode, exit_code_of, message_of
 from runnerq_cli.cli.output import error_line
+from runnerq_cli.cli.parameters import plain_words, use_words_commands
 from runnerq_cli.cli.state import CliState
 from runnerq_cli.errors import RunnerQError
 
@@ -88,7 +89,7 @@ class _LazyRootGroup(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         build = getattr(self, "_pending", {}).pop(cmd_name, None)
         if build is not None:
-            self.commands[cmd_name] = word_metavars(ascii_numbers(build()))
+            self.commands[cmd_name] = plain_words(build())
         return super().get_command(ctx, cmd_name)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -123,65 +124,6 @@ class _LazyRootGroup(TyperGroup):
                     with formatter.section(title):
                         formatter.write_dl([(n, make_default_short_help(rows[n], limit))
                                             for n in shown])
-
-
-def word_metavars(command: Any) -> Any:
-    """Give every option and argument without a metavar one in words (`N`, `NUMBER`,
-    `TEXT`, the argument's name), in `command` and its subcommands: typer's own labels
-    (`<int range>`, `<str>`, `<list[str]>`) say how Python typed a value, not what to
-    type. Choices keep their list (`<text|json|jsonl>`). Only the parameters' public
-    `metavar` attribute is set; their type is read as the installed typer describes it
-    (`type_descriptor` from 0.26, a click type before)."""
-    for param in getattr(command, "params", ()):
-        if param.metavar is not None or getattr(param, "is_flag", False):
-            continue
-        label = _type_label(param)
-        if label is None:  # a choice: its values are the words
-            continue
-        many = getattr(param, "multiple", False) or getattr(param, "nargs", 1) != 1
-        if getattr(param, "param_type_name", "") == "argument":
-            word = str(param.name or "value").upper()
-        else:
-            word = "N" if "int" in label else "NUMBER" if "float" in label else "TEXT"
-        param.metavar = word + ("..." if many and "list" not in label else "")
-    for sub in (getattr(command, "commands", None) or {}).values():
-        word_metavars(sub)
-    return command
-
-
-def ascii_numbers(command: Any) -> Any:
-    """Numbers on the command line in ASCII digits only, in `command` and its
-    subcommands: Python's int() and float() read any script's digits (`٤` is 4, `２` is
-    2), which no user types on purpose. On typers whose parameters convert through a
-    click type (the lowest supported), each int or float option's type is wrapped in
-    one that refuses other digits first; on typer 0.29 the fast coercion does the same
-    (typer_compat). The wrapper is set through the parameter's public `type`."""
-    from runnerq_cli.cli.typer_compat import ascii_number_type
-
-    for param in getattr(command, "params", ()):
-        wrapped = ascii_number_type(getattr(param, "type", None))
-        if wrapped is not None:
-            param.type = wrapped
-    for sub in (getattr(command, "commands", None) or {}).values():
-        ascii_numbers(sub)
-    return command
-
-
-def _type_label(param: Any) -> str | None:
-    """A parameter's type in lower-case words (`int range`, `str`, `list[str]`), or None
-    for a choice."""
-    desc = getattr(param, "type_descriptor", None)
-    if desc is not None:
-        if desc.is_choice:
-            return None
-        name = getattr(desc.annotation, "__name__", str(desc.annotation))
-        if desc.is_ranged:
-            name = str(desc.ranged_type_name)
-        return f"list[{name}]" if desc.is_list else name
-    click_type = getattr(param, "type", None)
-    if click_type is None or type(click_type).__name__ == "Choice":
-        return None
-    return str(getattr(click_type, "name", "text")).lower().replace("integer", "int")
 
 
 def _new_app() -> typer.Typer:
@@ -236,6 +178,7 @@ def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     built.callback()(root)
     for name in modules:
         importlib.import_module(f"runnerq_cli.cli.commands.{name}").register(built)
+    use_words_commands(built)
     return built
 
 

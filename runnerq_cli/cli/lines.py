@@ -27,9 +27,29 @@ STOP_POLL = 0.05  # seconds: how soon a stop is heard while the input is silent
 CHUNK = 1 << 16
 
 
+class InputLines:
+    """The numbered lines of an input, and how far into it they are: `consumed` bytes
+    of the `size` there are to read (a regular file's, standard input redirected from
+    one included; None for a pipe or a terminal, whose end is not known ahead). For a
+    progress line: the lines given out so far end at byte `consumed`."""
+
+    def __init__(self, size: int | None = None) -> None:
+        self.size = size
+        self.consumed = 0
+        self._lines: Iterator[bytes | None] = iter(())
+
+    def __iter__(self) -> Iterator[tuple[int, bytes | None]]:
+        return enumerate(self._lines, start=1)
+
+    def fraction(self) -> float | None:
+        """How much of the input the lines given out cover (0 to 1), None without a size."""
+        if self.size is None:
+            return None
+        return min(1.0, self.consumed / self.size) if self.size else 1.0
+
+
 def read_lines(path: str, what: str = "FILE",
-               should_stop: Callable[[], bool] | None = None,
-               ) -> Iterator[tuple[int, bytes | None]]:
+               should_stop: Callable[[], bool] | None = None) -> InputLines:
     """The lines of `path` (- is standard input), one at a time (module docstring).
 
     The file is opened here, before the first line is asked for, so a missing
@@ -44,17 +64,32 @@ def read_lines(path: str, what: str = "FILE",
             fd = os.open(path, os.O_RDONLY)
         except OSError as exc:
             raise InvalidArgument(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
-        return _numbered(_fd_lines(fd, values.PAYLOAD_TEXT_MAX, stop, close=True))
-    stdin: Any = getattr(sys.stdin, "buffer", None) or sys.stdin
+        close = True
+    else:
+        stdin: Any = getattr(sys.stdin, "buffer", None) or sys.stdin
+        try:
+            fd = stdin.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream with no descriptor (tests)
+            lines = InputLines()
+            lines._lines = _object_lines(stdin, values.PAYLOAD_TEXT_MAX)
+            return lines
+        close = False
+    lines = InputLines(_size_left(fd))
+    lines._lines = _fd_lines(fd, values.PAYLOAD_TEXT_MAX, stop, close=close, into=lines)
+    return lines
+
+
+def _size_left(fd: int) -> int | None:
+    """The bytes left to read from `fd` when it is a regular file, else None."""
+    import stat
+
     try:
-        fd = stdin.fileno()
-    except (AttributeError, OSError, ValueError):  # a stream with no descriptor (tests)
-        return _numbered(_object_lines(stdin, values.PAYLOAD_TEXT_MAX))
-    return _numbered(_fd_lines(fd, values.PAYLOAD_TEXT_MAX, stop, close=False))
-
-
-def _numbered(lines: Iterator[bytes | None]) -> Iterator[tuple[int, bytes | None]]:
-    return enumerate(lines, start=1)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return max(0, info.st_size - os.lseek(fd, 0, os.SEEK_CUR))
+    except OSError:
+        return None
 
 
 def _readable(fd: int, stop: Callable[[], bool]) -> bool:
@@ -70,9 +105,11 @@ def _readable(fd: int, stop: Callable[[], bool]) -> bool:
 
 
 def _fd_lines(fd: int, limit: int, stop: Callable[[], bool], *,
-              close: bool) -> Iterator[bytes | None]:
-    """Lines of a descriptor, through a buffer of at most `limit` + CHUNK bytes."""
+              close: bool, into: InputLines) -> Iterator[bytes | None]:
+    """Lines of a descriptor, through a buffer of at most `limit` + CHUNK bytes; `into`
+    learns where each line given out ends."""
     buf = bytearray()
+    read = 0  # bytes read from `fd`
     scanned = 0  # bytes of `buf` known to hold no line break
     too_long = False  # the line in progress passed `limit`: its bytes are dropped
     try:
@@ -83,6 +120,7 @@ def _fd_lines(fd: int, limit: int, stop: Callable[[], bool], *,
                 line = None if too_long or newline - start > limit else buf[start:newline]
                 too_long = False
                 start = newline + 1
+                into.consumed = read - len(buf) + start
                 yield None if line is None else bytes(line).rstrip(b"\r")
                 newline = buf.find(b"\n", start)
             del buf[:start]
@@ -93,11 +131,13 @@ def _fd_lines(fd: int, limit: int, stop: Callable[[], bool], *,
                 return
             chunk = os.read(fd, CHUNK)
             if not chunk:
+                into.consumed = read
                 if too_long:
                     yield None
                 elif buf:
                     yield bytes(buf).rstrip(b"\r")
                 return
+            read += len(chunk)
             buf += chunk
     finally:
         if close:

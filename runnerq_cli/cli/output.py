@@ -174,9 +174,12 @@ def confirm(question: str, yes: bool, preview: list[str] | None = None) -> None:
     if not sys.stdin.isatty():
         fail(f"{question.rstrip('?')}: refusing without --yes when not on a terminal "
              "(use --dry-run to see what would change)")
+    from runnerq_cli.cli.words import echo_fitted
     from runnerq_cli.literal import literal
 
-    for line in preview or []:
-        typer.echo(literal(line))
+    for line in preview or []:  # each fitted to the screen, its indent kept
+        text = literal(line)
+        lead = text[:len(text) - len(text.lstrip(" "))]
+        echo_fitted(text.lstrip(" "), lead, lead + "    ")
     if not typer.confirm(literal(question), default=False):
         fail("not confirmed: nothing changed")

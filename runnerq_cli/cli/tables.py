@@ -2,12 +2,15 @@
 
 Rich tables fold a cell over several lines when the screen is narrow (`send_`
 over `email`, a date over five lines). These tables never do: every value stays
-on its row, whole. When the row is too wide, the columns that matter least are
-left out first (each column says whether it may go), then the one free-text
-column (a last error, a list of types) is cut after its last whole word and ends
-in `…`. Activity ids are shown as their shortest unique prefix (at least
-SHORT_ID characters), as git and docker do; every command that takes an id
-accepts such a prefix back.
+on its row, whole. When the row is too wide, a column with nothing in it goes
+first, then the columns that matter least (each column says whether it may go),
+until the others fit beside the one free-text column at FLEX_MIN cells; that
+column then takes the room left on the line. A free text (a last error) is cut
+where the room ends and ends in `…`, so its start, the part that says what
+happened, is kept (`POST https://payments.example.com/v2/char…`, not `POST…`); a
+list of names (a worker's types) is cut after its last whole name. Activity ids
+are shown as their shortest unique prefix (at least SHORT_ID characters), as git
+and docker do; every command that takes an id accepts such a prefix back.
 
 Every cell goes through literal(): values from the database are text, never
 markup or control sequences.
@@ -24,6 +27,7 @@ SHORT_ID = 8  # hex digits of an id shown in text views (its first group)
 GAP = "  "
 ELLIPSIS = "…"
 CELL_MAX = 120  # characters of one value: a 5,000-character type never floods a screen
+FLEX_MIN = 20  # cells a free-text column needs to say something: other columns go first
 
 
 def short_id(value: Any) -> str:
@@ -48,13 +52,15 @@ def unique_prefixes(ids: Sequence[Any]) -> dict[str, str]:
 @dataclass(frozen=True)
 class Column:
     """One column: `drop` ranks how readily it is left out on a narrow screen (higher
-    goes first, 0 never); `flexible` columns are cut (with …) rather than left out."""
+    goes first, 0 never); `flexible` columns are cut (with …) rather than left out,
+    where the room ends, or after a whole name when they list `names`."""
 
     header: str
     drop: int = 0
     flexible: bool = False
     right: bool = False
     style: str = ""
+    names: bool = False
 
 
 Cell = str | tuple[str, str]  # text, or (text, style)
@@ -73,9 +79,10 @@ def _width(text: str) -> int:
     return cell_len(text)
 
 
-def _cut(text: str, width: int) -> str:
-    """`text` in `width` cells: whole, or cut after the last whole word (or list item)
-    that fits, ending in …; inside a word only when not even the first one fits."""
+def _cut(text: str, width: int, names: bool = False) -> str:
+    """`text` in `width` cells: whole, or cut where the room ends, ending in …; a list
+    of `names` after the last whole name that fits (inside one only when not even the
+    first fits)."""
     from rich.cells import set_cell_size
 
     if _width(text) <= width:
@@ -83,11 +90,17 @@ def _cut(text: str, width: int) -> str:
     if width <= 0:
         return ""
     head = set_cell_size(text, width - 1)
-    if text[len(head):len(head) + 1] not in (" ", ","):  # the cut falls inside a word
+    if names and text[len(head):len(head) + 1] not in (" ", ","):  # inside a name
         boundary = max(head.rfind(" "), head.rfind(","))
         if boundary > 0:
             head = head[:boundary + (head[boundary] == ",")]
     return head.rstrip() + ELLIPSIS
+
+
+def _first_name(text: str) -> int:
+    """The cells a list's first name takes with `,…` after it (the whole text if one)."""
+    head = text.split(",", 1)[0]
+    return _width(head) + (2 if len(head) < len(text) else 0)
 
 
 def layout(columns: Sequence[Column], rows: Iterable[Sequence[Cell]],
@@ -97,25 +110,33 @@ def layout(columns: Sequence[Column], rows: Iterable[Sequence[Cell]],
     keep = list(range(len(columns)))
     widths = [max([_width(columns[i].header)] + [_width(r[i][0]) for r in cells])
               for i in range(len(columns))]
+    # A free-text column counts at the least it needs while the others are fitted (a
+    # list of names: its first name whole, and `,…`).
+    least = [min(w, max(FLEX_MIN, _width(c.header),
+                        *([_first_name(r[i][0]) for r in cells] if c.names else [])))
+             if c.flexible else w
+             for i, (c, w) in enumerate(zip(columns, widths, strict=True))]
 
     def total() -> int:
-        return sum(widths[i] for i in keep) + len(GAP) * (len(keep) - 1)
+        return sum(least[i] for i in keep) + len(GAP) * (len(keep) - 1)
 
-    for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
+    empty = [i for i in keep if not any(r[i][0] for r in cells)]
+    droppable = sorted((i for i, c in enumerate(columns) if c.drop),
+                       key=lambda i: -columns[i].drop)
+    for i in [*empty, *(i for i in droppable if i not in empty)]:
         if total() <= width:
             break
         keep.remove(i)
-    for i in [i for i in keep if columns[i].flexible]:
-        excess = total() - width
-        if excess > 0:
-            widths[i] = max(_width(columns[i].header), 10, widths[i] - excess)
+    for i in [i for i in keep if columns[i].flexible]:  # the room left, up to its own
+        widths[i] = max(least[i], min(widths[i], width - (total() - least[i])))
+        least[i] = widths[i]
     lines: list[list[tuple[str, str]]] = []
     header = [(c.header, "bold") for c in columns]
     for row in [header, *cells]:
         pieces: list[tuple[str, str]] = []
         for n, i in enumerate(keep):
             text, style = row[i]
-            text = _cut(text, widths[i])
+            text = _cut(text, widths[i], columns[i].names)
             last = n == len(keep) - 1
             pad = " " * (widths[i] - _width(text))
             if columns[i].right:

@@ -42,7 +42,8 @@ def wrap(first: str, text: str, indent: str, width: int) -> list[str]:
     """`first` + `text` wrapped at word boundaries to `width`, later lines indented.
 
     A word longer than a line stays whole on a line of its own, and a time keeps
-    its date and time together: a value is never split (an id, a type, a URL).
+    its date and time together: a value is never split (an id, a type, a URL). A
+    no-break space in `text` holds its two words together too (`--max N`).
     """
     import re
     import textwrap
@@ -59,3 +60,13 @@ def screen_width() -> int:
     from runnerq_cli.cli.output import console
 
     return console(markup=False).width
+
+
+def echo_fitted(text: str, first: str = "", indent: str = "    ", err: bool = False) -> None:
+    """A line of text output wrapped between words to the screen (a full id, a type, a
+    time never split, later lines indented): whole on a narrow terminal, one line piped
+    (at COLUMNS, else 240 wide)."""
+    import typer
+
+    for line in wrap(first, text, indent, screen_width()):
+        typer.echo(line, err=err)

@@ -12,20 +12,31 @@ what they already hold. Producers are not affected: `enqueue` still works.
 Each change writes a `Paused`/`Resumed` event (activity_id null), which is
 also its audit record (audit.py), before the control document changes; a
 `resume` that finds nothing to resume writes nothing.
+
+`pause` takes any type: pausing a type before its first activity is legitimate.
+`resume` of a type that is not paused says so (scripts resume idempotently),
+unless the queue has never seen that type (`seen_type`: no activity, no worker
+claiming it, no pause of it in the audit trail): a misspelling is refused
+(NotFound), nothing written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from runnerq_cli.backend.domain.models import EventType
+from runnerq_cli.backend.domain.index_specs import EVER, index_name
+from runnerq_cli.backend.domain.models import EventType, Status
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.store.context import QueueContext
-from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.errors import InvalidArgument, NotFound
 
 PAUSE_ID = "pause"
 TYPE_MAX = 200
+# The finished history can be long: a type is looked for in each index for at most this
+# long; past it the type counts as seen (never refused on a guess).
+SEEN_FINISHED_MS = 2000
 
 
 def _check_types(types: Iterable[str] | None) -> list[str]:
@@ -94,6 +105,10 @@ class Control:
         if asked and before.all:
             raise InvalidArgument("the whole queue is paused: resume it (without types), "
                                   "then pause the types that must stay paused", "types")
+        unknown = [n for n in asked if n not in before.types and not self.seen_type(n)]
+        if unknown:
+            raise NotFound(f"activity type {unknown[0]!r} is unknown on this queue (no "
+                           "activity, worker or pause of it): nothing resumed")
         names = [n for n in asked if n in before.types]
         if not before.active or (asked and not names):
             return before
@@ -110,3 +125,47 @@ class Control:
             state = self.paused()
             run.finish("done", still_paused=list(state.types) or None)
         return state
+
+    def seen_type(self, activity_type: str) -> bool:
+        """Whether the queue knows `activity_type`: a worker registered for it, a pause
+        of it in the audit trail (kept as long as events), or an activity of it in any
+        state.
+
+        Cheapest first, each an indexed read that stops at the first match: the worker
+        registry (a few documents), the queue's own records (the events of no activity:
+        pauses, resumes, operator actions), pending work (a seek on the claim-by-type
+        index), then the running, scheduled and finished index keys (covered: no
+        document is read; each for at most SEEN_FINISHED_MS). Only a type found nowhere
+        reads them all.
+        """
+        from pymongo.errors import ExecutionTimeout, OperationFailure
+
+        if self._ctx.workers.find_one({"types": activity_type}, {"_id": 1}) is not None:
+            return True
+        settings = self._ctx.settings
+        finished = [s.value for s in Status if s.is_terminal]
+        paused = {"activity_id": None, "event_type": EventType.PAUSED.value,
+                  "detail.types": activity_type}
+        of_type = {"activity_type": activity_type}
+        looks: list[tuple[Any, dict[str, Any], str]] = [
+            (self._ctx.events, paused, "events of an activity"),
+            (self._ctx.activities, {"status": Status.PENDING.value, **of_type},
+             "claims limited"),
+            (self._ctx.activities, {"status": Status.PROCESSING.value, **of_type},
+             "expired leases"),
+            (self._ctx.activities, {"status": Status.SCHEDULED.value, **of_type},
+             "due scheduled"),
+            (self._ctx.activities, {"status": {"$in": finished},
+                                    "completed_at": {"$gte": EVER}, **of_type},
+             "list finished"),
+        ]
+        for collection, match, purpose in looks:
+            try:
+                found = collection.find_one(match, {"_id": 1},
+                                            hint=index_name(settings, purpose),
+                                            max_time_ms=SEEN_FINISHED_MS)
+            except (ExecutionTimeout, OperationFailure):  # too long, or no index: unsure
+                return True
+            if found is not None:
+                return True
+        return False

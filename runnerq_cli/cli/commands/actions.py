@@ -38,6 +38,7 @@ from runnerq_cli.cli.output import (
     warning_line,
 )
 from runnerq_cli.cli.state import state
+from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
         else:
             for row in preview:
                 verdict = f"would {action}" if row["eligible"] else f"skip ({row['reason']})"
-                typer.echo(f"{verdict}: {row['id']}")
+                echo_fitted(f"{verdict}: {row['id']}")
         return int(ExitCode.OK)
     with stop_on_signal() as stop, BulkProgress(action, len(req.ids)) as bar:
         report = backend.bulk.apply(action, req.ids, reason=req.reason, actor=req.actor,
@@ -246,7 +247,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
             continue
         rows.append(outcome.to_json())
         if req.output is OutputFormat.TEXT:
-            typer.echo(_describe(outcome))
+            echo_fitted(_describe(outcome))
     if req.output is not OutputFormat.TEXT:
         emit(req.output, rows)
     if report.interrupted:
@@ -316,14 +317,22 @@ def _title(action: str) -> str:
     return action.replace("-", " ").capitalize()
 
 
-def _sample_line(row: dict[str, Any]) -> str:
+def _print_sample(sample: list[dict[str, Any]]) -> None:
+    """The sample as a table that fits the screen, like `list`: ids as unique prefixes
+    (accepted back by every command), the error given the room left."""
+    from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
     from runnerq_cli.values import format_duration
 
-    age = row.get("age_seconds")
-    error = " ".join(str(row.get("last_error") or "").split())
-    return (f"  {row['id']}  {row.get('activity_type')}  {row.get('status')}  "
-            f"{format_duration(age) + ' old' if age is not None else '-'}"
-            + (f"  {error[:80]}" if error else ""))
+    prefixes = unique_prefixes([row["id"] for row in sample])
+    columns = [Column("id"), Column("type", style="bold"), Column("status", drop=2),
+               Column("age", drop=1, right=True),
+               Column("last error", flexible=True, style="red")]
+    rows = [[prefixes[str(row["id"])], str(row.get("activity_type") or "-"),
+             str(row.get("status") or "-"),
+             format_duration(row["age_seconds"]) if row.get("age_seconds") is not None
+             else "-", " ".join(str(row.get("last_error") or "").split())]
+            for row in sample]
+    print_table(columns, rows)
 
 
 def _print_selection(selection: Selection, output: OutputFormat, *, dry_run: bool) -> None:
@@ -334,13 +343,12 @@ def _print_selection(selection: Selection, output: OutputFormat, *, dry_run: boo
     shown = len(selection.ids)
     limit = f" (--max {selection.max_count})" if selection.max_count is not None else ""
     verb = f"would {selection.action}" if dry_run else selection.action
-    typer.echo(f"{selection.matched} activities match; {verb} {shown}{limit}"
-               + ("" if selection.max_count is not None or not dry_run
-                  else f" (the first {shown}: give --max N to act)"))
+    echo_fitted(f"{selection.matched} activities match; {verb} {shown}{limit}"
+                + ("" if selection.max_count is not None or not dry_run
+                   else f" (the first {shown}: give --max\u00a0N to act)"))
     if selection.sample:
         typer.echo(f"sample ({len(selection.sample)} of {shown}):")
-        for row in selection.sample:
-            typer.echo(_sample_line(row))
+        _print_sample(selection.sample)
 
 
 def _print_report(report: BulkReport | None, selection: Selection,
@@ -366,9 +374,9 @@ def _print_report(report: BulkReport | None, selection: Selection,
         emit(output, rows)
         return
     for result in report.applied if report else []:
-        typer.echo(_describe(result))
+        echo_fitted(_describe(result))
     for skip in report.skipped if report else []:
-        typer.echo(f"skipped: {skip['id']}: {skip['reason']}")
+        echo_fitted(f"skipped: {skip['id']}: {skip['reason']}")
     typer.echo(f"{selection.action}: matched {data['matched']}, shown {data['selected']}, "
                f"applied {data['applied']}, skipped {data['skipped']}")
 
@@ -390,8 +398,9 @@ def _skips(report: BulkReport) -> list[dict[str, Any]]:
 
 def _describe(result: ActionResult) -> str:
     from runnerq_cli.backend.domain.models import Priority, to_jsonable
+    from runnerq_cli.literal import literal
 
-    text = f"{result.action}: {result.activity_id} ({result.activity_type}) " \
+    text = f"{result.action}: {result.activity_id} ({literal(result.activity_type)}) " \
            f"{result.previous_status} -> {result.status}"
     detail = result.detail
     if "scheduled_at" in detail:
@@ -563,8 +572,10 @@ def redrive(
         emit(output, report.to_json())
     else:
         verb = "would redrive" if dry_run else "redrove"
+        from runnerq_cli.literal import literal
+
         for item in report.activities:
-            typer.echo(f"{verb}: {item['id']} ({item['activity_type']})")
+            echo_fitted(f"{verb}: {item['id']} ({literal(item['activity_type'])})")
         typer.echo(f"{verb} {report.count} activities"
                    + (f"; {report.stale_records} stale dead-letter records "
                       f"{'would be ' if dry_run else ''}removed"

@@ -90,7 +90,12 @@ def resume(
     output: OutputFormat = output_option(),
 ) -> None:
     """Let workers claim again (everything, or these paused types). With nothing to resume,
-    nothing is written (no audit record)."""
+    nothing is written (no audit record).
+
+    Exit codes: 0 resumed, or nothing to resume (a known type that was not paused);
+    4 a --type the queue has never seen (no activity, worker or pause of it), or a
+    queue that does not exist: nothing written.
+    """
     _change(ctx, "resume", types, reason, actor, output)
 
 

@@ -162,8 +162,9 @@ def explain_cmd(
     width = screen_width()
     for line in _wrapped("", literal(found.sentence), "", width):
         typer.echo(line)
-    typer.echo(f"  id: {found.activity_id}  queue: {literal(found.queue)}  "
-               f"status: {literal(found.status)}")
+    for line in _wrapped("  ", f"id: {found.activity_id}  queue: {literal(found.queue)}  "
+                               f"status: {literal(found.status)}", "    ", width):
+        typer.echo(line)
     for key, value in found.facts.items():
         if value is None or value == [] or value == {}:
             continue

@@ -22,6 +22,7 @@ from runnerq_cli.cli.output import (
     output_option,
 )
 from runnerq_cli.cli.state import state
+from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -191,9 +192,9 @@ def _outcome_printer(output: OutputFormat, quiet: bool, stream: JsonObjectStream
         elif output is OutputFormat.JSONL:
             emit(output, [outcome.to_json()])
         elif output is OutputFormat.TEXT and not quiet:
-            typer.echo(_line_text(outcome))
+            echo_fitted(_line_text(outcome))
         elif quiet and outcome.outcome in ("invalid", "conflict", "not_found"):
-            typer.echo(_line_text(outcome), err=True)
+            echo_fitted(_line_text(outcome), err=True)
 
     return show
 

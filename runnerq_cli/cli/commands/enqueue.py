@@ -113,11 +113,13 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
             doc = {"id": str(result.activity_id), "status": result.status}
         emit(output, {**doc, "created": result.created})
         return
+    from runnerq_cli.cli.words import echo_fitted
+
     if result.created:
         typer.echo(f"enqueued {result.activity_id} ({literal(result.status)})")
     else:
-        typer.echo(f"existing {result.activity_id} ({literal(result.status)}): the "
-                   "idempotency key is held by it, nothing enqueued")
+        echo_fitted(f"existing {result.activity_id} ({literal(result.status)}): the "
+                    "idempotency key is held by it, nothing enqueued")
 
 
 # ------------------------------------------------------------------ many
@@ -382,9 +384,12 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
         progress.update(report.lines)
 
     backend = cli.backend()
-    with stop_on_signal() as signalled, BulkProgress("enqueueing", None, quiet=quiet,
-                                                     unit="lines") as progress:
+    with stop_on_signal() as signalled:
         lines = read_lines(source, "--from", should_stop=signalled.is_set)
+        # A file's size gives the share done (its bytes read); --strict reads the whole
+        # file before writing, so its share would say nothing of the writes.
+        share = None if strict else lines.fraction
+        progress = BulkProgress("enqueueing", None, quiet=quiet, unit="lines", share=share)
         try:
             report = backend.intake.enqueue_lines(
                 lines, defaults, batch_size=batch_size, skip_lines=skip_lines, strict=strict,
@@ -396,8 +401,9 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
                              else {"interrupted": True})
             error_line(_stopped_at_once_text(seen[0] if seen else None, skip_lines))
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        finally:
+            progress.close()
         signalled.finishing()
-        progress.close()
         _finish_bulk(report, output, quiet, stream, _lines_in(source))
 
 

@@ -38,11 +38,12 @@ def _print_list(status: str, items: list[Any]) -> None:
     time_col = {"pending": "created", "scheduled": "due", "processing": "lease until"}.get(
         status, "finished")
     # The status column says something only where it differs from the one listed
-    # (retrying among scheduled, running for processing): else it goes first.
+    # (retrying among scheduled, running for processing): else it is left out.
     same = all(a.display_status == status for a in items)
-    columns = [Column("id"), Column("type", style="bold"), Column("priority", drop=3),
-               Column("status", drop=9 if same else 2), Column("tries", drop=1, right=True),
-               Column(time_col), Column("last error", flexible=True, style="red")]
+    # The error is what a failed list is read for: below its room the time goes too.
+    columns = [Column("id"), Column("type", style="bold"), Column("priority", drop=4),
+               Column("status", drop=3), Column("tries", drop=2, right=True),
+               Column(time_col, drop=1), Column("last error", flexible=True, style="red")]
     prefixes = unique_prefixes([a.id for a in items])
     rows = []
     for act in items:
@@ -51,6 +52,10 @@ def _print_list(status: str, items: list[Any]) -> None:
         rows.append([prefixes[str(act.id)], act.activity_type, Priority.label(act.priority),
                      act.display_status, f"{act.retry_count}/{act.max_retries or '∞'}",
                      stamp(when), act.last_error or ""])
+    if same:
+        del columns[3]
+        for row in rows:
+            del row[3]
     print_table(columns, rows)
 
 
@@ -341,7 +346,7 @@ def workers_cmd(
     # last seen (the state says stale or live) before the types are cut.
     columns = [Column("worker", style="bold"), Column("host", drop=3),
                Column("pid", drop=4, right=True),
-               Column("types", flexible=True), Column("in flight", right=True),
+               Column("types", flexible=True, names=True), Column("in flight", right=True),
                Column("claimed", drop=5, right=True), Column("ok", drop=5, right=True),
                Column("retried", drop=6, right=True), Column("failed", drop=5, right=True),
                Column("dead", drop=5, right=True), Column("lost", drop=6, right=True),

@@ -139,12 +139,18 @@ class LaggingClock:
 
 
 def faketime_prefix(offset: str) -> list[str]:
-    """`faketime -f OFFSET` (Debian's faketime package) where installed, else [] (the
-    caller skips)."""
-    import shutil
+    """A command prefix running its command with the clock OFFSET away (libfaketime from
+    Debian's faketime package) where installed, else [] (the caller skips).
 
-    found = shutil.which("faketime")
-    return [found, "-f", offset] if found else []
+    The library is preloaded directly, not through the `faketime` wrapper: the wrapper
+    creates a semaphore and a shared-memory segment named by its pid, which a killed
+    process leaves in /dev/shm, and a later wrapper given the same pid failed with
+    "faketime: sem_open: File exists" (seen in CI). Without the wrapper libfaketime keeps
+    no shared state, and the command is the process itself (no wrapper to kill)."""
+    import glob
+
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    return ["env", f"LD_PRELOAD={found[0]}", f"FAKETIME={offset}"] if found else []
 
 
 def tail_account(live: list[str], history: list[str]) -> tuple[int, int]:

@@ -68,7 +68,7 @@ def run_soak(backend, env: dict[str, str], tmp_path: Path, *, batches: int, size
                  "tests.worker_handlers", "--worker-id", name, "-n", "4",
                  "--poll-interval", "0.2", "--log-format", "plain"],
                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True))  # faketime runs the worker as its child: a group
+                start_new_session=True))  # a group of its own: killpg stops it whole
         for n in range(batches):
             source = tmp_path / f"batch{n}.jsonl"
             source.write_text(_batch(n, size))
@@ -84,7 +84,7 @@ def run_soak(backend, env: dict[str, str], tmp_path: Path, *, batches: int, size
                  timeout=max(1.0, deadline - (time.monotonic() - started)),
                  what="every activity finished", every=0.5)
         for proc in procs:
-            os.killpg(proc.pid, signal.SIGTERM)  # the worker drains; faketime's wrapper dies
+            os.killpg(proc.pid, signal.SIGTERM)  # the worker drains
         for proc in procs:
             proc.wait(60)
             wait_for(lambda pid=proc.pid: not _group_alive(pid), timeout=60,

@@ -293,7 +293,7 @@ def _cli(env, *args: str, skew: list[str] | None = None, wait: bool = True):
 
 def test_hosts_whose_clock_runs_10_s_behind_beside_normal_ones(backend, cli_env, tmp_path,
                                                                 tails):
-    """`faketime -f -10s` producers and a worker beside normal ones: every event of both
+    """Producers and a worker 10 s behind (libfaketime) beside normal ones: every event of both
     printed once by a live tail (and by one killed and resumed midway)."""
     skew = faketime_prefix("-10s")
     if not skew:

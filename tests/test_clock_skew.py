@@ -4,7 +4,7 @@ part 6; docs/design.md, "Time").
 Every time that decides what runs when is the server's: lease deadlines at claim and
 renewal, the reaper's and the scheduler's "now", back-off and delays, a failure's
 `completed_at`, stored events' timestamps. The suite runs workers, commands and backend
-calls under `faketime -f -5m` and `-f +5m` (Debian's faketime; skipped where it is not
+calls under libfaketime at -5m and +5m (Debian's faketime; skipped where it is not
 installed) beside the true clock of the test process, which also hosts the test server.
 Times are checked against the server's own (`hello.localTime`).
 

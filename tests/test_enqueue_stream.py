@@ -32,7 +32,7 @@ def test_sigterm_midway_stops_after_the_batch_and_skip_lines_goes_on_once(
         tmp_path: Path) -> None:
     # Standard input, so the child cannot finish before the signal however fast the
     # server: the last line is written only after the signal is sent (both fit the pipe).
-    total = 1001
+    total = 301
     activities = backend.context.activities
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "enqueue", "--from", "-",
                              "--batch-size", "5", "-q"], env=cli_env, stdin=subprocess.PIPE,

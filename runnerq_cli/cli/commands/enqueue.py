@@ -361,6 +361,7 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
     streamed = {"on_activity": stream.add} if stream is not None else (
         {"on_activity": print_jsonl, "on_reject": print_jsonl}
         if output is OutputFormat.JSONL and not quiet else {})
+
     def batch_done(report: EnqueueReport, activities: list[dict[str, Any]]) -> None:
         if quiet:
             for activity in activities:

@@ -540,6 +540,8 @@ def touched_paths(update: Any, *, inserting: bool = False) -> set[str] | None:
 def update_facts(update: Any) -> dict[str, Any]:
     """What the updated document holds for certain: $set values, $unset absences."""
     facts: dict[str, Any] = {}
+    if isinstance(update, list):
+        return pipeline_facts(update)
     if not isinstance(update, Mapping) or is_replacement(update):
         return facts
     for path, value in (update.get("$set") or {}).items():
@@ -552,6 +554,35 @@ def update_facts(update: Any) -> dict[str, Any]:
     for source, target in (update.get("$rename") or {}).items():
         facts[source] = ABSENT
         facts[target] = PRESENT
+    return facts
+
+
+def pipeline_facts(stages: list[Any]) -> dict[str, Any]:
+    """What an update pipeline leaves for certain: the values its `$set`/`$addFields`
+    stages write as constants (bare, or in `$literal`), present for `$$NOW` and other
+    expressions, absent for `$unset`; nothing for any other stage (it may do anything)."""
+    facts: dict[str, Any] = {}
+    for stage in stages:
+        if not isinstance(stage, Mapping) or len(stage) != 1:
+            return {}
+        [(name, spec)] = stage.items()
+        if name == "$unset":
+            for path in [spec] if isinstance(spec, str) else spec:
+                facts[path] = ABSENT
+        elif name in ("$set", "$addFields") and isinstance(spec, Mapping):
+            for path, value in spec.items():
+                if isinstance(value, Mapping) and list(value) == ["$literal"]:
+                    facts[path] = value["$literal"]
+                elif isinstance(value, str) and value.startswith("$$"):
+                    facts[path] = PRESENT  # a variable: "$$NOW"
+                elif isinstance(value, str) and value.startswith("$"):
+                    facts.pop(path, None)  # a field path: maybe missing, not known
+                elif isinstance(value, Mapping | list):
+                    facts[path] = PRESENT  # an expression: its value is not worked out
+                else:
+                    facts[path] = value
+        else:
+            return {}
     return facts
 
 

@@ -140,6 +140,15 @@ def test_partial_index_entered_and_left(session: Session) -> None:
     # Not known before (the query says nothing of state): counted, as a touched field.
     col.update_one({"_id": 1}, {"$set": {"state": "paused"}})
     assert totals(session.step()) == (1, 1)
+    # A pipeline's constants (bare or in $literal) are known after it, as $set's are:
+    # paused -> held stays out of the partial index; the lease's $$NOW enters the sparse one.
+    col.find_one_and_update({"_id": 1, "state": "paused"},
+                            [{"$set": {"state": "held", "lease": "$$NOW"}}],
+                            projection={"_id": 1}, return_document=ReturnDocument.AFTER)
+    assert totals(session.step()) == (1, 1)
+    col.update_one({"_id": 1, "state": "held"},
+                   [{"$set": {"state": {"$literal": "done"}}}, {"$unset": "lease"}])
+    assert totals(session.step()) == (1, 1)  # leaves the sparse one only
 
     col.delete_one({"_id": 2, "state": "open", "lease": {"$exists": False}})
     assert totals(session.step()) == (1, 2)  # _id + partial

@@ -8,8 +8,9 @@ calls under libfaketime at -5m and +5m (Debian's faketime; skipped where it is n
 installed) beside the true clock of the test process, which also hosts the test server.
 Times are checked against the server's own (`hello.localTime`).
 
-Update pipelines (`$$NOW`) carry every user value in `$literal`: the last tests store
-payloads, metadata, reasons and errors that look like field paths and operators.
+Update pipelines (`$$NOW`) carry every user value that could be read as an expression in
+`$literal` (the rest bare, reading as itself): the last tests store payloads, metadata,
+reasons and errors that look like field paths and operators, and each kind of value.
 """
 
 from __future__ import annotations
@@ -351,6 +352,36 @@ def test_user_values_in_bulk_actions_and_the_reaper_are_stored_as_written(
     doc = activity(backend, aid)
     assert (doc["status"], doc["last_error"], doc["payload"]) == (
         "dead_letter", "lease expired (worker $w)", HOSTILE)
+
+
+def test_a_pipeline_stores_each_kind_of_value_as_written_with_its_type(
+        backend: RunnerQ) -> None:
+    """Bare where a value reads as itself (a claim and a failure are smaller), in
+    `$literal` where it could be read as an expression: stored as written either way,
+    and a document replaces the stored one (bare, a `$set` stage would merge it)."""
+    from bson import Int64
+
+    from runnerq_cli.backend.store.servertime import SERVER_NOW, server_update
+
+    when = datetime(2026, 1, 2, 3, 4, 5, 6000).astimezone()
+    values = {"plain": "plain", "path": "$x", "variable": "$$NOW", "braces": "{$literal: 1}",
+              "empty": "", "int": 2, "long": Int64(5), "double": 2.0, "bool": True,
+              "null": None, "date": when, "uuid": uuid.uuid4(), "bytes": b"\x00$",
+              "plain_list": [1, "a", None], "hostile_list": ["a", "$a"],
+              "doc": {"path": "$b", "inner": {"n": 1}}}
+    update = server_update({"$set": {**values, "at": SERVER_NOW + timedelta(seconds=1)},
+                            "$inc": {"count": 1}})
+    assert isinstance(update, list)  # a time from $$NOW: a pipeline
+    stage = update[0]["$set"]
+    assert stage["plain"] == "plain" and stage["path"] == {"$literal": "$x"}
+    collection = backend.db["pipeline_values"]
+    collection.insert_one({"_id": 1, "doc": {"old": 1}, "count": 1})
+    collection.update_one({"_id": 1}, update)
+    stored = collection.find_one({"_id": 1})
+    assert stored is not None
+    for name, value in values.items():
+        assert stored[name] == value and type(stored[name]) is type(value), name
+    assert stored["count"] == 2 and isinstance(stored["at"], datetime)
 
 
 # ------------------------------------------- the contract: copies keep BSON types

@@ -12,6 +12,16 @@ keeps the intent and the progress of the batches before it). Once the work
 has ended, `finishing()` makes further signals do nothing, so the report that
 names what was done comes out whole; after an interruption that stays so when
 the block ends (the command only reports and exits 130).
+
+`stop_on_signal(at_once=False)` (`enqueue --from`, `dlq import`): every signal only
+sets the flag. A line stream cannot be rerun by id like a bulk action: a batch cut
+half-way leaves lines written past the last line the report can name, and a rerun
+with `--skip-lines N` (or of lines without an idempotency key) writes them twice. So
+the batch being written when a signal arrives is finished and the run stops; the
+report names the last line really written. The wait is bounded: a batch holds at
+most `batch_size` lines and INPUT_BATCH_BYTES (4 MiB), written in a few commands
+under the client's timeouts (`socket_timeout`, `server_selection_timeout`), and
+the reading and validating parts stop as soon as the flag is set.
 """
 
 from __future__ import annotations
@@ -24,11 +34,12 @@ from typing import Any
 
 
 class StopFlag:
-    """Set by the first signal; the second raises KeyboardInterrupt."""
+    """Set by the first signal; the second raises KeyboardInterrupt (unless not
+    `at_once`: then every signal only sets it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, at_once: bool = True) -> None:
         self._event = threading.Event()
-        self._finishing = False
+        self._finishing = not at_once
         self.signal_name: str | None = None
 
     def is_set(self) -> bool:
@@ -45,19 +56,18 @@ class StopFlag:
         self._finishing = True
 
     def handle(self, signum: int, frame: Any) -> None:
-        if self._finishing:
+        if not self._event.is_set():
+            self.signal_name = signal.Signals(signum).name
             self._event.set()
-            return
-        if self._event.is_set():
+        elif not self._finishing:
             raise KeyboardInterrupt
-        self.signal_name = signal.Signals(signum).name
-        self._event.set()
 
 
 @contextmanager
-def stop_on_signal() -> Iterator[StopFlag]:
-    """Install the handlers for the block (main thread only; elsewhere the flag stays unset)."""
-    flag = StopFlag()
+def stop_on_signal(*, at_once: bool = True) -> Iterator[StopFlag]:
+    """Install the handlers for the block (main thread only; elsewhere the flag stays
+    unset). `at_once=False`: a second signal does not cut the work in progress."""
+    flag = StopFlag(at_once=at_once)
     if threading.current_thread() is not threading.main_thread():
         yield flag
         return

@@ -202,9 +202,17 @@ def check_leases(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
 
 
 def _overdue(doc: dict[str, Any], now: datetime) -> float | None:
-    """Seconds past its timeout (plus the grace) of one running attempt, or None: the
-    attempt starts at or after its claim (`started_at`), so this never accuses early.
-    Fields of another type are the `documents` check's to name."""
+    """Seconds past its timeout (plus the grace) of one running attempt, counted from its
+    claim (`started_at`, the server's time of it), or None.
+
+    The claim is the base because it is the worker's: a worker claims only for a free
+    slot (no prefetch) and starts the attempt's timeout clock as the claim returns
+    (worker/claiming.py `_begin`), before the slot's thread calls the handler
+    (milliseconds later; a handler not started within one lease fails the attempt). A
+    stored handler start would differ from `started_at` by that hand-off alone. The
+    grace covers the claim's reply, a handler that times itself out (a shell's kill,
+    7 s), the lease keeper's tick and the failure's write. Fields of another type are
+    the `documents` check's to name."""
     started, timeout = doc.get("started_at"), doc.get("timeout_seconds", 300)
     if (not isinstance(started, datetime) or isinstance(timeout, bool)
             or not isinstance(timeout, int | float)):
@@ -237,9 +245,11 @@ def check_timeouts(ctx: QueueContext, now: datetime) -> Check:
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     workers = sorted({str(f["worker_id"]) for f in found})
     return Check("timeouts", CheckStatus.FAIL,
-                 f"{activities(len(found))} running more than {TIMING.timeout_overdue:g}s "
-                 f"past their timeout while their lease is renewed, e.g. {first['id']} "
-                 f"({first['running_seconds']:g}s, timeout {first['timeout_seconds']:g}s, "
+                 f"{activities(len(found))} held more than {TIMING.timeout_overdue:g}s "
+                 f"past their timeout (counted from the claim, as workers count it) while "
+                 f"their lease is renewed, e.g. {first['id']} "
+                 f"({first['running_seconds']:g}s since the claim, timeout "
+                 f"{first['timeout_seconds']:g}s, "
                  f"worker {first['worker_id']}){more}: their worker renews a claim it "
                  "no longer runs",
                  f"restart worker {', '.join(workers[:MALFORMED_LIMIT])} (a stopped worker's "

@@ -23,8 +23,9 @@ that are gone.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo import DeleteOne, UpdateOne
 
@@ -41,6 +42,9 @@ from runnerq_cli.backend.ops.actions import (
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
 from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.ops.audit import AuditRun
 
 BATCH_SIZE = BULK_BATCH_SIZE
 ROUNDS = 3  # reads of an activity whose fence moved before it is reported as changed
@@ -63,6 +67,32 @@ class Batches:
 
     def __init__(self, ctx: QueueContext) -> None:
         self._ctx = ctx
+
+    def run_all(self, action: str, ids: list[uuid.UUID], *, note: dict[str, Any],
+                audit: AuditRun,
+                record: Callable[[list[uuid.UUID], BatchOutcome], dict[str, Any]],
+                then: Callable[[], None] | None = None,
+                should_stop: Callable[[], bool] | None = None,
+                batch_size: int = BATCH_SIZE,
+                expect: dict[uuid.UUID, dict[str, Any]] | None = None,
+                params: dict[str, Any] | None = None) -> bool:
+        """Apply `action` to all of `ids`, `batch_size` at a time (the loop of a bulk
+        action and of a redrive); True if `should_stop` ended it.
+
+        `should_stop` is asked before each batch, so a batch begun is finished. After
+        each, `record(chunk, outcome)` adds it to the caller's report and returns the
+        figures the audit record's progress stores beside the ids applied; then
+        `then()` (the caller's progress callback) sees the record already written.
+        """
+        for start in range(0, len(ids), batch_size):
+            if should_stop is not None and should_stop():
+                return True
+            chunk = ids[start:start + batch_size]
+            done = self.run(action, chunk, note=note, expect=expect, params=params)
+            audit.progress([r.activity_id for r in done.applied], **record(chunk, done))
+            if then is not None:
+                then()
+        return False
 
     def run(self, action: str, ids: list[uuid.UUID], *, note: dict[str, Any],
             expect: dict[uuid.UUID, dict[str, Any]] | None = None,

@@ -34,7 +34,7 @@ from runnerq_cli.backend.domain.models import (
 from runnerq_cli.backend.domain.shapes import ACTIVITY, Shape, well_formed
 from runnerq_cli.backend.ops.actions import SNAPSHOT_FIELDS, ActionResult, action, snapshot_of
 from runnerq_cli.backend.ops.audit import AuditLog
-from runnerq_cli.backend.ops.batches import BATCH_SIZE, Batches
+from runnerq_cli.backend.ops.batches import BATCH_SIZE, Batches, BatchOutcome
 from runnerq_cli.backend.ops.operator import Operator
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import InvalidArgument, WrongState
@@ -245,29 +245,27 @@ class BulkActions:
             return report
         run = self._audit.begin(action, reason=reason, actor=actor, **intent)
         note = {"reason": reason, "actor": actor or run.doc["detail"]["actor"]}
-        batches = Batches(self._ctx)
+
+        def record(chunk: list[uuid.UUID], done: BatchOutcome) -> dict[str, Any]:
+            by_id: dict[uuid.UUID, ActionResult | tuple[dict[str, Any], Exception]] = {
+                r.activity_id: r for r in done.applied}
+            by_id.update({skip["id"]: (skip, exc) for skip, exc in done.skipped})
+            report.applied.extend(done.applied)
+            report.skipped.extend(skip for skip, _ in done.skipped)
+            for aid in dict.fromkeys(chunk):  # in the order of the ids
+                if aid in by_id:
+                    report.outcomes.append(by_id[aid])
+            report.last_id = chunk[-1]
+            report.reached += len(chunk)
+            return {"applied": len(report.applied), "skipped": len(report.skipped),
+                    "last_id": str(report.last_id), "reached": report.reached}
+
         with run:
-            for start in range(0, len(ids), batch_size):
-                if should_stop is not None and should_stop():
-                    report.interrupted = True
-                    break
-                chunk = ids[start:start + batch_size]
-                done = batches.run(action, chunk, note=note, expect=snapshots, params=params)
-                by_id: dict[uuid.UUID, ActionResult | tuple[dict[str, Any], Exception]] = {
-                    r.activity_id: r for r in done.applied}
-                by_id.update({skip["id"]: (skip, exc) for skip, exc in done.skipped})
-                report.applied.extend(done.applied)
-                report.skipped.extend(skip for skip, _ in done.skipped)
-                for aid in dict.fromkeys(chunk):  # in the order of the ids
-                    if aid in by_id:
-                        report.outcomes.append(by_id[aid])
-                report.last_id = chunk[-1]
-                report.reached = start + len(chunk)
-                run.progress([r.activity_id for r in done.applied],
-                             applied=len(report.applied), skipped=len(report.skipped),
-                             last_id=str(report.last_id), reached=report.reached)
-                if on_batch is not None:
-                    on_batch(report)
+            report.interrupted = Batches(self._ctx).run_all(
+                action, ids, note=note, audit=run, record=record,
+                then=None if on_batch is None else lambda: on_batch(report),
+                should_stop=should_stop, batch_size=batch_size, expect=snapshots,
+                params=params)
             run.finish("interrupted" if report.interrupted else "done",
                        applied=len(report.applied), skipped=len(report.skipped),
                        last_id=str(report.last_id) if report.last_id else None,

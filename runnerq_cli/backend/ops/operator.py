@@ -40,7 +40,7 @@ from runnerq_cli.backend.ops.actions import (
     plan_update,
 )
 from runnerq_cli.backend.ops.audit import AuditLog
-from runnerq_cli.backend.ops.batches import BATCH_SIZE, Batches
+from runnerq_cli.backend.ops.batches import Batches, BatchOutcome
 from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
@@ -216,21 +216,17 @@ class Operator:
         run = self._audit.begin("redrive", reason=reason, actor=actor,
                                 types=type_list or None, selected=len(found), command=command)
         told = note(reason, actor or run.doc["detail"]["actor"])
-        batches = Batches(self._ctx)
-        order = [doc["_id"] for doc in found]
+
+        def record(chunk: list[uuid.UUID], done: BatchOutcome) -> dict[str, Any]:
+            moved.extend(summaries[r.activity_id] for r in done.applied)
+            report.last_id = chunk[-1]
+            return {"last_id": str(chunk[-1]), "redriven": len(moved)}
+
         with run:
-            for start in range(0, len(order), BATCH_SIZE):
-                if should_stop is not None and should_stop():
-                    report.interrupted = True
-                    break
-                chunk = order[start:start + BATCH_SIZE]
-                done = batches.run("redrive", chunk, note=told)
-                moved.extend(summaries[r.activity_id] for r in done.applied)
-                report.last_id = chunk[-1]
-                run.progress([r.activity_id for r in done.applied], last_id=str(chunk[-1]),
-                             redriven=len(moved))
-                if on_batch is not None:
-                    on_batch(len(moved))
+            report.interrupted = Batches(self._ctx).run_all(
+                "redrive", [doc["_id"] for doc in found], note=told, audit=run,
+                record=record, then=None if on_batch is None else lambda: on_batch(len(moved)),
+                should_stop=should_stop)
             if stale and not report.interrupted:
                 self._ctx.dead_letter.bulk_write(
                     [DeleteOne({"_id": r["_id"], "failed_at": r.get("failed_at")})

@@ -10,9 +10,12 @@ handler; a back-off computed by it would be 5 minutes in the past. So:
   the write lands: the code puts a `ServerTime` marker (`SERVER_NOW`, or
   `SERVER_NOW + timedelta(...)`) where the time goes, and `server_update`
   turns an update holding markers into an update pipeline with `$$NOW`
-  (`{$add: ["$$NOW", ms]}`). In a pipeline every other value is wrapped in
-  `$literal`: a payload, metadata or reason such as "$name" is stored as
-  written, never read as a field path or an operator.
+  (`{$add: ["$$NOW", ms]}`). In a pipeline every value that could be read as
+  an expression is wrapped in `$literal`: a payload, metadata or reason such
+  as "$name" is stored as written, never read as a field path or an operator.
+  Only those: a number, date, id or a string not starting with "$" means
+  itself bare, and a claim or a failure is one update command on every
+  activity, so its bytes count (benchmarks/README.md).
 - **Times compared** (the reaper's and the scheduler's "now", retention
   cut-offs, windows) are the server's too, read through `ServerClock`: the
   server's `hello.localTime`, asked at most once a minute and carried
@@ -31,10 +34,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from bson import Decimal128, ObjectId
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.store.driver import Database
@@ -171,14 +177,34 @@ def pipeline(update: Mapping[str, Any]) -> list[dict[str, Any]]:
 def expression(value: Any) -> Any:
     """`value` as an aggregation expression: a marker's time from `$$NOW`, documents and
     lists that hold markers field by field (their keys are ours: event and outbox fields),
-    and everything else exactly as written (`$literal`)."""
+    and everything else exactly as written: bare if it reads as itself, else in
+    `$literal`."""
     if isinstance(value, ServerTime):
         return value.expression()
     if isinstance(value, Mapping) and has_server_times(value):
         return {key: expression(v) for key, v in value.items()}
     if isinstance(value, list | tuple) and has_server_times(value):
         return [expression(v) for v in value]
-    return {"$literal": value}
+    return value if reads_as_written(value) else {"$literal": value}
+
+
+# Values an aggregation expression evaluates to themselves, whatever they hold.
+_CONSTANTS = (type(None), bool, int, float, datetime, uuid.UUID, bytes, ObjectId, Decimal128)
+
+
+def reads_as_written(value: Any) -> bool:
+    """Whether `value`, bare in a pipeline, is stored exactly as written: null, a boolean,
+    a number, a date, a UUID, binary, an ObjectId, a string that does not start with "$"
+    (that is a field path, or a variable with "$$"), or a list of those. Never a
+    document: its `$` keys would be operators, and in a `$set` stage a document is a
+    nested field spec, merged into the stored document instead of replacing it. Any
+    other type is wrapped too (what the server makes of it is not this module's to
+    guess)."""
+    if isinstance(value, str):
+        return not value.startswith("$")
+    if isinstance(value, list | tuple):
+        return all(reads_as_written(item) for item in value)
+    return isinstance(value, _CONSTANTS)
 
 
 # -------------------------------------------------------------- the clock

@@ -87,7 +87,8 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
     on `_id` and is left as it is: it counts as inserted. Returns the other write errors
     by the index in `docs`. A document holding times the server computes (a delay's
     `scheduled_at`: servertime.ServerTime) is inserted by an update pipeline, its
-    values in `$literal` (the guard matches no stored document, so `$setOnInsert`'s
+    values in `$literal` where they could be read as expressions (servertime.expression;
+    the guard matches no stored document, so `$setOnInsert`'s
     "only on insert" still holds).
     """
     errors: dict[int, dict[str, Any]] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -148,8 +148,8 @@ def import_(
     Exit codes: 0 every line done (or already done), 2 a line was invalid (the
     others were still imported), 4 --redrive: an original is not in this queue,
     or the queue does not exist (without --create), 5 an idempotency conflict,
-    130 interrupted (Ctrl-C, SIGTERM) after the batch in progress: what was done
-    is printed and audited; the same command again goes on.
+    130 interrupted (Ctrl-C, SIGTERM, one or more) after the batch in progress:
+    what was done is printed and audited; the same command again goes on.
     """
     from runnerq_cli.backend.ops.audit import check_text
     from runnerq_cli.cli.commands.actions import command_line, existing_backend
@@ -158,23 +158,19 @@ def import_(
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
-    with stop_on_signal() as stop, \
+    # at_once=False: a second signal too lets the batch being written finish, so the
+    # last line named is the last written (cli/interrupt.py).
+    with stop_on_signal(at_once=False) as stop, \
             BulkProgress("importing", None, quiet=quiet, unit="lines") as bar:
         items = _parse_lines(path, stop.is_set)  # opens the file: a missing one is refused
         backend = existing_backend(ctx, create=create or dry_run, create_flag="--create")
         # -o json streams the results list as the lines are done (nothing kept per line).
         stream = JsonObjectStream("results") if output is OutputFormat.JSON else None
-        done: list[ImportOutcome] = []  # the last outcome shown (for a second signal)
-        show = _outcome_printer(output, quiet, stream, done)
-        try:
-            report = backend.dead_letters.dlq_import(
-                _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
-                actor=actor, should_stop=stop.is_set, on_outcome=show,
-                command=command_line(ctx), collect=False, batch_size=batch_size)
-        except KeyboardInterrupt:  # a second signal: stopped inside a batch
-            stop.finishing()
-            _interrupted_at_once(stream, done)
-        stop.finishing()  # the report comes out whole, whatever signal comes now
+        show = _outcome_printer(output, quiet, stream)
+        report = backend.dead_letters.dlq_import(
+            _counting(items, bar), redrive=redrive, dry_run=dry_run, reason=reason,
+            actor=actor, should_stop=stop.is_set, on_outcome=show,
+            command=command_line(ctx), collect=False, batch_size=batch_size)
         bar.close()
         _summary(report, output, stream)
         code = _exit_code(report)
@@ -182,11 +178,10 @@ def import_(
     raise typer.Exit(code)
 
 
-def _outcome_printer(output: OutputFormat, quiet: bool, stream: JsonObjectStream | None,
-                     done: list[ImportOutcome]) -> Callable[[ImportOutcome], None]:
-    """How each line's outcome is shown as it is done (`done` keeps the last one)."""
+def _outcome_printer(output: OutputFormat, quiet: bool,
+                     stream: JsonObjectStream | None) -> Callable[[ImportOutcome], None]:
+    """How each line's outcome is shown as it is done."""
     def show(outcome: ImportOutcome) -> None:
-        done[:] = [outcome]
         if stream is not None:
             stream.add(outcome.to_json())
         elif output is OutputFormat.JSONL:
@@ -197,18 +192,6 @@ def _outcome_printer(output: OutputFormat, quiet: bool, stream: JsonObjectStream
             echo_fitted(_line_text(outcome), err=True)
 
     return show
-
-
-def _interrupted_at_once(stream: JsonObjectStream | None, done: list[ImportOutcome]) -> NoReturn:
-    """A second signal stopped the import inside a batch: say where, exit 130."""
-    if stream is not None:
-        stream.close({"interrupted": True})
-    last = (f"line {done[0].line}" + (f" ({done[0].id})" if done[0].id else "")
-            if done else "no line")
-    error_line(f"interrupted at once: the last line done is {last}; the lines after "
-               "it may be partly imported; the same command again goes on without "
-               "importing anything twice")
-    raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
 
 
 def _say_what_was_not_done(report: ImportReport, code: int) -> None:

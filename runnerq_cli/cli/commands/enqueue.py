@@ -6,8 +6,9 @@ never writes half an activity and never waits for a server timeout first.
 writes the lines a batch at a time, refusing a bad line alone; this module reads
 the input (cli/lines.py: a signal is heard on a silent pipe), prints each batch
 and the report, and maps it to an exit code. A signal stops it after the batch in
-progress (exit 130, rerun with `--skip-lines`); a second one at once, still naming
-the last line done.
+progress (exit 130, rerun with `--skip-lines`); so does a second one: a batch cut
+half-way would leave lines written past the one the report names, and the rerun
+would write them twice (cli/interrupt.py).
 """
 
 from __future__ import annotations
@@ -176,15 +177,6 @@ def _interrupted_text(report: EnqueueReport, total_lines: int | None = None) -> 
             f"{report.last_line} to go on")
 
 
-def _stopped_at_once_text(report: EnqueueReport | None, skip_lines: int) -> str:
-    """A second signal stopped the run inside a batch: what is known to be done."""
-    last = report.last_line if report is not None else skip_lines
-    enqueued = report.enqueued if report is not None else 0
-    return (f"interrupted at once: every line up to {last} is done ({enqueued} enqueued); "
-            f"the lines after it may be partly written; run again with --skip-lines {last} "
-            "to go on (lines with an idempotency key are not enqueued twice)")
-
-
 def _aborted_text(report: EnqueueReport) -> str:
     return (f"stopped at line {report.last_line + 1}: {report.aborted}; lines from there on "
             "may not be written")
@@ -278,8 +270,8 @@ def enqueue(
     """Enqueue one activity of TYPE, or many from an NDJSON file with --from.
 
     With --from the input is read line by line and written a batch at a time
-    (memory stays bounded). Ctrl-C or SIGTERM finishes the batch in progress,
-    prints the last line reached and exits 130: rerun with --skip-lines N.
+    (memory stays bounded). Ctrl-C or SIGTERM (one or more) finishes the batch in
+    progress, prints the last line reached and exits 130: rerun with --skip-lines N.
 
     Exit codes: 0 enqueued (or an existing activity returned), 2 invalid input
     (with --from: any line rejected as invalid), 3 bad config, 5 idempotency
@@ -362,7 +354,6 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
     written and the report, and exits like the docs say."""
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.lines import read_lines
-    from runnerq_cli.cli.output import error_line
     from runnerq_cli.cli.progress import BulkProgress
 
     # Machine output streams each activity as it is written (nothing kept per line):
@@ -372,11 +363,8 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
     streamed = {"on_activity": stream.add} if stream is not None else (
         {"on_activity": print_jsonl, "on_reject": print_jsonl}
         if output is OutputFormat.JSONL and not quiet else {})
-    seen: list[EnqueueReport] = []  # the report, once a batch is done (for a second signal)
 
     def batch_done(report: EnqueueReport, activities: list[dict[str, Any]]) -> None:
-        if not seen:
-            seen.append(report)
         if quiet:
             for activity in activities:
                 typer.echo(activity["id"])
@@ -384,7 +372,8 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
         progress.update(report.lines)
 
     backend = cli.backend()
-    with stop_on_signal() as signalled:
+    # at_once=False: a second signal too lets the batch being written finish.
+    with stop_on_signal(at_once=False) as signalled:
         lines = read_lines(source, "--from", should_stop=signalled.is_set)
         # A file's size gives the share done (its bytes read); --strict reads the whole
         # file before writing, so its share would say nothing of the writes.
@@ -394,16 +383,8 @@ def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bo
             report = backend.intake.enqueue_lines(
                 lines, defaults, batch_size=batch_size, skip_lines=skip_lines, strict=strict,
                 should_stop=signalled.is_set, on_batch=batch_done, **streamed)
-        except KeyboardInterrupt:  # a second signal: stopped inside a batch
-            signalled.finishing()
-            if stream is not None:
-                stream.close({**_report_json(seen[0]), "interrupted": True} if seen
-                             else {"interrupted": True})
-            error_line(_stopped_at_once_text(seen[0] if seen else None, skip_lines))
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         finally:
             progress.close()
-        signalled.finishing()
         _finish_bulk(report, output, quiet, stream, _lines_in(source))
 
 

@@ -33,10 +33,6 @@ from runnerq_cli.backend.views.events import server_time
 from tests.chaos_support import ROOT, faketime_prefix
 from tests.waiting import wait_until
 
-# A long proof of our own logic (pyproject.toml, "proof"): the oldest-versions run
-# of .ci/run leaves it out.
-pytestmark = pytest.mark.proof
-
 SKEWS = ("-5m", "+5m")
 SKEW_SECONDS = {"-5m": -300.0, "+5m": 300.0}
 SLACK = timedelta(seconds=10)  # a busy machine's delays between a write and the check
@@ -124,6 +120,7 @@ def runs(directory: Path) -> int:
 # ------------------------------------------------------------------ leases
 
 
+@pytest.mark.proof  # processes on a skewed clock (libfaketime)
 @pytest.mark.parametrize("offset", SKEWS)
 def test_a_claim_and_a_renewal_on_a_skewed_host_last_their_lease_by_the_server(
         backend: RunnerQ, cli_env, offset: str) -> None:
@@ -155,6 +152,7 @@ return [claimed, str(claim.activity_id), [str(r.activity_id) for r in done]]
         assert doc["scheduled_at"] - doc["created_at"] == timedelta(seconds=30)
 
 
+@pytest.mark.proof  # processes on a skewed clock (libfaketime)
 @pytest.mark.parametrize("offset", SKEWS)
 def test_the_reaper_and_the_scheduler_of_a_skewed_host_use_the_servers_now(
         backend: RunnerQ, cli_env, offset: str) -> None:
@@ -178,6 +176,7 @@ return [rq.requeue_expired(), rq.process_scheduled()]
     assert activity(backend, due)["status"] == "pending"
 
 
+@pytest.mark.proof  # processes on a skewed clock (libfaketime)
 @pytest.mark.slow
 def test_a_worker_5_minutes_behind_keeps_its_renewed_lease(backend: RunnerQ, cli_env,
                                                            tmp_path: Path) -> None:
@@ -204,6 +203,7 @@ def test_a_worker_5_minutes_behind_keeps_its_renewed_lease(backend: RunnerQ, cli
     assert not [e for e in backend.get_activity_events(aid) if e.event_type == "Requeued"]
 
 
+@pytest.mark.proof  # processes on a skewed clock (libfaketime)
 @pytest.mark.slow
 def test_a_dead_worker_5_minutes_ahead_loses_its_lease_on_time(backend: RunnerQ, cli_env
                                                                ) -> None:
@@ -232,6 +232,7 @@ def test_a_dead_worker_5_minutes_ahead_loses_its_lease_on_time(backend: RunnerQ,
 # --------------------------------------------------- back-off, failures, events
 
 
+@pytest.mark.proof  # processes on a skewed clock (libfaketime)
 @pytest.mark.slow
 @pytest.mark.parametrize("offset", SKEWS)
 def test_a_skewed_workers_failures_back_off_and_sort_by_the_server(
@@ -263,6 +264,7 @@ def test_a_skewed_workers_failures_back_off_and_sort_by_the_server(
     assert kinds == ["Enqueued", "Dequeued", "Started", "Failed"]
 
 
+@pytest.mark.proof  # processes on a skewed clock (libfaketime)
 @pytest.mark.parametrize("offset", SKEWS)
 def test_delays_from_a_skewed_command_count_from_the_servers_time(
         backend: RunnerQ, cli_env, offset: str) -> None:
@@ -369,19 +371,29 @@ def test_a_pipeline_stores_each_kind_of_value_as_written_with_its_type(
               "null": None, "date": when, "uuid": uuid.uuid4(), "bytes": b"\x00$",
               "plain_list": [1, "a", None], "hostile_list": ["a", "$a"],
               "doc": {"path": "$b", "inner": {"n": 1}}}
-    update = server_update({"$set": {**values, "at": SERVER_NOW + timedelta(seconds=1)},
-                            "$inc": {"count": 1}})
+    # A document holding a server time (an outbox snapshot) is built field by field; it
+    # too replaces the stored one, whose stale fields must not survive.
+    stamped = {"at": SERVER_NOW, "n": 1, "inner": {"at": SERVER_NOW}}
+    update = server_update({"$set": {**values, "at": SERVER_NOW + timedelta(seconds=1),
+                                     "stamped": stamped}, "$inc": {"count": 1}})
     assert isinstance(update, list)  # a time from $$NOW: a pipeline
     stage = update[0]["$set"]
     assert stage["plain"] == "plain" and stage["path"] == {"$literal": "$x"}
+    # no plain document at the top of the stage: there it would be a nested field spec
+    assert not [k for k, v in stage.items() if isinstance(v, dict)
+                and not any(key.startswith("$") for key in v)], stage
     collection = backend.db["pipeline_values"]
-    collection.insert_one({"_id": 1, "doc": {"old": 1}, "count": 1})
+    collection.insert_one({"_id": 1, "doc": {"old": 1}, "count": 1,
+                           "stamped": {"old": 1, "inner": {"old": 1}}})
     collection.update_one({"_id": 1}, update)
     stored = collection.find_one({"_id": 1})
     assert stored is not None
     for name, value in values.items():
         assert stored[name] == value and type(stored[name]) is type(value), name
     assert stored["count"] == 2 and isinstance(stored["at"], datetime)
+    assert set(stored["stamped"]) == {"at", "n", "inner"} and stored["stamped"]["n"] == 1
+    assert set(stored["stamped"]["inner"]) == {"at"}
+    assert isinstance(stored["stamped"]["at"], datetime)
 
 
 # ------------------------------------------- the contract: copies keep BSON types

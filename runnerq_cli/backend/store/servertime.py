@@ -152,7 +152,7 @@ def pipeline(update: Mapping[str, Any]) -> list[dict[str, Any]]:
         for path, value in spec.items():
             here = f"${path}"
             if op in ("$set", "$setOnInsert"):
-                fields[path] = expression(value)
+                fields[path] = replacing(expression(value))
             elif op == "$currentDate":
                 fields[path] = "$$NOW"
             elif op == "$inc":
@@ -172,6 +172,20 @@ def pipeline(update: Mapping[str, Any]) -> list[dict[str, Any]]:
     if unset:
         stages.append({"$unset": unset})
     return stages
+
+
+def replacing(expr: Any) -> Any:
+    """`expr` as the value of a `$set` stage's field that replaces what is stored there.
+
+    At the top of a `$set` stage a plain document (no operator key) is a nested field
+    spec, not a value: MongoDB merges it into the stored document (stale fields of an
+    earlier `outbox.result` would survive) and applies it to each element of a stored
+    array. `$mergeObjects` of that one document is an expression whose value is the
+    document itself, which replaces the field whole. (The dev server replaces either
+    way; tests/test_clock_skew.py checks the form, and on MongoDB the outcome.)"""
+    if isinstance(expr, dict) and not any(key.startswith("$") for key in expr):
+        return {"$mergeObjects": [expr]}
+    return expr
 
 
 def expression(value: Any) -> Any:

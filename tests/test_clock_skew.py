@@ -92,8 +92,8 @@ def skewed_python(env: dict[str, str], offset: str, code: str) -> Any:
 
 def worker(env: dict[str, str], *args: str, offset: str | None = None,
            ) -> subprocess.Popen[str]:
-    """A worker process with the test handlers (its own process group: faketime runs it
-    as a child, and the group is what a kill must reach)."""
+    """A worker process with the test handlers, in a process group of its own (what a
+    kill must reach: the worker and any shell handler it started)."""
     command = [*(skewed(offset) if offset else []), sys.executable, "-m", "runnerq_cli",
                "worker", "--app", "tests.worker_handlers", "-n", "1", *args]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

@@ -238,10 +238,14 @@ def test_the_line_reader_bounds_its_buffer_and_keeps_line_numbers(tmp_path: Path
     line without its break are lines, numbers are those of the input."""
     import os
 
-    from runnerq_cli.cli.lines import _fd_lines
+    from runnerq_cli.cli.lines import InputLines, _fd_lines
 
     path = tmp_path / "in.ndjson"
-    path.write_bytes(b"a\r\n" + b"x" * 100_000 + b"\n\nbb\n" + b"y" * 300_000 + b"\nlast")
+    data = b"a\r\n" + b"x" * 100_000 + b"\n\nbb\n" + b"y" * 300_000 + b"\nlast"
+    path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
-    lines = list(enumerate(_fd_lines(fd, 1000, lambda: False, close=True), start=1))
+    into = InputLines(len(data))
+    lines = list(enumerate(_fd_lines(fd, 1000, lambda: False, close=True, into=into),
+                           start=1))
     assert lines == [(1, b"a"), (2, None), (3, b""), (4, b"bb"), (5, None), (6, b"last")]
+    assert into.consumed == len(data) and into.fraction() == 1.0  # the progress line's 100 %

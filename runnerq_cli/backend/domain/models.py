@@ -319,6 +319,14 @@ class Activity:
         return display_status(self.status, self.retry_count)
 
     @property
+    def attempts(self) -> int:
+        """Attempts made so far, the one running included: `retry_count` counts the ended
+        attempts that did not end it, and `started_at` is kept only by the current or
+        last one (a retry, the reaper's requeue and a release remove it). Compared with
+        `max_retries`, which counts attempts allowed, not retries: 3/3 is spent."""
+        return self.retry_count + (1 if self.started_at is not None else 0)
+
+    @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 

@@ -75,3 +75,46 @@ def test_an_interrupted_bulk_action_says_what_it_did_of_the_whole(
     assert proc.returncode == ExitCode.INTERRUPTED, err
     done = backend.context.activities.count_documents({"status": "cancelled"})
     assert f"error: interrupted: cancelled {done} of 60; {60 - done} not reached" in err, err
+
+
+def test_a_server_that_stalls_midway_times_out_and_says_how_far_it_got(
+        backend, cli_env) -> None:
+    """A bulk run on a server that stops answering after a few batches (`kill -STOP`):
+    the driver's check of the server times out first (connect_timeout 1 s, a check every
+    0.5 s) and cancels the command in flight. That is "timed out after 1 s" with the
+    --batch-size advice (not "unreachable ... start a local one"), after the line of an
+    interrupted run, "cancelled N of 40". (The command's own socket timeout is the test
+    above's.)"""
+    import subprocess
+    import sys
+
+    from tests.bulk_fixtures import insert_activities
+    from tests.helpers import default_signals
+    from tests.waiting import wait_until
+
+    insert_activities(backend.context, 40, "pending")
+    proxy = StallingProxy(cli_env["RUNNERQ_MONGO_URI"], set())
+    uri = proxy.uri(cli_env["RUNNERQ_MONGO_URI"])
+    env = {**cli_env, "RUNNERQ_MONGO_URI": uri + ("&" if "?" in uri else "?")
+           + "heartbeatFrequencyMS=500", "RUNNERQ_SOCKET_TIMEOUT": "60s",
+           "RUNNERQ_CONNECT_TIMEOUT": "1s",
+           "RUNNERQ_SERVER_SELECTION_TIMEOUT": "1s"}  # the audit record's last word
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "cancel", "--status",
+                             "pending", "--max", "40", "--yes", "--batch-size", "1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=default_signals)
+    try:
+        wait_until(lambda: backend.context.activities.count_documents(
+            {"status": "cancelled"}) >= 2, timeout=60, interval=0.01, message="two batches")
+        proxy.stall_everything()
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proxy.close()
+    assert proc.returncode == ExitCode.UNAVAILABLE, err
+    lines = err.strip().splitlines()
+    assert "timed out after 1 s" in lines[-1] and "--batch-size" in lines[-1], err
+    assert "unreachable" not in err and "dev-server" not in err and "Traceback" not in err
+    done = backend.context.activities.count_documents({"status": "cancelled"})
+    assert any(f"interrupted: cancelled {n} of 40;" in err for n in (done, done - 1)), err

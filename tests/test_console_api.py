@@ -186,11 +186,31 @@ def test_observability_errors_are_runnerqs(console: Console) -> None:
     console.get("/api/observability/activities/not-a-uuid/events", 400)
     console.get("/api/observability/activities/not-a-uuid/result", 400)
     console.get(f"/api/observability/activities/{unknown}", 404)
+    # RunnerQ's handlers answer an unknown id's events and result without a look-up
+    # (docs/console.md): 200 with [] and null, as here.
     assert console.get(f"/api/observability/activities/{unknown}/events") == []
+    assert console.get(f"/api/observability/activities/{unknown}/result") is None
     console.get("/api/observability/activities/pending?offset=10001", 400)  # the cap
     console.get("/api/observability/activities/pending?limit=0", 400)
     console.get("/api/observability/activities/pending?limit=abc", 400)
     console.get("/api/observability/dead-letter?offset=-1", 400)
+
+
+def test_a_malformed_activity_is_answered_not_a_server_failure(console: Console,
+                                                               backend: RunnerQ) -> None:
+    """A stored document the readers refuse (created_at a string): RunnerQ's route says
+    so with 422 and a JSON error; our page's route answers as `explain` does, 200 with
+    the fields it can show, the problem as `malformed` and the sentence."""
+    aid = uuid.uuid4()
+    backend.context.activities.insert_one(
+        {"_id": aid, "activity_type": "job", "payload": {}, "priority": 2,
+         "status": "pending", "created_at": "yesterday", "last_error": "earlier"})
+    code, _, body = console.request("GET", f"/api/observability/activities/{aid}")
+    assert code == 422 and "created_at" in json.loads(body)["error"], body
+    page = console.get(f"/api/activity/{aid}")
+    assert "created_at" in page["malformed"] and "malformed" in page["explain"]
+    assert page["activity"] == {"id": str(aid), "status": "pending", "last_error": "earlier"}
+    assert page["result"] is None and page["events"] == []
 
 
 # ------------------------------------------------------------------ ours

@@ -23,6 +23,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.console import observability as obs
 from runnerq_cli.console import security
 from runnerq_cli.console.actions import ACTIONS, Desk, PreviewExpired
@@ -359,6 +360,8 @@ def failure(exc: BaseException) -> tuple[int, str]:
         return 409, "this preview is unknown or expired: preview again"
     if isinstance(exc, NotFound):
         return 404, redact_uri(str(exc))
+    if isinstance(exc, MalformedDocument):  # a stored document, not the server, is wrong
+        return 422, redact_uri(str(exc))[:300]
     if isinstance(exc, InvalidArgument):
         return 400, redact_uri(str(exc))
     if isinstance(exc, WrongState):

@@ -288,9 +288,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         if kind != "application/json":
             raise HttpError(415, "send the body as application/json")
         length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
+        if length_text is None:
             raise HttpError(411, "Content-Length is required")
-        length = int(length_text)
+        if not re.fullmatch(r"[0-9]{1,12}", length_text.strip()):  # given, but no length
+            self.close_connection = True  # where its body ends is unknown
+            raise HttpError(400, "Content-Length is invalid: give the body's length in bytes")
+        length = int(length_text.strip())
         if length > BODY_MAX:
             self.close_connection = True
             raise HttpError(413, f"the body is larger than {BODY_MAX} bytes")

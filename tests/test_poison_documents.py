@@ -45,6 +45,9 @@ CASES: dict[str, tuple[str, Any]] = {
     "max_retries-float": ("max_retries", 3.5),
     "timeout_seconds-text": ("timeout_seconds", "5m"),
     "retry_delay_seconds-bool": ("retry_delay_seconds", True),
+    # a double, but no number of seconds: claimed and run, a NaN timeout never expired
+    "timeout_seconds-nan": ("timeout_seconds", float("nan")),
+    "retry_delay_seconds-infinity": ("retry_delay_seconds", float("-inf")),
     "metadata-list": ("metadata", ["a"]),
     "scheduled_at-text": ("scheduled_at", "soon"),
     "started_at-number": ("started_at", 17),

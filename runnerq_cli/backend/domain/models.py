@@ -31,8 +31,9 @@ _NONE = type(None)
 def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: str,
                  required: tuple[str, ...] = (), items: dict[str, type] | None = None) -> None:
     """Raise MalformedDocument unless each of `required` is present and every field of
-    `types` that is present has one of its types (a bool is not a number); a list
-    named in `items` must hold only that type."""
+    `types` that is present has one of its types (a bool is not a number, a float is
+    finite: NaN and the infinities are not); a list named in `items` must hold only
+    that type."""
     for name in required:
         if name not in doc:
             raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is missing")
@@ -40,7 +41,12 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
         if name in doc:
             value = doc[name]
             if type(value) in kinds:  # the common case, fast (a worker reads every claim)
-                continue
+                if type(value) is not float or math.isfinite(value):
+                    continue
+                # NaN or an infinity: no count of seconds, yet every comparison a worker
+                # makes with it passes or fails silently (a timeout that never expires)
+                raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
+                                        f"{value!r}, not a finite number")
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
                 raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "

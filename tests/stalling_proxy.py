@@ -3,7 +3,8 @@
 The handshake and every other command pass through, so the client has reached
 the server; a command whose name is in `stall` is read and dropped, and its
 client waits for an answer until its socket timeout; one in `slow` is forwarded
-`delay` seconds late (a server that answers, slowly). OP_MSG framing: a 16-byte
+`delay` seconds late (a server that answers, slowly); after `stall_everything()`
+nothing is answered (a server stopped midway). OP_MSG framing: a 16-byte
 header, 4 bytes of flags, a section kind byte, then the command document, whose
 first element's name is the command's.
 """
@@ -52,6 +53,7 @@ class StallingProxy:
         self.slow = slow or set()
         self.delay = delay
         self.stalled: list[str] = []
+        self.everything = False  # stall_everything(): no command is answered any more
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self._closing = threading.Event()
@@ -77,7 +79,7 @@ class StallingProxy:
         try:
             while (message := _read_message(client)) is not None:
                 name = _command_name(message)
-                if name in self.stall:
+                if name in self.stall or self.everything:
                     self.stalled.append(name)
                     continue  # read, never forwarded: no answer comes
                 if name in self.slow:
@@ -96,6 +98,11 @@ class StallingProxy:
             pass
         finally:
             client.close()
+
+    def stall_everything(self) -> None:
+        """From now on no command gets an answer, the driver's checks included: a server
+        that stopped (`kill -STOP`) in the middle of a run."""
+        self.everything = True
 
     def close(self) -> None:
         self._closing.set()

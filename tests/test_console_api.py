@@ -60,6 +60,20 @@ class Console:
         finally:
             conn.close()
 
+    def raw_post(self, path: str, length: str | None) -> tuple[int, dict[str, str], bytes]:
+        """A same-origin JSON POST whose Content-Length header is `length` as given
+        (None: none), written by hand: http.client would set a true one."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
+            head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+                    "Content-Type: application/json\r\nSec-Fetch-Site: same-origin\r\n"
+                    f"Origin: http://127.0.0.1:{self.port}\r\nConnection: close\r\n"
+                    + (f"Content-Length: {length}\r\n" if length is not None else "")
+                    + "\r\n")
+            sock.sendall(head.encode())
+            conn = http.client.HTTPResponse(sock)
+            conn.begin()
+            return conn.status, dict(conn.getheaders()), conn.read()
+
     def get(self, path: str, status: int = 200, **headers: str) -> Any:
         code, _, body = self.request("GET", path, headers=headers)
         assert code == status, (code, body[:300])
@@ -186,11 +200,31 @@ def test_observability_errors_are_runnerqs(console: Console) -> None:
     console.get("/api/observability/activities/not-a-uuid/events", 400)
     console.get("/api/observability/activities/not-a-uuid/result", 400)
     console.get(f"/api/observability/activities/{unknown}", 404)
+    # RunnerQ's handlers answer an unknown id's events and result without a look-up
+    # (docs/console.md): 200 with [] and null, as here.
     assert console.get(f"/api/observability/activities/{unknown}/events") == []
+    assert console.get(f"/api/observability/activities/{unknown}/result") is None
     console.get("/api/observability/activities/pending?offset=10001", 400)  # the cap
     console.get("/api/observability/activities/pending?limit=0", 400)
     console.get("/api/observability/activities/pending?limit=abc", 400)
     console.get("/api/observability/dead-letter?offset=-1", 400)
+
+
+def test_a_malformed_activity_is_answered_not_a_server_failure(console: Console,
+                                                               backend: RunnerQ) -> None:
+    """A stored document the readers refuse (created_at a string): RunnerQ's route says
+    so with 422 and a JSON error; our page's route answers as `explain` does, 200 with
+    the fields it can show, the problem as `malformed` and the sentence."""
+    aid = uuid.uuid4()
+    backend.context.activities.insert_one(
+        {"_id": aid, "activity_type": "job", "payload": {}, "priority": 2,
+         "status": "pending", "created_at": "yesterday", "last_error": "earlier"})
+    code, _, body = console.request("GET", f"/api/observability/activities/{aid}")
+    assert code == 422 and "created_at" in json.loads(body)["error"], body
+    page = console.get(f"/api/activity/{aid}")
+    assert "created_at" in page["malformed"] and "malformed" in page["explain"]
+    assert page["activity"] == {"id": str(aid), "status": "pending", "last_error": "earlier"}
+    assert page["result"] is None and page["events"] == []
 
 
 # ------------------------------------------------------------------ ours
@@ -455,6 +489,16 @@ def test_actions_need_same_origin_json_posts(backend: RunnerQ) -> None:
                                    {"Content-Type": "application/json"})
         assert code == 413 and json.loads(reply)
         c.post("/api/actions/nonsense/preview", body, 404)
+        for length in ("-5", "1e3", "²", "abc"):  # given but not a length: 400, not 411
+            code, _, reply = c.raw_post("/api/actions/retry/preview", length)
+            assert code == 400 and "Content-Length" in json.loads(reply)["error"], reply
+        code, _, reply = c.raw_post("/api/actions/retry/preview", None)
+        assert code == 411, reply
+        # matched counts the ids that exist, selected those the action applies to
+        unknown = c.post("/api/actions/retry/preview", {"ids": [str(uuid.uuid4())]})
+        assert (unknown["matched"], unknown["selected"]) == (0, 0)
+        both = c.post("/api/actions/retry/preview", {"ids": [str(aid), str(uuid.uuid4())]})
+        assert (both["matched"], both["selected"]) == (1, 1)
         assert backend.get_activity(aid).status == "failed"
     finally:
         c.close()

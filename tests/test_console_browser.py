@@ -327,6 +327,25 @@ def test_hostile_text_is_shown_as_text(browser: WebDriver, console: Console,
     assert browser.execute_script("return window.__pwned") is None
 
 
+def test_a_malformed_activity_shows_its_problem_as_text(browser: WebDriver,
+                                                        console: Console,
+                                                        rq: RunnerQ) -> None:
+    """A stored document the readers refuse: the page says what is wrong (docs/console.md),
+    as text, with the explain sentence; no error page."""
+    aid = uuid.uuid4()
+    rq.context.activities.insert_one(  # finished: no count or list of the other tests
+        {"_id": aid, "activity_type": "job", "payload": {}, "priority": 2,
+         "status": "cancelled", "created_at": "yesterday", "last_error": HOSTILE})
+    try:
+        open_view(browser, console, f"#/activity/{aid}", "#activity #malformed")
+        assert "created_at is 'yesterday'" in text(browser, "#malformed")
+        assert "malformed" in text(browser, "#explain")
+        assert HOSTILE in text(browser, "#activity")  # the last error, as text
+        assert browser.find_elements(By.TAG_NAME, "img") == []
+    finally:
+        rq.context.activities.delete_one({"_id": aid})
+
+
 def test_switching_the_queue_shows_that_queues_counts_and_lists(
         browser: WebDriver, console: Console, other: RunnerQ) -> None:
     open_view(browser, console, "#/", "[data-count] .n")

@@ -254,3 +254,24 @@ def test_enqueue_wait_json_is_one_document(queue, run_cli):
     doc = json.loads(res.stdout)  # exactly one document
     assert doc["created"] is True
     assert doc["status"] == "completed" and doc["exit_code"] == 0
+
+
+def test_list_tries_are_attempts_made_of_allowed(every_status, queue, clock, run_cli):
+    """`tries` is attempts made / attempts allowed (`max_retries` counts attempts, not
+    retries): spent is n/n, never claimed 0/n, the one running counts."""
+    spent = queue.enqueue("t_spent", {}, max_retries=3, retry_delay_seconds=0).activity_id
+    for _ in range(3):
+        clock.advance(0.01)
+        claim, = queue.dequeue("w", types=["t_spent"])
+        queue.ack_failure(claim, "boom", retryable=True)
+    assert queue.get_activity(spent).status == "dead_letter"
+    expected = {"pending": "0/3", "processing": "1/3", "completed": "1/3", "failed": "1/3",
+                "scheduled": "1/5"}
+    for status, tries in expected.items():
+        row = next(line for line in run_cli("list", status).stdout.splitlines()
+                   if str(every_status[status])[:8] in line)
+        assert f" {tries} " in f"{row} ", (status, row)
+    rows = {line.split()[0]: line for line in run_cli("list", "dead-letter").stdout.splitlines()
+            if line.strip()}
+    assert " 1/1 " in rows[str(every_status["dead_letter"])[:8]]
+    assert " 3/3 " in rows[str(spent)[:8]]

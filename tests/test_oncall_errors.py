@@ -6,6 +6,11 @@ A slow server is "timed out after N s" with the advice of docs/operations.md
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+
 import pytest
 
 from runnerq_cli.cli.exits import ExitCode
@@ -49,29 +54,62 @@ def test_interrupted_words_count_against_the_whole() -> None:
                                        "interruption")
 
 
-def test_an_interrupted_bulk_action_says_what_it_did_of_the_whole(
-        backend, cli_env, tmp_path) -> None:
-    import signal
-    import subprocess
-    import sys
-
+def _cancel_midway(backend, env: dict[str, str], total: int, batch: int, reached: int,
+                   then: Callable[[subprocess.Popen[str]], None]) -> tuple[int, str]:
+    """`cancel` of `total` pending activities, `batch` at a time, in a process of its own;
+    once `reached` are cancelled, `then(process)`; its exit code and standard error."""
     from tests.bulk_fixtures import insert_activities
     from tests.helpers import default_signals
     from tests.waiting import wait_until
 
-    insert_activities(backend.context, 60, "pending")
+    insert_activities(backend.context, total, "pending")
     proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "cancel", "--status",
-                             "pending", "--max", "100", "--yes", "--batch-size", "3"],
-                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "pending", "--max", str(total), "--yes", "--batch-size",
+                             str(batch)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=default_signals)
     try:
         wait_until(lambda: backend.context.activities.count_documents(
-            {"status": "cancelled"}) >= 3, timeout=60, interval=0.01, message="a first batch")
-        proc.send_signal(signal.SIGTERM)
+            {"status": "cancelled"}) >= reached, timeout=60, interval=0.01,
+            message=f"{reached} cancelled")
+        then(proc)
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == ExitCode.INTERRUPTED, err
+    return proc.returncode, err
+
+
+def test_an_interrupted_bulk_action_says_what_it_did_of_the_whole(backend, cli_env) -> None:
+    code, err = _cancel_midway(backend, cli_env, 60, 3, 3,
+                               lambda proc: proc.send_signal(signal.SIGTERM))
+    assert code == ExitCode.INTERRUPTED, err
     done = backend.context.activities.count_documents({"status": "cancelled"})
     assert f"error: interrupted: cancelled {done} of 60; {60 - done} not reached" in err, err
+
+
+def test_a_server_that_stalls_midway_times_out_and_says_how_far_it_got(
+        backend, cli_env) -> None:
+    """A bulk run on a server that stops answering after a few batches (`kill -STOP`):
+    the driver's check of the server times out first (connect_timeout 1 s, a check every
+    0.5 s) and cancels the command in flight. That is "timed out after 1 s" with the
+    --batch-size advice (not "unreachable ... start a local one"), after the line of an
+    interrupted run, "cancelled N of 40". (The command's own socket timeout is the test
+    above's.)"""
+    proxy = StallingProxy(cli_env["RUNNERQ_MONGO_URI"], set())
+    uri = proxy.uri(cli_env["RUNNERQ_MONGO_URI"])
+    env = {**cli_env, "RUNNERQ_MONGO_URI": uri + ("&" if "?" in uri else "?")
+           + "heartbeatFrequencyMS=500", "RUNNERQ_SOCKET_TIMEOUT": "60s",
+           "RUNNERQ_CONNECT_TIMEOUT": "1s",
+           "RUNNERQ_SERVER_SELECTION_TIMEOUT": "1s"}  # the audit record's last word
+    try:
+        code, err = _cancel_midway(backend, env, 40, 1, 2,
+                                   lambda _proc: proxy.stall_everything())
+    finally:
+        proxy.close()
+    assert code == ExitCode.UNAVAILABLE, err
+    lines = err.strip().splitlines()
+    assert "timed out after 1 s" in lines[-1] and "--batch-size" in lines[-1], err
+    assert "unreachable" not in err and "dev-server" not in err and "Traceback" not in err
+    done = backend.context.activities.count_documents({"status": "cancelled"})
+    assert any(f"interrupted: cancelled {n} of 40;" in err for n in (done, done - 1)), err

@@ -45,6 +45,9 @@ CASES: dict[str, tuple[str, Any]] = {
     "max_retries-float": ("max_retries", 3.5),
     "timeout_seconds-text": ("timeout_seconds", "5m"),
     "retry_delay_seconds-bool": ("retry_delay_seconds", True),
+    # a double, but no number of seconds: claimed and run, a NaN timeout never expired
+    "timeout_seconds-nan": ("timeout_seconds", float("nan")),
+    "retry_delay_seconds-infinity": ("retry_delay_seconds", float("-inf")),
     "metadata-list": ("metadata", ["a"]),
     "scheduled_at-text": ("scheduled_at", "soon"),
     "started_at-number": ("started_at", 17),
@@ -311,6 +314,28 @@ def test_readers_doctor_explain_and_actions_read_past_malformed_documents(
     res = run_cli("delete", str(doc["_id"]), "--yes")  # the way out for any of them
     assert res.code == 0, res.stderr
     assert raw[names.activities].find_one({"_id": doc["_id"]}) is None
+
+
+def test_an_activity_no_claim_matches_is_explained_as_waiting_forever(
+        backend: RunnerQ, raw: Database, run_cli) -> None:
+    """A null or numeric activity_type: workers claim by type, so none takes it (nor
+    sets it aside). explain says so, not "the first worker that claims it dead-letters
+    it"; doctor's documents check names it, with the way out."""
+    now = datetime.now(UTC)
+    pending = _bad("pending", "activity_type", None, now)
+    scheduled = _bad("scheduled", "activity_type", 7, now)
+    raw[backend.context.names.activities].insert_many([pending, scheduled])
+    for doc, stays in ((pending, "pending"), (scheduled, "pending")):
+        found = json.loads(run_cli("explain", str(doc["_id"]), "-o", "json").stdout)
+        assert found["reason"] == "malformed", found
+        assert "no worker claims it" in found["sentence"], found
+        assert f"stays {stays}" in found["sentence"] and "dead-letters" not in found["sentence"]
+        assert "Set its activity_type" in found["sentence"] and "delete it" in found["sentence"]
+    res = run_cli("doctor", "-o", "json")
+    check = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "documents")
+    named = {m["id"] for m in check["facts"]["malformed"]}
+    assert {str(pending["_id"]), str(scheduled["_id"])} <= named
+    assert "activity_type is not text" in check["fix"]
 
 
 @pytest.mark.parametrize("outbox", [

@@ -124,7 +124,10 @@ class Desk:
         if ids is not None:
             rows = rq.bulk.preview_ids(action, ids)
             eligible = [r["id"] for r in rows if r.get("eligible")]
-            return eligible, {"selected": len(eligible), "matched": len(ids),
+            # matched: the ids that exist (as a filter's matched counts what it finds);
+            # selected: those the action applies to.
+            found = sum(1 for r in rows if r.get("reason") != "not found")
+            return eligible, {"selected": len(eligible), "matched": found,
                               "ids": [str(i) for i in eligible], "sample": to_jsonable(rows)}
         selection = rq.bulk.select(action, _activity_filter(body.get("filter")), self._max(body))
         return selection, {**selection.to_json(), "ids": [str(i) for i in selection.ids]}

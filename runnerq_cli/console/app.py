@@ -23,6 +23,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.console import observability as obs
 from runnerq_cli.console import security
 from runnerq_cli.console.actions import ACTIONS, Desk, PreviewExpired
@@ -287,9 +288,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         if kind != "application/json":
             raise HttpError(415, "send the body as application/json")
         length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
+        if length_text is None:
             raise HttpError(411, "Content-Length is required")
-        length = int(length_text)
+        if not re.fullmatch(r"[0-9]{1,12}", length_text.strip()):  # given, but no length
+            self.close_connection = True  # where its body ends is unknown
+            raise HttpError(400, "Content-Length is invalid: give the body's length in bytes")
+        length = int(length_text.strip())
         if length > BODY_MAX:
             self.close_connection = True
             raise HttpError(413, f"the body is larger than {BODY_MAX} bytes")
@@ -359,6 +363,8 @@ def failure(exc: BaseException) -> tuple[int, str]:
         return 409, "this preview is unknown or expired: preview again"
     if isinstance(exc, NotFound):
         return 404, redact_uri(str(exc))
+    if isinstance(exc, MalformedDocument):  # a stored document, not the server, is wrong
+        return 422, redact_uri(str(exc))[:300]
     if isinstance(exc, InvalidArgument):
         return 400, redact_uri(str(exc))
     if isinstance(exc, WrongState):

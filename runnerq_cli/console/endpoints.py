@@ -15,7 +15,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.backend.domain.models import Activity, Status, parse_activity_id, to_jsonable
+from runnerq_cli.backend.domain.models import (
+    Activity,
+    MalformedDocument,
+    Status,
+    parse_activity_id,
+    to_jsonable,
+)
 from runnerq_cli.console import observability as obs
 from runnerq_cli.errors import InvalidArgument, NotFound
 
@@ -212,9 +218,15 @@ class Views:
         """One activity's page: the activity, its timeline oldest first, its result and
         the `explain` sentence (show + events + result + explain)."""
         rq = self.backend(params.get("queue"))
-        activity = rq.inspector.get_activity(aid)  # NotFound: 404
+        try:
+            activity = rq.inspector.get_activity(aid)  # NotFound: 404
+        except MalformedDocument:
+            return self._malformed_activity(rq, aid)
         events = rq.inspector.get_activity_events(aid, LIMIT_CAP)
-        result = rq.get_result(aid)
+        try:
+            result = rq.get_result(aid)
+        except MalformedDocument:  # another program's result: the activity still shows
+            result = None
         try:
             sentence: str | None = rq.diagnosis.explain(aid).sentence
         except NotFound:  # deleted between the reads
@@ -223,6 +235,19 @@ class Views:
                 "events": [e.to_json() for e in reversed(events)],
                 "result": result.to_json() if result is not None else None,
                 "explain": sentence}
+
+    def _malformed_activity(self, rq: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
+        """A stored document the readers refuse is not a server failure: the page answers
+        as `explain` does (200), with what can be shown (id, status, last error), the
+        problem as `malformed`, and the sentence saying what the queue does with it."""
+        explained = rq.diagnosis.explain(aid)  # NotFound if deleted in between: 404
+        facts = explained.facts
+        return {"activity": {"id": str(aid), "status": explained.status,
+                             "last_error": facts.get("last_error")},
+                "malformed": facts.get("problem"), "snapshot": None,
+                "events": [e.to_json() for e in reversed(
+                    rq.inspector.get_activity_events(aid, LIMIT_CAP))],
+                "result": None, "explain": explained.sentence}
 
     def search(self, params: dict[str, str]) -> dict[str, Any]:
         """Activities whose id starts with the hex digits given (idprefix.py's range read)."""

@@ -177,6 +177,13 @@ _MALFORMED_FATE = {
 }
 
 
+def _claimable_type(kind: Any) -> bool:
+    """Whether a claim by type can match this `activity_type`: text, or (another
+    program's) list holding text, which `$in` matches element by element."""
+    return isinstance(kind, str) or (
+        isinstance(kind, list) and any(isinstance(item, str) for item in kind))
+
+
 class Explainer:
     """Explanations of one queue's activities, given what they read; `other(queue)` is
     the explainer of another queue of the database (an id may be in any of them)."""
@@ -207,12 +214,27 @@ class Explainer:
     def _malformed(self, aid: uuid.UUID, problem: str) -> Explanation:
         """An activity whose document readers refuse (docs/design.md, "Malformed documents"):
         what is wrong, what the queue does with it, and the fix."""
-        doc = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "last_error": 1}) or {}
+        doc = self._ctx.activities.find_one(
+            {"_id": aid}, {"status": 1, "last_error": 1, "activity_type": 1}) or {}
         status = str(doc["status"]) if isinstance(doc.get("status"), str) else "?"
-        fate = _MALFORMED_FATE.get(status, f"in status {status!r}, no worker claims it")
-        sentence = (f"Its document is malformed ({problem}): no worker runs it; {fate}. "
-                    "Correct the field as docs/design.md (\"Activity document\") says and "
-                    "retry it, or delete it; the program that wrote it has a bug.")
+        kind = doc.get("activity_type")
+        if status in WAITING_STATUSES and not _claimable_type(kind):
+            # Workers claim by type (`activity_type: {$in: [...]}`): no handler's type
+            # matches a missing, null or numeric one, so nothing ever takes it to set it
+            # aside; it waits until someone gives it a type or deletes it.
+            due = "once due the scheduler makes it pending, but " \
+                if status == Status.SCHEDULED.value else ""
+            sentence = (f"Its document is malformed ({problem}): {due}no worker claims it, "
+                        "since workers claim by activity type and it has none, so it stays "
+                        f"{'pending' if due else status} (doctor's documents check names "
+                        "it). Set its activity_type to a type a worker handles, as "
+                        "docs/design.md (\"Activity document\") says, or delete it; the "
+                        "program that wrote it has a bug.")
+        else:
+            fate = _MALFORMED_FATE.get(status, f"in status {status!r}, no worker claims it")
+            sentence = (f"Its document is malformed ({problem}): no worker runs it; {fate}. "
+                        "Correct the field as docs/design.md (\"Activity document\") says "
+                        "and retry it, or delete it; the program that wrote it has a bug.")
         return Explanation(aid, self._ctx.settings.queue, status, "malformed", sentence,
                            {"problem": problem, "last_error": doc.get("last_error")})
 

@@ -334,7 +334,8 @@ def check_documents(ctx: QueueContext) -> Check:
                  f"{first.collection} {first.id}: {first.problem}{more}",
                  "correct the field as docs/design.md says (the program that wrote it has a "
                  "bug) or delete the document; readers skip a malformed one, workers "
-                 "dead-letter a malformed activity without running it"
+                 "dead-letter a malformed activity they claim without running it, and "
+                 "claim none whose activity_type is not text (set one, or delete it)"
                  + (f" (runnerq-mongo explain {first.id})"
                     if first.collection == ctx.activities.name else ""), facts)
 

@@ -31,8 +31,9 @@ _NONE = type(None)
 def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: str,
                  required: tuple[str, ...] = (), items: dict[str, type] | None = None) -> None:
     """Raise MalformedDocument unless each of `required` is present and every field of
-    `types` that is present has one of its types (a bool is not a number); a list
-    named in `items` must hold only that type."""
+    `types` that is present has one of its types (a bool is not a number, a float is
+    finite: NaN and the infinities are not); a list named in `items` must hold only
+    that type."""
     for name in required:
         if name not in doc:
             raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is missing")
@@ -40,7 +41,12 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
         if name in doc:
             value = doc[name]
             if type(value) in kinds:  # the common case, fast (a worker reads every claim)
-                continue
+                if type(value) is not float or math.isfinite(value):
+                    continue
+                # NaN or an infinity: no count of seconds, yet every comparison a worker
+                # makes with it passes or fails silently (a timeout that never expires)
+                raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
+                                        f"{value!r}, not a finite number")
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
                 wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
                 raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
@@ -317,6 +323,14 @@ class Activity:
     @property
     def display_status(self) -> str:
         return display_status(self.status, self.retry_count)
+
+    @property
+    def attempts(self) -> int:
+        """Attempts made so far, the one running included: `retry_count` counts the ended
+        attempts that did not end it, and `started_at` is kept only by the current or
+        last one (a retry, the reaper's requeue and a release remove it). Compared with
+        `max_retries`, which counts attempts allowed, not retries: 3/3 is spent."""
+        return self.retry_count + (1 if self.started_at is not None else 0)
 
     @property
     def is_terminal(self) -> bool:

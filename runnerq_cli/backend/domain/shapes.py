@@ -15,6 +15,7 @@ registry and the control document, never the rest of the finished history.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,6 +74,8 @@ class Shape:
             branches.append({name: {"$exists": True, "$not": {"$type": aliases}}})
             if list not in kinds:  # $type also matches an array holding that type
                 branches.append({name: {"$type": "array"}})
+            if float in kinds:  # a double that is no finite number (check_fields)
+                branches.append({name: {"$in": [math.nan, math.inf, -math.inf]}})
         for name, kind in (self.items or {}).items():
             branches.append({name: {"$elemMatch": {"$not": {"$type": _BSON[kind]}}}})
         return {"$or": branches}

@@ -32,6 +32,7 @@ def client_for(settings: Settings) -> MongoClient[dict[str, Any]]:
         if client is None:
             client = _new_client(settings)
             _clients[key] = client
+            _check_timeouts[settings.uri] = client.options.pool_options.connect_timeout
         return client
 
 
@@ -80,6 +81,9 @@ def close_clients() -> None:
 # URIs whose server answered once in this process: no more probing for them (a later
 # outage is the driver's to retry, and the worker's and tail's to wait out).
 _answered: set[str] = set()
+# The seconds the driver's monitor waits for the server's answer to its check (the connect
+# timeout), by URI: past it the driver cancels the commands in flight ("operation cancelled").
+_check_timeouts: dict[str, float | None] = {}
 PROBE_TIMEOUT = 0.5  # seconds; a probe only looks for a refusal, silence is not waited out
 _DRIVER_NOISE = re.compile(r"\s*\(configured timeouts:[^)]*\)|, Timeout: .*$|\s*,?\s*"
                            r"Topology Description: .*$", re.S)
@@ -189,6 +193,16 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         after = f" after {seconds:g} s" if seconds is not None else ""
         return TimedOut(f"MongoDB at {redact_uri(uri)} timed out{after}: it answered the "
                         "connection but not this command in time (socket_timeout)", seconds)
+    if isinstance(exc, mongo_errors.AutoReconnect) and uri in _answered \
+            and "operation cancelled" in str(exc):
+        # The server answered before, then stopped answering (stalled, overloaded): the
+        # driver's monitor had no answer to its check in time and cancelled this command.
+        # A slow server, not one to start: the advice is the timeout's, not "unreachable".
+        seconds = _check_timeouts.get(uri)
+        after = f" after {seconds:g} s" if seconds is not None else ""
+        return TimedOut(f"MongoDB at {redact_uri(uri)} timed out{after}: it stopped "
+                        "answering during this command (the driver's check of the server "
+                        "had no answer within connect_timeout and cancelled it)", seconds)
     if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
                   | mongo_errors.ConnectionFailure):
         kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)

@@ -208,20 +208,49 @@ DONE_WORDS = {"cancel": "cancelled", "retry": "retried", "run-now": "made due no
 
 
 def _interrupted_line(action: str, done: int, total: int, skipped: int,
-                      last: Any) -> str:
-    """What an interrupted bulk action did, counted against what it set out to do."""
+                      last: Any, in_flight: int = 0) -> str:
+    """What an interrupted bulk action did, counted against what it set out to do;
+    `in_flight`: the ids of a batch the server failed to confirm (it may have applied it)."""
     left = total - done - skipped
+    reached = f"last id reached {last}" if last is not None else "no batch was confirmed"
+    flight = (f" (the {in_flight:,} of the batch in flight may be done too: the server did "
+              "not confirm it)" if in_flight else "")
     return (f"interrupted: {DONE_WORDS.get(action, action)} {done:,} of {total:,}"
             + (f" ({skipped:,} skipped)" if skipped else "")
-            + f"; {left:,} not reached; last id reached {last}; the audit record says so; "
+            + f"; {left:,} not reached{flight}; {reached}; the audit record says so; "
             "run the same command again to go on")
+
+
+def _apply(backend: RunnerQ, action: str, target: Selection | list[Any], total: int,
+           req: Request, command: str, params: dict[str, Any]) -> BulkReport:
+    """The bulk run with its progress bar, stopped between batches by a signal. A server
+    that fails midway (stalled, gone) ends it with an error, but first its line says how
+    far it got ("cancelled 25 of 144"), as a signal's does: the batches done stay done."""
+    from runnerq_cli.cli.interrupt import stop_on_signal
+    from runnerq_cli.cli.progress import BulkProgress
+    from runnerq_cli.errors import Unavailable
+
+    seen: list[BulkReport] = []
+    try:
+        with stop_on_signal() as stop, BulkProgress(action, total) as bar:
+            def on_batch(report: BulkReport) -> None:
+                seen[:] = [report]
+                bar.update(report.reached)
+
+            return backend.bulk.apply(action, target, reason=req.reason, actor=req.actor,
+                                      should_stop=stop.is_set, on_batch=on_batch,
+                                      command=command, batch_size=req.batch_size, **params)
+    except Unavailable:
+        last = seen[0] if seen else None
+        reached = last.reached if last else 0
+        error_line(_interrupted_line(
+            action, len(last.applied) if last else 0, total, len(last.skipped) if last else 0,
+            last.last_id if last else None, min(req.batch_size, total - reached)))
+        raise
 
 
 def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
             command: str) -> int:
-    from runnerq_cli.cli.interrupt import stop_on_signal
-    from runnerq_cli.cli.progress import BulkProgress
-
     if req.dry_run:
         preview = backend.bulk.preview_ids(action, req.ids)
         if req.output is not OutputFormat.TEXT:
@@ -232,11 +261,7 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
                 verdict = f"would {action}" if row["eligible"] else f"skip ({row['reason']})"
                 echo_fitted(f"{verdict}: {row['id']}")
         return int(ExitCode.OK)
-    with stop_on_signal() as stop, BulkProgress(action, len(req.ids)) as bar:
-        report = backend.bulk.apply(action, req.ids, reason=req.reason, actor=req.actor,
-                                    should_stop=stop.is_set,
-                                    on_batch=lambda r: bar.update(r.reached),
-                                    command=command, batch_size=req.batch_size, **params)
+    report = _apply(backend, action, req.ids, len(req.ids), req, command, params)
     rows: list[dict[str, Any]] = []
     for outcome in report.outcomes:
         if isinstance(outcome, tuple):
@@ -258,9 +283,6 @@ def _by_ids(backend: RunnerQ, action: str, req: Request, params: dict[str, Any],
 
 def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
                params: dict[str, Any], command: str) -> int:
-    from runnerq_cli.cli.interrupt import stop_on_signal
-    from runnerq_cli.cli.progress import BulkProgress
-
     _go_on(backend, action, command, params)
     if req.max_count is None and not req.dry_run:
         matched = backend.bulk.select(action, flt, 1).matched  # counts; reads one document
@@ -277,11 +299,7 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
         if sys.stdin.isatty() and req.output is OutputFormat.TEXT:
             _print_selection(selection, req.output, dry_run=False)
         confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
-    with stop_on_signal() as stop, BulkProgress(action, len(selection.ids)) as bar:
-        report = backend.bulk.apply(action, selection, reason=req.reason, actor=req.actor,
-                                    should_stop=stop.is_set,
-                                    on_batch=lambda r: bar.update(r.reached),
-                                    command=command, batch_size=req.batch_size, **params)
+    report = _apply(backend, action, selection, len(selection.ids), req, command, params)
     _print_report(report, selection, req.output)
     if report.interrupted:
         error_line(_interrupted_line(action, len(report.applied), report.selected,

@@ -50,7 +50,7 @@ def _print_list(status: str, items: list[Any]) -> None:
         when = {"pending": act.created_at, "scheduled": act.scheduled_at,
                 "processing": act.lease_deadline}.get(status, act.completed_at)
         rows.append([prefixes[str(act.id)], act.activity_type, Priority.label(act.priority),
-                     act.display_status, f"{act.retry_count}/{act.max_retries or '∞'}",
+                     act.display_status, f"{act.attempts}/{act.max_retries or '∞'}",
                      stamp(when), act.last_error or ""])
     if same:
         del columns[3]

@@ -163,12 +163,24 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
 def command_line(ctx: typer.Context) -> str:
     """The command as recorded in the audit, so that it re-runs as written: its path and
     the options given under their own flags (`--type`, `--max`, not the parameter names),
-    each value shell-quoted (no root options, so never a URI or a password)."""
+    each value shell-quoted. Of the root options, the queue always (from a flag, the
+    environment or a config file, it is what the command acted on: without it a re-run
+    acts on whatever queue the re-runner's setup names) and the database when not the
+    default; never the URI (it may hold a password)."""
     import shlex
     from enum import Enum
 
+    from runnerq_cli.cli.state import state
+    from runnerq_cli.config import Settings
+
     params = {p.name: p for p in ctx.command.params}
-    parts = [ctx.command_path]
+    root = ctx.find_root().command_path
+    settings = state(ctx).settings()
+    parts = [root]
+    if settings.database != Settings.database:
+        parts.append(f"--database={shlex.quote(settings.database)}")
+    parts += [f"--queue={shlex.quote(settings.queue)}",
+              ctx.command_path.removeprefix(root).strip()]
     for name, value in ctx.params.items():
         if value in (None, False, [], ()) or name == "output":
             continue

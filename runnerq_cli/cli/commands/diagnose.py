@@ -175,21 +175,12 @@ def explain_cmd(
 
 def _pause_words(pause: Any) -> str:
     """The pause fact (its JSON form) in words: what, since when (one time format), who, why."""
-    from datetime import datetime
-
     from runnerq_cli.backend.domain.pause import PauseState
     from runnerq_cli.cli.words import describe_pause, words
 
     if not isinstance(pause, dict):
         return words(pause)
-    at = pause.get("at")
-    try:
-        at = datetime.fromisoformat(at) if isinstance(at, str) else at
-    except ValueError:
-        at = None
-    state = PauseState(all=pause.get("all") is True,
-                       types=tuple(str(t) for t in pause.get("types") or []), at=at,
-                       actor=pause.get("actor"), reason=pause.get("reason"))
+    state = PauseState.from_json(pause)
     return describe_pause(state).removeprefix("paused: ")
 
 

@@ -511,6 +511,22 @@ def test_queues_lists_every_queue(queue: RunnerQ, clock, run_cli) -> None:
     assert "≈" not in text.stdout
 
 
+def test_queues_tells_a_type_pause_from_a_queue_pause(queue: RunnerQ, run_cli) -> None:
+    """One type paused is not the queue paused: `types: send_email`, JSON `paused` false
+    with `paused_types`; the whole queue is `queue` / true."""
+    queue.enqueue("send_email", {})
+    queue.control.pause(["send_email"], reason="mail server down")
+    [row] = json.loads(run_cli("queues", "-o", "json").stdout)["queues"]
+    assert (row["paused"], row["paused_types"]) == (False, ["send_email"])
+    assert run_cli("queues").stdout.splitlines()[1].endswith("types: send_email")
+    queue.control.pause()
+    [row] = json.loads(run_cli("queues", "-o", "json").stdout)["queues"]
+    assert (row["paused"], row["paused_types"]) == (True, [])
+    assert run_cli("queues").stdout.splitlines()[1].endswith(" queue")
+    queue.control.resume()
+    assert run_cli("queues").stdout.splitlines()[1].endswith(" no")
+
+
 def test_queues_empty_database(run_cli) -> None:
     res = run_cli("queues")
     assert res.code == 0 and res.stdout.startswith("no RunnerQ queues in database ")

@@ -228,9 +228,19 @@ def queues_cmd(
                       format_duration(age) if age is not None else "-",
                       f"{workers['live']} live" + (f", {workers['stale']} stale"
                                                     if workers["stale"] else ""),
-                      "yes" if row["paused"] else "no"])
+                      _paused_cell(row)])
     if "≈" in print_table(columns, table):  # not when the estimated column gave way
         typer.echo("≈ estimated; the other counts are exact")
+
+
+def _paused_cell(row: dict[str, Any]) -> str:
+    """`queue` (the whole queue paused), `types: a, b` (only those), or `no`."""
+    from runnerq_cli.literal import literal
+
+    if row["paused"]:
+        return "queue"
+    types = row.get("paused_types") or []
+    return "types: " + ", ".join(literal(t) for t in types) if types else "no"
 
 
 metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",

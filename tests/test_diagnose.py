@@ -129,6 +129,22 @@ def test_type_without_live_worker_fails(queue: RunnerQ, run_cli) -> None:
     assert check["facts"]["without_worker"] == {"b": 2}
 
 
+def test_a_paused_type_without_a_worker_does_not_fail(queue: RunnerQ, run_cli) -> None:
+    """Paused on purpose: coverage names it as paused, OK; doctor exits 0 for it (the
+    pause check warns, as for any pause). Another orphan type still fails."""
+    live_worker(queue, types=("a",))
+    queue.enqueue("send_email", {})
+    queue.control.pause(["send_email"], reason="mail server down")
+    code, statuses, doc = doctor(run_cli)
+    assert "coverage" not in failing(statuses) and code != 7, doc
+    check = next(c for c in doc["checks"] if c["name"] == "coverage")
+    assert check["status"] == "ok" and "send_email (1 pending), paused" in check["message"]
+    queue.enqueue("b", {})
+    [check] = [c for c in queue.diagnosis.doctor() if c.name == "coverage"]
+    assert check.status == "fail" and check.facts["without_worker"] == {"b": 1}
+    assert check.facts["paused_without_worker"] == {"send_email": 1}
+
+
 def test_activity_past_its_lease_fails(queue: RunnerQ, clock, run_cli) -> None:
     clock.advance(-3600)
     queue.enqueue("job", {})

@@ -559,15 +559,25 @@ def redrive(
     types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
                                            help="Only this activity type (repeatable)."),
     error_contains: str | None = ERROR_OPT,
+    max_count: int | None = typer.Option(
+        None, "--max", metavar="N",
+        help="Redrive at most N, those dead-lettered longest first (again: the next N) "
+             "[default: all of them]."),
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
+    from runnerq_cli.backend.ops.bulk import MAX_BULK
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 
+    if max_count is not None and not 1 <= max_count <= MAX_BULK:
+        raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}, got {max_count}")
     backend = _audited_backend(ctx, reason, actor)
-    report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains)
+    # The console's path: the preview bounded by the max, then exactly the ids shown.
+    report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains,
+                                      limit=max_count)
     confirmed: list[Any] = []
     if not dry_run and (report.count or report.stale_records):
         if report.count:
@@ -579,7 +589,7 @@ def redrive(
             report = backend.operator.redrive(
                 types, ids=confirmed, reason=reason, actor=actor,
                 should_stop=stop.is_set, on_batch=bar.update, command=command_line(ctx),
-                error_contains=error_contains)
+                error_contains=error_contains, batch_size=batch_size)
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
     else:

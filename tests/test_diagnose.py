@@ -528,13 +528,15 @@ def test_queues_lists_every_queue(queue: RunnerQ, clock, run_cli) -> None:
 
 
 def test_queues_tells_a_type_pause_from_a_queue_pause(queue: RunnerQ, run_cli) -> None:
-    """One type paused is not the queue paused: `types: send_email`, JSON `paused` false
-    with `paused_types`; the whole queue is `queue` / true."""
+    """One type paused is not the queue paused: `1 type`, JSON `paused` false with
+    `paused_types`; the whole queue is `queue` / true."""
     queue.enqueue("send_email", {})
     queue.control.pause(["send_email"], reason="mail server down")
     [row] = json.loads(run_cli("queues", "-o", "json").stdout)["queues"]
     assert (row["paused"], row["paused_types"]) == (False, ["send_email"])
-    assert run_cli("queues").stdout.splitlines()[1].endswith("types: send_email")
+    assert run_cli("queues").stdout.splitlines()[1].endswith(" 1 type")
+    narrow = run_cli("queues", env={"COLUMNS": "60"}).stdout.splitlines()
+    assert narrow[1].endswith(" 1 type") and all(len(ln) <= 60 for ln in narrow), narrow
     queue.control.pause()
     [row] = json.loads(run_cli("queues", "-o", "json").stdout)["queues"]
     assert (row["paused"], row["paused_types"]) == (True, [])

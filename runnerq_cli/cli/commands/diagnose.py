@@ -217,7 +217,8 @@ def queues_cmd(
                *(Column(s.replace("processing", "running").replace("_", "-"),
                         drop=drops.get(s, 0), right=True) for s in statuses),
                Column("oldest pending", drop=2, right=True),
-               Column("workers", drop=3, right=True), Column("paused", right=True)]
+               Column("workers", drop=3, right=True),
+               Column("paused", right=True)]
     table = []
     for row in rows:
         age = row["oldest_pending_age_seconds"]
@@ -234,13 +235,13 @@ def queues_cmd(
 
 
 def _paused_cell(row: dict[str, Any]) -> str:
-    """`queue` (the whole queue paused), `types: a, b` (only those), or `no`."""
-    from runnerq_cli.literal import literal
-
+    """`queue` (the whole queue paused), `2 types` (only some: which ones are in
+    `-o json`, `stats` and `doctor`; their names would not keep the table in 60 columns),
+    or `no`."""
     if row["paused"]:
         return "queue"
-    types = row.get("paused_types") or []
-    return "types: " + ", ".join(literal(t) for t in types) if types else "no"
+    types = len(row.get("paused_types") or [])
+    return f"{types} type{'s' if types > 1 else ''}" if types else "no"
 
 
 metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",

@@ -25,3 +25,21 @@ def test_the_recorded_command_reruns_as_written(queue, run_cli) -> None:
     assert again.code == 0, (command, again.stderr)
     assert queue.context.activities.count_documents(
         {"activity_type": "resize", "status": "cancelled"}) == 3
+
+
+def test_the_recorded_command_names_its_queue(queue, run_cli) -> None:
+    """A queue chosen by a flag or the environment is in the command: re-run elsewhere
+    (another RUNNERQ_QUEUE, none), it acts on that queue again, not on `default`."""
+    q2 = queue.for_queue("q2")
+    q2.maintenance.init_indexes()
+    res = run_cli("pause", "--reason", "x y", env={"RUNNERQ_QUEUE": "q2"})
+    assert res.code == 0, res.stderr
+    audit = run_cli("--queue", "q2", "audit", "-o", "jsonl")
+    [command] = [json.loads(line)["detail"]["command"] for line in audit.stdout.splitlines()]
+    assert "--queue=q2 pause --reason='x y'" in command, command
+    assert run_cli("--queue", "q2", "resume").code == 0
+    argv = shlex.split(command)
+    again = run_cli(*argv[1:], env={"RUNNERQ_QUEUE": "default"})  # as written
+    assert again.code == 0, (command, again.stderr)
+    assert q2.control.paused().all and q2.control.paused().reason == "x y"
+    assert not queue.for_queue("default").control.paused().active

@@ -129,6 +129,22 @@ def test_type_without_live_worker_fails(queue: RunnerQ, run_cli) -> None:
     assert check["facts"]["without_worker"] == {"b": 2}
 
 
+def test_a_paused_type_without_a_worker_does_not_fail(queue: RunnerQ, run_cli) -> None:
+    """Paused on purpose: coverage names it as paused, OK; doctor exits 0 for it (the
+    pause check warns, as for any pause). Another orphan type still fails."""
+    live_worker(queue, types=("a",))
+    queue.enqueue("send_email", {})
+    queue.control.pause(["send_email"], reason="mail server down")
+    code, statuses, doc = doctor(run_cli)
+    assert "coverage" not in failing(statuses) and code != 7, doc
+    check = next(c for c in doc["checks"] if c["name"] == "coverage")
+    assert check["status"] == "ok" and "send_email (1 pending), paused" in check["message"]
+    queue.enqueue("b", {})
+    [check] = [c for c in queue.diagnosis.doctor() if c.name == "coverage"]
+    assert check.status == "fail" and check.facts["without_worker"] == {"b": 1}
+    assert check.facts["paused_without_worker"] == {"send_email": 1}
+
+
 def test_activity_past_its_lease_fails(queue: RunnerQ, clock, run_cli) -> None:
     clock.advance(-3600)
     queue.enqueue("job", {})
@@ -509,6 +525,24 @@ def test_queues_lists_every_queue(queue: RunnerQ, clock, run_cli) -> None:
     assert [line.split()[0] for line in lines[1:]] == ["emails", "reports-v2", "tests"]
     # small queues: every count exact, so no ≈ and no footnote (metrics.EXACT_COMPLETED_UP_TO)
     assert "≈" not in text.stdout
+
+
+def test_queues_tells_a_type_pause_from_a_queue_pause(queue: RunnerQ, run_cli) -> None:
+    """One type paused is not the queue paused: `1 type`, JSON `paused` false with
+    `paused_types`; the whole queue is `queue` / true."""
+    queue.enqueue("send_email", {})
+    queue.control.pause(["send_email"], reason="mail server down")
+    [row] = json.loads(run_cli("queues", "-o", "json").stdout)["queues"]
+    assert (row["paused"], row["paused_types"]) == (False, ["send_email"])
+    assert run_cli("queues").stdout.splitlines()[1].endswith(" 1 type")
+    narrow = run_cli("queues", env={"COLUMNS": "60"}).stdout.splitlines()
+    assert narrow[1].endswith(" 1 type") and all(len(ln) <= 60 for ln in narrow), narrow
+    queue.control.pause()
+    [row] = json.loads(run_cli("queues", "-o", "json").stdout)["queues"]
+    assert (row["paused"], row["paused_types"]) == (True, [])
+    assert run_cli("queues").stdout.splitlines()[1].endswith(" queue")
+    queue.control.resume()
+    assert run_cli("queues").stdout.splitlines()[1].endswith(" no")
 
 
 def test_queues_empty_database(run_cli) -> None:

@@ -313,6 +313,30 @@ def test_cli_redrive_needs_yes_and_dry_run_writes_nothing(run_cli, cq: RunnerQ) 
     assert run_cli("redrive").code == 0  # nothing to do needs no --yes
 
 
+def test_cli_redrive_max_bounds_it_and_a_rerun_goes_on(run_cli, cq: RunnerQ) -> None:
+    """`--max N`: at most N (the preview too), the dead-lettered longest first; the same
+    command again redrives the next N. `--batch-size` as on the other bulk actions."""
+    for _ in range(5):
+        dead_letter(cq)
+
+    def left() -> int:
+        return cq.context.activities.count_documents({"status": "dead_letter"})
+
+    dry = run_cli("redrive", "--error-contains", "boom", "--max", "2", "--dry-run", "-o", "json")
+    assert dry.code == 0 and json.loads(dry.stdout)["count"] == 2, dry.stderr
+    args = ("redrive", "--error-contains", "boom", "--yes", "--max", "2", "--batch-size", "1")
+    done = run_cli(*args)
+    assert done.code == 0 and "redrove 2 activities" in done.stdout, done.stderr
+    assert left() == 3
+    assert run_cli(*args).code == 0 and left() == 1
+    for bad in (("--max", "0"), ("--batch-size", "0")):
+        res = run_cli("redrive", "--yes", *bad)
+        assert res.code == ExitCode.USAGE and bad[0] in res.stderr, res.stderr
+    assert left() == 1
+    [entry, *_] = cq.audit_log.audit()
+    assert "--max=2" in entry.detail["command"] and "--batch-size=1" in entry.detail["command"]
+
+
 def test_cli_purge(run_cli, cq: RunnerQ) -> None:
     aid = cq.enqueue("job", {}).activity_id
     cq.operator.cancel(aid)

@@ -41,6 +41,38 @@ def test_pause_state_round_trip(queue: RunnerQ) -> None:
     assert len(events) == 6 and all(e["activity_id"] is None for e in events)
 
 
+def test_each_type_keeps_its_own_pause(queue: RunnerQ, clock) -> None:
+    """Pausing a second type (or re-pausing one) leaves the others' reason, actor and time;
+    resuming one leaves the others' too."""
+    first = queue.control.pause(["send_email"], reason="mail server down", actor="ana")
+    clock.advance(60)
+    queue.control.pause(["charge"], reason="card processor", actor="bo")
+    clock.advance(60)
+    state = queue.control.resume(["charge"])
+    note = state.note("send_email")
+    assert (note.reason, note.actor, note.at) == ("mail server down", "ana", first.at)
+    assert state.describe(when=lambda t: "T0").startswith(
+        "paused: types send_email since T0 by ana (mail server down)")
+    both = queue.control.pause(["charge"], actor="bo")
+    text = both.describe(when=lambda t: "T0" if t == first.at else "T2")
+    assert text == "paused: types charge since T2 by bo; send_email since T0 by ana " \
+                   "(mail server down)", text
+    assert both.to_json()["by_type"]["send_email"]["reason"] == "mail server down"
+    assert PauseState.from_json(both.to_json()) == both
+
+
+def test_a_document_without_notes_still_reads(queue: RunnerQ) -> None:
+    """A pause written before per-type notes: its types show the top-level note, and
+    keep it when another type is paused."""
+    at = queue.now().replace(microsecond=0)
+    queue.context.control.insert_one({"_id": "pause", "all": False, "types": ["mail"],
+                                      "reason": "smtp down", "actor": "ana", "at": at})
+    assert queue.control.paused().note("mail").reason == "smtp down"
+    state = queue.control.pause(["sms"], reason="gateway", actor="bo")
+    assert (state.note("mail").reason, state.note("mail").actor) == ("smtp down", "ana")
+    assert state.note("sms").reason == "gateway"
+
+
 def test_claim_scope() -> None:
     paused = PauseState(types=("mail",))
     assert paused.claim_scope([]) == (None, ["mail"])  # any type but mail
@@ -94,6 +126,18 @@ def test_cli_pause_resume_stats_workers_tail(run_cli, backend: RunnerQ) -> None:
     bad = run_cli("resume", "--type", "mail")
     assert bad.code == ExitCode.USAGE and bad.stderr.startswith("error: the whole queue")
     assert backend.control.paused().all
+
+
+def test_cli_a_second_pause_keeps_the_first_reason(run_cli, backend: RunnerQ) -> None:
+    assert run_cli("pause", "--type", "send_email", "--reason", "mail server down").code == 0
+    assert run_cli("pause", "--type", "charge").code == 0
+    res = run_cli("resume", "--type", "charge")
+    assert res.code == 0, res.stderr
+    assert "paused: types send_email since" in res.stdout
+    assert "(mail server down)" in res.stdout, res.stdout
+    assert "(mail server down)" in run_cli("stats").stdout
+    stats = json.loads(run_cli("stats", "-o", "json").stdout)
+    assert stats["pause"]["by_type"]["send_email"]["reason"] == "mail server down"
 
 
 def test_burst_worker_on_a_paused_queue_claims_nothing(backend: RunnerQ, run_cli_subprocess):

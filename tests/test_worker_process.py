@@ -108,9 +108,13 @@ def test_sigterm_drains_running_work(backend, spawn):
 
 @pytest.mark.proof
 def test_second_signal_stops_at_once(backend, spawn):
-    aid = backend.enqueue("sleep", {"seconds": 60}).activity_id
-    worker = spawn(*APP, "--poll-interval", "0.2", "--shutdown-timeout", "60s")
-    wait_until(lambda: status(backend, aid) == Status.PROCESSING, message="claim")
+    """A second signal: exit at once, the running work handed back, and the worker gone
+    from the registry (not left live with its in-flight count until it goes stale)."""
+    aids = [backend.enqueue("sleep", {"seconds": 60}).activity_id for _ in range(3)]
+    aid = aids[0]
+    worker = spawn(*APP, "-n", "3", "--poll-interval", "0.2", "--shutdown-timeout", "60s")
+    wait_until(lambda: all(status(backend, a) == Status.PROCESSING for a in aids),
+               message="three claims")
     worker.proc.send_signal(signal.SIGINT)
     wait_until(lambda: "stopping: waiting for running activities" in worker.log,
                message="the first signal to be handled")
@@ -122,6 +126,9 @@ def test_second_signal_stops_at_once(backend, spawn):
     # handed back at once rather than left to the reaper
     act = backend.get_activity(aid)
     assert act.status == Status.PENDING and act.retry_count == 0
+    assert all(status(backend, a) == Status.PENDING for a in aids)
+    assert "released=3" in worker.log, worker.log
+    assert backend.registry.list_workers() == [], worker.log
 
 
 @pytest.mark.proof

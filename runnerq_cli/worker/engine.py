@@ -57,6 +57,7 @@ class WorkerEnd(StrEnum):
 
 
 OUTBOX_BATCH = 256  # outbox snapshots buffered before a forced flush
+FORCED_UNREGISTER_WAIT = 2.0  # seconds a forced stop waits to leave the worker registry
 
 
 def claim_types(registry: HandlerRegistry, types: tuple[str, ...],
@@ -210,6 +211,8 @@ class Worker:
                 self._quietly("flushing the outbox", self.backend.flush_outbox)
                 self._quietly("unregistering", self.backend.registry.unregister_worker,
                               self.worker_id)
+            else:
+                self._unregister_at_once(helpers)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.running.clear()
@@ -217,6 +220,22 @@ class Worker:
         log.log(logging.INFO if end is WorkerEnd.STOPPED else logging.WARNING, "worker stopped",
                 extra=details(worker=self.worker_id, end=end.value, **self.counters))
         return end
+
+    def _unregister_at_once(self, helpers: list[threading.Thread]) -> None:
+        """Stopped at once (a second signal, force): still leave the registry, or the
+        worker would show as live with its old in-flight count until it went stale
+        (stats counting work nobody runs, `workers` a live worker that is gone). Bounded
+        like the hand-back in `_drain`: a server that does not answer quickly does not
+        hold the exit (the entry then goes stale, as a killed worker's does). A heartbeat
+        still on its way (it upserts) is waited for first, so it cannot re-create the
+        entry just deleted."""
+        deadline = time.monotonic() + FORCED_UNREGISTER_WAIT
+        for thread in helpers:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        thread = self._spawn(lambda: self._quietly(
+            "unregistering", self.backend.registry.unregister_worker, self.worker_id),
+            "runnerq-unregister")
+        thread.join(timeout=max(0.1, deadline - time.monotonic()))
 
     def _work(self, helpers: list[threading.Thread]) -> WorkerEnd:
         """Register, start the helper threads, claim until stopped, drain; how it ended."""

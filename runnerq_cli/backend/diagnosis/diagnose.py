@@ -87,6 +87,7 @@ class Diagnosis:
         workers = self._registry.list_workers(stale_after)
         live = [w for w in workers if not w.stale]
         oldest = oldest_pending(ctx, now)
+        pause = self._paused()
         return {
             "queue": ctx.settings.queue,
             "total": sum(by_status.values()),
@@ -95,5 +96,7 @@ class Diagnosis:
             "oldest_pending_age_seconds": oldest["age_seconds"] if oldest else None,
             "workers": {"live": len(live), "stale": len(workers) - len(live),
                         "in_flight": sum(w.in_flight for w in live)},
-            "paused": self._paused().active,
+            # The whole queue; some of its types paused is not the queue paused.
+            "paused": pause.all,
+            "paused_types": [] if pause.all else list(pause.types),
         }

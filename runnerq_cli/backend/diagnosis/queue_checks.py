@@ -163,22 +163,40 @@ def check_workers(ctx: QueueContext, workers: list[WorkerInfo], pending: int) ->
                  f"{len(live)} live, {facts['in_flight']} activities in flight", None, facts)
 
 
-def check_coverage(ctx: QueueContext, workers: list[WorkerInfo]) -> Check:
-    """Activity types with due (pending) work and no live worker that handles them."""
+def check_coverage(ctx: QueueContext, workers: list[WorkerInfo],
+                   pause: PauseState | None = None) -> Check:
+    """Activity types with due (pending) work and no live worker that handles them.
+
+    A paused type (or a paused queue) is waiting on purpose: no worker would claim it
+    anyway, so it is named as paused, not failed (the `pause` check says since when, why).
+    """
+    pause = pause or PauseState()
     live = [w for w in workers if not w.stale]
     types = [t for t in ctx.activities.distinct(
         "activity_type", {"status": Status.PENDING.value})[:TYPES_LIMIT] if isinstance(t, str)]
-    orphans = sorted(t for t in types if not any(_handles(w, t) for w in live))
-    facts: dict[str, Any] = {"pending_types": len(types), "without_worker": {
-        t: count(ctx.activities, {"status": Status.PENDING.value,
-                                              "activity_type": t}) for t in orphans[:20]}}
+    without = sorted(t for t in types if not any(_handles(w, t) for w in live))
+    held = [t for t in without if pause.all or t in pause.types]
+    orphans = [t for t in without if t not in held]
+
+    def pending_of(names: list[str]) -> dict[str, int]:
+        return {t: count(ctx.activities, {"status": Status.PENDING.value,
+                                          "activity_type": t}) for t in names[:20]}
+
+    def listed(found: dict[str, int]) -> str:
+        return ", ".join(f"{t} ({at_least(n)} pending)" for t, n in found.items())
+
+    facts: dict[str, Any] = {"pending_types": len(types), "without_worker": pending_of(orphans),
+                             "paused_without_worker": pending_of(held)}
+    paused_note = (f"; paused: {listed(facts['paused_without_worker'])}" if held else "")
     if orphans:
-        shown = ", ".join(f"{t} ({at_least(n)} pending)"
-                          for t, n in facts["without_worker"].items())
         return Check("coverage", CheckStatus.FAIL,
-                     f"no live worker handles {shown}",
+                     f"no live worker handles {listed(facts['without_worker'])}{paused_note}",
                      "start a worker with a handler for each (runnerq-mongo worker "
                      "--handler TYPE=MOD:FUNC or --exec TYPE=COMMAND)", facts)
+    if held:
+        return Check("coverage", CheckStatus.OK,
+                     f"no live worker handles {listed(facts['paused_without_worker'])}, "
+                     "paused on purpose", None, facts)
     return Check("coverage", CheckStatus.OK,
                  f"every pending type ({len(types)}) has a live worker" if types
                  else "no pending work", None, facts)
@@ -401,7 +419,7 @@ class QueueChecks:
             check_ttl(ctx, reports),
             check_query_plans(ctx, now),
             check_workers(ctx, workers, pending),
-            check_coverage(ctx, workers),
+            check_coverage(ctx, workers, pause),
             check_leases(ctx, now, live),
             check_timeouts(ctx, now),
             check_outboxes(ctx, now, live),

@@ -17,14 +17,34 @@ from runnerq_cli.backend.domain.models import display_time, to_jsonable
 
 
 @dataclass(frozen=True)
+class TypePause:
+    """Why one type is paused: its own reason, who paused it and since when (each type's
+    pause keeps its own: pausing a second type must not rewrite the first's)."""
+
+    type: str
+    reason: str | None = None
+    actor: str | None = None
+    at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reason": self.reason, "actor": self.actor, "at": to_jsonable(self.at)}
+
+
+@dataclass(frozen=True)
 class PauseState:
-    """What is paused now (`active` is False when nothing is)."""
+    """What is paused now (`active` is False when nothing is).
+
+    `reason`, `actor` and `at` are the whole queue's pause, or else the latest pause of a
+    type; `notes` holds each paused type's own (a document written before per-type notes
+    has none: its types take the top-level values, `note`).
+    """
 
     all: bool = False
     types: tuple[str, ...] = ()
     reason: str | None = None
     actor: str | None = None
     at: datetime | None = None
+    notes: tuple[TypePause, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -36,8 +56,42 @@ class PauseState:
 
         if not doc or PAUSE.problem(doc) is not None:  # malformed: doctor names it
             return cls()
-        return cls(all=doc.get("all") is True, types=tuple(sorted(doc.get("types") or ())),
-                   reason=doc.get("reason"), actor=doc.get("actor"), at=doc.get("at"))
+        types = tuple(sorted(doc.get("types") or ()))
+        notes = {}
+        for item in doc.get("notes") or ():
+            name = item.get("type")
+            if name in types and _note_problem(item) is None:
+                notes[name] = TypePause(name, item.get("reason"), item.get("actor"),
+                                        item.get("at"))
+        return cls(all=doc.get("all") is True, types=types, reason=doc.get("reason"),
+                   actor=doc.get("actor"), at=doc.get("at"),
+                   notes=tuple(notes[t] for t in types if t in notes))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PauseState:
+        """The state back from `to_json` (a snapshot, an explanation's fact)."""
+        def when(value: Any) -> datetime | None:
+            try:
+                return datetime.fromisoformat(value) if isinstance(value, str) else None
+            except ValueError:
+                return None
+
+        by_type = data.get("by_type")
+        if not isinstance(by_type, dict):
+            by_type = {}
+        types = tuple(str(t) for t in data.get("types") or [])
+        return cls(all=data.get("all") is True, types=types, reason=data.get("reason"),
+                   actor=data.get("actor"), at=when(data.get("at")),
+                   notes=tuple(TypePause(t, n.get("reason"), n.get("actor"), when(n.get("at")))
+                               for t, n in by_type.items()
+                               if t in types and isinstance(n, dict)))
+
+    def note(self, activity_type: str) -> TypePause:
+        """`activity_type`'s pause: its own note, or (an older document) the top-level one."""
+        for item in self.notes:
+            if item.type == activity_type:
+                return item
+        return TypePause(activity_type, self.reason, self.actor, self.at)
 
     def covers(self, worker_types: Iterable[str]) -> bool:
         """True when a worker claiming `worker_types` ([] = every type) may claim nothing."""
@@ -57,7 +111,8 @@ class PauseState:
 
     def describe(self, *, shown: Callable[[str, int | None], str] = lambda text, _limit: text,
                  when: Callable[[datetime], str] = display_time) -> str:
-        """One line for people: what is paused, since when, by whom, why.
+        """One line for people: what is paused, since when, by whom, why; types paused
+        apart, each with its own ("types a since .. (why); b since .. (why)").
 
         `shown(value, max_length)` renders each recorded value and `when` the time: the
         CLI passes its escaping and its time format; the worker's log and doctor take
@@ -65,20 +120,36 @@ class PauseState:
         """
         if not self.active:
             return "not paused"
-        what = "the whole queue" if self.all else "types " + ", ".join(
-            shown(t, None) for t in self.types)
-        text = f"paused: {what}"
-        if self.at is not None:
-            text += f" since {when(self.at)}"
-        if self.actor:
-            text += f" by {shown(self.actor, 200)}"
-        if self.reason:
-            text += f" ({shown(self.reason, 500)})"
-        return text
+
+        def told(reason: str | None, actor: str | None, at: datetime | None) -> str:
+            text = f" since {when(at)}" if at is not None else ""
+            text += f" by {shown(actor, 200)}" if actor else ""
+            return text + (f" ({shown(reason, 500)})" if reason else "")
+
+        if self.all:
+            return "paused: the whole queue" + told(self.reason, self.actor, self.at)
+        groups: dict[tuple[Any, ...], list[str]] = {}  # types paused together, together
+        for name in self.types:
+            note = self.note(name)
+            groups.setdefault((note.reason, note.actor, note.at), []).append(shown(name, None))
+        return "paused: types " + "; ".join(", ".join(names) + told(*key)
+                                            for key, names in groups.items())
 
     def to_json(self) -> dict[str, Any]:
         return {"paused": self.active, "all": self.all, "types": list(self.types),
-                "reason": self.reason, "actor": self.actor, "at": to_jsonable(self.at)}
+                "reason": self.reason, "actor": self.actor, "at": to_jsonable(self.at),
+                "by_type": {t: self.note(t).to_json() for t in self.types}}
+
+
+def _note_problem(item: Any) -> str | None:
+    """What is wrong with one per-type note (a hand edit), or None; a bad one is ignored
+    (the type then shows the top-level reason)."""
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        return "no type"
+    for key, kind in (("reason", str), ("actor", str), ("at", datetime)):
+        if item.get(key) is not None and not isinstance(item[key], kind):
+            return f"{key} is not a {kind.__name__}"
+    return None
 
 
 class PauseWatch:

@@ -94,7 +94,8 @@ WORKER = Shape("worker", {
     items={"types": str})
 PAUSE = Shape("pause", {
     "all": (bool, _NONE), "types": (list, _NONE), "reason": (str, _NONE),
-    "actor": (str, _NONE), "at": (datetime, _NONE)}, items={"types": str})
+    "actor": (str, _NONE), "at": (datetime, _NONE), "notes": (list, _NONE)},
+    items={"types": str, "notes": dict})
 
 
 # An activity's outbox as OutboxWriter.flush reads it (docs/design.md, "The outbox").

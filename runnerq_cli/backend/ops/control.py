@@ -3,12 +3,15 @@ obeys them and they outlive restarts.
 
 One document in `runnerq_{queue}_control`:
 
-    {_id: "pause", all: bool, types: [str], reason, actor, at}
+    {_id: "pause", all: bool, types: [str], reason, actor, at,
+     notes: [{type, reason, actor, at}]}
 
 `all` pauses the whole queue; otherwise `types` lists the paused activity
-types. No document: nothing is paused. Workers read it at most once per poll
-interval (worker/engine.py) and claim only what is not paused; they finish
-what they already hold. Producers are not affected: `enqueue` still works.
+types, and `notes` each one's own reason, actor and time (a document without
+notes, from an older version, is read with the top-level ones for every type).
+No document: nothing is paused. Workers read it at most once per poll interval
+(worker/engine.py) and claim only what is not paused; they finish what they
+already hold. Producers are not affected: `enqueue` still works.
 Each change writes a `Paused`/`Resumed` event (activity_id null), which is
 also its audit record (audit.py), before the control document changes; a
 `resume` that finds nothing to resume writes nothing.
@@ -80,13 +83,34 @@ class Control:
                                               {"_id": PAUSE_ID, "all": True, "types": [],
                                                **note}, upsert=True)
             else:
-                self._ctx.control.update_one(
-                    {"_id": PAUSE_ID},
-                    {"$addToSet": {"types": {"$each": names}}, "$set": note,
-                     "$setOnInsert": {"all": False}}, upsert=True)
+                self._pause_types(names, note)
             state = self.paused()
             run.finish("done", paused=state.to_json()["types"] or "all")
         return state
+
+    def _pause_types(self, names: list[str], note: dict[str, Any]) -> None:
+        """Add `names` to the paused types, each with its own note (a re-paused type's
+        note is replaced). Types of an older document (no notes) get the top-level note
+        they were shown with, before that note becomes this pause's.
+
+        Two writes: the old notes of `names` out, then the types and new notes in (one
+        update cannot both pull and push `notes`); between them a reader sees those types
+        with the top-level note, never a type unpaused.
+        """
+        before = self.paused()
+        kept = [n for n in before.types if n not in names
+                and all(item.type != n for item in before.notes)]
+        if before.all:
+            kept = []
+        notes = [{"type": n, **note} for n in names]
+        notes += [{"type": n, "reason": before.reason, "actor": before.actor, "at": before.at}
+                  for n in kept]
+        self._ctx.control.update_one({"_id": PAUSE_ID},
+                                     {"$pull": {"notes": {"type": {"$in": names}}}})
+        self._ctx.control.update_one(
+            {"_id": PAUSE_ID},
+            {"$addToSet": {"types": {"$each": names}}, "$push": {"notes": {"$each": notes}},
+             "$set": note, "$setOnInsert": {"all": False}}, upsert=True)
 
     def resume(self, types: Iterable[str] | None = None, *, reason: str | None = None,
                actor: str | None = None, command: str | None = None) -> PauseState:
@@ -120,7 +144,8 @@ class Control:
                 self._ctx.control.delete_one({"_id": PAUSE_ID})
             else:
                 self._ctx.control.update_one({"_id": PAUSE_ID},
-                                             {"$pull": {"types": {"$in": names}}})
+                                             {"$pull": {"types": {"$in": names},
+                                                        "notes": {"type": {"$in": names}}}})
                 self._ctx.control.delete_one({"_id": PAUSE_ID, "all": False, "types": []})
             state = self.paused()
             run.finish("done", still_paused=list(state.types) or None)

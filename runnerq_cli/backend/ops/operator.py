@@ -40,7 +40,7 @@ from runnerq_cli.backend.ops.actions import (
     plan_update,
 )
 from runnerq_cli.backend.ops.audit import AuditLog
-from runnerq_cli.backend.ops.batches import Batches, BatchOutcome
+from runnerq_cli.backend.ops.batches import BATCH_SIZE, Batches, BatchOutcome
 from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
@@ -173,7 +173,8 @@ class Operator:
                 actor: str | None = None, should_stop: Callable[[], bool] | None = None,
                 on_batch: Callable[[int], None] | None = None,
                 command: str | None = None,
-                error_contains: str | None = None) -> RedriveReport:
+                error_contains: str | None = None,
+                batch_size: int | None = None) -> RedriveReport:
         """Every dead-lettered activity (of `types`, if given; whose last error contains
         `error_contains`, if given) back to pending.
 
@@ -185,9 +186,16 @@ class Operator:
         showed and the operator confirmed). Records left by an interrupted retry or redrive (their
         activity is no longer dead_letter) are removed as well.
 
-        Batched (batches.py) and audited before acting, like `BulkActions.apply`;
-        `should_stop` is asked between batches.
+        `limit` bounds it to the `limit` dead-lettered longest (oldest first, so running
+        it again goes on with the next ones), as `--max` bounds a bulk action.
+
+        Batched (batches.py, `batch_size` at a time) and audited before acting, like
+        `BulkActions.apply`; `should_stop` is asked between batches.
         """
+        if limit is not None and limit < 1:
+            raise InvalidArgument("limit must be at least 1", "limit")
+        if batch_size is not None and not 1 <= batch_size <= 10_000:
+            raise InvalidArgument("batch_size must be between 1 and 10000", "batch_size")
         type_list = [t for t in (types or ()) if t]
         query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
         if type_list:
@@ -226,7 +234,7 @@ class Operator:
             report.interrupted = Batches(self._ctx).run_all(
                 "redrive", [doc["_id"] for doc in found], note=told, audit=run,
                 record=record, then=None if on_batch is None else lambda: on_batch(len(moved)),
-                should_stop=should_stop)
+                should_stop=should_stop, batch_size=batch_size or BATCH_SIZE)
             if stale and not report.interrupted:
                 self._ctx.dead_letter.bulk_write(
                     [DeleteOne({"_id": r["_id"], "failed_at": r.get("failed_at")})

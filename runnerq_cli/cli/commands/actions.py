@@ -163,12 +163,24 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
 def command_line(ctx: typer.Context) -> str:
     """The command as recorded in the audit, so that it re-runs as written: its path and
     the options given under their own flags (`--type`, `--max`, not the parameter names),
-    each value shell-quoted (no root options, so never a URI or a password)."""
+    each value shell-quoted. Of the root options, the queue always (from a flag, the
+    environment or a config file, it is what the command acted on: without it a re-run
+    acts on whatever queue the re-runner's setup names) and the database when not the
+    default; never the URI (it may hold a password)."""
     import shlex
     from enum import Enum
 
+    from runnerq_cli.cli.state import state
+    from runnerq_cli.config import Settings
+
     params = {p.name: p for p in ctx.command.params}
-    parts = [ctx.command_path]
+    root = ctx.find_root().command_path
+    settings = state(ctx).settings()
+    parts = [root]
+    if settings.database != Settings.database:
+        parts.append(f"--database={shlex.quote(settings.database)}")
+    parts += [f"--queue={shlex.quote(settings.queue)}",
+              ctx.command_path.removeprefix(root).strip()]
     for name, value in ctx.params.items():
         if value in (None, False, [], ()) or name == "output":
             continue
@@ -565,15 +577,25 @@ def redrive(
     types: list[str] | None = typer.Option(None, "--type", "-t", metavar="TYPE",
                                            help="Only this activity type (repeatable)."),
     error_contains: str | None = ERROR_OPT,
+    max_count: int | None = typer.Option(
+        None, "--max", metavar="N",
+        help="Redrive at most N, those dead-lettered longest first (again: the next N) "
+             "[default: all of them]."),
     dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
+    from runnerq_cli.backend.ops.bulk import MAX_BULK
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 
+    if max_count is not None and not 1 <= max_count <= MAX_BULK:
+        raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}, got {max_count}")
     backend = _audited_backend(ctx, reason, actor)
-    report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains)
+    # The console's path: the preview bounded by the max, then exactly the ids shown.
+    report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains,
+                                      limit=max_count)
     confirmed: list[Any] = []
     if not dry_run and (report.count or report.stale_records):
         if report.count:
@@ -585,7 +607,7 @@ def redrive(
             report = backend.operator.redrive(
                 types, ids=confirmed, reason=reason, actor=actor,
                 should_stop=stop.is_set, on_batch=bar.update, command=command_line(ctx),
-                error_contains=error_contains)
+                error_contains=error_contains, batch_size=batch_size)
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json())
     else:

@@ -175,21 +175,12 @@ def explain_cmd(
 
 def _pause_words(pause: Any) -> str:
     """The pause fact (its JSON form) in words: what, since when (one time format), who, why."""
-    from datetime import datetime
-
     from runnerq_cli.backend.domain.pause import PauseState
     from runnerq_cli.cli.words import describe_pause, words
 
     if not isinstance(pause, dict):
         return words(pause)
-    at = pause.get("at")
-    try:
-        at = datetime.fromisoformat(at) if isinstance(at, str) else at
-    except ValueError:
-        at = None
-    state = PauseState(all=pause.get("all") is True,
-                       types=tuple(str(t) for t in pause.get("types") or []), at=at,
-                       actor=pause.get("actor"), reason=pause.get("reason"))
+    state = PauseState.from_json(pause)
     return describe_pause(state).removeprefix("paused: ")
 
 
@@ -226,7 +217,8 @@ def queues_cmd(
                *(Column(s.replace("processing", "running").replace("_", "-"),
                         drop=drops.get(s, 0), right=True) for s in statuses),
                Column("oldest pending", drop=2, right=True),
-               Column("workers", drop=3, right=True), Column("paused", right=True)]
+               Column("workers", drop=3, right=True),
+               Column("paused", right=True)]
     table = []
     for row in rows:
         age = row["oldest_pending_age_seconds"]
@@ -237,9 +229,19 @@ def queues_cmd(
                       format_duration(age) if age is not None else "-",
                       f"{workers['live']} live" + (f", {workers['stale']} stale"
                                                     if workers["stale"] else ""),
-                      "yes" if row["paused"] else "no"])
+                      _paused_cell(row)])
     if "≈" in print_table(columns, table):  # not when the estimated column gave way
         typer.echo("≈ estimated; the other counts are exact")
+
+
+def _paused_cell(row: dict[str, Any]) -> str:
+    """`queue` (the whole queue paused), `2 types` (only some: which ones are in
+    `-o json`, `stats` and `doctor`; their names would not keep the table in 60 columns),
+    or `no`."""
+    if row["paused"]:
+        return "queue"
+    types = len(row.get("paused_types") or [])
+    return f"{types} type{'s' if types > 1 else ''}" if types else "no"
 
 
 metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",

@@ -252,7 +252,7 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from runnerq_cli.literal import literal, rich_text
+    from runnerq_cli.literal import rich_text
 
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
@@ -282,13 +282,12 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
                  f"{_delta(workers['live'], before_workers, 'workers')}"
                  f"  {workers['stale']} stale  {workers['in_flight']} in flight")
     pause = snap.get("pause") or {}
-    if pause.get("paused"):
-        what = "whole queue" if pause.get("all") else "types " + ", ".join(
-            str(t) for t in pause.get("types") or ())
-        info.add_row("paused", Text.assemble(
-            (literal(what), "bold yellow"),
-            literal(f" since {pause.get('at')} by {pause.get('actor') or '?'}"
-                    + (f" ({pause['reason']})" if pause.get("reason") else ""))))
+    if pause.get("paused"):  # each paused type with its own since, by and why
+        from runnerq_cli.backend.domain.pause import PauseState
+        from runnerq_cli.cli.words import describe_pause
+
+        info.add_row("paused", Text(describe_pause(PauseState.from_json(pause))
+                                    .removeprefix("paused: "), style="bold yellow"))
     else:
         info.add_row("paused", "no")
     if snap.get("malformed"):

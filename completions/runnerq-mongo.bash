@@ -83,7 +83,7 @@ _runnerq_mongo_node() {
         "redrive")
             cmds=''
             flags='--dry-run -y --yes -h --help'
-            valopts='-t --type --error-contains --reason --actor -o --output' ;;
+            valopts='-t --type --error-contains --max --reason --actor -o --output --batch-size' ;;
         "purge")
             cmds=''
             flags='--dry-run -y --yes -h --help'
@@ -444,12 +444,16 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "redrive|--error-contains")
             kind=none; choices='' ;;
+        "redrive|--max")
+            kind=none; choices='' ;;
         "redrive|--reason")
             kind=none; choices='' ;;
         "redrive|--actor")
             kind=none; choices='' ;;
         "redrive|-o"|"redrive|--output")
             kind=choice; choices='text json jsonl' ;;
+        "redrive|--batch-size")
+            kind=none; choices='' ;;
         "purge|--reason")
             kind=none; choices='' ;;
         "purge|--actor")

@@ -57,8 +57,8 @@ def test_root_help_groups_the_commands(run_cli) -> None:
 
 def test_every_help_names_values_in_words(run_cli) -> None:
     """No option or argument of any command or subcommand shows how Python typed it
-    (`<int range>`, `<str>`, `<list[str]>`, `<float>`): a metavar in words (N, TEXT, ID,
-    ...) or its choices; the usage line names arguments as the Arguments section does
+    (`<int range>`, `<str>`, `<list[str]>`, `<float>`) or its range (`1<=x<=10000`): a
+    metavar in words (N, TEXT, ID, ...) or its choices; the usage line names arguments as the Arguments section does
     (`ID`, `[ID...]`), not typer 0.29's `{ID}` or `[[ID...]]...`."""
     import re
 
@@ -76,6 +76,10 @@ def test_every_help_names_values_in_words(run_cli) -> None:
         assert res.code == 0, (words, res.stderr)
         typed = re.findall(r"<(?:int|float|str|list\[)[^>]*>", res.stdout)
         assert not typed, (words, typed)
+        # No number range (`[default: 0; 0<=x<=9223372036854775807]`, `[x>=1]`): a bound
+        # that matters is in the option's words.
+        ranges = re.findall(r".*(?:<=|>=|x<|x>).*", res.stdout)
+        assert not ranges, (words, ranges)
         usage = res.stdout.split("\n\n", 1)[0]
         assert "{" not in usage and "[[" not in usage, (words, usage)
     shown = run_cli("show", "--help").stdout
@@ -83,4 +87,9 @@ def test_every_help_names_values_in_words(run_cli) -> None:
     assert "\n  ID  The activity's id" in shown
     shown = run_cli("cancel", "--help").stdout
     assert "cancel [OPTIONS] [ID...]\n" in shown and "\n  [ID...]  Activity id(s)" in shown
+    enqueue = " ".join(run_cli("enqueue", "--help").stdout.split())
     assert "\n  [TYPE]  Activity type" in run_cli("enqueue", "--help").stdout
+    assert "--batch-size N With --from: activities per write (1 to 10,000). [default: 100]" \
+        in enqueue
+    assert "skip the first N lines (go on after an interrupted run: it prints N). " \
+        "[default: 0]" in enqueue

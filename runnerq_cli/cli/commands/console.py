@@ -32,7 +32,7 @@ def console(
                                             "resume from the page (previewed, confirmed, "
                                             "audited)."),
     max_action: int = typer.Option(1000, "--max-action", min=1, max=10_000,
-                                   help="The most activities one action may change."),
+                                   help="The most activities one action may change (1 to 10,000)."),
 ) -> None:
     """Serve a web console for the queue: RunnerQ's observability API and our page.
 

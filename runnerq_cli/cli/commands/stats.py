@@ -350,7 +350,7 @@ def stats_cmd(
     window: str = typer.Option("15m", "--window", metavar="DURATION",
                                help="Latency percentiles over activities finished this recently."),
     throughput_minutes: int = typer.Option(5, "--throughput-minutes", min=1, max=1440,
-                                           help="Throughput over the last N minutes."),
+                                           help="Throughput over the last N minutes (1 to 1,440)."),
     since: str | None = typer.Option(None, "--since", metavar="DURATION",
                                      help="Also per type, from the finished activities kept: "
                                           "outcomes and run-time trend over this window "

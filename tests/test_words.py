@@ -58,8 +58,8 @@ def test_root_help_groups_the_commands(run_cli) -> None:
 def test_every_help_names_values_in_words(run_cli) -> None:
     """No option or argument of any command or subcommand shows how Python typed it
     (`<int range>`, `<str>`, `<list[str]>`, `<float>`) or its range (`1<=x<=10000`): a
-    metavar in words (N, TEXT, ID, ...) or its choices; the usage line names arguments as the Arguments section does
-    (`ID`, `[ID...]`), not typer 0.29's `{ID}` or `[[ID...]]...`."""
+    metavar in words (N, TEXT, ID, ...) or its choices; the usage line names arguments as
+    the Arguments section does (`ID`, `[ID...]`), not typer 0.29's `{ID}` or `[[ID...]]...`."""
     import re
 
     from runnerq_cli.cli.app import _root_command

@@ -287,7 +287,8 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
             str(t) for t in pause.get("types") or ())
         info.add_row("paused", Text.assemble(
             (literal(what), "bold yellow"),
-            literal(f" since {pause.get('at')} by {pause.get('actor') or '?'}"
+            literal(f" since {_shown_time(str(pause['at'])) if pause.get('at') else '?'}"
+                    f" by {pause.get('actor') or '?'}"
                     + (f" ({pause['reason']})" if pause.get("reason") else ""))))
     else:
         info.add_row("paused", "no")

@@ -43,6 +43,7 @@ def console(
     import sys
     import threading
 
+    from runnerq_cli.cli.foreground import how_to_stop
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
@@ -72,7 +73,7 @@ def console(
             if allow_actions:
                 out.write("  actions are on (previewed, confirmed, audited as from the "
                           "console)\n")
-            out.write("Press Ctrl-C to stop.\n")
+            out.write(how_to_stop(out))
             out.flush()
             while not stop.wait(0.5):
                 pass

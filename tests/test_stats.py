@@ -159,6 +159,21 @@ def test_check_exit_codes(mix, run_cli):
     assert run_cli("stats", "--check", "__import__('os') > 1").code == ExitCode.USAGE
 
 
+def test_check_values_say_number_or_duration_by_name(queue, run_cli):
+    """A count is compared with a number ("expected a finite number" for 1e999, a
+    duration refused); a name in seconds takes a duration and says "duration"."""
+    for check, message in (
+            ("dead_letter > 1e999", "expected a finite number, got '1e999'"),
+            ("workers < 5m", "expected a number, got '5m'"),
+            ("oldest_pending > 1e999", "expected a finite duration, got '1e999'"),
+            ("wait_p95 < 5x", "expected a duration like 30s, 5m or 2h, got '5x'")):
+        res = run_cli("stats", "--check", check)
+        assert res.code == ExitCode.USAGE and res.stdout == "", (check, res)
+        assert res.stderr == f"error: --check {check!r}: {message}\n", (check, res.stderr)
+    assert run_cli("stats", "--check", "oldest_pending < 5m", "--check", "pending <= 1e3",
+                   "--check", "run_p95 < 90").code == 0
+
+
 def test_check_parser_units():
     check = parse_check("oldest_pending < 2m", CHECK_NAMES)
     assert check.value == 120

@@ -106,6 +106,7 @@ def number(value: Any, what: str, *, minimum: float | None = None,
     and integers that do not fit in 64 bits.
     """
     kind = "a whole number" if integer else "a number"
+    given = value  # as typed, for the messages (`'1e999'`, not the `inf` it reads as)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")
     if isinstance(value, str):
@@ -125,7 +126,7 @@ def number(value: Any, what: str, *, minimum: float | None = None,
                 raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}") from None
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidArgument(f"{what}: expected a finite number, got {shown(value)}")
+            raise InvalidArgument(f"{what}: expected a finite number, got {shown(given)}")
         if integer:
             if value != int(value):
                 raise InvalidArgument(f"{what}: expected {kind}, got {shown(value)}")

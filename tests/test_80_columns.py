@@ -98,6 +98,27 @@ def test_event_lines_one_per_event_in_one_time_format(busy, run_cli) -> None:
     _times_and_words(show)
 
 
+def test_the_event_column_holds_the_longest_event_name(queue, run_cli) -> None:
+    """`show` and `tail events` line their events up: the activity id starts in the same
+    column on every line, `ResultStored` and `PriorityChanged` included (a column of 11
+    let `ResultStored` push its line one to the right)."""
+    from runnerq_cli.backend.domain.models import EventType
+    from runnerq_cli.cli.eventfmt import event_width
+
+    assert event_width() == max(len(kind.value) for kind in EventType) == 15
+    done = queue.enqueue("charge", {}).activity_id
+    queue.ack_success(queue.dequeue("w", types=["charge"])[0], {"ok": 1})
+    other = queue.enqueue("report", {}).activity_id
+    assert run_cli("set-priority", str(other), "high", "--yes").code == 0
+    for args, longest in ((("show", str(done)), "ResultStored"),
+                          (("events", str(other)), "PriorityChanged"),
+                          (("tail", "events", "--no-follow"), "PriorityChanged")):
+        lines = [ln for ln in _run(run_cli, *args) if ONE_FORMAT.match(ln)]
+        assert longest in {ln.split()[2] for ln in lines}, (args, lines)
+        id_starts = {ln.index(ln.split()[3]) for ln in lines}  # the short id, or (queue)
+        assert id_starts == {len("2026-12-01 00:00:00.000Z  ") + 15 + 1}, (args, lines)
+
+
 def test_wrapped_text_breaks_between_words(busy, run_cli) -> None:
     paused = _run(run_cli, "pause", "--type", TYPE, "--reason", REASON, "--actor", "ana")
     _fits(paused)
@@ -185,8 +206,8 @@ def test_an_event_line_on_a_terminal_is_cut_between_fields() -> None:
         event_line(event))
     # the error is what a Failed line is read for: the type gives way, the error is cut
     assert screen.getvalue().splitlines() == [
-        f"2026-12-01 00:00:00.000Z  Failed      {str(event.activity_id)[:8]}  "
-        "error=SMTP server at mail.examp…"]
+        f"2026-12-01 00:00:00.000Z  Failed          {str(event.activity_id)[:8]}  "
+        "error=SMTP server at mail.e…"]
     piped = io.StringIO()
     Console(file=piped, width=WIDTH, no_color=True, soft_wrap=True).print(event_line(event))
     assert piped.getvalue().splitlines() == [event_line(event).plain]

@@ -57,7 +57,7 @@ def test_serves_until_sigterm(cli_env, stopper) -> None:
     port = _free_port()
     proc = _start(cli_env, "--port", str(port))
     stopper.append(proc)
-    lines = _wait_for(proc, "Ctrl-C")
+    lines = _wait_for(proc, "Not for production")  # the last line
     uri_line = next(line for line in lines if line.startswith("URI: "))
     uri = uri_line.removeprefix("URI: ")
     assert f"127.0.0.1:{port}" in uri
@@ -75,7 +75,7 @@ def test_init_creates_the_queue_indexes(cli_env, stopper) -> None:
     port = _free_port()
     proc = _start(cli_env, "--port", str(port), "--init")
     stopper.append(proc)
-    lines = _wait_for(proc, "Ctrl-C")
+    lines = _wait_for(proc, "Not for production")  # the last line
     assert any("indexes ready" in line for line in lines)
     uri = next(line for line in lines if line.startswith("URI: ")).removeprefix("URI: ")
     with MongoClient(uri) as client:

@@ -121,7 +121,7 @@ def test_cli_pause_resume_stats_workers_tail(run_cli, backend: RunnerQ) -> None:
     assert "Paused" in run_cli("tail", "events", "--no-follow").stdout
     assert run_cli("enqueue", "mail").code == 0  # producers go on
     res = run_cli("resume", "-o", "json")
-    assert res.code == 0 and json.loads(res.stdout)["paused"] is False
+    assert res.code == 0 and json.loads(res.stdout)["pause"]["paused"] is False
     assert run_cli("pause").code == 0
     bad = run_cli("resume", "--type", "mail")
     assert bad.code == ExitCode.USAGE and bad.stderr.startswith("error: the whole queue")

@@ -125,6 +125,24 @@ def test_title_keeps_its_timestamp_on_one_line_on_a_terminal(queue, cli_env):
         text[:300]
 
 
+def test_paused_line_shows_the_one_time_format(queue, run_cli):
+    """`stats` and `stats --watch` print the pause's time as every text view does
+    (`2026-12-01 19:47:41.940Z`), not the JSON's ISO form (issue 25, point 11)."""
+    import re
+
+    queue.enqueue("charge", {})
+    assert run_cli("pause", "--type", "charge", "--actor", "ann").code == 0
+    iso = json.loads(run_cli("stats", "-o", "json").stdout)["pause"]["at"]
+    assert "T" in iso  # JSON keeps ISO-8601
+    one_time = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z"
+    for args in (("stats",), ("stats", "--watch", "--iterations", "1", "--interval", "0.1s")):
+        res = run_cli(*args)
+        assert res.code == 0, res.stderr
+        (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("paused")]
+        assert re.fullmatch(rf"paused\s+types charge since {one_time} by ann", line.rstrip()), \
+            (args, line)
+
+
 def test_check_exit_codes(mix, run_cli):
     ok = run_cli("stats", "-o", "json", "--check", "pending == 2", "--check", "workers >= 1",
                  "--check", "oldest_pending < 1h")
@@ -139,6 +157,21 @@ def test_check_exit_codes(mix, run_cli):
     assert run_cli("stats", "--check", "pending ==").code == ExitCode.USAGE
     assert run_cli("stats", "--check", "nosuch > 1").code == ExitCode.USAGE
     assert run_cli("stats", "--check", "__import__('os') > 1").code == ExitCode.USAGE
+
+
+def test_check_values_say_number_or_duration_by_name(queue, run_cli):
+    """A count is compared with a number ("expected a finite number" for 1e999, a
+    duration refused); a name in seconds takes a duration and says "duration"."""
+    for check, message in (
+            ("dead_letter > 1e999", "expected a finite number, got '1e999'"),
+            ("workers < 5m", "expected a number, got '5m'"),
+            ("oldest_pending > 1e999", "expected a finite duration, got '1e999'"),
+            ("wait_p95 < 5x", "expected a duration like 30s, 5m or 2h, got '5x'")):
+        res = run_cli("stats", "--check", check)
+        assert res.code == ExitCode.USAGE and res.stdout == "", (check, res)
+        assert res.stderr == f"error: --check {check!r}: {message}\n", (check, res.stderr)
+    assert run_cli("stats", "--check", "oldest_pending < 5m", "--check", "pending <= 1e3",
+                   "--check", "run_p95 < 90").code == 0
 
 
 def test_check_parser_units():

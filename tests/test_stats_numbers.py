@@ -67,3 +67,20 @@ def test_an_incident_stays_in_the_history_after_a_retry(queue, clock, run_cli):
     charge = after["history"]["by_type"]["charge"]
     assert charge["dead_letter"] == 3 and sum(charge["per_bucket"]) == 3
     assert after["by_status"]["dead_letter"] == 0 and after["by_status"]["pending"] == 3
+
+
+def test_doctor_and_stats_say_durations_and_rates_alike(queue, clock, run_cli):
+    """The oldest pending wait in one duration form in `doctor` and `stats` (`2m50s`, not
+    `171.831s` beside `2m49s`); rates to one decimal (`148.3/min`, not `148.265`)."""
+    clock.advance(-170)  # the commands' clock is the real one: these are 170 s old
+    for _ in range(7):
+        _run(queue, clock, 1)
+    queue.enqueue("charge", {})
+    doctor = run_cli("doctor").stdout
+    (backlog,) = [ln for ln in doctor.splitlines() if "oldest pending activity waits" in ln]
+    assert re.search(r"waits 2m[45]\ds \(charge\)", backlog), backlog
+    stats = run_cli("stats").stdout
+    assert re.search(r"^oldest pending\s+2m[45]\ds \(", stats, re.M), stats
+    (rates,) = [ln for ln in stats.splitlines() if ln.startswith("throughput")]
+    assert re.fullmatch(r"throughput \(\S+\)\s+\d(\.\d)? completed/min, 0 failed/min",
+                        rates.rstrip()), rates

@@ -190,3 +190,24 @@ def test_outbox_repair_logs_how_many_it_copied(settings, backend):
         assert backend.maintenance.repair_outboxes(0) == 1
     [line] = stream.getvalue().splitlines()
     assert " INFO    outbox repair: " in line and line.endswith(" repaired=1")
+
+
+def test_a_retry_line_says_how_long_it_ran_and_when_it_runs_again(queue, run_cli,
+                                                                   run_cli_subprocess):
+    """`retrying charge ID attempt=1 ran=0.030s retry_in=2s`: a bare `seconds=0.030` beside
+    a retry read as its back-off. The back-off is the activity's (1 s base, doubled)."""
+    aid = queue.enqueue("charge", {}, retry_delay_seconds=1).activity_id
+    res = run_cli_subprocess("worker", "--burst", "--exec", "charge=false",
+                             "--log-format", "plain")
+    assert res.code == 0, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if " retrying " in ln] or [res.stderr]
+    assert re.search(rf"WARNING retrying charge {aid} attempt=1 ran=\d+\.\d{{3}}s "
+                      r"retry_in=2s error=", line), line
+    assert "seconds=" not in line
+    res = run_cli_subprocess("run-now", str(aid), "--yes")
+    assert res.code == 0, res.stderr
+    res = run_cli_subprocess("worker", "--burst", "--exec", "charge=false",
+                             "--log-format", "json")
+    (record,) = [json.loads(ln) for ln in res.stderr.splitlines() if '"retrying"' in ln]
+    assert record["attempt"] == 2 and record["retry_in_seconds"] == 4.0
+    assert isinstance(record["ran_seconds"], float) and "seconds" not in record

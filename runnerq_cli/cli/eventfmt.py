@@ -87,6 +87,15 @@ class OneLine:
 ERROR_ROOM = 30  # columns an error needs to say something: the type gives way below it
 
 
+def event_width() -> int:
+    """The event column's width: the longest event name's (PriorityChanged), so every
+    line's id starts in the same column (a fixed 11 let `ResultStored` push its line one
+    column to the right). A foreign name longer than that still shifts its own line."""
+    from runnerq_cli.backend.domain.models import EventType
+
+    return max(len(kind.value) for kind in EventType)
+
+
 def _detail_value(value: Any) -> str:
     """A detail value in words: times in the one format, structures as compact JSON."""
     import json
@@ -124,7 +133,7 @@ def event_line(event: Event) -> OneLine:
     line.append(stamp(event.timestamp) if event.timestamp else "?", style="dim")
     line.append("  ")
     kind = literal(event.event_type, max_length=40)
-    line.append(f"{kind:<11}", style=STYLES.get(event.event_type, "bold"))
+    line.append(f"{kind:<{event_width()}}", style=STYLES.get(event.event_type, "bold"))
     # Queue-level records (pause, resume, the audit) belong to no activity.
     owner = short_id(event.activity_id) if event.activity_id is not None else "(queue)"
     line.append(f" {owner:<{SHORT_ID}}")

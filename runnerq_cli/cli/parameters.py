@@ -1,15 +1,18 @@
 """How the command line's parameters read and show themselves: in words, on every typer.
 
-Three things typer does its own way, set right once per built command:
+Four things typer does its own way, set right once per built command:
 - numbers are ASCII digits only (Python's int() reads `٤` as 4, which no user types
   on purpose);
 - every value has a metavar in words (`N`, `TEXT`, `ID`), never how Python typed it
   (`<int range>`, `<str>`, `<list[str]>`); choices keep their list;
+- no number range in help (`[1<=x<=10000]`): a bound that matters is said in words
+  in the option's help text;
 - an argument is shown by that word in `--help` and in the usage line (`ID`,
   `[TYPE]`, `[ID...]`): typer 0.29 writes `ID <str>` and `{ID}` there, the lowest
   typer already writes the word.
 
-Only public surfaces are used: the parameters' `type` and `metavar` attributes, and
+Only public surfaces are used here (typer_compat holds the one private hook, for the
+range): the parameters' `type` and `metavar` attributes, and
 a command class (`WordsCommand`, given to typer as each command's `cls`, as
 `@app.command(cls=...)` would) whose help and usage read those metavars.
 """
@@ -24,10 +27,11 @@ from typer.core import TyperCommand
 def plain_words(command: Any) -> Any:
     """`command` and its subcommands, each parameter walked once: ASCII-only numbers and
     metavars in words (module docstring). Returns `command`."""
-    from runnerq_cli.cli.typer_compat import ascii_number_type
+    from runnerq_cli.cli.typer_compat import ascii_number_type, hide_number_range
 
     for param in getattr(command, "params", ()):
         _word_metavar(param)
+        hide_number_range(param)
         # On typers whose parameters convert through a click type (the lowest supported)
         # an int or float option's type is wrapped to refuse other digits first; typer
         # 0.29's fast coercion does the same (typer_compat).

@@ -2,8 +2,10 @@
 
 Grammar (no eval, nothing reaches the server): `NAME OP VALUE` where NAME is
 one of `metrics.check_values` names (pending, dead_letter, oldest_pending,
-wait_p95, workers, ...), OP is one of == != < <= > >=, and VALUE is a number
-or a duration (60s, 5m, 1h; compared in seconds).
+wait_p95, workers, ...), OP is one of == != < <= > >=, and VALUE is a number, or for
+a name in seconds (metrics.CHECK_DURATIONS: oldest_pending, wait_p95, ...) a duration
+too (60s, 5m, 1h; compared in seconds). A count is a number: `dead_letter > 5m` is
+refused, and `dead_letter > 1e999` is "not a finite number", not a duration.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runnerq_cli import values
+from runnerq_cli.backend.views.metrics import CHECK_DURATIONS
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.literal import literal
 
@@ -40,7 +43,10 @@ class Check:
         return f"check failed: {literal(self.text.strip())} (actual {self.name} = {shown})"
 
 
-def parse_check(text: str, known: set[str] | frozenset[str]) -> Check:
+def parse_check(text: str, known: set[str] | frozenset[str],
+                durations: set[str] | frozenset[str] = CHECK_DURATIONS) -> Check:
+    """`text` as a Check of one of the `known` names; a value in words for the name's
+    kind: a duration for the `durations`, a number for the others."""
     match = _EXPR.fullmatch(text)
     if not match:
         raise InvalidArgument(
@@ -51,6 +57,8 @@ def parse_check(text: str, known: set[str] | frozenset[str]) -> Check:
         raise InvalidArgument(f"invalid --check {text!r}: unknown name {name!r}; known: "
                               + ", ".join(sorted(known)))
     what = f"--check {values.shown(text)}"
+    if name not in durations:
+        return Check(text, name, op, float(values.number(raw, what)))
     try:
         value = float(values.number(raw, what))
     except InvalidArgument:

@@ -212,6 +212,24 @@ def ascii_number_type(click_type: Any) -> Any:
     return AsciiNumber()
 
 
+def hide_number_range(param: Any) -> None:
+    """Keep `param`'s bounds out of its help (issue 25, point 10: no `1<=x<=10000` or
+    `0<=x<=9223372036854775807`; a bound that matters is said in words in the option's
+    help). The bounds still apply to the value given.
+
+    typer >= 0.29 builds the `[default: ..; range]` text (plain and rich help alike) from
+    the parameter's private `_get_number_range_help_str`, overridden here on this
+    parameter only. Older typers ask click, which describes the range of a click range
+    type only: the ASCII-only wrapper (ascii_number_type) that plain_words puts around
+    every number type is not one, so nothing is added there."""
+    if callable(getattr(param, "_get_number_range_help_str", None)):
+        param._get_number_range_help_str = _no_range
+
+
+def _no_range() -> None:
+    return None
+
+
 # The typers whose private `_TyperParameter.get_runtime_param` the fast coercion
 # replaces: the ones CI tests (pyproject.toml bounds typer below the next one). Any other
 # typer keeps its own coercion: slower by the pydantic import, never broken by a change

@@ -11,7 +11,8 @@ JSON lines for log shippers, chosen by --log-format, filtered by --log-level.
 Each record carries its key=value details as `record.fields` (a dict: build it
 with `details(...)`) and, for an attempt (`attempt_details(...)`),
 `record.outcome`, `record.activity_type`, `record.activity_id`,
-`record.attempt`, `record.seconds` and `record.error`. Text lines show every
+`record.attempt`, `record.ran_seconds` (the handler's run time), `record.retry_in_seconds`
+(a retry's back-off, else None) and `record.error`. Text lines show every
 value through `literal()`: an activity type or error holding an ESC sequence or
 a newline cannot forge a log line (JSON lines escape on their own).
 """
@@ -48,19 +49,31 @@ def details(**fields: Any) -> dict[str, Any]:
 
 
 def attempt_details(outcome: str, activity_type: str, activity_id: Any, attempt: int,
-                    seconds: float, error: str | None = None) -> dict[str, Any]:
+                    ran_seconds: float, error: str | None = None,
+                    retry_in_seconds: float | None = None) -> dict[str, Any]:
     """`extra=` for the record of a finished attempt (see the module's docstring)."""
     return {"fields": {}, "outcome": outcome, "activity_type": activity_type,
-            "activity_id": str(activity_id), "attempt": attempt, "seconds": seconds,
-            "error": str(error) if error else None}
+            "activity_id": str(activity_id), "attempt": attempt, "ran_seconds": ran_seconds,
+            "retry_in_seconds": retry_in_seconds, "error": str(error) if error else None}
 
 
 def attempt_message(outcome: str, activity_type: str, activity_id: Any, attempt: int,
-                    seconds: float, error: str | None = None) -> str:
-    """The message of an attempt's record, for handlers that show only messages."""
+                    ran_seconds: float, error: str | None = None,
+                    retry_in_seconds: float | None = None) -> str:
+    """The message of an attempt's record, for handlers that show only messages:
+    `retrying charge ID attempt=2 ran=0.030s retry_in=4s error="..."`. `ran` is the
+    handler's run time; `retry_in` a retry's back-off (a bare `seconds=` read as that)."""
     short = _short_error(error)
     return (f"{outcome} {literal(activity_type)} {literal(activity_id)} attempt={attempt} "
-            f"seconds={seconds:.3f}" + (f" error={json.dumps(short)}" if short else ""))
+            f"ran={ran_seconds:.3f}s" + _retry_in(retry_in_seconds, "retry_in=")
+            + (f" error={json.dumps(short)}" if short else ""))
+
+
+def _retry_in(seconds: float | None, label: str) -> str:
+    """` retry_in=4s` (the one duration form, values.format_duration), or nothing."""
+    from runnerq_cli.values import format_duration
+
+    return "" if seconds is None else f" {label}{format_duration(seconds)}"
 
 
 def resolve_format(fmt: str, stream: TextIO) -> str:
@@ -115,8 +128,8 @@ class PlainFormatter(logging.Formatter):
         if outcome is not None:
             return f"{head} " + attempt_message(
                 outcome, getattr(record, "activity_type", ""), getattr(record, "activity_id", ""),
-                getattr(record, "attempt", 0), getattr(record, "seconds", 0.0),
-                getattr(record, "error", None))
+                getattr(record, "attempt", 0), getattr(record, "ran_seconds", 0.0),
+                getattr(record, "error", None), getattr(record, "retry_in_seconds", None))
         fields = getattr(record, "fields", None) or {}
         extra = " ".join(f"{k}={_show(v)}" for k, v in fields.items())
         text = f"{head} {literal(record.getMessage())} {extra}".rstrip()
@@ -138,7 +151,10 @@ class JsonFormatter(logging.Formatter):
                 "outcome": outcome, "activity_type": getattr(record, "activity_type", ""),
                 "activity_id": str(getattr(record, "activity_id", "")),
                 "attempt": getattr(record, "attempt", 0),
-                "seconds": round(getattr(record, "seconds", 0.0), 4), **fields}
+                "ran_seconds": round(getattr(record, "ran_seconds", 0.0), 4), **fields}
+            retry_in = getattr(record, "retry_in_seconds", None)
+            if retry_in is not None:
+                data["retry_in_seconds"] = retry_in
             error = getattr(record, "error", None)
             if error:
                 data["error"] = str(error)[-2048:]
@@ -165,7 +181,8 @@ class RichMarkupFormatter(logging.Formatter):
             activity_id = literal(getattr(record, "activity_id", ""))[:8]
             text = (f"[{style}]{outcome:<13}[/{style}] {escape(activity_type)} "
                     f"[dim]{escape(activity_id)}[/dim] attempt {getattr(record, 'attempt', 0)} "
-                    f"{getattr(record, 'seconds', 0.0):.3f}s")
+                    f"ran {getattr(record, 'ran_seconds', 0.0):.3f}s"
+                    + _retry_in(getattr(record, "retry_in_seconds", None), "retry in "))
             short = _short_error(getattr(record, "error", None))
             return text + (f" [{style}]{escape(literal(short))}[/{style}]" if short else "")
         fields = getattr(record, "fields", None) or {}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.error_text import describe
 from runnerq_cli.backend.domain.models import AckOutcome
+from runnerq_cli.backend.domain.rules import retry_delay
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument
@@ -47,15 +48,16 @@ OUTCOME_COUNTERS = {AckOutcome.COMPLETED: "succeeded", AckOutcome.RETRYING: "ret
 Outcome = tuple[str, Any]  # ("ok", result) | ("fatal", error) | ("retry", error)
 
 
-def log_attempt(flight: Flight, outcome: str, error: str | None) -> None:
-    """The record of a finished attempt (worker/logs.py)."""
+def log_attempt(flight: Flight, outcome: str, error: str | None,
+                retry_in: float | None = None) -> None:
+    """The record of a finished attempt (worker/logs.py); `retry_in` a retry's back-off."""
     level = LEVELS[OUTCOME_LEVEL.get(outcome, "info")]
     if not log.isEnabledFor(level):  # one record per attempt: build nobody's text
         return
     act = flight.claim.activity
     ended = flight.finished or time.monotonic()
     args = (outcome, act.activity_type, act.id, act.retry_count + 1,
-            ended - flight.started, error)
+            ended - flight.started, error, retry_in)
     log.log(level, attempt_message(*args), extra=attempt_details(*args))
 
 
@@ -221,7 +223,16 @@ class OutcomeWriter:
                         "claim lost: the activity was reclaimed; outcome dropped")
             return
         self._flights.count(OUTCOME_COUNTERS[answer])
-        log_attempt(flight, answer.value, None if outcome[0] == "ok" else outcome[1])
+        log_attempt(flight, answer.value, None if outcome[0] == "ok" else outcome[1],
+                    self._back_off(flight) if answer is AckOutcome.RETRYING else None)
+
+    def _back_off(self, flight: Flight) -> float:
+        """The back-off the backend gave this retry: the same rule (rules.retry_delay) on
+        the same snapshot (the claim's retry_count) and setting, so the log can say when
+        the next attempt is due without another read."""
+        act = flight.claim.activity
+        return retry_delay(act.retry_delay_seconds, act.retry_count,
+                           self._backend.settings.max_retry_delay)
 
     def _retry_later(self, unwritten: list[tuple[Flight, Outcome]],
                      error: BaseException) -> None:

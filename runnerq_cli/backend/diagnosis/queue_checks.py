@@ -37,6 +37,7 @@ from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.views.failures import FailureGroup, group_failures
+from runnerq_cli.values import format_duration
 
 
 def _init_command(queue: str) -> str:
@@ -151,7 +152,7 @@ def check_workers(ctx: QueueContext, workers: list[WorkerInfo], pending: int) ->
         first = stale[0]
         return Check("workers", CheckStatus.FAIL,
                      f"{len(stale)} stale worker{'s' if len(stale) > 1 else ''} "
-                     f"(no heartbeat for {TIMING.worker_stale_after:g}s), e.g. "
+                     f"(no heartbeat for {format_duration(TIMING.worker_stale_after)}), e.g. "
                      f"{first.worker_id} on {first.host} pid {first.pid}; {len(live)} live",
                      "check those processes; a dead worker's entry expires after 10 minutes "
                      "and its activities return when their leases expire", facts)
@@ -212,8 +213,8 @@ def check_leases(ctx: QueueContext, now: datetime, live_workers: int) -> Check:
         why = ("no worker is alive to reap them" if not live_workers
                else "live workers run the reaper: check their logs")
         return Check("leases", CheckStatus.FAIL,
-                     f"{activities(expired)} processing more than {TIMING.lease_overdue:g}s "
-                     f"past their lease: {why}",
+                     f"{activities(expired)} processing more than "
+                     f"{format_duration(TIMING.lease_overdue)} past their lease: {why}",
                      "start a worker (its reaper requeues them)" if not live_workers
                      else "check the workers' logs for reaper errors", facts)
     return Check("leases", CheckStatus.OK, "no lease expired unreaped", None, facts)
@@ -263,11 +264,12 @@ def check_timeouts(ctx: QueueContext, now: datetime) -> Check:
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     workers = sorted({str(f["worker_id"]) for f in found})
     return Check("timeouts", CheckStatus.FAIL,
-                 f"{activities(len(found))} held more than {TIMING.timeout_overdue:g}s "
-                 f"past their timeout (counted from the claim, as workers count it) while "
+                 f"{activities(len(found))} held more than "
+                 f"{format_duration(TIMING.timeout_overdue)} past their timeout (counted from "
+                 "the claim, as workers count it) while "
                  f"their lease is renewed, e.g. {first['id']} "
-                 f"({first['running_seconds']:g}s since the claim, timeout "
-                 f"{first['timeout_seconds']:g}s, "
+                 f"({format_duration(first['running_seconds'])} since the claim, timeout "
+                 f"{format_duration(first['timeout_seconds'])}, "
                  f"worker {first['worker_id']}){more}: their worker renews a claim it "
                  "no longer runs",
                  f"restart worker {', '.join(workers[:MALFORMED_LIMIT])} (a stopped worker's "
@@ -282,8 +284,10 @@ def check_outboxes(ctx: QueueContext, now: datetime, live_workers: int) -> Check
     if old:
         return Check("outbox", CheckStatus.FAIL,
                      f"{activities(old)} with an outbox older than "
-                     f"{TIMING.outbox_overdue:g}s (their events/results are not copied out yet)",
-                     f"start a worker: it repairs outboxes every {TIMING.repair_every:g} s"
+                     f"{format_duration(TIMING.outbox_overdue)} (their events/results are not "
+                     "copied out yet)",
+                     "start a worker: it repairs outboxes every "
+                     f"{format_duration(TIMING.repair_every)}"
                      if not live_workers
                      else "check the workers' logs for repair errors", facts)
     return Check("outbox", CheckStatus.OK, "no outbox older than a minute", None, facts)
@@ -309,7 +313,7 @@ def check_backlog(ctx: QueueContext, pause: PauseState,
         return Check("backlog", CheckStatus.OK, "nothing pending", None, {"oldest_pending": None})
     age = oldest["age_seconds"]
     facts: dict[str, Any] = {"oldest_pending": oldest, "warn_at_seconds": PENDING_AGE_WARN}
-    text = f"oldest pending activity waits {age:g}s ({oldest['activity_type']})"
+    text = f"oldest pending activity waits {format_duration(age)} ({oldest['activity_type']})"
     held = pause.active and (pause.all or oldest["activity_type"] in pause.types)
     if held:
         facts["paused"] = pause.to_json()

@@ -9,6 +9,7 @@ from typing import Any
 from runnerq_cli.backend.diagnosis.checks import CLOCK_SKEW_WARN, Check, CheckStatus
 from runnerq_cli.backend.store.driver import Database
 from runnerq_cli.config import Settings
+from runnerq_cli.values import format_duration
 
 
 def _server_facts(db: Database) -> dict[str, Any]:
@@ -94,15 +95,17 @@ def check_clock(settings: Settings, info: dict[str, Any]) -> Check:
              "warn_at_seconds": CLOCK_SKEW_WARN, "fail_at_seconds": fail_at,
              "lease_seconds": settings.lease}
     ahead = "ahead of" if skew < 0 else "behind"
-    text = f"this host is {abs(skew):.3f}s {ahead} the server"
+    text = f"this host is {format_duration(abs(skew))} {ahead} the server"
     if abs(skew) >= fail_at:
-        return Check("clock", CheckStatus.FAIL, f"{text} (a quarter lease is {fail_at:g}s): "
+        return Check("clock", CheckStatus.FAIL,
+                     f"{text} (a quarter lease is {format_duration(fail_at)}): "
                      "programs on it that use this clock expire leases early or late "
                      "(runnerq-mongo uses the server's)", "synchronise clocks (NTP) on every host",
                      facts)
     if abs(skew) >= CLOCK_SKEW_WARN:
         return Check("clock", CheckStatus.WARN, text, "synchronise clocks (NTP)", facts)
-    return Check("clock", CheckStatus.OK, f"{text} (within {CLOCK_SKEW_WARN:g}s)", None, facts)
+    return Check("clock", CheckStatus.OK, f"{text} (within {format_duration(CLOCK_SKEW_WARN)})",
+                 None, facts)
 
 
 def server_checks(db: Database, settings: Settings) -> list[Check]:

@@ -444,6 +444,10 @@ CHECK_NAMES = frozenset(
     {*REPORTED_STATUSES, "running", "dead-letter", "total", "oldest_pending",
      "completed_per_minute", "failed_per_minute", "workers", "stale_workers", "in_flight",
      "malformed", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
+# The check names in seconds (a value may be a duration: 60s, 5m); the others are counts
+# and rates, compared with a plain number.
+CHECK_DURATIONS = frozenset(
+    {"oldest_pending", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
 
 
 def check_values(snap: StatsSnapshot) -> dict[str, float]:

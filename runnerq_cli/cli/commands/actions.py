@@ -78,8 +78,8 @@ YES_OPT = typer.Option(False, "--yes", "-y", help=YES_HELP)
 REASON_OPT = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP)
 ACTOR_OPT = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP)
 BATCH_OPT = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
-                         help="Activities per batch (one read and one write each; the audit "
-                              "record is updated after each).")
+                         help="Activities per batch, 1 to 10,000 (one read and one write each; "
+                              "the audit record is updated after each).")
 
 
 @dataclass

@@ -26,7 +26,8 @@ def audit(
                                       help="Only this action: cancel, retry, run-now, "
                                            "reschedule, set-priority, delete, redrive, purge, "
                                            "pause, resume, dlq-import."),
-    limit: int = typer.Option(100, "--limit", min=1, max=10000, help="At most this many."),
+    limit: int = typer.Option(100, "--limit", min=1, max=10000,
+                              help="At most this many (1 to 10,000)."),
     output: OutputFormat = output_option(),
 ) -> None:
     """Who did what, when and why: operator actions with their activity ids. A run that was

@@ -32,7 +32,7 @@ def console(
                                             "resume from the page (previewed, confirmed, "
                                             "audited)."),
     max_action: int = typer.Option(1000, "--max-action", min=1, max=10_000,
-                                   help="The most activities one action may change."),
+                                   help="The most activities one action may change (1 to 10,000)."),
 ) -> None:
     """Serve a web console for the queue: RunnerQ's observability API and our page.
 
@@ -43,6 +43,7 @@ def console(
     import sys
     import threading
 
+    from runnerq_cli.cli.foreground import how_to_stop
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
@@ -72,7 +73,7 @@ def console(
             if allow_actions:
                 out.write("  actions are on (previewed, confirmed, audited as from the "
                           "console)\n")
-            out.write("Press Ctrl-C to stop.\n")
+            out.write(how_to_stop(out))
             out.flush()
             while not stop.wait(0.5):
                 pass

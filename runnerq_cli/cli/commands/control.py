@@ -31,7 +31,7 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     method = backend.control.pause if verb == "pause" else backend.control.resume
     paused = method(types or None, reason=reason, actor=actor, command=command_line(ctx))
     if output is not OutputFormat.TEXT:
-        emit(output, {"action": verb, "types": types or [], **paused.to_json()})
+        emit(output, change_report(verb, before, paused, types or []))
         return
     from runnerq_cli.cli.words import describe_pause, screen_width, wrap
 
@@ -40,6 +40,26 @@ def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str 
     for line in wrap("", f"queue {backend.queue}: {describe_pause(paused)}", "  ",
                      screen_width()):
         typer.echo(line)
+
+
+def change_report(verb: str, before: Any, after: Any, types: list[str]) -> dict[str, Any]:
+    """`pause`/`resume -o json`: what this command changed, by name, then the state it
+    left (`pause`: the shape of `stats -o json`'s `pause`). docs/operations.md, "Pause and
+    resume". A bare `types` here once held what was still paused after a `resume`, which a
+    script read as the types resumed."""
+    asked = list(dict.fromkeys(types))
+    report: dict[str, Any] = {"action": verb, "whole_queue": not asked}
+    if verb == "pause":
+        report["paused"] = [t for t in asked if t not in before.types]
+        report["already_paused"] = [t for t in asked if t in before.types]
+    else:
+        report["changed"] = before.active and (not asked or any(t in before.types
+                                                                for t in asked))
+        report["resumed"] = [t for t in before.types if t not in after.types]
+        report["not_paused"] = [t for t in asked if t not in before.types]
+        report["still_paused"] = list(after.types)
+    report["pause"] = after.to_json()
+    return report
 
 
 def resumed_sentence(queue: str, before: Any, after: Any, types: list[str]) -> str:

@@ -99,27 +99,12 @@ def dev_server(
     sys.stderr.write("dev server stopped\n")
 
 
-def _in_background(stream: Any) -> bool:
-    """Whether this process runs as a background job of the terminal (`dev-server &`):
-    Ctrl-C does not reach it there, and its lines land after the shell's prompt."""
-    import os
-
-    try:
-        return stream.isatty() and os.getpgrp() != os.tcgetpgrp(stream.fileno())
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def _how_to_stop(stream: Any) -> str:
-    """The last line: Ctrl-C in the foreground; in the background, how to stop it (not
-    "Press Ctrl-C", which a background job never gets), ending with a fresh line so the
-    prompt the shell already drew is not left half-overwritten."""
-    import os
+    """The last line: not for production, then how to stop it where its output goes
+    (cli/foreground.py: Ctrl-C only for a foreground job of a terminal)."""
+    from runnerq_cli.cli.foreground import how_to_stop
 
-    if _in_background(stream):
-        return (f"Not for production. Running in the background: stop it with "
-                f"`kill {os.getpid()}` (or `fg`, then Ctrl-C).\n\n")
-    return "Not for production. Press Ctrl-C to stop.\n"
+    return "Not for production. " + how_to_stop(stream)
 
 
 def register(app: typer.Typer) -> None:

@@ -135,8 +135,8 @@ def import_(
                                      "activities collection); without it, that is refused "
                                      "(exit 4)."),
     batch_size: int = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
-                                   help="Lines per batch (a few commands each; the audit "
-                                        "record is updated after each)."),
+                                   help="Lines per batch, 1 to 10,000 (a few commands each; the "
+                                        "audit record is updated after each)."),
     quiet: bool = typer.Option(False, "--quiet", "-q",
                                help="Print only the summary (and the refused lines on "
                                     "stderr); no progress bar."),

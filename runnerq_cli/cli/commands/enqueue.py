@@ -255,7 +255,7 @@ def enqueue(
     strict: bool = typer.Option(False, "--strict",
                                 help="With --from: write nothing if any line is invalid."),
     batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=10000,
-                                   help="With --from: activities per write."),
+                                   help="With --from: activities per write (1 to 10,000)."),
     skip_lines: int = typer.Option(0, "--skip-lines", min=0, max=2**63 - 1, metavar="N",
                                    help="With --from: skip the first N lines (go on after "
                                         "an interrupted run: it prints N)."),

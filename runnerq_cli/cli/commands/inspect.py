@@ -74,7 +74,7 @@ def list_cmd(
     error_contains: str | None = typer.Option(
         None, "--error-contains", metavar="TEXT",
         help="Only those whose last error contains TEXT (plain, case-sensitive)."),
-    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="Page size."),
+    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="Page size (1 to 1,000)."),
     after: str | None = typer.Option(None, "--after", metavar="CURSOR",
                                      help="The next page: the cursor the previous page printed."),
     output: OutputFormat = output_option(),
@@ -214,8 +214,8 @@ def events_cmd(
     ctx: typer.Context,
     activity_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
     limit: int = typer.Option(100, "--limit", min=1, max=10_000,
-                              help="Keep the newest N (still printed oldest first), like "
-                                   "`tail -n`."),
+                              help="Keep the newest N, 1 to 10,000 (still printed oldest "
+                                   "first), like `tail -n`."),
     output: OutputFormat = output_option(),
 ) -> None:
     """The event timeline of one activity, printed oldest first (--limit keeps the newest)."""

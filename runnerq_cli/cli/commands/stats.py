@@ -93,6 +93,14 @@ def _shown_time(iso: str) -> str:
         return literal(iso)
 
 
+def _rate(per_minute: float) -> str:
+    """A rate to one decimal, as a person reads it (`148.3`, `30`, `1,204.5`); `<0.1` for
+    a rate above 0 that would round to 0. The JSON keeps the exact value."""
+    if 0 < per_minute < 0.05:
+        return "<0.1"
+    return f"{per_minute:,.1f}".removesuffix(".0")
+
+
 def sparkline(values: Sequence[float | None]) -> str:
     """One character per value, scaled to the largest: blank where there is no value,
     the lowest bar for 0, at least the second for anything above 0."""
@@ -253,22 +261,24 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
     from rich.text import Text
 
     from runnerq_cli.literal import rich_text
+    from runnerq_cli.values import format_duration
 
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
     info = Table(box=None, show_header=False, pad_edge=False)
     info.add_column(style="bold")
     info.add_column()
+    # A wait in the one duration form doctor's backlog check and `queues` print too.
     info.add_row("oldest pending",
-                 rich_text(f"{_seconds(oldest['age_seconds'])} ({oldest['activity_id']})")
-                 if oldest else "-")
+                 rich_text(f"{format_duration(oldest['age_seconds'])} "
+                           f"({oldest['activity_id']})") if oldest else "-")
     # Rates over the time the window really covers (not before the queue's first activity).
     covered = tp["covered_seconds"]
     span = (f"{tp['window_minutes']}m" if covered >= tp["window_minutes"] * 60
             else _seconds(covered))
     info.add_row(f"throughput ({span})",
-                 f"{tp['completed_per_minute']:g} completed/min, "
-                 f"{tp['failed_per_minute']:g} failed/min")
+                 f"{_rate(tp['completed_per_minute'])} completed/min, "
+                 f"{_rate(tp['failed_per_minute'])} failed/min")
     # "claim to done": from the claim to the finish as recorded (the handler, the worker's
     # queueing of it, the acknowledgement), not the handler's own time (docs/cli.md).
     for label, d in (("queue wait", lat["queue_wait_seconds"]),
@@ -349,7 +359,7 @@ def stats_cmd(
     window: str = typer.Option("15m", "--window", metavar="DURATION",
                                help="Latency percentiles over activities finished this recently."),
     throughput_minutes: int = typer.Option(5, "--throughput-minutes", min=1, max=1440,
-                                           help="Throughput over the last N minutes."),
+                                           help="Throughput over the last N minutes (1 to 1,440)."),
     since: str | None = typer.Option(None, "--since", metavar="DURATION",
                                      help="Also per type, from the finished activities kept: "
                                           "outcomes and run-time trend over this window "

@@ -44,7 +44,7 @@ def worker(
     all_types: bool = typer.Option(False, "--all-types",
                                    help="Claim every type (needs a '*' catch-all handler)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-n", min=1, max=10_000,
-                                           help="Activities run at once (default 4)."),
+                                           help="Activities run at once, 1 to 10,000 (default 4)."),
     lease: str | None = typer.Option(None, "--lease", metavar="DURATION",
                                      help="Lease of a claim, renewed while running "
                                           "(default 60s)."),

@@ -261,7 +261,7 @@ _runnerq_mongo_values() {
         "stats|--since")
             kind=none; choices='' ;;
         "stats|-o"|"stats|--output")
-            kind=choice; choices='text json jsonl openmetrics' ;;
+            kind=choice; choices='text json jsonl prometheus openmetrics' ;;
         "list|--type")
             kind=none; choices='' ;;
         "list|--since")

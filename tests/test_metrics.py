@@ -1,4 +1,5 @@
-"""Prometheus metrics: `stats -o openmetrics` and `metrics serve`, read with prometheus_client."""
+"""Prometheus metrics: `stats -o prometheus|openmetrics` and `metrics serve`, read with
+prometheus_client."""
 
 from __future__ import annotations
 
@@ -57,9 +58,10 @@ def mix(queue: RunnerQ, clock):
     return queue
 
 
-def test_stats_openmetrics_parsed_by_prometheus(mix, run_cli) -> None:
-    res = run_cli("stats", "-o", "openmetrics")
+def test_stats_prometheus_parsed_by_prometheus(mix, run_cli) -> None:
+    res = run_cli("stats", "-o", "prometheus")
     assert res.code == 0, res.stderr
+    assert "# EOF" not in res.stdout  # the 0.0.4 text node_exporter's textfile collector reads
     for name, kind in FAMILIES.items():
         assert f"# HELP {name} " in res.stdout
         assert f"# TYPE {name} {kind}" in res.stdout
@@ -88,6 +90,23 @@ def test_stats_openmetrics_parsed_by_prometheus(mix, run_cli) -> None:
     assert value(workers, state="live") == 1 and value(workers, state="stale") == 1
     assert value(families["runnerq_in_flight"], queue="tests") == 1
     assert value(families["runnerq_queue_paused"], queue="tests") == 0
+
+
+def test_stats_openmetrics_is_openmetrics(mix, run_cli) -> None:
+    """`-o openmetrics` is what its name says (it printed the Prometheus text, with no
+    `# EOF`): the OpenMetrics parser reads it, the same families and values."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as parse_openmetrics,
+    )
+
+    res = run_cli("stats", "-o", "openmetrics")
+    assert res.code == 0, res.stderr
+    assert res.stdout.endswith("# EOF\n")
+    om = {f.name: f for f in parse_openmetrics(res.stdout)}
+    prom = parse(run_cli("stats", "-o", "prometheus").stdout)
+    assert {n: f.type for n, f in om.items()} == {n: f.type for n, f in prom.items()}
+    acts = om["runnerq_activities"]
+    assert value(acts, queue="tests", status="pending", priority="high", type="a") == 1
 
 
 def test_stats_openmetrics_with_check(mix, run_cli) -> None:

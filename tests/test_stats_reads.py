@@ -305,7 +305,7 @@ def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
                           "last_heartbeat": queue.context.clock()},
                          {"_id": "w-b", "types": 5, "last_heartbeat": "x"}])
     for args in (("stats", "-o", "json"), ("stats",), ("stats", "--since", "1h"),
-                 ("stats", "-o", "openmetrics")):
+                 ("stats", "-o", "prometheus"), ("stats", "-o", "openmetrics")):
         res = run_cli(*args)
         assert res.code == 0, (args, res.stderr)
     snap = json.loads(run_cli("stats", "-o", "json").stdout)
@@ -316,7 +316,7 @@ def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
     assert len(snap["malformed"]) == 2, snap["malformed"]
     assert snap["latency"]["run_seconds"]["count"] == 0  # the stray one is left out
     assert run_cli("stats", "--check", "malformed == 0").code == ExitCode.CHECK_FAILED
-    families = parse(run_cli("stats", "-o", "openmetrics").stdout)
+    families = parse(run_cli("stats", "-o", "prometheus").stdout)
     assert value(families["runnerq_malformed_documents"], queue="tests") == 2
 
 

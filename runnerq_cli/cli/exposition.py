@@ -2,7 +2,7 @@
 
 Built on the official `prometheus_client` (its exposition format, parser and
 WSGI server): nothing here writes the format by hand. Imported only by
-`stats -o openmetrics` and `metrics serve`, so `--help` and TAB completion
+`stats -o prometheus|openmetrics` and `metrics serve`, so `--help` and TAB completion
 never load it.
 
 The numbers come from `Inspector.metrics_sample` (backend/views/metrics.py): one
@@ -263,9 +263,12 @@ def registry_for(collector: Collector) -> CollectorRegistry:
     return registry
 
 
-def render(samples: Iterable[MetricsSample]) -> str:
-    """The Prometheus text exposition format (0.0.4) of the samples."""
-    from prometheus_client.exposition import generate_latest
+def render(samples: Iterable[MetricsSample], *, openmetrics: bool = False) -> str:
+    """The samples in the Prometheus text exposition format (0.0.4: node_exporter's
+    textfile collector reads it), or in OpenMetrics 1.0 text (ends with `# EOF`), the two
+    formats `metrics serve` answers by the scraper's Accept header."""
+    from prometheus_client.exposition import generate_latest as prometheus_text
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_text
 
     metric_list = families(list(samples))
 
@@ -273,7 +276,11 @@ def render(samples: Iterable[MetricsSample]) -> str:
         def collect(self) -> Iterator[Metric]:
             yield from metric_list
 
-    return generate_latest(registry_for(_Fixed())).decode()
+    registry = registry_for(_Fixed())
+    # prometheus_client's OpenMetrics generator has no annotations
+    text: bytes = (openmetrics_text(registry)  # type: ignore[no-untyped-call]
+                   if openmetrics else prometheus_text(registry))
+    return text.decode()
 
 
 def serve(collector: Collector, host: str, port: int) -> tuple[Any, str]:

@@ -23,12 +23,18 @@ if TYPE_CHECKING:
 
 
 class StatsOutput(StrEnum):
-    """`stats -o`: the common formats plus the Prometheus text format."""
+    """`stats -o`: the common formats plus a metrics scrape, in the Prometheus text format
+    or in OpenMetrics (`metrics serve` answers either, by the Accept header)."""
 
     TEXT = "text"
     JSON = "json"
     JSONL = "jsonl"
+    PROMETHEUS = "prometheus"
     OPENMETRICS = "openmetrics"
+
+
+# The outputs that are a metrics scrape (what `metrics serve` answers), not a snapshot.
+EXPOSITIONS = (StatsOutput.PROMETHEUS, StatsOutput.OPENMETRICS)
 
 STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
                 "cancelled")
@@ -366,8 +372,9 @@ def stats_cmd(
                                           "(1m to 90d; --watch: 1h)."),
     output: StatsOutput = typer.Option(
         StatsOutput.TEXT, "--output", "-o", case_sensitive=False,
-        help=OUTPUT_OPTION_HELP[:-1] + "; openmetrics: the Prometheus text format "
-             "(node_exporter's textfile collector)."),
+        help=OUTPUT_OPTION_HELP[:-1] + "; prometheus: the Prometheus text format "
+             "(node_exporter's textfile collector); openmetrics: OpenMetrics 1.0 text "
+             "(ends with # EOF)."),
     iterations: int = typer.Option(0, "--iterations", hidden=True, min=0, max=10**6,
                                    help="--watch: stop after N refreshes (tests)."),
 ) -> None:
@@ -392,9 +399,9 @@ def stats_cmd(
     pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
     if by == "error":
-        if watch or checks or output is StatsOutput.OPENMETRICS:
+        if watch or checks or output in EXPOSITIONS:
             raise InvalidArgument("--by error is a view of its own: without --watch, --check "
-                                  "and -o openmetrics")
+                                  "and -o prometheus or openmetrics")
         from runnerq_cli.cli.failing import show_failures
 
         show_failures(backend, history, output.value)
@@ -428,11 +435,12 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
     from runnerq_cli.cli.output import console, emit, error_line
     from runnerq_cli.cli.stats_checks import evaluate
 
-    if output is StatsOutput.OPENMETRICS:
+    if output in EXPOSITIONS:
         from runnerq_cli.cli.exposition import render as render_metrics
 
         sample = backend.inspector.metrics_sample(window_seconds=latency_window)
-        sys.stdout.write(render_metrics([sample]))
+        sys.stdout.write(render_metrics([sample],
+                                        openmetrics=output is StatsOutput.OPENMETRICS))
         if not checks:
             return
         snap = take()

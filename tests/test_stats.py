@@ -8,7 +8,7 @@ import time
 import pytest
 
 from runnerq_cli.backend.queue.queue import ActivitySpec
-from runnerq_cli.backend.views.metrics import CHECK_NAMES, SCHEMA
+from runnerq_cli.backend.views.metrics import CHECK_DURATIONS, CHECK_NAMES, SCHEMA
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.cli.stats_checks import evaluate, parse_check
 from runnerq_cli.errors import InvalidArgument
@@ -175,12 +175,12 @@ def test_check_values_say_number_or_duration_by_name(queue, run_cli):
 
 
 def test_check_parser_units():
-    check = parse_check("oldest_pending < 2m", CHECK_NAMES)
+    check = parse_check("oldest_pending < 2m", CHECK_NAMES, CHECK_DURATIONS)
     assert check.value == 120
     assert evaluate([check], {"oldest_pending": 119}) == []
     assert evaluate([check], {"oldest_pending": 120})
     with pytest.raises(InvalidArgument):
-        parse_check("pending == 1; drop", CHECK_NAMES)
+        parse_check("pending == 1; drop", CHECK_NAMES, CHECK_DURATIONS)
 
 
 def test_watch_refreshes_and_shows_deltas(queue, cli_env, run_cli):

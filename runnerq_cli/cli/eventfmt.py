@@ -49,11 +49,12 @@ class OneLine:
     """
 
     def __init__(self, text: Any, keep_from: int | None = None,
-                 spare: tuple[int, int] | None = None) -> None:
+                 spare: tuple[tuple[int, int], ...] = ()) -> None:
         self.text = text
         # Where a field starts that is cut inside rather than dropped (an error: what a
         # DeadLetter or Failed line is for), when the screen is too narrow for it whole;
-        # `spare` the span given up first to make room for it (the activity type).
+        # `spare` the spans given up, last first, to make room for it (the activity type,
+        # then the event column's padding: alignment matters less than the error).
         self.keep_from = keep_from
         self.spare = spare
 
@@ -68,8 +69,9 @@ class OneLine:
             width = options.max_width
             if text.cell_len > width:  # cut between fields, so a value is whole or gone
                 keep = self.keep_from
-                if keep is not None and self.spare and keep + ERROR_ROOM > width:
-                    start, end = self.spare
+                for start, end in reversed(self.spare):
+                    if keep is None or keep + ERROR_ROOM <= width:
+                        break
                     text = text[:start] + text[end:]
                     keep -= end - start
                 cut = text.plain.rfind("  ", 0, width - 2)
@@ -133,14 +135,16 @@ def event_line(event: Event) -> OneLine:
     line.append(stamp(event.timestamp) if event.timestamp else "?", style="dim")
     line.append("  ")
     kind = literal(event.event_type, max_length=40)
-    line.append(f"{kind:<{event_width()}}", style=STYLES.get(event.event_type, "bold"))
+    line.append(kind, style=STYLES.get(event.event_type, "bold"))
+    padding = (len(line.plain), len(line.plain) + max(0, event_width() - len(kind)))
+    line.append(" " * (padding[1] - padding[0]))
     # Queue-level records (pause, resume, the audit) belong to no activity.
     owner = short_id(event.activity_id) if event.activity_id is not None else "(queue)"
     line.append(f" {owner:<{SHORT_ID}}")
     type_start = len(line.plain)
     if event.activity_type:
         line.append(f"  {literal(event.activity_type, max_length=120)}", style="bold")
-    spare = (type_start, len(line.plain)) if event.activity_type else None
+    spare = (padding, *([(type_start, len(line.plain))] if event.activity_type else []))
     keep_from = None
     detail = dict(event.detail or {})
     # The error first: on a narrow screen it is what a Failed or DeadLetter line is read for.

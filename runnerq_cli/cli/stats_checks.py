@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runnerq_cli import values
-from runnerq_cli.backend.views.metrics import CHECK_DURATIONS
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.literal import literal
 
@@ -44,7 +43,7 @@ class Check:
 
 
 def parse_check(text: str, known: set[str] | frozenset[str],
-                durations: set[str] | frozenset[str] = CHECK_DURATIONS) -> Check:
+                durations: set[str] | frozenset[str]) -> Check:
     """`text` as a Check of one of the `known` names; a value in words for the name's
     kind: a duration for the `durations`, a number for the others."""
     match = _EXPR.fullmatch(text)

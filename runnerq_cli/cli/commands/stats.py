@@ -384,7 +384,7 @@ def stats_cmd(
     activities are exact; completed (and so the total) is an estimate, marked ≈.
     """
     from runnerq_cli import values
-    from runnerq_cli.backend.views.metrics import CHECK_NAMES
+    from runnerq_cli.backend.views.metrics import CHECK_DURATIONS, CHECK_NAMES
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.stats_checks import parse_check
     from runnerq_cli.errors import InvalidArgument
@@ -393,7 +393,7 @@ def stats_cmd(
         raise InvalidArgument(f"--by {values.shown(by)}: one of {', '.join(STATS_BY)}")
     history = (values.duration(since, "--since", minimum=60.0, maximum=90 * 86400.0)
                if since is not None else None)
-    checks = [parse_check(text, CHECK_NAMES) for text in check or []]
+    checks = [parse_check(text, CHECK_NAMES, CHECK_DURATIONS) for text in check or []]
     if watch and (checks or output is not StatsOutput.TEXT):
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
     pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)

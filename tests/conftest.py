@@ -14,7 +14,7 @@
 Every tier is the real pymongo driver over a real TCP connection. Each test
 gets its own database, dropped afterwards.
 
-In parallel (`python -m pytest -n 3`, pytest-xdist) each worker process picks its
+In parallel (`python -m pytest -n 2`, pytest-xdist) each worker process picks its
 server itself: its own mongoeco server (or Docker container), the one server of
 RUNNERQ_TEST_MONGO_URI shared by all, or its own of RUNNERQ_TEST_MONGO_URIS (worker
 gwN takes the URI at N, round robin); database names carry the worker's id. The

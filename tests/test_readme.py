@@ -259,7 +259,7 @@ def test_ci_runs_the_readmes_test_command() -> None:
     """"Running the tests" gives the command; .ci/run and the public workflow run it."""
     section = README.read_text().split("## Running the tests", 1)[1]
     commands = re.findall(r"^\$ (python -m pytest.*)$", section, re.M)
-    assert commands == ["python -m pytest -n 3"], commands
+    assert commands == ["python -m pytest -n 2"], commands
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(rf"^time \.venv/bin/{re.escape(commands[0])}$", ci, re.M), ci
     workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()

@@ -34,6 +34,7 @@ from runnerq_cli.errors import (
 )
 from runnerq_cli.worker.engine import WorkerEnd
 from runnerq_cli.worker.handlers import HandlerRegistry, NonRetryableError
+from tests.waiting import wait_until
 
 READS = ("get_activity", "get_result", "get_activity_events")
 LISTS = ("list_pending", "list_processing", "list_scheduled", "list_completed",
@@ -362,3 +363,38 @@ def test_a_worker_that_cannot_start_raises_from_start() -> None:
 
     with pytest.raises(Unavailable):
         _run(unreachable())
+
+
+def test_an_attempt_whose_loop_stops_fails_instead_of_holding_its_claim(
+        backend: RunnerQ) -> None:
+    """The application's loop ends while an async handler awaits (the app forgot to stop
+    the worker): the attempt fails as retryable, its slot and claim freed."""
+    from runnerq_cli.worker.engine import Worker
+
+    registry = HandlerRegistry()
+    started = threading.Event()
+
+    @registry.handler("forever")
+    async def forever(payload: dict[str, Any]) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    aid = backend.enqueue("forever", {}, max_retries=3, retry_delay_seconds=60).activity_id
+    loop = asyncio.new_event_loop()
+    loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
+    loop_thread.start()
+    worker = Worker(backend, registry, poll_interval=0.2)
+    worker.run_async_handlers_on(loop)
+    worker.start()
+    assert started.wait(30)
+    loop.call_soon_threadsafe(loop.stop)
+    loop_thread.join(10)
+    try:
+        wait_until(lambda: worker.counters["retried"] == 1, message="the attempt to fail")
+        act = backend.get_activity(aid)
+        assert act.status == Status.SCHEDULED
+        assert "the event loop running async handlers stopped" in (act.last_error or "")
+    finally:
+        worker.stop()
+        assert worker.join(10) is WorkerEnd.STOPPED
+        loop.close()

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.store.driver import Database
     from runnerq_cli.backend.traits import InspectionBackend, WorkerBackend
     from runnerq_cli.backend.views.inspection import Inspector
-    from runnerq_cli.backend.views.result_wait import WaitOutcome
+    from runnerq_cli.backend.views.result_wait import Waiting, WaitOutcome
 
 
 class RunnerQ(ActivityQueue, QueueChores, Inspection):
@@ -171,6 +171,16 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
 
         return wait_for(self.get_activity, self.get_result, activity_id,
                         timeout, poll=poll, max_poll=max_poll)
+
+    def waiting(self, activity_id: uuid.UUID | str, timeout: float | None = None, *,
+                poll: float = 0.25, max_poll: float = 2.0) -> Waiting:
+        """`wait`'s rules apart from its sleeps (result_wait.Waiting): each `look()` reads
+        once and answers the outcome or how long to sleep. The asyncio API drives it with
+        `asyncio.sleep` (runnerq_cli/aio/queue.py)."""
+        from runnerq_cli.backend.views.result_wait import Waiting
+
+        return Waiting(self.get_activity, self.get_result, activity_id, timeout,
+                       poll=poll, max_poll=max_poll)
 
 
 if TYPE_CHECKING:

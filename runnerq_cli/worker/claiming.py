@@ -25,6 +25,8 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief
 
 if TYPE_CHECKING:
+    import asyncio
+
     from runnerq_cli.backend.domain.models import Claim
     from runnerq_cli.backend.traits import WorkerBackend
     from runnerq_cli.worker.handlers import HandlerRegistry
@@ -62,6 +64,9 @@ class Claimer:
         # What to claim, or None when paused: the claim loop's view, shared with the
         # slots that claim their next activity themselves.
         self._scope: Scope | None = None
+        # The loop `async def` handlers run on (the asyncio worker); None: a loop of
+        # their own per attempt (execute.py).
+        self.handler_loop: asyncio.AbstractEventLoop | None = None
 
     def _reserve(self, most: int) -> int:
         """Room for up to `most` claims (flights.py), none while too many outcomes wait
@@ -221,6 +226,6 @@ class Claimer:
 
     def _run(self, flight: Flight) -> None:
         flight.thread = threading.current_thread()
-        outcome = call(flight)
+        outcome = call(flight, self.handler_loop)
         self._writer.hand_over(flight, outcome)
         self._writer.write()

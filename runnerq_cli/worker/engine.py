@@ -40,6 +40,8 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import OutcomeWriter, brief, log_attempt
 
 if TYPE_CHECKING:
+    import asyncio
+
     from runnerq_cli.backend.traits import WorkerBackend
 
 __all__ = ["Worker", "WorkerEnd", "claim_types"]
@@ -185,6 +187,12 @@ class Worker:
         if self._thread is not None:
             self._thread.join(timeout)
         return self.end
+
+    def run_async_handlers_on(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Run `async def` handlers on this event loop (the application's: the asyncio
+        worker, runnerq_cli/aio/worker.py) instead of a loop of their own per attempt.
+        Call it before `start()`."""
+        self._claimer.handler_loop = loop
 
     @property
     def in_flight(self) -> int:

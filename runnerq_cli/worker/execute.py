@@ -5,6 +5,11 @@ handler said so), ("retry", error) for any other failure. `Abandoned` means the
 attempt was settled elsewhere (timed out, claim lost, released) while an async
 handler ran: it has no outcome to write.
 
+An `async def` handler runs on an event loop of its own per attempt (`asyncio.run` in
+its slot thread), or, given `loop` (the asyncio worker, runnerq_cli/aio/worker.py), on
+that loop: the slot thread then only waits for it, so the attempt keeps its slot, its
+lease renewals and its timeout exactly as on a loop of its own.
+
 Whatever the handler raises (any BaseException, with a message that is huge or
 whose `__str__` raises or returns no string) ends as a failure with a bounded text
 (backend/domain/error_text.py); `call` itself never raises anything else. Whether a
@@ -16,6 +21,7 @@ as a non-retryable failure saying why (outcomes.py).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -37,8 +43,9 @@ class Abandoned(Exception):
     """The attempt was settled elsewhere (timeout, claim lost, released)."""
 
 
-def call(flight: Flight) -> Outcome:
-    """Run the handler: ("ok", result) | ("fatal", error) | ("retry", error)."""
+def call(flight: Flight, loop: asyncio.AbstractEventLoop | None = None) -> Outcome:
+    """Run the handler: ("ok", result) | ("fatal", error) | ("retry", error); an
+    `async def` one on `loop` if given, else on a loop of its own."""
     handler = flight.handler
     act = flight.claim.activity
     if handler is None:
@@ -46,6 +53,8 @@ def call(flight: Flight) -> Outcome:
     try:
         args = (act.payload, flight.ctx) if handler.takes_context else (act.payload,)
         if handler.is_async:
+            if loop is not None:
+                return "ok", _on_loop(loop, _run_async(flight, handler.func(*args)))
             return "ok", asyncio.run(_run_async(flight, handler.func(*args)))
         return "ok", handler.func(*args)
     except Abandoned:
@@ -68,6 +77,24 @@ def _traceback(exc: BaseException) -> str:
         return error_text("".join(traceback.format_exception(exc))[-4000:])
     except BaseException as failed:
         return f"(the traceback could not be formatted: {describe(failed)})"
+
+
+LOOP_CHECK = 0.5  # seconds between looks at whether the application's loop still runs
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
+    """Run `coro` on the application's `loop` and wait for it in this slot thread.
+
+    A loop that stops (or closes) before the coroutine ends fails the attempt (a
+    retryable failure) rather than hold the slot and the claim for ever."""
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    while True:
+        done, _ = concurrent.futures.wait([future], timeout=LOOP_CHECK)
+        if done:
+            return future.result()
+        if loop.is_closed() or not loop.is_running():
+            future.cancel()
+            raise RuntimeError("the event loop running async handlers stopped")
 
 
 async def _run_async(flight: Flight, coro: Any) -> Any:

@@ -36,6 +36,56 @@ class WaitOutcome:
                 "waited_seconds": round(self.waited_seconds, 3)}
 
 
+class Waiting:
+    """One wait's rules, apart from how it sleeps: `look()` reads the activity once and
+    answers the outcome, or how long to sleep before the next look.
+
+    `wait_for` drives it with `time.sleep`; the asyncio API (runnerq_cli/aio) with
+    `asyncio.sleep`, its reads on its thread pool: one implementation of what a wait
+    decides, whichever way it waits.
+    """
+
+    def __init__(self, get_activity: Callable[[uuid.UUID], Activity],
+                 get_result: Callable[[uuid.UUID], Result | None],
+                 activity_id: uuid.UUID | str, timeout: float | None, poll: float = 0.25,
+                 max_poll: float = 2.0) -> None:
+        self._get_activity = get_activity
+        self._get_result = get_result
+        self.activity_id = parse_activity_id(activity_id)
+        self._timeout = timeout
+        self._max_poll = max_poll
+        self._delay = poll
+        self._started = time.monotonic()
+
+    def look(self) -> WaitOutcome | float:
+        """Read once: the outcome, or the seconds to sleep before looking again.
+
+        Raises NotFound if the activity does not exist (and has left no result).
+        """
+        aid = self.activity_id
+        try:
+            act = self._get_activity(aid)
+        except NotFound:
+            result = self._get_result(aid)
+            if result is None:
+                raise
+            # Aged out by retention, its result is still here: report that.
+            return WaitOutcome(str(aid), "completed" if result.state == "Ok" else "failed",
+                               None, result, None, False, time.monotonic() - self._started)
+        if act.is_terminal:
+            result = self._get_result(aid)
+            return WaitOutcome(str(aid), act.status, act.status, result, act.last_error, False,
+                               time.monotonic() - self._started)
+        elapsed = time.monotonic() - self._started
+        timeout = self._timeout
+        if timeout is not None and elapsed >= timeout:
+            return WaitOutcome(str(aid), None, act.display_status, None, act.last_error, True,
+                               elapsed)
+        sleep = self._delay if timeout is None else min(self._delay, max(0.0, timeout - elapsed))
+        self._delay = min(self._max_poll, self._delay * 1.5)
+        return float(sleep)
+
+
 def wait_for(get_activity: Callable[[uuid.UUID], Activity],
              get_result: Callable[[uuid.UUID], Result | None], activity_id: uuid.UUID | str,
              timeout: float | None, poll: float = 0.25, max_poll: float = 2.0) -> WaitOutcome:
@@ -43,27 +93,9 @@ def wait_for(get_activity: Callable[[uuid.UUID], Activity],
 
     Raises NotFound if the activity does not exist (and has left no result).
     """
-    aid = parse_activity_id(activity_id)
-    started = time.monotonic()
-    delay = poll
+    waiting = Waiting(get_activity, get_result, activity_id, timeout, poll, max_poll)
     while True:
-        try:
-            act = get_activity(aid)
-        except NotFound:
-            result = get_result(aid)
-            if result is None:
-                raise
-            # Aged out by retention, its result is still here: report that.
-            return WaitOutcome(str(aid), "completed" if result.state == "Ok" else "failed",
-                               None, result, None, False, time.monotonic() - started)
-        if act.is_terminal:
-            result = get_result(aid)
-            return WaitOutcome(str(aid), act.status, act.status, result, act.last_error, False,
-                               time.monotonic() - started)
-        elapsed = time.monotonic() - started
-        if timeout is not None and elapsed >= timeout:
-            return WaitOutcome(str(aid), None, act.display_status, None, act.last_error, True,
-                               elapsed)
-        sleep = delay if timeout is None else min(delay, max(0.0, timeout - elapsed))
-        time.sleep(sleep)
-        delay = min(max_poll, delay * 1.5)
+        step = waiting.look()
+        if isinstance(step, WaitOutcome):
+            return step
+        time.sleep(step)

@@ -108,8 +108,8 @@ class ConsoleServer(ThreadingHTTPServer):
         self.desk = Desk(config.max_action)
         page = config.ui if config.ui is not None else our_page()
         self.page = page
-        self.page_csp = (security.UI_CSP if config.ui is not None
-                         else security.page_csp(page.decode("utf-8", "replace")))
+        text = page.decode("utf-8", "replace")
+        self.page_csp = security.ui_csp(text) if config.ui is not None else security.page_csp(text)
         self._slots = threading.BoundedSemaphore(config.max_connections)
         family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         self.address_family = family
@@ -237,6 +237,12 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def reply(self, value: Any, status: int = 200) -> None:
         self._send(status, to_json(value), "application/json")
+
+    def reply_list(self, items: list[Any], skipped: int) -> None:
+        """One of RunnerQ's lists (a bare JSON array, as its page reads it): how many
+        records were left out goes in `X-RunnerQ-Skipped`, since the body has no room."""
+        self._send(200, to_json(items), "application/json",
+                   {"X-RunnerQ-Skipped": str(skipped)})
 
     # ------------------------------------------------------------ dispatch
 
@@ -395,7 +401,7 @@ def _observability_activities(h: RequestHandler, a: dict[str, str], p: dict[str,
         if key not in obs.LISTS:
             raise HttpError(400, f"unknown list: use one of {', '.join(obs.LISTS)} "
                                  "or an activity id") from None
-        h.reply(h.server.views.observability_list(key, p))
+        h.reply_list(*h.server.views.observability_list(key, p))
         return
     h.reply(h.server.views.observability_activity(aid))
 
@@ -409,11 +415,11 @@ def _observability_result(h: RequestHandler, a: dict[str, str], p: dict[str, str
 
 
 def _observability_dead_letters(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
-    h.reply(h.server.views.observability_dead_letters(p))
+    h.reply_list(*h.server.views.observability_dead_letters(p))
 
 
 def _runnerq_event(event: Event) -> dict[str, Any] | None:
-    return obs.event(event) if event.activity_id is not None else None  # not optional there
+    return obs.event(event) if obs.sendable(event) else None  # RunnerQ's shape carries it
 
 
 def _our_event(event: Event) -> dict[str, Any] | None:
@@ -525,4 +531,6 @@ def route(method: str, path: str) -> tuple[Handler, dict[str, str]]:
 def serve(rq: RunnerQ, config: ConsoleConfig) -> ConsoleServer:
     """A bound server (not yet serving: call serve_forever, in a thread or not)."""
     security.check_binding(config.host, config.token)
+    if config.ui is not None and config.allow_actions:
+        raise InvalidArgument("a page given with --ui may not act: no --allow-actions with it")
     return ConsoleServer(rq, config)

@@ -38,12 +38,11 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
-# A page given with --ui is the operator's own (RunnerQ's uses inline handlers and
-# Google Fonts): inline code runs, nothing is framed, requests go only to this server.
-UI_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline' "
-          "https://fonts.googleapis.com; font-src https://fonts.gstatic.com data:; "
-          "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
-          "base-uri 'none'; form-action 'none'")
+# A page given with --ui is not ours (RunnerQ's writes fields into innerHTML): only the
+# scripts and inline handlers written in the file run, by hash (ui_csp); markup that
+# data carries into the page never does. It may not act (--ui with --allow-actions is
+# refused at start) and its requests go only to this server.
+_HANDLER = re.compile(r"""\son[a-z]+=(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""", re.I)
 
 
 def is_loopback(host: str) -> bool:
@@ -69,18 +68,48 @@ def check_binding(host: str, token: str | None) -> None:
             "so only those who hold it can read the queue")
 
 
-def page_csp(html: str) -> str:
-    """Our page's policy: its own inline scripts by hash, nothing else runs."""
+def _script_hashes(html: str) -> list[str]:
+    """The CSP hash of each inline <script> element of `html`."""
     hashes = []
     for match in _SCRIPT.finditer(html):
         if "src=" in match.group("attrs").lower():
             continue
         # The browser hashes the script's text after the parser turned CRLF and CR into LF.
-        text = match.group("body").replace("\r\n", "\n").replace("\r", "\n")
-        digest = hashlib.sha256(text.encode()).digest()
-        hashes.append(f"'sha256-{base64.b64encode(digest).decode()}'")
-    scripts = " ".join(hashes) or "'none'"
+        hashes.append(_hash(match.group("body")))
+    return hashes
+
+
+def _hash(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    digest = hashlib.sha256(text.encode()).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+def page_csp(html: str) -> str:
+    """Our page's policy: its own inline scripts by hash, nothing else runs."""
+    scripts = " ".join(_script_hashes(html)) or "'none'"
     return (f"default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; "
+            "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+            "base-uri 'none'; form-action 'none'")
+
+
+def ui_csp(html: str) -> str:
+    """A --ui page's policy: no 'unsafe-inline' script. Its inline <script> elements run
+    by hash, and so do the inline handlers written in the file as fixed text
+    (`onclick="sortBy('status')"`, by hash with 'unsafe-hashes'); a handler the page
+    builds from data (`onclick="copy('${id}')"`) or that data carries in (`<img
+    onerror=...>` from a stored field) matches no hash and does not run."""
+    handlers = []
+    for match in _HANDLER.finditer(html):
+        text = match.group("dq") if match.group("dq") is not None else match.group("sq")
+        if "${" not in text and "&" not in text:
+            handlers.append(_hash(text))
+    scripts = _script_hashes(html)
+    if handlers:
+        scripts += ["'unsafe-hashes'", *dict.fromkeys(handlers)]
+    allowed = " ".join(scripts) or "'none'"
+    return (f"default-src 'none'; script-src {allowed}; style-src 'unsafe-inline' "
+            "https://fonts.googleapis.com; font-src https://fonts.gstatic.com data:; "
             "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
             "base-uri 'none'; form-action 'none'")
 

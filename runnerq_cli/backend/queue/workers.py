@@ -85,6 +85,9 @@ class WorkerRegistry:
 
     def register_worker(self, worker_id: str, *, types: list[str] | tuple[str, ...] = (),
                         concurrency: int = 1) -> None:
+        from runnerq_cli.values import worker_id as checked_worker_id
+
+        checked_worker_id(worker_id)  # InvalidArgument: nothing written
         now = self._ctx.clock()
         self._ctx.workers.replace_one({"_id": worker_id}, {
             "_id": worker_id, "host": socket.gethostname(), "pid": os.getpid(),

@@ -50,6 +50,10 @@ def console(
     from runnerq_cli.console.app import ConsoleConfig, serve
 
     _check_binding(host, token)
+    if ui is not None and allow_actions:
+        fail("--ui with --allow-actions: a page the console did not write may not act "
+             "(serve it without --allow-actions; act from our page or the command line)",
+             ExitCode.USAGE)
     page = _read_ui(ui) if ui is not None else None
     rq = state(ctx).backend()
     rq.ping()  # unreachable: exit 3 now, not at the first page

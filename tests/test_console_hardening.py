@@ -7,7 +7,11 @@ side of these is in tests/test_console_hostile_browser.py.)
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,9 +20,10 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.console.app import ConsoleConfig, serve
+from runnerq_cli.console.app import HEADERS_MAX, REQUEST_LINE_MAX, ConsoleConfig, serve
 from runnerq_cli.errors import InvalidArgument
 from tests.test_console_api import Console
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -118,3 +123,141 @@ def test_worker_id_refused_at_the_command_line(run_cli: Any) -> None:
     assert refused.code == 2 and refused.stderr.count("\n") == 1
     assert "--worker-id" in refused.stderr and "letters, digits" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+# ------------------------------------------------------------------ slots no client can hold
+
+
+def _dribbler(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A client that began a request and sends one header byte now and then."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10,
+                                    source_address=(source, 0))
+    sock.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a")
+    return sock
+
+
+def _timed_get(port: int, path: str = "/api/info", source: str = "127.0.0.2"
+               ) -> tuple[int, float]:
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=10,
+                                  source_address=(source, 0)) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        reply.read()
+        return reply.status, time.monotonic() - started
+
+
+def test_slow_clients_hold_no_slot_others_need(backend: RunnerQ) -> None:
+    c = Console(backend)  # the defaults: 64 connections, 16 per address
+    held = [_dribbler(c.port) for _ in range(64)]
+    try:
+        for sock in held:
+            with contextlib.suppress(OSError):  # those past the address's share: closed
+                sock.sendall(b"a")  # still dribbling
+        status, took = _timed_get(c.port)  # another address: answered at once
+        assert status == 200 and took < 1.0
+        # the dribblers' own address holds its share and no more
+        assert c.server._by_address["127.0.0.1"] == 16
+    finally:
+        for sock in held:
+            sock.close()
+        c.close()
+
+
+def test_a_request_must_arrive_whole_within_its_deadline(backend: RunnerQ) -> None:
+    c = Console(backend, request_deadline=0.5, idle_timeout=0.5)
+    try:
+        slow = _dribbler(c.port)
+        silent = socket.create_connection(("127.0.0.1", c.port), timeout=10)
+        started = time.monotonic()
+        for _ in range(3):  # a byte each 0.3 s: every read is in time, the request is not
+            time.sleep(0.3)
+            with contextlib.suppress(OSError):
+                slow.sendall(b"a")
+        reply = slow.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 3
+        assert silent.recv(4096) == b""  # a connection that never spoke: closed
+        slow.close()
+        silent.close()
+        wait_until(lambda: c.server._by_address == {}, 10, message="the slots freed")
+    finally:
+        c.close()
+
+
+def test_headers_are_refused_as_soon_as_they_pass_the_limit(console: Console) -> None:
+    with socket.create_connection(("127.0.0.1", console.port), timeout=10) as sock:
+        # never ends its headers: the answer comes when the limit is passed
+        sock.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+                     + b"a" * (HEADERS_MAX + 100))
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 431")
+    with socket.create_connection(("127.0.0.1", console.port), timeout=10) as sock:
+        sock.sendall(b"GET /" + b"a" * (REQUEST_LINE_MAX + 10))
+        assert sock.recv(4096).startswith(b"HTTP/1.1 414")
+
+
+def test_streams_are_capped_across_queues_with_slots_kept_for_requests(
+        backend: RunnerQ) -> None:
+    from tests.test_console_api import Sse
+
+    backend.for_queue("other").enqueue("job", {})
+    c = Console(backend, max_connections=8, max_streams=100)  # 6 streams: 2 kept
+    streams = []
+    try:
+        for n in range(6):
+            streams.append(Sse(c.port, "/api/stream" + ("?queue=other" if n % 2 else "")))
+            assert streams[-1].status == 200
+        assert Sse(c.port, "/api/stream?queue=other").status == 503
+        status, took = _timed_get(c.port, source="127.0.0.1")
+        assert status == 200 and took < 1.0
+    finally:
+        for stream in streams:
+            stream.close()
+        c.close()
+
+
+def test_one_write_per_response(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socketserver
+
+    writes: list[int] = []
+    original = socketserver._SocketWriter.write  # type: ignore[attr-defined]
+
+    def counted(self: Any, data: Any) -> int:
+        writes.append(len(data))
+        return int(original(self, data))
+
+    monkeypatch.setattr(socketserver._SocketWriter, "write", counted)  # type: ignore[attr-defined]
+    conn = http.client.HTTPConnection("127.0.0.1", console.port, timeout=10)
+    try:
+        for _ in range(3):  # kept alive
+            conn.request("GET", "/api/info")
+            assert conn.getresponse().read()
+    finally:
+        conn.close()
+    assert len(writes) == 3
+
+
+def test_a_forged_resume_position_is_bounded_and_pruned() -> None:
+    from datetime import timedelta
+
+    from runnerq_cli.backend.views.events import EventCursor
+    from runnerq_cli.console.stream import CURSOR_MAX, resume_cursor
+
+    now = datetime.now(UTC)
+    future = {f"id{n}": now + timedelta(days=365) for n in range(50)}
+    cursor = resume_cursor(EventCursor(now, {"real": now, **future}).encode())
+    assert list(cursor.seen) == ["real"]  # the far-future ids pruned
+    with pytest.raises(InvalidArgument, match="future"):
+        resume_cursor(EventCursor(now + timedelta(days=1)).encode())
+    with pytest.raises(InvalidArgument, match="longer"):
+        resume_cursor("ec" + "A" * CURSOR_MAX)
+
+
+def test_a_forged_last_event_id_is_a_400(console: Console) -> None:
+    from tests.test_console_api import Sse
+
+    stream = Sse(console.port, "/api/stream", {"Last-Event-ID": "ec" + "A" * 33000})
+    assert stream.status == 400
+    stream.close()

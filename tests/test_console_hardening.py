@@ -261,3 +261,89 @@ def test_a_forged_last_event_id_is_a_400(console: Console) -> None:
     stream = Sse(console.port, "/api/stream", {"Last-Event-ID": "ec" + "A" * 33000})
     assert stream.status == 400
     stream.close()
+
+
+# ------------------------------------------------------------------ a session, not the token
+
+TOKEN = "correct-horse-battery-staple"
+
+
+def test_the_cookie_is_a_session_of_this_console_never_the_token(backend: RunnerQ) -> None:
+    c = Console(backend, token=TOKEN)
+    other = Console(backend, token=TOKEN)
+    try:
+        code, headers, _ = c.request("GET", f"/?token={TOKEN}")
+        cookie = headers["Set-Cookie"]
+        assert code == 303 and TOKEN not in cookie
+        assert cookie.startswith(f"runnerq_console_{c.port}=")  # named after its port
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        pair = cookie.split(";")[0]
+        assert c.get("/api/info", Cookie=pair)["token"] is True
+        # another console of the same host (cookies ignore ports) does not know it
+        other.get("/api/info", 401, Cookie=pair.replace(str(c.port), str(other.port)))
+        c.get("/api/info", 401, Cookie=f"runnerq_console_{c.port}={TOKEN}")  # not a session
+        again = c.request("GET", f"/?token={TOKEN}")[1]["Set-Cookie"].split(";")[0]
+        assert again != pair  # a new random id each login
+    finally:
+        c.close()
+        other.close()
+
+
+@pytest.mark.parametrize(("token", "said"), [
+    ("a" * 40, "weak"), ("abab" * 10, "weak"), ("short-but-random-1", "at least 24"),
+    ("caf\u00e9-" + "x1y2z3w4" * 3, "printable ASCII"), ("with space " + "q1w2e3r4" * 3,
+                                                         "printable ASCII")])
+def test_a_token_that_is_no_secret_is_refused_at_start(run_cli: Any, token: str,
+                                                       said: str) -> None:
+    refused = run_cli("console", "--port", "0", env={"RUNNERQ_CONSOLE_TOKEN": token})
+    assert refused.code == 2 and refused.stderr.count("\n") == 1 and said in refused.stderr
+    assert token not in refused.stderr and refused.stdout == ""
+
+
+def test_token_file_keeps_it_out_of_ps(run_cli: Any, tmp_path: Any) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    refused = run_cli("console", "--port", "0", "--token-file", str(empty))
+    assert refused.code == 2 and "empty" in refused.stderr
+    weak = tmp_path / "weak"
+    weak.write_text("z" * 30 + "\n")
+    refused = run_cli("console", "--port", "0", "--token-file", str(weak))
+    assert refused.code == 2 and refused.stderr.startswith("error: --token-file: ")
+    both = run_cli("console", "--port", "0", "--token-file", str(weak), "--token", TOKEN)
+    assert both.code == 2 and "once" in both.stderr
+    missing = run_cli("console", "--port", "0", "--token-file", str(tmp_path / "nope"))
+    assert missing.code == 2 and "--token-file" in missing.stderr
+
+
+def test_token_file_serves_and_token_on_the_command_line_is_warned_of(
+        cli_env: dict[str, str], tmp_path: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.waiting import LineReader
+
+    secret = tmp_path / "token"
+    secret.write_text(TOKEN + "\n")
+    for flags in (["--token-file", str(secret)], ["--token", TOKEN]):
+        proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "console", "--port", "0",
+                                 *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=cli_env)
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            first = LineReader(proc.stdout).wait_for(lambda line: "http://" in line, 60)
+            url = first.split(": ", 1)[1].strip()
+            request = urllib.request.Request(url + "api/info",
+                                             headers={"Authorization": f"Bearer {TOKEN}"})
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                assert json.loads(reply.read())["token"] is True
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            err = proc.stderr.read()
+            assert TOKEN not in err
+            assert ("warning: --token on the command line" in err) == (flags[0] == "--token")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

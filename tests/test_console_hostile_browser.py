@@ -106,3 +106,121 @@ def test_a_page_we_did_not_write_runs_nothing_stored(browser: Any, their_console
         "return document.getElementById('events').innerHTML + "
         "Array.from(document.querySelectorAll('.row')).map((r) => r.lastChild.previousSibling"
         " ? r.textContent : '').join('')")
+
+
+# ------------------------------------------------------------------ our page over the data
+
+BIDI = "refund\u202eexe.txt"
+
+
+@pytest.fixture(scope="module")
+def malformed(rq: RunnerQ, hostile: dict[str, str]) -> dict[str, str]:
+    """Records other programs (or hand edits) wrote: each view must show them."""
+    now = datetime.now(UTC)
+    bad_priority = uuid.uuid4()
+    rq.context.activities.insert_one(_activity(bad_priority, priority="high"))
+    bidi = str(rq.enqueue(BIDI, {"note": "a\u202eb"}).activity_id)
+    rq.context.events.insert_one({
+        "_id": uuid.uuid4().hex, "activity_id": None, "timestamp": now, "ingested_at": now,
+        "event_type": "OperatorAction", "worker_id": None,
+        "detail": {"action": "pause", "types": "a-string-not-a-list", "actor": "mallory",
+                   "ids": "not-a-list", "state": "done"}})
+    rq.context.workers.insert_one({"_id": "w-malformed", "host": "h", "pid": 2,
+                                   "queue": "tests", "types": "not-a-list", "concurrency": 1,
+                                   "started_at": now, "last_heartbeat": "yesterday",
+                                   "in_flight": 0, "counters": {}})
+    return {"bad_priority": str(bad_priority), "bidi": bidi}
+
+
+@pytest.fixture(scope="module")
+def our_console(env: dict[str, str], malformed: dict[str, str]) -> Iterator[Console]:
+    running = Console(env)
+    running.start("--allow-actions")
+    yield running
+    running.stop()
+
+
+def _open(browser: Any, console: Console, route: str, ready: str) -> None:
+    """open_view, with the browser's log of the pages before left behind."""
+    browser.get_log("browser")
+    open_view(browser, console, route, ready)
+
+
+def _no_script_errors(browser: Any) -> None:
+    errors = [e["message"] for e in browser.get_log("browser")
+              if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+    assert errors == []
+
+
+def test_lists_show_malformed_documents_and_counts_agree(
+        browser: Any, our_console: Console, rq: RunnerQ, malformed: dict[str, str]) -> None:
+    _open(browser, our_console, "#/list/pending", "#list-count")
+    wait_until(lambda: text(browser, '#list [data-state="pending"] .muted') != "", timeout=WAIT,
+               message="the tab's count")
+    tab = int(text(browser, '#list [data-state="pending"] .muted').replace(",", ""))
+    count = browser.find_element("id", "list-count")
+    assert int(count.get_attribute("data-rows")) == tab  # 16 said, 16 shown
+    assert int(count.get_attribute("data-malformed")) == 1  # the priority that is text
+    row = text(browser, f'tr[data-id="{malformed["bad_priority"]}"]')
+    assert "malformed" in row and "priority" in row
+    assert MARKUP in text(browser, "#list")  # the string _id: readable, shown as text
+    assert browser.execute_script("return window.__pwned") is None
+    _no_script_errors(browser)
+
+
+def test_workers_view_counts_what_the_overview_counts(browser: Any,
+                                                     our_console: Console) -> None:
+    _open(browser, our_console, "#/", "[data-count] .n")
+    wait_until(lambda: text(browser, '#overview a[href="#/workers"]'), timeout=WAIT,
+               message="the overview's workers")
+    summary = text(browser, '#overview a[href="#/workers"]')
+    _open(browser, our_console, "#/workers", "#workers-count")
+    view = browser.find_element("id", "workers")
+    live, stale = view.get_attribute("data-live"), view.get_attribute("data-stale")
+    assert summary.startswith(f"{live} live, {stale} stale")
+    assert "not-a-list" in text(browser, 'tr[data-worker="w-malformed"]')
+    assert "malformed" in text(browser, 'tr[data-worker="w-malformed"]')
+    _no_script_errors(browser)
+
+
+def test_the_audit_view_survives_a_malformed_entry(browser: Any, our_console: Console) -> None:
+    _open(browser, our_console, "#/audit", "#audit-count")
+    assert "a-string-not-a-list" in text(browser, 'tr[data-actor="mallory"]')
+    _no_script_errors(browser)
+
+
+def test_format_characters_are_shown_visibly(browser: Any, our_console: Console,
+                                             malformed: dict[str, str]) -> None:
+    _open(browser, our_console, f"#/activity/{malformed['bidi']}", "#activity #payload")
+    assert "refund\\u202eexe.txt" in text(browser, "#activity h1")
+    assert "\u202e" not in text(browser, "#activity")
+    assert "a\\u202eb" in text(browser, "#payload")
+
+
+@pytest.mark.parametrize("route", ["#/constructor", "#/__proto__", "#/list/constructor",
+                                   "#/toString"])
+def test_hash_routes_that_are_not_views_say_so(browser: Any, our_console: Console,
+                                               route: str) -> None:
+    _open(browser, our_console, route, "#view p.empty")
+    wait_until(lambda: "No " in text(browser, "#view") and "called" in text(browser, "#view"),
+               timeout=WAIT, message="no view")
+    _no_script_errors(browser)
+
+
+def test_an_actions_error_stays_until_dismissed(browser: Any, our_console: Console,
+                                                rq: RunnerQ) -> None:
+    from tests.test_console_browser import confirm_as, preview
+
+    _open(browser, our_console, "#/pauses", "#pause-types")
+    browser.find_element("id", "pause-types").send_keys("x" * 300)  # refused on confirm
+    preview(browser, "pause", 0)
+    confirm_as(browser, "grace")
+    wait_until(lambda: browser.find_elements("id", "action-error"), timeout=WAIT,
+               message="the action's error")
+    ready = browser.find_element("id", "view").get_attribute("data-ready")
+    wait_until(lambda: browser.find_element("id", "view").get_attribute("data-ready") != ready,
+               timeout=WAIT, message="the view refreshed")  # the refresh keeps the error
+    assert "invalid activity type" in text(browser, "#action-error")
+    browser.find_element("id", "action-error-dismiss").click()
+    assert not browser.find_elements("id", "action-error")
+    assert not rq.control.paused().active

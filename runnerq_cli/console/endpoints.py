@@ -183,6 +183,8 @@ class Views:
         return value
 
     def workers(self, params: dict[str, str]) -> dict[str, Any]:
+        """Every registry entry: the readable ones, and the malformed ones as rows saying
+        so (stale or not as `stats` counts them), so the counts here are the overview's."""
         rq = self.backend(params.get("queue"))
         running: dict[str, list[str]] = {}
         page = rq.inspector.list_page(Status.PROCESSING, limit=LIMIT_CAP)
@@ -191,12 +193,16 @@ class Views:
                 ids = running.setdefault(activity.worker_id, [])
                 if len(ids) < RUNNING_SHOWN:
                     ids.append(str(activity.id))
+        good, bad = rq.registry.worker_entries()
         out = []
-        for worker in rq.registry.list_workers():
+        for worker in good:
             row = worker.to_json()
             row["running"] = running.get(worker.worker_id, [])
             out.append(row)
-        return {"workers": out}
+        out += [{**entry, "malformed": entry.pop("problem"), "running": []} for entry in bad]
+        stale = sum(1 for row in out if row.get("stale"))
+        return {"workers": out, "live": len(out) - stale, "stale": stale,
+                "malformed": len(bad)}
 
     def pauses(self, params: dict[str, str]) -> dict[str, Any]:
         state: dict[str, Any] = self.backend(params.get("queue")).control.paused().to_json()
@@ -286,8 +292,10 @@ class Views:
         state = Status.parse(params.get("state") or "pending")
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
         filters = ListFilter(activity_type=params.get("type") or None)
+        malformed: list[tuple[str, str]] = []
         page = rq.inspector.list_page(state, filters=filters, limit=limit,
-                                      after=params.get("after") or None)
+                                      after=params.get("after") or None, malformed=malformed)
         return {"items": [a.to_json() for a in page.items], "next_cursor": page.next_cursor,
-                "skipped": page.skipped}
+                "skipped": page.skipped,
+                "malformed": [{"id": i, "problem": p} for i, p in malformed]}
 

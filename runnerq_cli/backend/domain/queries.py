@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.backend.domain.index_specs import EVER, index_name
 from runnerq_cli.backend.domain.models import (
     UNSUCCESSFUL_STATUSES,
+    EventType,
     Priority,
     Status,
     display_status,
@@ -222,6 +223,26 @@ def status_counts() -> list[Query]:
             for label, match, purpose in parts]
 
 
+def type_presence(activity_type: str) -> list[Query]:
+    """Whether the queue knows `activity_type` (control.seen_type), cheapest first: its
+    pauses in the audit trail, then its pending, running, scheduled and finished index
+    keys; each hinted (covered: no document read) and stopped at the first match."""
+    of_type = {"activity_type": activity_type}
+    finished = [s.value for s in Status if s.is_terminal]
+    looks: list[tuple[str, dict[str, Any], str]] = [
+        ("events", {"activity_id": None, "event_type": EventType.PAUSED.value,
+                    "detail.types": activity_type},
+         "events of an activity"),
+        ("activities", {"status": Status.PENDING.value, **of_type}, "claims limited"),
+        ("activities", {"status": Status.PROCESSING.value, **of_type}, "expired leases"),
+        ("activities", {"status": Status.SCHEDULED.value, **of_type}, "due scheduled"),
+        ("activities", {"status": {"$in": finished}, "completed_at": {"$gte": EVER}, **of_type},
+         "list finished"),
+    ]
+    return [Query(f"type seen ({purpose})", role, match, purpose=purpose, hinted=True)
+            for role, match, purpose in looks]
+
+
 # ----------------------------------------------------------- windows and tails
 
 # Finished in the sense of the stats window: completed, failed or dead-lettered (a
@@ -236,6 +257,16 @@ def finished_since(since: datetime) -> Query:
     return Query("stats window", "activities",
                  {"status": {"$in": list(TERMINAL_DONE)}, "completed_at": {"$gte": since}},
                  (("completed_at", -1),), "list finished")
+
+
+def completions_since(since: datetime) -> Query:
+    """Completed activities of the stats window (stats' history counts them by type and
+    bucket: index keys only, hinted)."""
+    window = finished_since(since)
+    done = {"status": Status.COMPLETED.value}
+    return Query("stats history (completed)", "activities", {**window.filter, **done},
+                 purpose=window.purpose, hinted=True,
+                 pipeline=(window.match_stage, {"$match": done}))
 
 
 # What failed, by type and error (failures.py): one stored event per failed attempt

@@ -91,18 +91,37 @@ class Query:
 
 
 def claim(types: Iterable[str] | None = None,
-          exclude_types: Iterable[str] | None = None) -> Query:
-    """The next pending activity in claim order (of `types`, or not of `exclude_types`)."""
+          exclude_types: Iterable[str] | None = None,
+          present: Iterable[str] = ()) -> Query:
+    """The next pending activity in claim order (of `types`, or not of `exclude_types`).
+
+    Around paused types the claim names the types it may take, `present` (the pending
+    types `pending_types_beyond` found) less the excluded: `$in` on the index led by the
+    type, whose per-type ranges the server merges in claim order, reading one key per
+    type whatever the paused backlog (a `$nin` on the claim-order index read every
+    paused entry ahead of the first claimable one). docs/design.md, "Claim order".
+    """
     query: dict[str, Any] = {"status": Status.PENDING.value}
     type_list = list(types or ())
     if type_list:
         query["activity_type"] = {"$in": type_list}
         return Query("claim by type", "activities", query, CLAIM_ORDER, "claims limited")
     if exclude_types:
-        query["activity_type"] = {"$nin": list(exclude_types)}
+        excluded = set(exclude_types)
+        query["activity_type"] = {"$in": sorted(set(present) - excluded)}
         return Query("claim around paused types", "activities", query, CLAIM_ORDER,
-                     "claim order")
+                     "claims limited")
     return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
+
+
+def pending_types_beyond(known: Iterable[str]) -> Query:
+    """The first pending activity type not in `known` (the types found so far and the
+    paused ones), read from index keys alone: `$nin` on the index led by the type gives
+    the ranges between the known types, so each known type costs one seek, not its
+    backlog. A claim around paused types asks it until it finds none."""
+    return Query("pending types (claim around paused types)", "activities",
+                 {"status": Status.PENDING.value, "activity_type": {"$nin": sorted(set(known))}},
+                 (("activity_type", 1),), "claims limited")
 
 
 def due_scheduled(now: datetime) -> Query:
@@ -393,7 +412,8 @@ def representative_queries(settings: Settings, now: datetime,
     queries = [
         claim(),
         claim(types=SAMPLE_TYPES),
-        claim(exclude_types=SAMPLE_PAUSED),
+        claim(exclude_types=SAMPLE_PAUSED, present=SAMPLE_TYPES),
+        pending_types_beyond(SAMPLE_TYPES),
         due_scheduled(now),
         expired_leases(now),
         live_leases(now),

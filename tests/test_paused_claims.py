@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.queue.pending_types import FORGET_AFTER, PendingTypes

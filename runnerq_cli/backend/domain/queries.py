@@ -262,6 +262,45 @@ def type_presence(activity_type: str) -> list[Query]:
             for role, match, purpose in looks]
 
 
+# ------------------------------------------------------------- change streams
+
+# Change events projected down to what a wake-up needs: the resume token (`_id`, always
+# kept) and the kind. The activity an insert carries never travels (store/changes.py).
+WAKE_PROJECTION = {"$project": {"operationType": 1}}
+
+
+def claimable_changes(types: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The change-stream pipeline of writes that may make work claimable for `types`
+    (() for every type): a pending insert, an update that sets `status: "pending"`
+    (a retry, a release, the scheduler, the reaper, an operator's action). docs/design.md,
+    "Idle workers and change streams".
+
+    Conjunctive field conditions only (no `$or`), each true where its part of the event
+    is absent (`$in` with null matches a missing field): an insert has no
+    `updateDescription`, an update no `fullDocument`. Claims and acknowledgements set
+    another status and are left out on the server; lease renewals (they set
+    `lease_deadline`) too. An update that leaves `status` alone (an outbox copy) passes:
+    a wake that finds nothing costs one empty claim.
+    """
+    match: dict[str, Any] = {
+        "operationType": {"$in": ["insert", "update", "replace"]},
+        "fullDocument.status": {"$in": [Status.PENDING.value, None]},
+        "updateDescription.updatedFields.status": {"$in": [Status.PENDING.value, None]},
+        "updateDescription.updatedFields.lease_deadline": {"$exists": False},
+    }
+    type_list = sorted(set(types))
+    if type_list:
+        match["fullDocument.activity_type"] = {"$in": [*type_list, None]}
+    return [{"$match": match}, WAKE_PROJECTION]
+
+
+def tail_changes() -> list[dict[str, Any]]:
+    """The tail's change-stream pipeline: any write to an activity (every lifecycle step
+    changes its document), projected down to a wake-up."""
+    return [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}},
+            WAKE_PROJECTION]
+
+
 # ----------------------------------------------------------- windows and tails
 
 # Finished in the sense of the stats window: completed, failed or dead-lettered (a

@@ -39,6 +39,7 @@ from runnerq_cli.backend.domain.specs import ActivitySpec as ActivitySpec  # re-
 from runnerq_cli.backend.queue.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.queue.enqueueing import Enqueuer
 from runnerq_cli.backend.queue.pending_types import PendingTypes
+from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY
 from runnerq_cli.backend.store.group_commit import GroupCommit
@@ -144,6 +145,14 @@ class ActivityQueue(Enqueuer):
             if on_claim is not None:
                 on_claim(claim)
         return claims
+
+    def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],
+                        max_await: float = 1.0) -> ChangeWake:
+        """A wake-up (store/changes.py) calling `on_change` when work may have become
+        claimable for `types` (() for any); not opened yet: `open()` says whether the
+        server offers change streams (docs/design.md, "Idle workers and change streams")."""
+        return ChangeWake(self._ctx.activities, queries.claimable_changes(types), on_change,
+                          max_await=max_await, name="runnerq-wake")
 
     # ------------------------------------------------------------ acknowledge
 

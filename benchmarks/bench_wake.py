@@ -7,8 +7,8 @@ its own process, which has no change streams: the polling figures):
    queue for `--idle` seconds; the claims they send (findAndModify, counted with a
    pymongo CommandListener) give claims per idle worker per minute. Then `--n`
    activities are enqueued one at a time, 1.5-2.5 s apart (so each finds the workers
-   idle, their polling back-off at its longest); enqueue-to-start latency is from `enqueue` returning to the handler starting
-   (one process, one clock): p50 and max.
+   idle, their polling back-off at its longest); enqueue-to-start latency is from
+   `enqueue` returning to the handler starting (one process, one clock): p50 and max.
 2. **A tail under steady load**: a producer enqueues `--rate` activities/s for `--load`
    seconds while one worker runs them and a tail (`event_stream`, mode auto) follows;
    the commands the tail's reading thread sends (finds, aggregates, `hello`), and the

@@ -37,6 +37,16 @@ def nx(nx_server: str):  # noqa: F811
     client.close()
 
 
+def _accepts(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), 0.2):
+            return True
+    except OSError:
+        return False
+
+
 def pending(kind: str, status: str = "pending") -> dict[str, Any]:
     """An activity-shaped document (ObjectId ids: nx-27017 finds no UUID by value)."""
     return {"_id": ObjectId(), "activity_type": kind, "status": status, "priority": 2,
@@ -166,3 +176,51 @@ def test_a_burst_wakes_the_tail_once_not_per_event(nx) -> None:
     finally:
         stream.stop()
         thread.join(timeout=10)
+
+
+@pytest.mark.proof  # stops and restarts the change-stream server
+def test_a_broken_stream_wakes_its_reader_and_is_reopened(nx_server: str,  # noqa: F811
+                                                          tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        nx_server, serverSelectionTimeoutMS=2000, uuidRepresentation="standard")
+    activities = client["rq_nx_break"]["runnerq_t_activities"]
+    woken = threading.Event()
+    now = [0.0]
+    wake = ChangeWake(activities, queries.claimable_changes(), woken.set, max_await=0.05,
+                      clock=lambda: now[0])
+    port = nx_server.rsplit(":", 1)[1].split("/")[0]
+    restarted = None
+    try:
+        assert wake.open()
+        woken.clear()
+        os.kill(int((tmp_path / "nx.pid").read_text().strip()), signal.SIGKILL)
+        wait_until(lambda: not wake.live, message="the stream to end")
+        assert woken.is_set()  # the reader reads, then polls
+        assert wake.ensure() is False  # not before REOPEN_EVERY
+        exe = str(Path(sys.executable).parent / "nx-27017")
+        restarted = subprocess.Popen([exe, "--db", "memory", "--host", "127.0.0.1", "-p", port,
+                                      "--pid-file", str(tmp_path / "nx2.pid"),
+                                      "--log-file", str(tmp_path / "nx2.log")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: _accepts(int(port)), timeout=20, message="nx-27017 to listen again")
+
+        def reopened() -> bool:
+            now[0] += 31  # past REOPEN_EVERY for each try (the server may still start)
+            return wake.ensure()
+        wait_until(reopened, timeout=20, message="the stream to reopen")
+        assert wake.opened == 2 and not wake.refused
+        woken.clear()
+        activities.insert_one(pending("mail"))
+        wait_until(woken.is_set, message="the reopened stream to wake")
+    finally:
+        wake.close()
+        client.close()
+        if restarted is not None:
+            restarted.terminate()
+            restarted.wait(10)

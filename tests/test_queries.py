@@ -72,6 +72,8 @@ def sent(monkeypatch) -> list[Sent]:
 def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.dequeue("w")
     queue.dequeue("w", types=list(queries.SAMPLE_TYPES))
+    for kind in queries.SAMPLE_TYPES:  # the claim around paused types names what is there
+        queue.enqueue(kind, {})
     queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
     queue.process_scheduled()
     queue.requeue_expired()

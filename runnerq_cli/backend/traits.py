@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
     from runnerq_cli.config import Settings
 
-__all__ = ["InspectionBackend", "QueueBackend", "WorkerBackend"]
+__all__ = ["InspectionBackend", "QueueBackend", "WakeUp", "WorkerBackend"]
 
 
 class QueueBackend(Protocol):
@@ -94,6 +94,19 @@ class QueueBackend(Protocol):
     def flush_outbox(self) -> int: ...
 
 
+class WakeUp(Protocol):
+    """A change stream as a wake-up (backend/store/changes.py: ChangeWake)."""
+
+    @property
+    def live(self) -> bool: ...
+
+    def open(self) -> bool: ...
+
+    def ensure(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class WorkerBackend(QueueBackend, Protocol):
     """What a worker process needs beyond the queue: its entry in the workers registry,
     its share of the other chores (outbox repair, retention) and the pause it obeys."""
@@ -106,6 +119,9 @@ class WorkerBackend(QueueBackend, Protocol):
 
     @property
     def control(self) -> Control: ...
+
+    def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],
+                        max_await: float = ...) -> WakeUp: ...
 
 
 class InspectionBackend(Protocol):

@@ -169,6 +169,23 @@ def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:
                                    1.0 if kind in sample["paused_types"] else 0.0)
 
 
+def hint_fallbacks(samples: list[MetricsSample]) -> GaugeMetricFamily:
+    """Reads this process ran without their hint since it started, by index: the server
+    refused it (the index is missing; backend/store/hints.py). A gauge like the others
+    (it only grows while the process runs, and starts again at 0 with it)."""
+    family = GaugeMetricFamily(
+        "runnerq_hint_fallbacks", "Reads this process ran without their index hint because "
+        "the server refused it (the index is missing: run init-indexes), by index, since "
+        "this process started.",
+        labels=["index"])
+    counts: dict[str, int] = {}
+    for sample in samples:  # process-wide: the same in every sample
+        counts.update(sample.get("hint_fallbacks") or {})
+    for index, count in sorted(counts.items()):
+        family.add_metric([index], count)
+    return family
+
+
 def _scrape_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
     up = GaugeMetricFamily(
         "runnerq_scrape_success",
@@ -231,7 +248,7 @@ class QueueCollector(Collector):
                 up.add_metric([name], 1.0)
         self.collections += 1
         took.add_metric([], time.perf_counter() - started)
-        return [*families(samples), up, took]
+        return [*families(samples), up, took, hint_fallbacks(samples)]
 
     def _report(self, exc: Exception, queue: str | None = None) -> None:
         if self._on_error is not None:
@@ -245,6 +262,7 @@ class QueueCollector(Collector):
         """The families' names, without querying: lets `GET /metrics?name[]=...` pick them."""
         yield from families([])
         yield from _scrape_families()
+        yield hint_fallbacks([])
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:  # concurrent scrapes wait for one query, then share it

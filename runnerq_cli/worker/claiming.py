@@ -28,13 +28,16 @@ if TYPE_CHECKING:
     import asyncio
 
     from runnerq_cli.backend.domain.models import Claim
-    from runnerq_cli.backend.traits import WorkerBackend
+    from runnerq_cli.backend.traits import WakeUp, WorkerBackend
     from runnerq_cli.worker.handlers import HandlerRegistry
     from runnerq_cli.worker.leases import LeaseKeeper
     from runnerq_cli.worker.outcomes import OutcomeWriter
 
 log = logging.getLogger(WORKER_LOGGER)
 MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
+# Idle on a change stream: wait this long for a wake-up before claiming anyway (a safety
+# net: every write that makes work claimable wakes the worker before).
+STREAM_IDLE_WAIT = 300.0
 Scope = tuple[list[str] | None, list[str]]  # (types to claim or None for any, types excluded)
 
 
@@ -67,6 +70,10 @@ class Claimer:
         # The loop `async def` handlers run on (the asyncio worker); None: a loop of
         # their own per attempt (execute.py).
         self.handler_loop: asyncio.AbstractEventLoop | None = None
+        self._pause_active = False
+        # Idle waits end when the server reports work (backend/store/changes.py), where
+        # it offers change streams; None in burst mode (it never idles).
+        self._changes: WakeUp | None = None
 
     def _reserve(self, most: int) -> int:
         """Room for up to `most` claims (flights.py), none while too many outcomes wait
@@ -77,6 +84,17 @@ class Claimer:
 
     def loop(self) -> None:
         """Claim until stopped (or, in burst mode, until nothing is due)."""
+        if not self._burst:
+            self._changes = self._backend.watch_claimable(self._types, self._flights.wake.set,
+                                                          max_await=self._poll_interval)
+            self._changes.open()  # False (quietly) where there are none: polling
+        try:
+            self._loop()
+        finally:
+            if self._changes is not None:
+                self._changes.close()
+
+    def _loop(self) -> None:
         flights = self._flights
         idle = error_wait = MIN_IDLE
         swept = False
@@ -85,6 +103,9 @@ class Claimer:
                     and flights.counters["claimed"] >= flights.max_activities):
                 return
             flights.wake.clear()
+            # A stream open before the claim reports every change after it: an empty
+            # claim may then wait for a wake-up instead of polling.
+            streaming = self._changes is not None and self._changes.ensure()
             self._writer.write(for_at_most=self._poll_interval)
             # Refreshed every turn (the slots claim under it too): a pause takes effect
             # within a poll interval even while the slots keep themselves busy.
@@ -124,6 +145,10 @@ class Claimer:
                 swept = self._sweep()
                 continue
             swept = False
+            if streaming and not self._pause_active and self._changes is not None \
+                    and self._changes.live:
+                self.sleep(STREAM_IDLE_WAIT)  # no claims while idle: the server tells
+                continue
             self.sleep(idle)
             idle = min(idle * 2, self._poll_interval)
 
@@ -137,6 +162,7 @@ class Claimer:
     def _claim_scope(self) -> Scope | None:
         """What to claim, or None when paused (read once per poll interval)."""
         state, changed = self._pause.current()
+        self._pause_active = state.active  # a resume changes no activity: poll meanwhile
         if changed:
             if state.covers(self._types):
                 log.info("queue paused: claiming nothing"

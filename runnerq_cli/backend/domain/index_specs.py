@@ -62,7 +62,8 @@ def index_plan(settings: Settings) -> list[IndexSpec]:
                   why="claim order; list pending pages; oldest pending; pending counts"),
         IndexSpec("activities", (("activity_type", 1), ("priority", -1), ("created_at", 1),
                                  ("status", 1)), _partial(PENDING), label="pending",
-                  why="claims limited to activity types; pending counts by type"),
+                  why="claims limited to activity types (also around paused types); "
+                      "which types are pending; pending counts by type"),
         IndexSpec("activities", (("scheduled_at", 1), ("_id", 1), ("status", 1), ("priority", 1),
                                  ("activity_type", 1)), _partial(SCHEDULED), label="scheduled",
                   why="due scheduled work (scheduler); list scheduled pages; counts"),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.backend.domain.index_specs import EVER, index_name
 from runnerq_cli.backend.domain.models import (
     UNSUCCESSFUL_STATUSES,
+    EventType,
     Priority,
     Status,
     display_status,
@@ -90,18 +91,37 @@ class Query:
 
 
 def claim(types: Iterable[str] | None = None,
-          exclude_types: Iterable[str] | None = None) -> Query:
-    """The next pending activity in claim order (of `types`, or not of `exclude_types`)."""
+          exclude_types: Iterable[str] | None = None,
+          present: Iterable[str] = ()) -> Query:
+    """The next pending activity in claim order (of `types`, or not of `exclude_types`).
+
+    Around paused types the claim names the types it may take, `present` (the pending
+    types `pending_types_beyond` found) less the excluded: `$in` on the index led by the
+    type, whose per-type ranges the server merges in claim order, reading one key per
+    type whatever the paused backlog (a `$nin` on the claim-order index read every
+    paused entry ahead of the first claimable one). docs/design.md, "Claim order".
+    """
     query: dict[str, Any] = {"status": Status.PENDING.value}
     type_list = list(types or ())
     if type_list:
         query["activity_type"] = {"$in": type_list}
         return Query("claim by type", "activities", query, CLAIM_ORDER, "claims limited")
     if exclude_types:
-        query["activity_type"] = {"$nin": list(exclude_types)}
+        excluded = set(exclude_types)
+        query["activity_type"] = {"$in": sorted(set(present) - excluded)}
         return Query("claim around paused types", "activities", query, CLAIM_ORDER,
-                     "claim order")
+                     "claims limited")
     return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
+
+
+def pending_types_beyond(known: Iterable[str]) -> Query:
+    """The first pending activity type not in `known` (the types found so far and the
+    paused ones), read from index keys alone: `$nin` on the index led by the type gives
+    the ranges between the known types, so each known type costs one seek, not its
+    backlog. A claim around paused types asks it until it finds none."""
+    return Query("pending types (claim around paused types)", "activities",
+                 {"status": Status.PENDING.value, "activity_type": {"$nin": sorted(set(known))}},
+                 (("activity_type", 1),), "claims limited")
 
 
 def due_scheduled(now: datetime) -> Query:
@@ -222,6 +242,65 @@ def status_counts() -> list[Query]:
             for label, match, purpose in parts]
 
 
+def type_presence(activity_type: str) -> list[Query]:
+    """Whether the queue knows `activity_type` (control.seen_type), cheapest first: its
+    pauses in the audit trail, then its pending, running, scheduled and finished index
+    keys; each hinted (covered: no document read) and stopped at the first match."""
+    of_type = {"activity_type": activity_type}
+    finished = [s.value for s in Status if s.is_terminal]
+    looks: list[tuple[str, dict[str, Any], str]] = [
+        ("events", {"activity_id": None, "event_type": EventType.PAUSED.value,
+                    "detail.types": activity_type},
+         "events of an activity"),
+        ("activities", {"status": Status.PENDING.value, **of_type}, "claims limited"),
+        ("activities", {"status": Status.PROCESSING.value, **of_type}, "expired leases"),
+        ("activities", {"status": Status.SCHEDULED.value, **of_type}, "due scheduled"),
+        ("activities", {"status": {"$in": finished}, "completed_at": {"$gte": EVER}, **of_type},
+         "list finished"),
+    ]
+    return [Query(f"type seen ({purpose})", role, match, purpose=purpose, hinted=True)
+            for role, match, purpose in looks]
+
+
+# ------------------------------------------------------------- change streams
+
+# Change events projected down to what a wake-up needs: the resume token (`_id`, always
+# kept) and the kind. The activity an insert carries never travels (store/changes.py).
+WAKE_PROJECTION = {"$project": {"operationType": 1}}
+
+
+def claimable_changes(types: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The change-stream pipeline of writes that may make work claimable for `types`
+    (() for every type): a pending insert, an update that sets `status: "pending"`
+    (a retry, a release, the scheduler, the reaper, an operator's action). docs/design.md,
+    "Idle workers and change streams".
+
+    Conjunctive field conditions only (no `$or`), each true where its part of the event
+    is absent (`$in` with null matches a missing field): an insert has no
+    `updateDescription`, an update no `fullDocument`. Claims and acknowledgements set
+    another status and are left out on the server; lease renewals (they set
+    `lease_deadline`) too. An update that leaves `status` alone (an outbox copy) passes:
+    a wake that finds nothing costs one empty claim.
+    """
+    match: dict[str, Any] = {
+        "operationType": {"$in": ["insert", "update", "replace"]},
+        "fullDocument.status": {"$in": [Status.PENDING.value, None]},
+        "updateDescription.updatedFields.status": {"$in": [Status.PENDING.value, None]},
+        "updateDescription.updatedFields.lease_deadline": {"$exists": False},
+    }
+    type_list = sorted(set(types))
+    if type_list:
+        match["fullDocument.activity_type"] = {"$in": [*type_list, None]}
+    return [{"$match": match}, WAKE_PROJECTION]
+
+
+def tail_changes() -> list[dict[str, Any]]:
+    """The tail's change-stream pipeline: any write to an activity (every lifecycle step
+    changes its document), projected down to a wake-up."""
+    return [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}},
+            WAKE_PROJECTION]
+
+
 # ----------------------------------------------------------- windows and tails
 
 # Finished in the sense of the stats window: completed, failed or dead-lettered (a
@@ -236,6 +315,16 @@ def finished_since(since: datetime) -> Query:
     return Query("stats window", "activities",
                  {"status": {"$in": list(TERMINAL_DONE)}, "completed_at": {"$gte": since}},
                  (("completed_at", -1),), "list finished")
+
+
+def completions_since(since: datetime) -> Query:
+    """Completed activities of the stats window (stats' history counts them by type and
+    bucket: index keys only, hinted)."""
+    window = finished_since(since)
+    done = {"status": Status.COMPLETED.value}
+    return Query("stats history (completed)", "activities", {**window.filter, **done},
+                 purpose=window.purpose, hinted=True,
+                 pipeline=(window.match_stage, {"$match": done}))
 
 
 # What failed, by type and error (failures.py): one stored event per failed attempt
@@ -362,7 +451,8 @@ def representative_queries(settings: Settings, now: datetime,
     queries = [
         claim(),
         claim(types=SAMPLE_TYPES),
-        claim(exclude_types=SAMPLE_PAUSED),
+        claim(exclude_types=SAMPLE_PAUSED, present=SAMPLE_TYPES),
+        pending_types_beyond(SAMPLE_TYPES),
         due_scheduled(now),
         expired_leases(now),
         live_leases(now),

@@ -114,6 +114,9 @@ class MetricsSample(TypedDict):
     known_types: list[str]  # types with a count or a pause: a 0 series is kept for each
     exact_statuses: list[str]  # the statuses runnerq_activities counts exactly
     malformed: int
+    # {index: reads this process ran without their refused hint} (store/hints.py):
+    # process-wide, the same in every queue's sample
+    hint_fallbacks: dict[str, int]
 
 
 def percentiles(summary: Percentiles) -> dict[int, float | None]:

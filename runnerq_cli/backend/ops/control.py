@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from runnerq_cli.backend.domain.index_specs import EVER, index_name
-from runnerq_cli.backend.domain.models import EventType, Status
+from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.models import EventType
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.store.context import QueueContext
@@ -167,29 +167,20 @@ class Control:
 
         if self._ctx.workers.find_one({"types": activity_type}, {"_id": 1}) is not None:
             return True
+        from runnerq_cli.backend.store.hints import count_fallback, refused_hint
+
         settings = self._ctx.settings
-        finished = [s.value for s in Status if s.is_terminal]
-        paused = {"activity_id": None, "event_type": EventType.PAUSED.value,
-                  "detail.types": activity_type}
-        of_type = {"activity_type": activity_type}
-        looks: list[tuple[Any, dict[str, Any], str]] = [
-            (self._ctx.events, paused, "events of an activity"),
-            (self._ctx.activities, {"status": Status.PENDING.value, **of_type},
-             "claims limited"),
-            (self._ctx.activities, {"status": Status.PROCESSING.value, **of_type},
-             "expired leases"),
-            (self._ctx.activities, {"status": Status.SCHEDULED.value, **of_type},
-             "due scheduled"),
-            (self._ctx.activities, {"status": {"$in": finished},
-                                    "completed_at": {"$gte": EVER}, **of_type},
-             "list finished"),
-        ]
-        for collection, match, purpose in looks:
+        for query in queries.type_presence(activity_type):
+            collection = self._ctx.events if query.role == "events" else self._ctx.activities
+            index = str(query.index(settings))
             try:
-                found = collection.find_one(match, {"_id": 1},
-                                            hint=index_name(settings, purpose),
+                found = collection.find_one(query.filter, {"_id": 1}, hint=index,
                                             max_time_ms=SEEN_FINISHED_MS)
-            except (ExecutionTimeout, OperationFailure):  # too long, or no index: unsure
+            except ExecutionTimeout:  # too long: unsure
+                return True
+            except OperationFailure as exc:  # no index: unsure (a refused hint is counted)
+                if refused_hint(exc):
+                    count_fallback(index, exc)
                 return True
             if found is not None:
                 return True

@@ -38,6 +38,8 @@ from runnerq_cli.backend.domain.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.domain.specs import ActivitySpec as ActivitySpec  # re-exported
 from runnerq_cli.backend.queue.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.queue.enqueueing import Enqueuer
+from runnerq_cli.backend.queue.pending_types import PendingTypes
+from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY
 from runnerq_cli.backend.store.group_commit import GroupCommit
@@ -82,6 +84,8 @@ class ActivityQueue(Enqueuer):
     """Producer and worker operations on one queue: enqueue (enqueueing.Enqueuer), claim,
     acknowledge, leases, results, and the outbox buffer their writes go through."""
 
+    _pending_types: PendingTypes | None = None  # claims around paused types (made on use)
+
     # ------------------------------------------------------------------ claim
 
     def dequeue(self, worker_id: str, *, types: Iterable[str] | None = None, limit: int = 1,
@@ -98,7 +102,14 @@ class ActivityQueue(Enqueuer):
         """
         if limit < 1:
             raise InvalidArgument("limit must be at least 1")
-        claimable = queries.claim(types, exclude_types)
+        present: list[str] = []
+        if exclude_types and not types:  # around paused types: name the claimable ones
+            if self._pending_types is None:
+                self._pending_types = PendingTypes()
+            present = self._pending_types.claimable(self._ctx.activities, exclude_types)
+            if not present:
+                return []  # nothing pending beyond the paused types
+        claimable = queries.claim(types, exclude_types, present)
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
         while len(claims) < limit:  # an activity set aside (malformed) takes no place
@@ -138,6 +149,14 @@ class ActivityQueue(Enqueuer):
             if on_claim is not None:
                 on_claim(claim)
         return claims
+
+    def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],
+                        max_await: float = 1.0) -> ChangeWake:
+        """A wake-up (store/changes.py) calling `on_change` when work may have become
+        claimable for `types` (() for any); not opened yet: `open()` says whether the
+        server offers change streams (docs/design.md, "Idle workers and change streams")."""
+        return ChangeWake(self._ctx.activities, queries.claimable_changes(types), on_change,
+                          max_await=max_await, name="runnerq-wake")
 
     # ------------------------------------------------------------ acknowledge
 

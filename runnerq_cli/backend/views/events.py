@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 import uuid
 import zlib
@@ -47,6 +48,8 @@ from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.store.changes import ChangeWake
+from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.driver import Collection
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
@@ -62,6 +65,7 @@ CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
 PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
 RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
+IDLE_READ_EVERY = 5.0  # change-stream mode: a read this often even when nothing changed
 
 
 class ChangeStreamsUnavailable(InvalidArgument):
@@ -266,6 +270,7 @@ class EventStream:
         self.on_reconnect = on_reconnect
         self.on_idle = on_idle
         self._stopped = False
+        self.reads = 0  # catch-ups started on a change stream's wake-up (benchmarks)
 
     def stop(self) -> None:
         self._stopped = True
@@ -475,23 +480,39 @@ class EventStream:
 
     def _follow_change_stream(self) -> Iterator[Event]:
         """Change streams tell when to read; the reading is the polling path's, so both
-        modes deliver the same events in the same order."""
-        try:
-            stream = self._watched().watch(
-                [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}}],
-                max_await_time_ms=int(max(self.poll_interval, 0.05) * 1000))
-        except (ConnectionFailure, Unavailable):
-            raise
-        except (OperationFailure, PyMongoError) as exc:
+        modes deliver the same events in the same order.
+
+        The stream is a wake-up (store/changes.py): its events are projected down to
+        their resume token, and a burst of them wakes one read (the flag is cleared
+        before each read; what changes during it costs one more). With no change the
+        tail reads once per IDLE_READ_EVERY (records that change no activity: pauses,
+        operator actions)."""
+        wake = threading.Event()
+        changes = ChangeWake(self._watched(), queries.tail_changes(), wake.set,
+                             max_await=max(self.poll_interval, 0.05), name="runnerq-tail")
+        if not changes.open():
+            error = changes.error
+            if error is not None and not changes.refused:
+                raise error  # the server is away: reconnect and resume from the cursor
             raise ChangeStreamsUnavailable(
                 "this server does not offer change streams (they need a replica set or a "
-                f"sharded cluster): use mode poll or auto ({str(exc)[:120]})", "mode") from None
-        with stream:
-            while not self._stopped and stream.alive:
+                f"sharded cluster): use mode poll or auto ({str(error)[:120]})", "mode")
+        try:
+            while not self._stopped:
+                wake.clear()
+                self.reads += 1
                 yield from self._catch_up()
                 if self.on_idle is not None:
                     self.on_idle()
-                stream.try_next()  # waits up to poll_interval for a change
+                if not changes.live:  # the stream ended: what ended it decides
+                    if changes.error is not None and server_away(changes.error):
+                        raise changes.error
+                    return
+                deadline = time.monotonic() + max(IDLE_READ_EVERY, self.poll_interval)
+                while not self._stopped and not wake.is_set() and time.monotonic() < deadline:
+                    wake.wait(min(0.25, self.poll_interval))  # stop() is seen within this
+        finally:
+            changes.close()
 
 
 def _sleep_unless(stream: EventStream, seconds: float) -> None:

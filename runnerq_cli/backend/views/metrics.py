@@ -39,6 +39,7 @@ from runnerq_cli.backend.domain.queries import (
     EXACT_FINISHED,
     TERMINAL_DONE,
     completed_counts,
+    completions_since,
     failure_events_since,
     finished_since,
     first_created,
@@ -60,6 +61,7 @@ from runnerq_cli.backend.domain.snapshots import (
 )
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.backend.store.hints import fallbacks as hint_fallbacks
 from runnerq_cli.backend.store.indexes import index_name
 from runnerq_cli.config import Settings
 
@@ -98,17 +100,17 @@ def _hinted(collection: Any, pipeline: list[dict[str, Any]],
             index: str) -> list[dict[str, Any]]:
     """Run `pipeline` on `index` (a covered index scan: no document is read).
 
-    Without the hint a `$group` with no `$match` would scan the collection.
-    Falls back to no hint where the index is missing (indexes not created yet).
+    Without the hint a `$group` with no `$match` would scan the collection. Where the
+    index is missing (indexes not created yet) the read runs without it, counted and
+    logged once (store/hints.py).
     """
-    from pymongo.errors import OperationFailure
+    from runnerq_cli.backend.store.hints import hinted_aggregate
 
-    try:
-        return list(collection.aggregate(pipeline, hint=index))
-    except OperationFailure as exc:
-        if "hint" not in str(exc).lower() and exc.code not in (2, 17007):
-            raise
-        return list(collection.aggregate(pipeline))
+    return hinted_aggregate(collection, pipeline, index)
+
+
+# The index pending counts by type are hinted to (its keys lead with the type).
+PENDING_BY_TYPE_PURPOSE = "claims limited"
 
 
 def count_queries(settings: Settings) -> list[tuple[dict[str, Any], str]]:
@@ -133,7 +135,7 @@ def _grouped(ctx: QueueContext, fields: dict[str, str], *,
     EXACT_COMPLETED_UP_TO are kept (its $group stops reading after one more)."""
     queries = count_queries(ctx.settings)
     if by_type_index:  # pending by type: the index that leads with the type
-        queries[0] = (queries[0][0], index_name(ctx.settings, "claims limited"))
+        queries[0] = (queries[0][0], index_name(ctx.settings, PENDING_BY_TYPE_PURPOSE))
     bounded = completed_counts(EXACT_COMPLETED_UP_TO + 1)
     runs: list[tuple[dict[str, Any], str, list[dict[str, Any]]]] = [
         (match, index, []) for match, index in queries]
@@ -357,10 +359,11 @@ def history(ctx: QueueContext, now: datetime, seconds: float, cap: int,
             per["dead_letter"] += n
         per["per_bucket"][slot(at)] += n
 
-    completed = [match, {"$match": {"status": Status.COMPLETED.value}},
+    done = completions_since(since)
+    completed = [*(done.pipeline or ()),
                  {"$group": {"_id": {"t": "$activity_type", "b": bucket_of("$completed_at")},
                              "count": {"$sum": 1}}}]
-    for row in _hinted(ctx.activities, completed, index_name(ctx.settings, "list finished")):
+    for row in _hinted(ctx.activities, completed, str(done.index(ctx.settings))):
         add(row["_id"].get("t"), "completed", row["_id"].get("b"), int(row["count"]))
     events = failure_events_since(since)
     failed = [events.match_stage, {"$match": {"event_type": {"$in": ["Failed", "DeadLetter"]}}},
@@ -536,4 +539,5 @@ def metrics_sample(ctx: QueueContext, pause: PauseState, options: MetricsOptions
         "exact_statuses": [*EXACT_STATUSES, *([Status.COMPLETED.value]
                                               if counted.completed_exact else [])],
         "malformed": len(malformed),
+        "hint_fallbacks": hint_fallbacks(),
     }

@@ -295,20 +295,53 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+def _test_partitions() -> int:
+    """RUNNERQ_TEST_PARTITIONS (default 1): the partition count of the `queue` and
+    `backend` fixtures' queue (the public workflow's sharded job sets it)."""
+    raw = os.environ.get("RUNNERQ_TEST_PARTITIONS", "1")
+    try:
+        count = int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"RUNNERQ_TEST_PARTITIONS must be a whole number, "
+                                f"got {raw!r}") from None
+    if not 1 <= count <= 256:
+        raise pytest.UsageError(f"RUNNERQ_TEST_PARTITIONS must be from 1 to 256, got {count}")
+    return count
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `partitioned` runs on a queue of 1 partition and of 4 (through the
+    `partitions` fixture, which the `queue` and `backend` fixtures use)."""
+    if metafunc.definition.get_closest_marker("partitioned") is not None \
+            and "partitions" in metafunc.fixturenames:
+        metafunc.parametrize("partitions", [1, 4], ids=["p1", "p4"])
+
+
 @pytest.fixture
-def queue(settings: Settings, clock: FakeClock) -> RunnerQ:
-    """A backend on a fresh database with indexes, driven by the fake clock."""
-    backend = RunnerQ(settings, clock=clock)
+def partitions() -> int:
+    """The partition count of the fixtures' queue: RUNNERQ_TEST_PARTITIONS (default 1);
+    1 and 4 for a test marked `partitioned`."""
+    return _test_partitions()
+
+
+def _made(backend: RunnerQ, partitions: int) -> RunnerQ:
+    """`backend` with its indexes, of `partitions` partitions."""
+    if partitions > 1:
+        backend.maintenance.set_partitions(partitions)
     backend.maintenance.init_indexes()
     return backend
 
 
 @pytest.fixture
-def backend(settings: Settings) -> RunnerQ:
+def queue(settings: Settings, clock: FakeClock, partitions: int) -> RunnerQ:
+    """A backend on a fresh database with indexes, driven by the fake clock."""
+    return _made(RunnerQ(settings, clock=clock), partitions)
+
+
+@pytest.fixture
+def backend(settings: Settings, partitions: int) -> RunnerQ:
     """A backend on a fresh database with indexes, on the real clock (workers, processes)."""
-    q = RunnerQ(settings)
-    q.maintenance.init_indexes()
-    return q
+    return _made(RunnerQ(settings), partitions)
 
 
 @pytest.fixture

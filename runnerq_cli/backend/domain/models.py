@@ -303,7 +303,7 @@ class Activity:
         "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
         "lease_deadline": (datetime, _NONE), "last_error_at": (datetime, _NONE),
         "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
-        "claims": (int,),
+        "claims": (int,), "partition": (int,),
     }
     _REQUIRED: ClassVar[tuple[str, ...]] = (
         "_id", "activity_type", "priority", "status", "created_at")
@@ -323,6 +323,13 @@ class Activity:
     @property
     def display_status(self) -> str:
         return display_status(self.status, self.retry_count)
+
+    @property
+    def partition(self) -> int | None:
+        """The partition of a partitioned queue's activity (docs/design.md, "Partitions");
+        None in a one-partition queue."""
+        value = self.extra.get("partition")
+        return value if type(value) is int else None
 
     @property
     def attempts(self) -> int:

@@ -349,6 +349,8 @@ class Activity:
         for name in self._FIELDS:
             out[name] = to_jsonable(getattr(self, name))
         out["display_status"] = self.display_status
+        if self.partition is not None:  # a partitioned queue's only (one partition: as before)
+            out["partition"] = self.partition
         return out
 
 

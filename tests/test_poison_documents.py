@@ -58,6 +58,7 @@ CASES: dict[str, tuple[str, Any]] = {
     "lease_id-number": ("lease_id", 5),
     "last_error-document": ("last_error", {"x": 1}),
     "claims-text": ("claims", "x"),  # the claim's own $inc fails on it
+    "partition-text": ("partition", "0"),  # docs/design.md, "The partition field"
     # The outbox (docs/design.md, "The outbox"): a write must be able to add to it.
     "outbox-text": ("outbox", "s"),
     "outbox-events": ("outbox", {"seq": 1, "since": datetime(2026, 1, 1, tzinfo=UTC),

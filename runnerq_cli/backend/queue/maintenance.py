@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo import ReturnDocument
 
+from runnerq_cli import values
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
@@ -42,6 +43,16 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.store.indexes import IndexReport
 
 log = logging.getLogger(LOGGER_NAME)
+
+
+def _os_user() -> str:
+    """Who set the partition count, when no actor is given: the operating-system user."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name to be had (a container without a passwd entry)
+        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,6 @@ class Maintenance(QueueChores):
             check_count,
             count_of,
         )
-        from runnerq_cli.backend.ops.audit import check_text, default_actor
 
         try:
             count = check_count(count)
@@ -189,7 +199,8 @@ class Maintenance(QueueChores):
             raise InvalidArgument(
                 f"the queue has {before} partitions; a queue's partitions can only grow "
                 f"(activities of the partitions dropped would never be claimed again)")
-        who = check_text(actor, "actor") or default_actor()
+        who = values.one_line_text(actor, "actor", max_chars=200) if actor is not None \
+            else _os_user()
         strays = {FIELD: {"$exists": False}}
         if not write:
             pending = self._ctx.activities.count_documents(strays) if count > 1 else 0

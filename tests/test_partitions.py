@@ -242,10 +242,20 @@ def test_workers_racing_over_four_partitions_end_every_activity_exactly_once(bac
 
 
 @pytest.mark.parametrize("partitions", [4])
-def test_readers_see_the_queue_whole(queue) -> None:
-    ids = {queue.enqueue("t", {}).activity_id for _ in range(8)}
+def test_readers_see_the_queue_whole(queue, clock) -> None:
+    ids = set()
+    for _ in range(8):
+        ids.add(queue.enqueue("t", {}).activity_id)
+        clock.advance(1)
     assert {a.id for a in queue.list_pending(limit=50)} == ids
     assert queue.stats()["by_status"]["pending"] == 8
+    # explain counts what is ahead in the activity's own partition (2 each: round robin)
+    raw = queue.db[queue.context.names.activities]
+    last = max(ids, key=lambda i: raw.find_one({"_id": i})["created_at"])
+    why = queue.diagnosis.explain(last)
+    part = raw.find_one({"_id": last})["partition"]
+    assert why.facts["partition"] == part and why.facts["ahead"] == 1
+    assert f"in its partition's claim order (partition {part})" in why.sentence
     claim = queue.dequeue("w")[0]
     assert queue.get_activity(claim.activity_id).partition == claim.activity.partition
     # an operator action by id fences on the document's partition (and works)

@@ -51,13 +51,14 @@ class Recorder(monitoring.CommandListener):
 
 
 @pytest.fixture
-def recorded(settings: Settings) -> Iterator[tuple[QueueContext, Recorder]]:
-    """A queue context on its own client whose every command is recorded."""
+def recorded(settings: Settings, clock: Any) -> Iterator[tuple[QueueContext, Recorder]]:
+    """A queue context on its own client whose every command is recorded (on the fake
+    clock: a lease expires without waiting)."""
     recorder = Recorder()
     client: MongoClient[dict[str, Any]] = MongoClient(
         settings.uri, uuidRepresentation="standard", tz_aware=True, event_listeners=[recorder])
     try:
-        yield QueueContext.create(settings, client[settings.database]), recorder
+        yield QueueContext.create(settings, client[settings.database], clock=clock), recorder
     finally:
         client.close()
 
@@ -85,7 +86,9 @@ def _drive(ctx: QueueContext) -> None:
     queue.ack_failure(claims[1], "boom")
     queue.extend_lease(claims[2], 30)
     queue.release(claims[3])
-    Maintenance(ctx).requeue_expired()
+    assert queue.dequeue("w", lease_seconds=5)
+    ctx.clock.advance(3600)  # type: ignore[attr-defined]  # the fake clock: leases expire
+    assert sum(Maintenance(ctx).requeue_expired().values()) == 2  # the reaper's fence too
     Maintenance(ctx).process_scheduled()
 
 

@@ -139,6 +139,13 @@ def test_every_claim_and_fenced_write_of_a_partitioned_queue_targets_its_partiti
     activities = ctx.names.activities
     claims = [c for c in recorder.commands if c.get("findAndModify") == activities]
     assert claims and all(isinstance(c["query"].get("partition"), int) for c in claims)
+    # the claims are the query doctor explains for a partitioned queue (queries.py)
+    from runnerq_cli.backend.domain.queries import partition_claim
+
+    taken = [c for c in claims if "_id" not in c["query"]]
+    assert taken and all(c["query"] == partition_claim(c["query"]["partition"]).filter
+                         and list(c["sort"].items()) == list(partition_claim(0).sort)
+                         for c in taken)
     single = [u for c in recorder.commands if c.get("update") == activities
               for u in c["updates"] if not u.get("multi")]
     # every one-document update (enqueue upserts, acknowledgements) names the whole shard key

@@ -39,6 +39,7 @@ from pymongo import MongoClient
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.store.connection import close_clients
 from runnerq_cli.config import Settings, load_settings
+from tests.helpers import partitions_for_tests
 from tests.waiting import wait_until
 
 
@@ -295,20 +296,6 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def _test_partitions() -> int:
-    """RUNNERQ_TEST_PARTITIONS (default 1): the partition count of the `queue` and
-    `backend` fixtures' queue (the public workflow's sharded job sets it)."""
-    raw = os.environ.get("RUNNERQ_TEST_PARTITIONS", "1")
-    try:
-        count = int(raw)
-    except ValueError:
-        raise pytest.UsageError(f"RUNNERQ_TEST_PARTITIONS must be a whole number, "
-                                f"got {raw!r}") from None
-    if not 1 <= count <= 256:
-        raise pytest.UsageError(f"RUNNERQ_TEST_PARTITIONS must be from 1 to 256, got {count}")
-    return count
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test marked `partitioned` runs on a queue of 1 partition and of 4 (through the
     `partitions` fixture, which the `queue` and `backend` fixtures use)."""
@@ -321,7 +308,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def partitions() -> int:
     """The partition count of the fixtures' queue: RUNNERQ_TEST_PARTITIONS (default 1);
     1 and 4 for a test marked `partitioned`."""
-    return _test_partitions()
+    return partitions_for_tests()
 
 
 def _made(backend: RunnerQ, partitions: int) -> RunnerQ:

@@ -407,6 +407,7 @@ def test_explain_lease_expired(queue: RunnerQ, clock) -> None:
     assert found.facts["reaper_will"] == "requeue"
 
 
+@pytest.mark.parametrize("partitions", [1])  # the whole queue's claim order
 def test_explain_pending_place_and_workers(queue: RunnerQ, clock) -> None:
     queue.enqueue("job", {}, priority="normal")
     clock.advance(1)

@@ -352,8 +352,8 @@ def test_cli_init_indexes_partitions(run_cli) -> None:
     assert run_cli("enqueue", "t").code == 0
     dry = run_cli("init-indexes", "--partitions", "4", "--dry-run")
     assert dry.code == 0, dry.stderr
-    assert dry.stdout.splitlines()[0] == ("partitions: 1 -> 4 (would set); 1 activity "
-                                          "without a partition would get partition 0")
+    assert dry.stdout.splitlines()[0] == ("partitions: 1 -> 4 (not written); 1 activity "
+                                          "would get partition 0")
     done = run_cli("init-indexes", "--partitions", "4", "-o", "json")
     assert done.code == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -381,3 +381,31 @@ def test_cli_init_indexes_partitions(run_cli) -> None:
 def _first_id(run_cli: Any) -> uuid.UUID:
     listed = json.loads(run_cli("list", "pending", "-o", "json").stdout)
     return uuid.UUID(listed["items"][0]["id"])
+
+
+def test_enqueue_from_and_dlq_import_choose_partitions(run_cli, settings, tmp_path) -> None:
+    source = RunnerQ(settings)
+    source.maintenance.set_partitions(4)
+    jobs = tmp_path / "jobs.ndjson"
+    jobs.write_text("".join(json.dumps({"type": "t", "payload": {"n": n}}) + "\n"
+                            for n in range(8))
+                    + json.dumps({"type": "t", "payload": {}, "idempotency_key": "k"}) + "\n")
+    res = run_cli("enqueue", "--from", str(jobs), "-q")
+    assert res.code == 0, res.stderr
+    raw = source.context.activities
+    spread = Counter(d["partition"] for d in raw.find({"idempotency_key": None}))
+    assert spread == {0: 2, 1: 2, 2: 2, 3: 2}  # round robin within the batch
+    keyed = raw.find_one({"idempotency_key": "k"})
+    assert keyed["partition"] == of_key("t", "k", 4)
+    dead = source.enqueue("d", {}, max_retries=1).activity_id
+    source.ack_failure(source.dequeue("w", types=["d"])[0], "boom")
+    out = tmp_path / "dead.ndjson"
+    assert run_cli("dlq", "export", "-o", str(out)).code == 0
+    env = {"RUNNERQ_QUEUE": "staging"}
+    assert run_cli("init-indexes", "--partitions", "4", env=env).code == 0
+    imported = run_cli("dlq", "import", str(out), "-o", "jsonl", env=env)
+    assert imported.code == 0, imported.stderr
+    [row] = [json.loads(line) for line in imported.stdout.splitlines()]
+    copy = source.db["runnerq_staging_activities"].find_one({"_id": uuid.UUID(row["id"])})
+    # a new document, its partition chosen afresh: the import's key is the original id
+    assert copy["partition"] == of_key("d", str(dead), 4)

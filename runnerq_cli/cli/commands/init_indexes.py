@@ -81,11 +81,11 @@ def _partition_line(before: int, after: int, stamped: int, *, written: bool) -> 
     """What --partitions did (or, written False, would do), on one line."""
     was = "malformed" if before == 0 else str(before)
     head = (f"partitions: {after} (unchanged)" if before == after
-            else f"partitions: {was} -> {after}" + ("" if written else " (would set)"))
+            else f"partitions: {was} -> {after}" + ("" if written else " (not written)"))
     noun = "activity" if stamped == 1 else "activities"
-    if stamped:
-        head += (f"; partition 0 stamped on {stamped} {noun} without one" if written
-                 else f"; {stamped} {noun} without a partition would get partition 0")
+    if stamped:  # within 80 columns up to millions of activities
+        head += (f"; {stamped} {noun} given partition 0" if written
+                 else f"; {stamped} {noun} would get partition 0")
     return head
 
 

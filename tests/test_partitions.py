@@ -409,3 +409,18 @@ def test_enqueue_from_and_dlq_import_choose_partitions(run_cli, settings, tmp_pa
     copy = source.db["runnerq_staging_activities"].find_one({"_id": uuid.UUID(row["id"])})
     # a new document, its partition chosen afresh: the import's key is the original id
     assert copy["partition"] == of_key("d", str(dead), 4)
+
+
+def test_a_claim_of_many_asks_an_empty_partition_once(recorded) -> None:
+    ctx, recorder = recorded
+    Maintenance(ctx).set_partitions(4)
+    Maintenance(ctx).init_indexes()
+    queue = ActivityQueue(ctx)
+    ids = [queue.enqueue("t", {}).activity_id for _ in range(6)]
+    ctx.activities.update_many({"_id": {"$in": ids}}, {"$set": {"partition": 2}})
+    recorder.commands.clear()
+    assert len(queue.dequeue("w", limit=8)) == 6
+    asked = [c["query"]["partition"] for c in recorder.commands
+             if c.get("findAndModify") == ctx.names.activities]
+    # six claims of partition 2, one that found it empty at the end, one of each other
+    assert Counter(asked) == {2: 7, 0: 1, 1: 1, 3: 1}

@@ -100,13 +100,16 @@ class ActivityQueue(Enqueuer):
         claimable = queries.claim(types, exclude_types)
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
-        empty = 0  # partitions in a row that had nothing (a partitioned queue)
+        dry: set[int] = set()  # partitions this call found empty: not asked again
+        partition = None
         while len(claims) < limit:  # an activity set aside (malformed) takes no place
             if count > 1:  # one partition per claim, in rotation (docs/design.md)
-                if empty >= count:
+                if len(dry) >= count:
                     break
-                claimable = queries.claim(types, exclude_types,
-                                          partition=self._ctx.partitions.claims.take(count))
+                partition = self._ctx.partitions.claims.take(count)
+                if partition in dry:
+                    continue
+                claimable = queries.claim(types, exclude_types, partition=partition)
             now = write_time(self._ctx.clock)
             lease_id = uuid.uuid4().hex
             deadline = now + lease  # the server's $$NOW + lease (servertime.py)
@@ -127,11 +130,10 @@ class ActivityQueue(Enqueuer):
                     raise
                 continue
             if doc is None:
-                if count > 1:
-                    empty += 1
+                if partition is not None:
+                    dry.add(partition)
                     continue
                 break
-            empty = 0
             if isinstance(deadline, ServerTime):  # one $$NOW for both: started_at + lease
                 deadline = deadline.after(doc["started_at"])
             stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)

@@ -424,3 +424,18 @@ def test_a_claim_of_many_asks_an_empty_partition_once(recorded) -> None:
              if c.get("findAndModify") == ctx.names.activities]
     # six claims of partition 2, one that found it empty at the end, one of each other
     assert Counter(asked) == {2: 7, 0: 1, 1: 1, 3: 1}
+
+
+def test_cli_on_a_malformed_count_is_one_line_and_writes_nothing(run_cli, settings) -> None:
+    backend = RunnerQ(settings)
+    backend.maintenance.init_indexes()
+    backend.context.control.insert_one({"_id": PARTITIONS_ID, "count": 0})
+    res = run_cli("enqueue", "t")
+    assert res.code == ExitCode.FAILURE and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "error: control document 'partitions': count is 0, not an int from 1 to 256; fix it "
+        "with init-indexes --partitions N"]
+    assert backend.context.activities.count_documents({}) == 0
+    fixed = run_cli("init-indexes", "--partitions", "2")
+    assert fixed.code == 0 and fixed.stdout.startswith("partitions: malformed -> 2")
+    assert run_cli("enqueue", "t").code == 0

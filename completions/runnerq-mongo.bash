@@ -11,7 +11,7 @@ _runnerq_mongo_node() {
         "init-indexes")
             cmds=''
             flags='--dry-run --check --drop-obsolete -y --yes -h --help'
-            valopts='-o --output' ;;
+            valopts='--partitions -o --output' ;;
         "enqueue")
             cmds=''
             flags='--strict -q --quiet --wait -h --help'
@@ -175,6 +175,8 @@ _runnerq_mongo_values() {
         "|--database"|"|--db")
             kind=none; choices='' ;;
         "|--queue")
+            kind=none; choices='' ;;
+        "init-indexes|--partitions")
             kind=none; choices='' ;;
         "init-indexes|-o"|"init-indexes|--output")
             kind=choice; choices='text json jsonl' ;;

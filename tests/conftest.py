@@ -39,6 +39,7 @@ from pymongo import MongoClient
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.store.connection import close_clients
 from runnerq_cli.config import Settings, load_settings
+from tests.helpers import partitions_for_tests
 from tests.waiting import wait_until
 
 
@@ -295,20 +296,39 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `partitioned` runs on a queue of 1 partition and of 4 (through the
+    `partitions` fixture, which the `queue` and `backend` fixtures use)."""
+    if metafunc.definition.get_closest_marker("partitioned") is not None \
+            and "partitions" in metafunc.fixturenames:
+        metafunc.parametrize("partitions", [1, 4], ids=["p1", "p4"])
+
+
 @pytest.fixture
-def queue(settings: Settings, clock: FakeClock) -> RunnerQ:
-    """A backend on a fresh database with indexes, driven by the fake clock."""
-    backend = RunnerQ(settings, clock=clock)
+def partitions() -> int:
+    """The partition count of the fixtures' queue: RUNNERQ_TEST_PARTITIONS (default 1);
+    1 and 4 for a test marked `partitioned`."""
+    return partitions_for_tests()
+
+
+def _made(backend: RunnerQ, partitions: int) -> RunnerQ:
+    """`backend` with its indexes, of `partitions` partitions."""
+    if partitions > 1:
+        backend.maintenance.set_partitions(partitions)
     backend.maintenance.init_indexes()
     return backend
 
 
 @pytest.fixture
-def backend(settings: Settings) -> RunnerQ:
+def queue(settings: Settings, clock: FakeClock, partitions: int) -> RunnerQ:
+    """A backend on a fresh database with indexes, driven by the fake clock."""
+    return _made(RunnerQ(settings, clock=clock), partitions)
+
+
+@pytest.fixture
+def backend(settings: Settings, partitions: int) -> RunnerQ:
     """A backend on a fresh database with indexes, on the real clock (workers, processes)."""
-    q = RunnerQ(settings)
-    q.maintenance.init_indexes()
-    return q
+    return _made(RunnerQ(settings), partitions)
 
 
 @pytest.fixture

@@ -24,6 +24,21 @@ from runnerq_cli.config import Settings
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def partitions_for_tests() -> int:
+    """RUNNERQ_TEST_PARTITIONS (default 1): the partition count of the `queue` and
+    `backend` fixtures' queue (the public workflow's sharded job sets it); a test that
+    writes activity documents by hand gives them a partition when it is above 1."""
+    raw = os.environ.get("RUNNERQ_TEST_PARTITIONS", "1")
+    try:
+        count = int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"RUNNERQ_TEST_PARTITIONS must be a whole number, "
+                                f"got {raw!r}") from None
+    if not 1 <= count <= 256:
+        raise pytest.UsageError(f"RUNNERQ_TEST_PARTITIONS must be from 1 to 256, got {count}")
+    return count
+
+
 def dev_server_command() -> list[str]:
     """How to start a dev server process that a test can stop and restart: this
     interpreter's `runnerq-mongo dev-server` where mongoeco is installed (Python 3.13+),

@@ -54,6 +54,7 @@ def made(queue: RunnerQ, clock, state: str, n: int) -> list[uuid.UUID]:
 
 
 @pytest.mark.parametrize("action", sorted(ELIGIBLE))
+@pytest.mark.partitioned
 def test_filter_acts_on_eligible_statuses_only(queue: RunnerQ, action: str) -> None:
     ids = one_of_each(queue)
     untouched = {s: raw(queue, a) for s, a in ids.items() if s not in ELIGIBLE[action]}
@@ -89,6 +90,7 @@ def test_filter_on_an_ineligible_status_is_refused(queue: RunnerQ, action: str) 
     assert ids  # every status was there to be (wrongly) matched
 
 
+@pytest.mark.partitioned
 def test_only_the_shown_set_is_acted_on(queue: RunnerQ, clock) -> None:
     shown = made(queue, clock, "failed", 3)
     selection = queue.bulk.select("retry", ActivityFilter(statuses=("failed",)), max_count=10)
@@ -178,6 +180,7 @@ def test_filter_fields(queue: RunnerQ, clock) -> None:
         ActivityFilter(since=clock.now, until=clock.now - timedelta(seconds=1))
 
 
+@pytest.mark.partitioned
 def test_delete_removes_everything_of_a_terminal_activity(queue: RunnerQ) -> None:
     aid = make(queue, "dead_letter", idempotency_key="k1")
     queue.flush_outbox()

@@ -217,6 +217,7 @@ def legacy_activity(queue: RunnerQ, clock, status: str) -> uuid.UUID:
     return aid
 
 
+@pytest.mark.parametrize("partitions", [1])  # 0.1 data has no partition
 def test_previous_version_data_reads_the_same_after_an_upgrade(queue: RunnerQ, clock) -> None:
     done = legacy_activity(queue, clock, "completed")
     clock.advance(1)

@@ -30,6 +30,7 @@ def fail_terminally(queue: RunnerQ) -> None:
     queue.ack_failure(claim, "declined", retryable=False)
 
 
+@pytest.mark.partitioned
 def test_return_existing_enqueues_nothing(queue: RunnerQ) -> None:
     first = enqueue(queue, "k", OnDuplicate.RETURN_EXISTING)
     second = enqueue(queue, "k", OnDuplicate.RETURN_EXISTING)
@@ -46,6 +47,7 @@ def test_no_reuse_raises_duplicate(queue: RunnerQ) -> None:
     assert queue.context.activities.count_documents({}) == 1
 
 
+@pytest.mark.partitioned
 def test_allow_reuse_enqueues_and_moves_the_key(queue: RunnerQ) -> None:
     first = enqueue(queue, "k", OnDuplicate.ALLOW_REUSE)
     second = enqueue(queue, "k", OnDuplicate.ALLOW_REUSE)
@@ -54,6 +56,7 @@ def test_allow_reuse_enqueues_and_moves_the_key(queue: RunnerQ) -> None:
     assert queue.context.activities.count_documents({}) == 2
 
 
+@pytest.mark.partitioned
 def test_allow_reuse_on_failure(queue: RunnerQ) -> None:
     first = enqueue(queue, "k", OnDuplicate.ALLOW_REUSE_ON_FAILURE)
     with pytest.raises(IdempotencyConflict):
@@ -87,6 +90,7 @@ def test_a_key_past_its_ttl_is_free_even_before_the_ttl_monitor_runs(queue: Runn
     assert second.created and second.activity_id != first.activity_id
 
 
+@pytest.mark.partitioned
 def test_an_orphaned_key_is_taken_over_after_the_grace(queue: RunnerQ, clock) -> None:
     """A crash between taking the key and inserting the activity leaves an orphan key."""
     import uuid
@@ -104,6 +108,7 @@ def test_an_orphaned_key_is_taken_over_after_the_grace(queue: RunnerQ, clock) ->
 
 @pytest.mark.parametrize("behaviour", [OnDuplicate.RETURN_EXISTING, OnDuplicate.NO_REUSE,
                                        OnDuplicate.ALLOW_REUSE_ON_FAILURE])
+@pytest.mark.partitioned
 def test_racing_enqueues_on_one_key_never_both_win(queue: RunnerQ, behaviour: OnDuplicate) -> None:
     """Eight threads enqueue with one new key at once: exactly one creates an activity.
 

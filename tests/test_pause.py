@@ -26,7 +26,8 @@ def test_pause_state_round_trip(queue: RunnerQ) -> None:
     assert queue.control.pause(["sms", "mail"]).types == ("mail", "sms")
     assert queue.control.resume(["mail"]).types == ("sms",)
     assert not queue.control.resume(["sms"]).active
-    assert queue.context.control.count_documents({}) == 0
+    # (a partitioned queue keeps its count there too)
+    assert queue.context.control.count_documents({"_id": "pause"}) == 0
     whole = queue.control.pause(reason="deploy")
     assert whole.all and whole.covers([]) and whole.covers(["x"])
     with pytest.raises(InvalidArgument, match="whole queue is paused"):

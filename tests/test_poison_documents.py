@@ -29,8 +29,12 @@ from runnerq_cli.backend.domain.models import Activity
 from runnerq_cli.backend.domain.shapes import ACTIVITY, MALFORMED_LIMIT
 from runnerq_cli.backend.queue.aside import checked
 from runnerq_cli.backend.store.writes import new_event
+from tests.helpers import partitions_for_tests
 
 MISSING = object()  # the field is left out
+# The fixtures' queue is partitioned (tests/helpers.py): hand-made documents get partition
+# 0. Read once: run_cli clears RUNNERQ_* from the environment while it runs.
+PARTITIONED = partitions_for_tests() > 1
 
 # Each required field left out, and each field the contract types given another type.
 CASES: dict[str, tuple[str, Any]] = {
@@ -58,6 +62,7 @@ CASES: dict[str, tuple[str, Any]] = {
     "lease_id-number": ("lease_id", 5),
     "last_error-document": ("last_error", {"x": 1}),
     "claims-text": ("claims", "x"),  # the claim's own $inc fails on it
+    "partition-text": ("partition", "0"),  # docs/design.md, "The partition field"
     # The outbox (docs/design.md, "The outbox"): a write must be able to add to it.
     "outbox-text": ("outbox", "s"),
     "outbox-events": ("outbox", {"seq": 1, "since": datetime(2026, 1, 1, tzinfo=UTC),
@@ -96,6 +101,8 @@ def _bad(status: str, field: str, value: Any, now: datetime) -> dict[str, Any]:
     if status == "processing":  # held by a worker that died: the lease expired
         doc.update(started_at=now - timedelta(minutes=2), worker_id="dead-host-1",
                    lease_id="f" * 32, lease_deadline=now - timedelta(minutes=1), claims=1)
+    if PARTITIONED:
+        doc["partition"] = 0
     if value is MISSING:
         doc.pop(field, None)
     else:
@@ -150,6 +157,9 @@ def _expected_fates(doc: dict[str, Any]) -> set[str]:
     if status not in ("pending", "scheduled"):
         return {"untouched"}  # no claim matches it
     if not typed:
+        return {"due"} if status == "scheduled" else {"untouched"}
+    if PARTITIONED and type(doc.get("partition")) is not int:
+        # a partitioned queue's claim names an int partition: it never matches this one
         return {"due"} if status == "scheduled" else {"untouched"}
     if _problem({k: v for k, v in doc.items() if k not in CLAIM_WRITES}) is None:
         return {"ran"}
@@ -218,6 +228,7 @@ def test_the_reaper_sets_aside_and_counts_a_malformed_lease_and_goes_on(
     assert processing == []
 
 
+@pytest.mark.skipif(PARTITIONED, reason="the whole queue's claim order")
 def test_a_claim_sets_aside_and_returns_the_good_work(backend: RunnerQ, raw: Database) -> None:
     """Through the API: the malformed one is never handed out and takes no place in the
     claim's limit."""
@@ -245,6 +256,7 @@ def _clean(res) -> None:
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
 
 
+@pytest.mark.skipif(PARTITIONED, reason="one partition's readers of every case at once")
 def test_readers_doctor_explain_and_actions_read_past_malformed_documents(
         all_poisoned: Poisoned, backend: RunnerQ, raw: Database, run_cli) -> None:
     """One pass of every case at once (the suite's time): the fates as one by one, then

@@ -97,6 +97,7 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))
 
 
+@pytest.mark.parametrize("partitions", [1])  # one partition's queries
 def test_every_query_doctor_checks_is_the_one_the_code_sends(queue: RunnerQ, clock,
                                                              sent: list[Sent]) -> None:
     assert queue.settings.retention_completed > 0 and queue.settings.retention_failed > 0
@@ -117,6 +118,7 @@ def test_every_query_doctor_checks_is_the_one_the_code_sends(queue: RunnerQ, clo
                 for c, p, _ in sent), (query.name, query.filter, query.sort)
 
 
+@pytest.mark.parametrize("partitions", [1])  # one partition's queries
 def test_the_code_paths_are_recorded_so_the_check_can_fail(queue: RunnerQ, sent: list[Sent],
                                                            clock) -> None:
     """A filter the code does not send is not found: the comparison above means something."""
@@ -127,6 +129,7 @@ def test_the_code_paths_are_recorded_so_the_check_can_fail(queue: RunnerQ, sent:
             queries.CLAIM_ORDER) not in sent
 
 
+@pytest.mark.parametrize("partitions", [1])  # one partition's queries
 def test_doctor_explains_the_named_queries(queue: RunnerQ, clock, monkeypatch) -> None:
     """The plan check explains exactly representative_queries(), in order, one each."""
     from runnerq_cli.backend.diagnosis import queue_checks

@@ -14,6 +14,11 @@ from runnerq_cli.backend.queue.queue import ActivitySpec
 from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument, NotFound
 
+# The claim order across the whole queue holds in one partition only; a partitioned
+# queue keeps it within each partition (docs/design.md, "Partitions": Order;
+# tests/test_partitions.py).
+ONE_PARTITION = pytest.mark.parametrize("partitions", [1])
+
 
 def raw(queue: RunnerQ, activity_id: uuid.UUID) -> dict:
     return queue.context.activities.find_one({"_id": activity_id})
@@ -27,6 +32,7 @@ def event_types(queue: RunnerQ, activity_id: uuid.UUID) -> list[str]:
 # ------------------------------------------------------------------ enqueue
 
 
+@pytest.mark.partitioned
 def test_enqueue_stores_the_design_document(queue: RunnerQ, clock) -> None:
     result = queue.enqueue("email", {"to": "a@example.com"}, priority="high", max_retries=5,
                            timeout_seconds=30, retry_delay_seconds=2, metadata={"team": "ops"})
@@ -81,6 +87,7 @@ def test_invalid_enqueue_is_refused_and_writes_nothing(queue: RunnerQ, bad: dict
 # -------------------------------------------------------------------- claim
 
 
+@ONE_PARTITION
 def test_claim_order_is_priority_then_age(queue: RunnerQ, clock) -> None:
     ids = {}
     for name, priority in [("low", 1), ("normal-old", 2), ("critical", 4), ("normal-new", 2),
@@ -104,6 +111,7 @@ def test_claim_sets_the_lease(queue: RunnerQ, clock) -> None:
     assert event_types(queue, claim.activity_id) == ["Enqueued", "Dequeued", "Started"]
 
 
+@pytest.mark.partitioned
 def test_claim_limited_to_types(queue: RunnerQ) -> None:
     queue.enqueue("a", {}, priority="critical")
     b = queue.enqueue("b", {}).activity_id
@@ -121,6 +129,7 @@ def test_each_claim_gets_a_new_lease_token(queue: RunnerQ, clock) -> None:
     assert second.lease_id != first.lease_id
 
 
+@pytest.mark.partitioned
 def test_threads_claiming_at_once_never_share_an_activity(queue: RunnerQ) -> None:
     queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(40)])
     claimed: list[uuid.UUID] = []
@@ -148,6 +157,7 @@ def test_threads_claiming_at_once_never_share_an_activity(queue: RunnerQ) -> Non
 # ------------------------------------------------------------- acknowledge
 
 
+@pytest.mark.partitioned
 def test_success_completes_and_stores_the_result(queue: RunnerQ, clock) -> None:
     queue.enqueue("t", {})
     claim = queue.dequeue("w")[0]
@@ -174,6 +184,7 @@ def test_a_null_result_is_a_result(queue: RunnerQ) -> None:
     assert queue.get_result(uuid.uuid4()) is None
 
 
+@pytest.mark.partitioned
 def test_acking_twice_is_harmless_and_answers_the_same(queue: RunnerQ) -> None:
     queue.enqueue("t", {})
     claim = queue.dequeue("w")[0]
@@ -199,6 +210,7 @@ def test_acking_twice_is_harmless_and_answers_the_same(queue: RunnerQ) -> None:
     assert queue.context.dead_letter.count_documents({}) == 1
 
 
+@pytest.mark.partitioned
 def test_retryable_failure_schedules_a_retry_with_backoff(queue: RunnerQ, clock) -> None:
     queue.enqueue("t", {}, max_retries=3, retry_delay_seconds=5)
     claim = queue.dequeue("w")[0]
@@ -231,6 +243,7 @@ def test_zero_retry_delay_retries_at_once(queue: RunnerQ) -> None:
     assert queue.dequeue("w")[0].activity_id == claim.activity_id
 
 
+@pytest.mark.partitioned
 def test_dead_letter_after_the_last_attempt(queue: RunnerQ, clock) -> None:
     activity_id = queue.enqueue("t", {"k": 1}, max_retries=2, retry_delay_seconds=0).activity_id
     assert queue.ack_failure(queue.dequeue("w")[0], "first") is AckOutcome.RETRYING
@@ -265,6 +278,7 @@ def test_non_retryable_failure_is_terminal_whatever_the_attempts(queue: RunnerQ,
 # ------------------------------------------------------------------ fencing
 
 
+@pytest.mark.partitioned
 def test_a_stale_claim_changes_nothing(queue: RunnerQ, clock) -> None:
     queue.enqueue("t", {}, max_retries=5)
     stale = queue.dequeue("slow", lease_seconds=10)[0]
@@ -288,6 +302,7 @@ def test_a_stale_claim_changes_nothing(queue: RunnerQ, clock) -> None:
     assert queue.get_result(fresh.activity_id).data == "fresh result"
 
 
+@pytest.mark.partitioned
 def test_extend_lease(queue: RunnerQ, clock) -> None:
     queue.enqueue("t", {})
     claim = queue.dequeue("w", lease_seconds=10)[0]
@@ -304,6 +319,7 @@ def test_extend_lease(queue: RunnerQ, clock) -> None:
 # ------------------------------------------------------- reaper & scheduler
 
 
+@pytest.mark.partitioned
 def test_reaper_requeues_expired_leases_without_backoff(queue: RunnerQ, clock) -> None:
     activity_id = queue.enqueue("t", {}, max_retries=3, retry_delay_seconds=60).activity_id
     queue.dequeue("dead-worker", lease_seconds=5)
@@ -319,6 +335,7 @@ def test_reaper_requeues_expired_leases_without_backoff(queue: RunnerQ, clock) -
     assert event_types(queue, activity_id)[-1] == "Requeued"
 
 
+@pytest.mark.partitioned
 def test_reaper_dead_letters_when_no_attempt_remains(queue: RunnerQ, clock) -> None:
     activity_id = queue.enqueue("t", {}, max_retries=1).activity_id
     queue.dequeue("dead-worker", lease_seconds=5)
@@ -342,6 +359,7 @@ def test_scheduled_work_becomes_due(queue: RunnerQ, clock) -> None:
     assert queue.dequeue("w")[0].activity_id == later
 
 
+@pytest.mark.partitioned
 def test_release_gives_work_back_without_counting_an_attempt(queue: RunnerQ) -> None:
     activity_id = queue.enqueue("t", {}).activity_id
     claim = queue.dequeue("w")[0]
@@ -361,6 +379,7 @@ def test_get_activity_unknown_and_invalid_ids(queue: RunnerQ) -> None:
         queue.get_activity("not-a-uuid")
 
 
+@ONE_PARTITION
 def test_stats_counts_by_status_and_priority(queue: RunnerQ) -> None:
     queue.enqueue("t", {}, priority="critical")
     queue.enqueue("t", {}, priority="low")
@@ -377,6 +396,7 @@ def test_stats_counts_by_status_and_priority(queue: RunnerQ) -> None:
     assert stats["total"] == 3
 
 
+@ONE_PARTITION
 def test_lists_are_ordered_as_design_says(queue: RunnerQ, clock) -> None:
     low = queue.enqueue("t", {}, priority=Priority.LOW).activity_id
     clock.advance(1)
@@ -488,6 +508,7 @@ def test_the_reaper_dead_lettering_answers_for_no_claim(queue: RunnerQ, clock) -
     assert queue.get_result(aid).state == "Err"
 
 
+@pytest.mark.partitioned
 def test_concurrent_acknowledgements_share_round_trips_and_each_gets_its_answer(
         queue: RunnerQ) -> None:
     queue.enqueue_many([ActivitySpec("t", {"i": i}) for i in range(24)])

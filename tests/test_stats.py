@@ -34,8 +34,10 @@ def mix(queue, clock):
         by_type[c.activity.priority].append(c)
     for c in by_type[3]:
         queue.ack_success(c, {"ok": 1})
-    queue.ack_failure(by_type[4][0], "bad", retryable=False)
-    queue.ack_failure(by_type[4][1], "bad", retryable=True)
+    # by max_retries, not claim order (a partitioned queue claims in rotation)
+    failing, dead = sorted(by_type[4], key=lambda c: -c.activity.max_retries)
+    queue.ack_failure(failing, "bad", retryable=False)
+    queue.ack_failure(dead, "bad", retryable=True)
     queue.enqueue("a", {}, priority="high")
     queue.enqueue("b", {}, priority="low")
     queue.enqueue("a", {}, delay_seconds=3600)
@@ -43,6 +45,7 @@ def mix(queue, clock):
     return queue
 
 
+@pytest.mark.partitioned
 def test_exact_counts_and_schema(mix, run_cli):
     res = run_cli("stats", "-o", "json", "--by", "type")
     assert res.code == 0, res.stderr

@@ -36,6 +36,7 @@ def activity(backend, activity_id):
     return backend.get_activity(activity_id)
 
 
+@pytest.mark.partitioned
 def test_success_stores_result_and_counts(backend):
     aid = backend.enqueue("echo", {"x": 1}, metadata={"k": "v"}).activity_id
     worker = make_worker(backend)
@@ -67,6 +68,7 @@ def test_plain_async_and_payload_only_handlers(backend):
     assert backend.get_result(b).data == "v"
 
 
+@pytest.mark.partitioned
 def test_retryable_failure_backs_off_then_dead_letters(backend):
     aid = backend.enqueue("boom", {}, max_retries=2, retry_delay_seconds=1).activity_id
     worker = make_worker(backend, fail_on_error=True)
@@ -348,6 +350,7 @@ class _Overlap:
         return payload["i"]
 
 
+@pytest.mark.partitioned
 def test_busy_slots_claim_their_next_activity_within_concurrency(backend):
     # Slots that finish claim their next activity themselves, the claim loop claims
     # for idle slots: together they never run more than `concurrency` handlers.

@@ -11,8 +11,8 @@ ID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "config show": ("runnerq-mongo config show",
                     "runnerq-mongo --config ./runnerq.yaml config show -o json"),
-    "init-indexes": ("runnerq-mongo init-indexes",
-                     "runnerq-mongo init-indexes --check    # exit 7 if anything is missing"),
+    "init-indexes": ("runnerq-mongo init-indexes --check    # exit 7 if anything is missing",
+                     "runnerq-mongo init-indexes --partitions 4    # before sharding"),
     "enqueue": ("runnerq-mongo enqueue send_email -p '{\"to\": \"a@example.com\"}' "
                 "--priority high",
                 "runnerq-mongo enqueue --from jobs.ndjson -q    # one activity per line"),

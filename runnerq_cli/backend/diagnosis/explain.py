@@ -18,6 +18,7 @@ from runnerq_cli.backend.domain.models import (
     parse_activity_id,
     to_jsonable,
 )
+from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
@@ -62,10 +63,12 @@ def _when(value: datetime | None) -> str:
 
 
 
-def _ahead(ctx: QueueContext, priority: int, created_at: datetime) -> dict[str, int]:
-    """Pending activities claimed before this one, by priority (claim order, indexed counts)."""
+def _ahead(ctx: QueueContext, priority: int, created_at: datetime,
+           partition: int | None = None) -> dict[str, int]:
+    """Pending activities claimed before this one, by priority (claim order, indexed counts;
+    in a partitioned queue, of its own partition: order holds within one)."""
     out: dict[str, int] = {}
-    base = {"status": Status.PENDING.value}
+    base = {"status": Status.PENDING.value, **partition_term(partition)}
     for p in sorted((int(x) for x in Priority), reverse=True):
         if p > priority:
             n = count(ctx.activities, {**base, "priority": p})
@@ -135,14 +138,18 @@ def _explain_pending(ctx: QueueContext, act: Activity, live: list[WorkerInfo],
                      facts: dict[str, Any]) -> tuple[str, str]:
     """Its place in claim order, and which live workers handle its type."""
     reason = "pending"
-    ahead = _ahead(ctx, act.priority, act.created_at)
+    ahead = _ahead(ctx, act.priority, act.created_at, act.partition)
     handlers = [w.worker_id for w in live if _handles(w, act.activity_type)]
     facts.update(ahead=sum(ahead.values()), ahead_by_priority=ahead,
                  handled_by=handlers[:50])
+    order = "claim order" if act.partition is None else \
+        f"its partition's claim order (partition {act.partition})"
+    if act.partition is not None:
+        facts["partition"] = act.partition
     total = sum(ahead.values())
-    place = (f"{at_least(total)} ahead of it in claim order ("
+    place = (f"{at_least(total)} ahead of it in {order} ("
              + ", ".join(f"{n} {p}" for p, n in ahead.items()) + ")") if total \
-        else "first in claim order"
+        else f"first in {order}"
     verb = "live worker handles" if len(handlers) == 1 else "live workers handle"
     who = (f"{len(handlers)} {verb} {act.activity_type} "
            f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"

@@ -25,9 +25,11 @@ from runnerq_cli.backend.diagnosis.checks import (
     at_least,
     count,
 )
+from runnerq_cli.backend.diagnosis.partition_checks import check_partitions
 from runnerq_cli.backend.diagnosis.plans import explain_query, plan_problems, plan_stages
+from runnerq_cli.backend.diagnosis.server_checks import topology_of
 from runnerq_cli.backend.domain import queries
-from runnerq_cli.backend.domain.models import Status, display_time
+from runnerq_cli.backend.domain.models import MalformedDocument, Status, display_time
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.queries import representative_queries
 from runnerq_cli.backend.domain.shapes import MALFORMED_LIMIT, SHAPE_SCAN_LIMIT, malformed
@@ -105,17 +107,26 @@ def check_ttl(ctx: QueueContext, reports: list[IndexReport]) -> Check:
     return Check("ttl", CheckStatus.OK, f"{len(ttl)} TTL indexes present{suffix}", None, facts)
 
 
-def check_query_plans(ctx: QueueContext, now: datetime) -> Check:
+def _partition_count(ctx: QueueContext) -> int:
+    """The stored partition count; 1 for a malformed one (the partitions check says so)."""
+    try:
+        return ctx.partitions.current()
+    except MalformedDocument:
+        return 1
+
+
+def check_query_plans(ctx: QueueContext, now: datetime, partitions: int = 1) -> Check:
     """Each representative query served by an index (no COLLSCAN, no in-memory SORT)."""
     served, problems, unknown = [], [], []
-    for query in representative_queries(ctx.settings, now):
+    for query in representative_queries(ctx.settings, now, partitions=partitions):
         try:
             stage_names = plan_stages(explain_query(ctx.db, ctx.names, ctx.settings, query))
         except OperationFailure as exc:
             problems.append(f"{query.name}: explain failed ({str(exc)[:120]})")
             continue
         if stage_names is None:  # not MongoDB's explain: no other answer will be either
-            unknown = [q.name for q in representative_queries(ctx.settings, now)
+            unknown = [q.name for q in representative_queries(ctx.settings, now,
+                                                               partitions=partitions)
                        if q.name not in served]
             break
         found = [p for p in plan_problems(stage_names)
@@ -413,7 +424,8 @@ class QueueChecks:
         """Each check is a few bounded, indexed queries."""
         ctx = self._ctx
         now = ctx.clock()
-        reports = ensure_indexes(ctx.db, ctx.settings, write=False)
+        partitions = _partition_count(ctx)
+        reports = ensure_indexes(ctx.db, ctx.settings, write=False, partitions=partitions)
         workers = self._registry.list_workers(TIMING.worker_stale_after)
         live = sum(1 for w in workers if not w.stale)
         pending, oldest = pending_now(ctx, now)
@@ -421,7 +433,7 @@ class QueueChecks:
         checks = [
             check_indexes(ctx, reports),
             check_ttl(ctx, reports),
-            check_query_plans(ctx, now),
+            check_query_plans(ctx, now, partitions),
             check_workers(ctx, workers, pending),
             check_coverage(ctx, workers, pause),
             check_leases(ctx, now, live),
@@ -431,6 +443,7 @@ class QueueChecks:
             check_backlog(ctx, pause, oldest),
             check_dead_letters(ctx, now),
             check_documents(ctx),
+            check_partitions(ctx, topology_of(ctx.db.admin_command("hello"))),
         ]
         return [Check(c.name, c.status, c.message, c.fix, c.facts, ctx.settings.queue)
                 for c in checks]

@@ -25,7 +25,7 @@ def _server_facts(db: Database) -> dict[str, Any]:
     return facts
 
 
-def _topology(hello: dict[str, Any]) -> str:
+def topology_of(hello: dict[str, Any]) -> str:
     if hello.get("msg") == "isdbgrid":
         return "sharded"
     if hello.get("setName"):
@@ -38,7 +38,7 @@ def check_server(db: Database, info: dict[str, Any]) -> Check:
     hello, build = info["hello"], info["build"]
     version = build.get("version") or hello.get("version") or "unknown"
     dev = "mongoeco" in str(build.get("gitVersion") or hello.get("gitVersion") or "")
-    topology = _topology(hello)
+    topology = topology_of(hello)
     facts: dict[str, Any] = {"version": version, "topology": topology, "dev_server": dev,
                              "round_trip_ms": round(info["rtt"] * 1000, 1)}
     notes: list[str] = []

@@ -41,8 +41,9 @@ def _partial(filter_: dict[str, Any]) -> dict[str, Any]:
     return {"partialFilterExpression": filter_}
 
 
-def index_plan(settings: Settings) -> list[IndexSpec]:
-    """The indexes this version uses, each with the queries it serves (docs/design.md, "Indexes").
+def index_plan(settings: Settings, partitions: int = 1) -> list[IndexSpec]:
+    """The indexes this version uses, each with the queries it serves (docs/design.md, "Indexes");
+    a queue of more than one partition has three more (`partition_indexes`).
 
     Activity indexes are partial: each holds only the documents in one state,
     so a document's entry changes only when it enters or leaves that state,
@@ -92,12 +93,30 @@ def index_plan(settings: Settings) -> list[IndexSpec]:
         IndexSpec("dead_letter", (("failed_at", -1),), why="dead-letter listing"),
         IndexSpec("workers", (("last_heartbeat", 1),), ttl(TIMING.registry_ttl),
                   why="stale worker entries expire"),
+        *(partition_indexes() if partitions > 1 else ()),
+    ]
+
+
+def partition_indexes() -> list[IndexSpec]:
+    """A partitioned queue's own (docs/design.md, "Indexes of a partitioned queue"): the
+    shard key's index, and the claim indexes of one partition, led by `partition` so
+    that a claim of an empty partition is one seek."""
+    return [
+        IndexSpec("activities", (("partition", 1), ("_id", 1)), why="the shard key"),
+        IndexSpec("activities", (("partition", 1), ("priority", -1), ("created_at", 1),
+                                 ("_id", 1), ("status", 1)), _partial(PENDING), label="pending",
+                  why="partition claim order: the claim of one partition"),
+        IndexSpec("activities", (("partition", 1), ("activity_type", 1), ("priority", -1),
+                                 ("created_at", 1), ("status", 1)), _partial(PENDING),
+                  label="pending",
+                  why="partition claims limited to activity types"),
     ]
 
 
 def index_name(settings: Settings, why_prefix: str) -> str:
-    """The name of the planned index whose purpose starts with `why_prefix` (for hints)."""
-    for spec in index_plan(settings):
+    """The name of the planned index whose purpose starts with `why_prefix` (for hints;
+    a partitioned queue's indexes among them)."""
+    for spec in index_plan(settings, partitions=2):
         if spec.why.startswith(why_prefix):
             return spec.name
     raise KeyError(why_prefix)

@@ -303,7 +303,7 @@ class Activity:
         "started_at": (datetime, _NONE), "completed_at": (datetime, _NONE),
         "lease_deadline": (datetime, _NONE), "last_error_at": (datetime, _NONE),
         "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
-        "claims": (int,),
+        "claims": (int,), "partition": (int,),
     }
     _REQUIRED: ClassVar[tuple[str, ...]] = (
         "_id", "activity_type", "priority", "status", "created_at")
@@ -325,6 +325,13 @@ class Activity:
         return display_status(self.status, self.retry_count)
 
     @property
+    def partition(self) -> int | None:
+        """The partition of a partitioned queue's activity (docs/design.md, "Partitions");
+        None in a one-partition queue."""
+        value = self.extra.get("partition")
+        return value if type(value) is int else None
+
+    @property
     def attempts(self) -> int:
         """Attempts made so far, the one running included: `retry_count` counts the ended
         attempts that did not end it, and `started_at` is kept only by the current or
@@ -342,6 +349,8 @@ class Activity:
         for name in self._FIELDS:
             out[name] = to_jsonable(getattr(self, name))
         out["display_status"] = self.display_status
+        if self.partition is not None:  # a partitioned queue's only (one partition: as before)
+            out["partition"] = self.partition
         return out
 
 

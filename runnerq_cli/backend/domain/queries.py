@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from runnerq_cli.backend.domain.models import (
     Status,
     display_status,
 )
+from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.timing import TIMING
 
 if TYPE_CHECKING:
@@ -92,8 +93,10 @@ class Query:
 
 def claim(types: Iterable[str] | None = None,
           exclude_types: Iterable[str] | None = None,
-          present: Iterable[str] = ()) -> Query:
-    """The next pending activity in claim order (of `types`, or not of `exclude_types`).
+          present: Iterable[str] = (), *,
+          partition: int | None = None) -> Query:
+    """The next pending activity in claim order (of `types`, or not of `exclude_types`;
+    of one `partition` in a partitioned queue, docs/design.md "Partitions").
 
     Around paused types the claim names the types it may take, `present` (the pending
     types `pending_types_beyond` found) less the excluded: `$in` on the index led by the
@@ -102,6 +105,7 @@ def claim(types: Iterable[str] | None = None,
     paused entry ahead of the first claimable one). docs/design.md, "Claim order".
     """
     query: dict[str, Any] = {"status": Status.PENDING.value}
+    query.update(partition_term(partition))  # the claim targets one partition (one shard)
     type_list = list(types or ())
     if type_list:
         query["activity_type"] = {"$in": type_list}
@@ -122,6 +126,17 @@ def pending_types_beyond(known: Iterable[str]) -> Query:
     return Query("pending types (claim around paused types)", "activities",
                  {"status": Status.PENDING.value, "activity_type": {"$nin": sorted(set(known))}},
                  (("activity_type", 1),), "claims limited")
+
+
+def partition_claim(partition: int, types: Iterable[str] | None = None,
+                    exclude_types: Iterable[str] | None = None) -> Query:
+    """`claim` of one partition, naming the partition's own claim index (the one that
+    makes an empty partition cheap to skip): what doctor explains for a partitioned
+    queue."""
+    plain = claim(types, exclude_types, partition=partition)
+    purpose = "partition claims limited" if plain.purpose == "claims limited" else \
+        "partition claim order"
+    return replace(plain, name=f"{plain.name}, one partition", purpose=purpose)
 
 
 def due_scheduled(now: datetime) -> Query:
@@ -445,9 +460,11 @@ FAILURES_SAMPLE = 3600.0  # doctor's dead-letter check: what failed in the last 
 
 
 def representative_queries(settings: Settings, now: datetime,
-                           repair_grace: float = TIMING.repair_grace) -> list[Query]:
+                           repair_grace: float = TIMING.repair_grace, *,
+                           partitions: int = 1) -> list[Query]:
     """The claim, scheduler, reaper, repair, retention, list, stats, tail and worker
-    queries, as the code builds them (with sample arguments): doctor's plan check."""
+    queries, as the code builds them (with sample arguments): doctor's plan check; with
+    `partitions` above 1, the claims of one partition too."""
     queries = [
         claim(),
         claim(types=SAMPLE_TYPES),
@@ -473,4 +490,7 @@ def representative_queries(settings: Settings, now: datetime,
         completed_counts(EXACT_COMPLETED_UP_TO + 1),
         first_created(),
     ]
+    if partitions > 1:
+        queries += [partition_claim(0), partition_claim(0, types=SAMPLE_TYPES),
+                    partition_claim(0, exclude_types=SAMPLE_PAUSED)]
     return queries

@@ -28,6 +28,7 @@ from runnerq_cli.backend.domain.models import (
     Status,
     to_jsonable,
 )
+from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.shapes import ACTIVITY, Shape
 from runnerq_cli.backend.store.servertime import When
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
@@ -176,7 +177,7 @@ def plan_update(name: str, doc: Doc, now: When, params: Params,
 def fence_of(doc: Doc, fields: tuple[str, ...] = FENCE_FIELDS) -> Doc:
     """The filter that makes an update apply only to `doc` as it was read: its id and
     `fields` as read (the retry count only where the document has one)."""
-    fence = {"_id": doc["_id"]}
+    fence = {"_id": doc["_id"], **term_of(doc)}  # its partition too: one shard
     for name in fields:
         if name != "retry_count" or name in doc:
             fence[name] = doc.get(name)

@@ -31,6 +31,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.domain.models import Activity, MalformedDocument, Status
+from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import Query
 from runnerq_cli.backend.domain.shapes import ACTIVITY, outbox_problem
 from runnerq_cli.backend.store.context import QueueContext
@@ -127,5 +128,6 @@ def set_aside_unclaimable(ctx: QueueContext, claimable: Query, worker_id: str) -
     if doc is None:
         return False
     problem = ACTIVITY.problem(doc) or f"claims is {doc['claims']!r}, not int"
-    return set_aside(ctx, doc, problem, {"_id": doc["_id"], "status": doc["status"],
-                                         "claims": doc["claims"]}, worker_id, None, "claim")
+    return set_aside(ctx, doc, problem, {"_id": doc["_id"], **term_of(doc),
+                                         "status": doc["status"], "claims": doc["claims"]},
+                     worker_id, None, "claim")

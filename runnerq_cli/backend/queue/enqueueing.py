@@ -31,6 +31,7 @@ from runnerq_cli.backend.domain.models import (
     EnqueueResult,
     Status,
 )
+from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, write_time
@@ -166,6 +167,11 @@ class Enqueuer(Part):
             doc["scheduled_at"] = due
         if spec.idempotency_key is not None:
             doc["idempotency_key"] = spec.idempotency_key
+        count = self._ctx.partitions.current()
+        if count > 1:  # a partitioned queue (docs/design.md, "The partition field")
+            doc["partition"] = self._ctx.partitions.enqueues.take(count) \
+                if spec.idempotency_key is None \
+                else of_key(spec.activity_type, spec.idempotency_key, count)
         return doc
 
     # ------------------------------------------------------------ the batch's commands

@@ -13,15 +13,19 @@ counts as the record's `fields`.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pymongo import ReturnDocument
 
+from runnerq_cli import values
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
-from runnerq_cli.backend.domain.models import EventType, Status
+from runnerq_cli.backend.domain.models import EventType, MalformedDocument, Status
+from runnerq_cli.backend.domain.partitions import term as partition_term
+from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.queue.aside import checked, set_aside
@@ -33,11 +37,37 @@ from runnerq_cli.backend.queue.queue import (
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import past_now, server_update, write_time
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
+from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.store.indexes import IndexReport
 
 log = logging.getLogger(LOGGER_NAME)
+
+
+def _os_user() -> str:
+    """Who set the partition count, when no actor is given: the operating-system user."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name to be had (a container without a passwd entry)
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """What `set_partitions` did: the count before (0: a malformed one) and after, and the
+    activities stamped `partition: 0` (or, not written, those that would be)."""
+
+    before: int
+    after: int
+    stamped: int
+    written: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"before": self.before, "after": self.after, "stamped": self.stamped,
+                "written": self.written}
 
 
 class QueueChores(Part):
@@ -101,7 +131,8 @@ class QueueChores(Part):
                 kind = "dead_lettered"
                 update = dead_letter_update(act, error, at, act.worker_id, None)
             changed = self._ctx.activities.find_one_and_update(
-                {"_id": act.id, "status": Status.PROCESSING.value, "lease_id": act.lease_id,
+                {"_id": act.id, **partition_term(act.partition),
+                 "status": Status.PROCESSING.value, "lease_id": act.lease_id,
                  "lease_deadline": {"$lt": now}, **past_now(self._ctx.clock, "lease_deadline")},
                 server_update(update), projection=flush_projection(update),
                 return_document=ReturnDocument.AFTER)
@@ -116,7 +147,7 @@ class QueueChores(Part):
         """Dead-letter a malformed running activity whose lease expired or can never expire,
         fenced on the lease as read (a holder that extends it meanwhile wins); 1 if done."""
         worker = doc.get("worker_id") if isinstance(doc.get("worker_id"), str) else None
-        fence = {"_id": doc["_id"], "status": Status.PROCESSING.value,
+        fence = {"_id": doc["_id"], **term_of(doc), "status": Status.PROCESSING.value,
                  "lease_id": doc.get("lease_id"), "lease_deadline": doc.get("lease_deadline")}
         return int(set_aside(self._ctx, doc, problem, fence, worker, None, "reaper"))
 
@@ -125,17 +156,69 @@ class Maintenance(QueueChores):
     """Every chore of one queue (the trait's two, outbox repair, retention) and its
     set-up."""
 
-    def init_indexes(self, *, write: bool = True,
-                     drop_obsolete: bool = False) -> list[IndexReport]:
+    def init_indexes(self, *, write: bool = True, drop_obsolete: bool = False,
+                     partitions: int | None = None) -> list[IndexReport]:
         """Create the collections and indexes (idempotent); report each index.
 
         Indexes this version no longer uses are reported as obsolete, and
-        dropped only with `drop_obsolete`.
+        dropped only with `drop_obsolete`. The plan is that of the queue's stored
+        partition count, or of `partitions` (a count about to be set, or shown).
         """
         from runnerq_cli.backend.store.indexes import ensure_indexes
 
         return ensure_indexes(self._ctx.db, self._ctx.settings, write=write,
-                              drop_obsolete=drop_obsolete)
+                              drop_obsolete=drop_obsolete,
+                              partitions=self._ctx.partitions.current()
+                              if partitions is None else partitions)
+
+    def set_partitions(self, count: int, *, write: bool = True,
+                       actor: str | None = None) -> PartitionChange:
+        """Make the queue one of `count` partitions (docs/design.md, "Changing N"): the
+        count only grows (InvalidArgument below the stored one, nothing written); from 1,
+        every activity without a partition is stamped `partition: 0` (again at every
+        call: a producer that read the old count may have added some since).
+
+        `write` False reports what would change and writes nothing."""
+        from runnerq_cli.backend.domain.partitions import (
+            FIELD,
+            PARTITIONS_ID,
+            check_count,
+            count_of,
+        )
+
+        try:
+            count = check_count(count)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        stored = self._ctx.partitions.read()
+        try:
+            before = count_of(stored)
+        except MalformedDocument:  # the fix for a broken count is to set it again
+            before = 0
+        if count < before:
+            raise InvalidArgument(
+                f"the queue has {before} partitions; a queue's partitions can only grow "
+                f"(activities of the partitions dropped would never be claimed again)")
+        who = values.one_line_text(actor, "actor", max_chars=200) if actor is not None \
+            else _os_user()
+        strays = {FIELD: {"$exists": False}}
+        if not write:
+            pending = self._ctx.activities.count_documents(strays) if count > 1 else 0
+            return PartitionChange(before, count, pending, written=False)
+        if count > max(before, 1):
+            self._ctx.control.replace_one(
+                {"_id": PARTITIONS_ID},
+                {"_id": PARTITIONS_ID, "count": count, "at": self._ctx.clock(), "actor": who},
+                upsert=True)
+            self._ctx.partitions.forget()
+        stamped = 0
+        if count > 1:
+            stamped = self._ctx.activities.update_many(
+                strays, {"$set": {FIELD: 0}}).modified_count
+        if stamped:
+            log.info("partitions: stamped partition 0 on activities without one",
+                     extra={"fields": {"stamped": stamped, "partitions": count}})
+        return PartitionChange(before, count, stamped, written=True)
 
     def require_queue(self, *, create: bool = False) -> None:
         """Return if this queue exists (or `create`); else NotFound naming the closest

@@ -33,6 +33,8 @@ from runnerq_cli.backend.domain.models import (
     check_fields,
     parse_activity_id,
 )
+from runnerq_cli.backend.domain.partitions import term as partition_term
+from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.domain.specs import ActivitySpec as ActivitySpec  # re-exported
@@ -109,10 +111,20 @@ class ActivityQueue(Enqueuer):
             present = self._pending_types.claimable(self._ctx.activities, exclude_types)
             if not present:
                 return []  # nothing pending beyond the paused types
+        count = self._ctx.partitions.current()
         claimable = queries.claim(types, exclude_types, present)
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
+        dry: set[int] = set()  # partitions this call found empty: not asked again
+        partition = None
         while len(claims) < limit:  # an activity set aside (malformed) takes no place
+            if count > 1:  # one partition per claim, in rotation (docs/design.md)
+                if len(dry) >= count:
+                    break
+                partition = self._ctx.partitions.claims.take(count)
+                if partition in dry:
+                    continue
+                claimable = queries.claim(types, exclude_types, present, partition=partition)
             now = write_time(self._ctx.clock)
             lease_id = uuid.uuid4().hex
             deadline = now + lease  # the server's $$NOW + lease (servertime.py)
@@ -133,6 +145,9 @@ class ActivityQueue(Enqueuer):
                     raise
                 continue
             if doc is None:
+                if partition is not None:
+                    dry.add(partition)
+                    continue
                 break
             if isinstance(deadline, ServerTime):  # one $$NOW for both: started_at + lease
                 deadline = deadline.after(doc["started_at"])
@@ -141,7 +156,8 @@ class ActivityQueue(Enqueuer):
                    "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
             activity, problem = checked(doc)
             if activity is None:  # never run, never left running: set aside
-                set_aside(self._ctx, doc, str(problem), _held_by_lease(doc["_id"], lease_id),
+                set_aside(self._ctx, doc, str(problem),
+                          _held_by_lease(doc["_id"], lease_id, term_of(doc)),
                           worker_id, lease_id, "claim")
                 continue
             claim = Claim(activity, lease_id, worker_id, deadline)
@@ -350,7 +366,8 @@ class ActivityQueue(Enqueuer):
         acknowledged, is a lost claim: never silently dropped.
         """
         done = self._ctx.activities.find_one(
-            {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, {"last_outcome": 1})
+            {"_id": claim.activity_id, **partition_term(claim.activity.partition),
+             "last_lease_id": claim.lease_id}, {"last_outcome": 1})
         if done is not None and done.get("last_outcome") in ACK_OUTCOMES:
             first = AckOutcome(done["last_outcome"])
             if first is AckOutcome.COMPLETED and outcome is AckOutcome.COMPLETED:
@@ -383,7 +400,8 @@ class ActivityQueue(Enqueuer):
             self._ctx.outbox.submit(doc)
             return True
         if self._ctx.activities.count_documents(
-            {"_id": claim.activity_id, "last_lease_id": claim.lease_id}, limit=1
+            {"_id": claim.activity_id, **partition_term(claim.activity.partition),
+             "last_lease_id": claim.lease_id}, limit=1
         ):
             return False
         raise _claim_lost(claim)
@@ -511,12 +529,16 @@ def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:
 
 
 def _held_by(claim: Claim) -> dict[str, Any]:
-    """The fence of every write that takes a claim: the activity, still running under it."""
-    return _held_by_lease(claim.activity_id, claim.lease_id)
+    """The fence of every write that takes a claim: the activity, still running under it
+    (in its partition: the whole shard key, so it goes to one shard)."""
+    return _held_by_lease(claim.activity_id, claim.lease_id,
+                          partition_term(claim.activity.partition))
 
 
-def _held_by_lease(activity_id: Any, lease_id: str) -> dict[str, Any]:
-    return {"_id": activity_id, "lease_id": lease_id, "status": Status.PROCESSING.value}
+def _held_by_lease(activity_id: Any, lease_id: str,
+                   partition: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"_id": activity_id, **(partition or {}), "lease_id": lease_id,
+            "status": Status.PROCESSING.value}
 
 
 def _claim_lost(claim: Claim) -> ClaimLost:

@@ -9,7 +9,7 @@ its own (tests travel in time with one).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from pymongo.database import Database as PyDatabase
 
 from runnerq_cli.backend.domain.naming import CollectionNames
 from runnerq_cli.backend.store.driver import Collection, Database
+from runnerq_cli.backend.store.partitions import PartitionCount
 from runnerq_cli.backend.store.writes import OutboxWriter
 from runnerq_cli.config import Settings
 
@@ -47,6 +48,11 @@ class QueueContext:
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
     success_acks: GroupCommit[tuple[Claim, Any], AckOutcome] | None = None
+    # The partition count (docs/design.md, "Partitions"), read through a cache
+    partitions: PartitionCount = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.partitions = PartitionCount(self.control)
 
     @classmethod
     def create(cls, settings: Settings, db: PyDatabase[Any],

@@ -340,6 +340,11 @@ class Database:
     def __getitem__(self, name: str) -> Collection:
         return Collection(self._boundary, self._db[name])
 
+    def sibling(self, name: str) -> Database:
+        """Another database of the same client, behind the same boundary (doctor reads a
+        sharded cluster's `config` database)."""
+        return Database(self._boundary, self._db.client[name])
+
     def command(self, command: str | dict[str, Any], value: Any = 1,
                 **kwargs: Any) -> Document:
         answer: Document = self._boundary.call(lambda: self._db.command(command, value, **kwargs))

@@ -61,7 +61,7 @@ def _differences(spec: IndexSpec, existing: dict[str, Any]) -> str:
 
 
 def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
-                   drop_obsolete: bool = False) -> list[IndexReport]:
+                   drop_obsolete: bool = False, partitions: int = 1) -> list[IndexReport]:
     """Create what is missing (when `write`), and report every index's state.
 
     Indexes on the queue's collections that this version does not plan are
@@ -78,7 +78,7 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
     current: dict[str, list[dict[str, Any]]] = {}
     reports = []
     missing: dict[str, list[IndexSpec]] = {}  # collection -> indexes to create, in one command
-    plan = index_plan(settings)
+    plan = index_plan(settings, partitions)  # a partitioned queue's plan has three more
     for spec in plan:
         collection_name = names[spec.collection]
         if collection_name not in current:

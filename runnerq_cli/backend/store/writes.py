@@ -46,6 +46,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ReplaceOne, UpdateMany
 
+from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import stale_outboxes
 from runnerq_cli.backend.domain.shapes import outbox_problem
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY, Collection, refused
@@ -96,13 +97,16 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
         chunk = docs[offset:offset + INSERT_CHUNK]
         statements: list[Statement] = []
         for doc in chunk:
-            guard = {"_id": doc["_id"], field: None}  # never matches a document we wrote
-            # (the insert takes `_id` from the guard: not sent twice)
+            # Never matches a document we wrote; the insert takes `_id` (and a partitioned
+            # queue's `partition`: the whole shard key, which a sharded upsert must carry,
+            # docs/design.md "Partitions") from the guard: not sent twice.
+            target = {"_id": doc["_id"], **term_of(doc)}
+            guard = {**target, field: None}
             if doc.get(field) is not None:
                 statements.append((guard, server_update({"$setOnInsert": {
-                    k: v for k, v in doc.items() if k != "_id"}}), True))
+                    k: v for k, v in doc.items() if k not in target}}), True))
             else:
-                fields = {k: v for k, v in doc.items() if k not in (field, "_id")}
+                fields = {k: v for k, v in doc.items() if k not in guard}
                 when = stamp(clock, now, field)
                 update = {"$setOnInsert": {**fields, **when.get("$set", {})}}
                 if "$currentDate" in when:

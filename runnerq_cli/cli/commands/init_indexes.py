@@ -77,6 +77,18 @@ def _print_text(collections: list[dict[str, Any]], indexes: list[dict[str, Any]]
                 typer.echo(part if n == 0 else f"    {part}")
 
 
+def _partition_line(before: int, after: int, stamped: int, *, written: bool) -> str:
+    """What --partitions did (or, written False, would do), on one line."""
+    was = "malformed" if before == 0 else str(before)
+    head = (f"partitions: {after} (unchanged)" if before == after
+            else f"partitions: {was} -> {after}" + ("" if written else " (not written)"))
+    noun = "activity" if stamped == 1 else "activities"
+    if stamped:  # within 80 columns up to millions of activities
+        head += (f"; {stamped} {noun} given partition 0" if written
+                 else f"; {stamped} {noun} would get partition 0")
+    return head
+
+
 def init_indexes(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run",
@@ -88,6 +100,10 @@ def init_indexes(
         help="Also drop the indexes this version no longer uses (asks first; see --yes)."),
     yes: bool = typer.Option(False, "--yes", "-y",
                              help="Drop obsolete indexes without asking (needed off a terminal)."),
+    partitions: int | None = typer.Option(
+        None, "--partitions", metavar="N",
+        help="Make the queue one of N partitions (from 1 to 256; it can only grow; "
+             "docs/partitions.md)."),
     output: OutputFormat = output_option(),
 ) -> None:
     """Create the queue's collections and indexes (idempotent; conflicts are never dropped).
@@ -95,9 +111,14 @@ def init_indexes(
     Indexes an earlier version created and this one no longer uses are
     reported as obsolete and kept, until --drop-obsolete.
 
+    With --partitions N the queue becomes one of N partitions (stored in its
+    control collection; activities without a partition get partition 0) and
+    gets the partitioned plan's indexes. It shards nothing: see doctor.
+
     Exit codes: 0 done (or --check holds, or --dry-run), 7 (check failed) when
     --check finds a missing or differing index, or when an index conflicts
-    (nothing is dropped), 6 server unreachable, 2 a declined or unconfirmed drop.
+    (nothing is dropped), 6 server unreachable, 2 a declined or unconfirmed drop,
+    or fewer partitions than the queue has.
     """
     from runnerq_cli.backend.domain.naming import CollectionNames
 
@@ -106,14 +127,18 @@ def init_indexes(
     backend = cli.backend()
     write = not (dry_run or check)
     missing_collections = set(backend.maintenance.missing_collections())
-    reports = [r.to_json() for r in backend.maintenance.init_indexes(write=write)]
+    change = None if partitions is None else \
+        backend.maintenance.set_partitions(partitions, write=write)
+    reports = [r.to_json() for r in backend.maintenance.init_indexes(write=write,
+                                                                     partitions=partitions)]
     obsolete = [r for r in reports if r["state"] == "obsolete"]
     if drop_obsolete and obsolete and not (dry_run or check):
         names = ", ".join(f"{r['collection']}.{r['difference'].removeprefix('name ')}"
                           for r in obsolete)
         confirm(f"Drop {len(obsolete)} obsolete indexes ({names})?", yes)
         reports = [r.to_json()
-                   for r in backend.maintenance.init_indexes(write=True, drop_obsolete=True)]
+                   for r in backend.maintenance.init_indexes(write=True, drop_obsolete=True,
+                                                             partitions=partitions)]
     collections = []
     for name in CollectionNames(settings.queue).all().values():
         coll_state = "present" if name not in missing_collections else \
@@ -124,8 +149,12 @@ def init_indexes(
     if output is not OutputFormat.TEXT:
         emit(output, {"queue": settings.queue, "database": settings.database,
                       "mode": "check" if check else "dry-run" if dry_run else "write",
-                      "ok": ok, "collections": collections, "indexes": reports})
+                      "ok": ok, "collections": collections, "indexes": reports,
+                      **({} if change is None else {"partitions": change.to_json()})})
     else:
+        if change is not None:
+            typer.echo(_partition_line(change.before, change.after, change.stamped,
+                                       written=change.written))
         _print_text(collections, reports, f"runnerq_{settings.queue}_")
         counts = {s: states.count(s) for s in _LABELS if states.count(s)}
         summary = ", ".join(f"{n} {_LABELS[s]}" for s, n in counts.items())

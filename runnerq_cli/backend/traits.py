@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.backend.ops.control import Control
+    from runnerq_cli.backend.ops.schedules import Schedules
     from runnerq_cli.backend.queue.maintenance import Maintenance
     from runnerq_cli.backend.queue.workers import WorkerRegistry
     from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
@@ -96,7 +97,8 @@ class QueueBackend(Protocol):
 
 class WorkerBackend(QueueBackend, Protocol):
     """What a worker process needs beyond the queue: its entry in the workers registry,
-    its share of the other chores (outbox repair, retention) and the pause it obeys."""
+    its share of the other chores (outbox repair, retention, firing the schedules) and the
+    pause it obeys."""
 
     @property
     def registry(self) -> WorkerRegistry: ...
@@ -106,6 +108,9 @@ class WorkerBackend(QueueBackend, Protocol):
 
     @property
     def control(self) -> Control: ...
+
+    @property
+    def schedules(self) -> Schedules: ...
 
 
 class InspectionBackend(Protocol):

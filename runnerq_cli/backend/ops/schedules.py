@@ -28,6 +28,7 @@ from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.models import EnqueueResult, to_jsonable
 from runnerq_cli.backend.domain.schedules import (
     UNFINISHED,
+    FirePlan,
     LastFire,
     Schedule,
     ScheduleDef,
@@ -44,6 +45,7 @@ from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import AlreadyExists, InvalidArgument, NotFound
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.backend.queue.queue import ActivityQueue
 
 log = logging.getLogger(LOGGER_NAME)
@@ -374,7 +376,8 @@ class Schedules:
         result = self._queue.enqueue(template.spec(now, name, "trigger", 0.0,
                                                    trigger_key(name)))
         last = LastFire(now, now, "trigger", result.activity_id, template.activity_type)
-        self._coll.update_one({"_id": name, "revision": info.schedule.revision},
+        self._coll.update_one({"_id": name, "revision": info.schedule.revision,
+                               "next_fire_at": info.schedule.next_fire_at},
                               {"$set": {"last_fire": last.to_doc()}, "$inc": {"fires": 1}})
         return result
 
@@ -401,16 +404,19 @@ class Schedules:
         schedule, problem = Schedule.from_doc(doc)
         fence = {"_id": doc["_id"], "next_fire_at": doc.get("next_fire_at"),
                  "revision": doc.get("revision")}
-        if schedule is None:
-            log.warning("schedules: a malformed schedule is set aside",
-                        extra={"fields": {"schedule": doc.get("_id"), "problem": problem}})
-            moved = self._coll.update_one(fence, {"$set": {"problem": str(problem)},
-                                                  "$unset": {"next_fire_at": ""}})
-            counts["malformed"] += moved.modified_count
+        plan = None
+        if schedule is not None:
+            try:
+                plan = plan_fire(schedule, now)
+                specs = self._specs(schedule, plan)
+            except (InvalidArgument, ValueError, OverflowError, RecursionError) as exc:
+                # cronsim or a template refusing what the checks let through: this
+                # schedule is set aside, the others fire.
+                schedule, problem = None, f"cannot fire: {exc}"
+        if schedule is None or plan is None:
+            counts["malformed"] += self._set_aside(fence, str(problem))
             return
-        plan = plan_fire(schedule, now)
         template = schedule.definition.activity
-        name = schedule.name
         last: LastFire | None = None
         fired = skipped = 0
         if plan.instants and schedule.definition.overlap == "skip" and self._busy(schedule):
@@ -418,16 +424,11 @@ class Schedules:
             last = LastFire(newest, now, "skipped", None, template.activity_type, 0)
             skipped = len(plan.instants)
         elif plan.instants:
-            specs = [template.spec(instant, name, kind,
-                                   jitter_for(name, instant,
-                                              schedule.definition.jitter_seconds),
-                                   fire_key(name, instant))
-                     for instant, kind in plan.instants]
             results = self._queue.enqueue_many(specs)
             errors = [r for r in results if isinstance(r, Exception)]
-            if errors:  # a refused activity: the fire stays due (logged each time)
-                log.warning("schedules: a fire's activity was refused; it stays due",
-                            extra={"fields": {"schedule": name, "error": str(errors[0])}})
+            if errors:  # the server refuses its activity: it would be refused at every tick
+                counts["malformed"] += self._set_aside(
+                    fence, f"its activity is refused: {errors[0]}")
                 return
             done = [r for r in results if isinstance(r, EnqueueResult)]
             if not self._exist([r for r in done if not r.created]):
@@ -446,6 +447,24 @@ class Schedules:
         counts["fired"] += fired
         counts["missed"] += plan.missed
         counts["skipped"] += skipped
+
+    def _set_aside(self, fence: dict[str, Any], problem: str) -> int:
+        """A schedule that cannot fire stops being due (fenced on what was read), its
+        problem stored for the views; 1 if done. Read once, not at every tick."""
+        log.warning("schedules: a schedule that cannot fire is set aside",
+                    extra={"fields": {"schedule": fence["_id"], "problem": problem}})
+        moved = self._coll.update_one(fence, {"$set": {"problem": problem},
+                                              "$unset": {"next_fire_at": ""}})
+        return int(moved.modified_count)
+
+    @staticmethod
+    def _specs(schedule: Schedule, plan: FirePlan) -> list[ActivitySpec]:
+        """The activities of a fire's instants, each with its key and jitter."""
+        name, d = schedule.name, schedule.definition
+        return [d.activity.spec(instant, name, kind,
+                                jitter_for(name, instant, d.jitter_seconds),
+                                fire_key(name, instant))
+                for instant, kind in plan.instants]
 
     def _busy(self, schedule: Schedule) -> bool:
         """Whether the previous fire's activity is still pending, scheduled or running."""

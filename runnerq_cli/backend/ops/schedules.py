@@ -186,13 +186,11 @@ class Schedules:
     def upcoming(self, name: str, count: int = 5) -> list[datetime]:
         """The next `count` fire instants after the server's now (UTC)."""
         info = self.get_schedule(name)
-        if info.schedule is None:
-            return []
+        if info.schedule is None or info.paused or info.schedule.next_fire_at is None:
+            return []  # malformed, paused, or no instant left
         now = self._ctx.clock()
         first = info.schedule.next_fire_at
-        out = [first] if first is not None and first > now and not info.paused else []
-        if info.paused or first is None or first <= now:
-            out = []
+        out = [first] if first > now else []  # else due now: fired at the next tick
         after = out[-1] if out else now
         return (out + info.schedule.timeline.upcoming(after, count))[:count]
 

@@ -187,8 +187,7 @@ def show(
     s, d = info.schedule, info.schedule.definition
     zone = d.zone
     lines = [("type", d.activity.activity_type),
-             ("when", (d.cron if d.cron is not None else "interval") + " = "
-              + d.when_text()),
+             ("when", d.when_text() if d.cron is None else f"{d.cron} = {d.when_text()}"),
              ("state", "paused" + (f" ({s.pause_reason})" if s.pause_reason else "")
               if s.paused else "active"),
              ("policies", f"missed={d.missed}" + (f" max_catchup={d.max_catchup}"
@@ -208,9 +207,14 @@ def show(
     for key, value in lines:
         typer.echo(f"  {key + ':':<11} {_lit(value)}")
     if not upcoming:
-        typer.echo("  next fires: none" + (" (paused)" if s.paused else ""))
+        typer.echo("  next fires: " + ("none while paused" if s.paused else "none left"))
         return
-    typer.echo(f"  next fires ({d.timezone}, UTC):")
+    if d.timezone == "UTC":
+        typer.echo("  next fires (UTC):")
+        for moment in upcoming:
+            typer.echo(f"    {_time(moment)}")
+        return
+    typer.echo(f"  next fires ({_lit(d.timezone)}, then UTC):")
     for moment in upcoming:
         typer.echo(f"    {_time(moment, zone):<26} {_time(moment)}")
 

@@ -103,8 +103,12 @@ BAD_FILES = [
      "defined twice"),
     (b"- name: a\n  type: t\n  every: 1m\n  colour: red\n", "unknown field"),
     (b"just text\n", "expected a list of schedules"),
-    (b"- name: a\n  type: t\n  every: 1m\n  start: 2030-01-02\n  end: 2030-01-01\n",
-     "start"),
+    (b"- name: a\n  type: t\n  every: 1m\n  start: 2030-01-02T00:00:00Z\n"
+     b"  end: 2030-01-01T00:00:00Z\n", "not before end"),
+    (b"- name: a\n  type: t\n  every: 1m\n  start: 2030-01-02\n", "a date alone"),
+    (b"- name: a\n  type: t\n  every: 1m\n  payload: [1]\n", "payload must be a mapping"),
+    (b"- name: a\n  type: t\n  every: 1m\n  priority: 9\n", "priority"),
+    (b"- {name: a, type: t, every: 1m, max_catchup: 0}\n", "max_catchup"),
 ]
 
 

@@ -20,7 +20,7 @@ import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -317,8 +317,11 @@ def _definition(data: Any) -> ScheduleDef:
 def _time(value: Any, what: str) -> datetime | None:
     if value is None:
         return None
-    if isinstance(value, datetime):  # YAML reads an unquoted timestamp as one
+    if isinstance(value, datetime):  # YAML reads an unquoted timestamp as one (no offset: UTC)
         return _aware(value)
+    if isinstance(value, date):  # YAML's unquoted 2030-01-02: midnight where?
+        raise InvalidArgument(f"{what}: a date alone does not say in which zone it starts; "
+                              f"give a time, such as {value.isoformat()}T00:00:00Z", what)
     return values.time(value, what, relative=False)
 
 

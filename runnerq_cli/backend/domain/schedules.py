@@ -616,18 +616,24 @@ def _take(items: Iterator[datetime], count: int) -> Iterator[datetime]:
         yield item
 
 
-def _count_between(timeline: Timeline, low: datetime, high: datetime, cap: int = 100_000) -> int:
+MISSED_COUNT_MAX = 10_000  # instants one fire counts as missed at most (a long outage)
+
+
+def _count_between(timeline: Timeline, low: datetime, high: datetime,
+                   cap: int = MISSED_COUNT_MAX) -> int:
     """How many instants lie in [low, high] (for the missed count; at most `cap`)."""
     d = timeline.definition
     if d.every_seconds is not None:
         step = max(1, round(d.every_seconds * 1000))
-        return int(((high - low) // _MS) // step + 1)
-    n, moment = 0, low - _MS
-    while n < cap:
-        found = timeline.after(moment)
-        if found is None or found > high:
+        return min(cap, int(((high - low) // _MS) // step + 1))
+    n = 0
+    for found in CronSim(cron_fields(d.cron), (low - timedelta(seconds=1)).astimezone(d.zone)):
+        instant = _ms(found)
+        if instant < low:
+            continue
+        if instant > high or n >= cap:
             break
-        n, moment = n + 1, found
+        n += 1
     return n
 
 

@@ -299,3 +299,18 @@ def test_jitter_delays_each_fire_the_same_way(queue, at_t0):
     assert act["status"] == "scheduled"
     delay = (act["scheduled_at"].replace(tzinfo=UTC) - at_t0.now).total_seconds()
     assert 0 <= delay < 30
+
+
+def test_views_see_ended_late_and_paused(queue, at_t0):
+    queue.schedules.add(every("ends", 60, end_at=T0 + timedelta(seconds=90)))
+    queue.schedules.add(every("late", 60))
+    at_t0.advance(60 + 61)  # both past their first instant by more than the grace
+    rows = {r.name: r for r in queue.schedules.list_schedules()}
+    assert rows["late"].late_by(at_t0.now) == pytest.approx(1.0)
+    queue.schedules.fire_due()  # "ends" fires nothing on time (skip) and has no instant left
+    rows = {r.name: r for r in queue.schedules.list_schedules()}
+    assert rows["ends"].ended and rows["ends"].to_json()["ended"] is True
+    assert rows["late"].late_by(at_t0.now) is None and not rows["late"].ended
+    queue.schedules.pause("late")
+    at_t0.advance(3600)
+    assert queue.schedules.get_schedule("late").late_by(at_t0.now) is None

@@ -11,7 +11,10 @@ is written to the audit trail (audit.py) before it is made.
 
 The views (stats, console, doctor, explain, metrics, queues) read `list_schedules()`:
 one `ScheduleInfo` per schedule, with its next fire, last fire and that fire's
-activity's status, in two reads whatever the number of schedules.
+activity's status, in two reads whatever the number of schedules (`to_json()` is the
+shape every front end prints; `ended`, `late_by(now)`, `problem` are doctor's). An
+activity from a schedule carries `domain.schedules.META_SCHEDULE`, `META_FIRE_AT` and
+`META_FIRE` in its metadata (explain).
 """
 
 from __future__ import annotations
@@ -78,6 +81,22 @@ class ScheduleInfo:
         return self.schedule.last_fire if self.schedule else None
 
     @property
+    def ended(self) -> bool:
+        """Well formed, and no instant is left (past its end): it never fires again."""
+        return self.schedule is not None and self.problem is None \
+            and self.schedule.next_fire_at is None
+
+    def late_by(self, now: datetime) -> float | None:
+        """Seconds its next fire is overdue past its grace (no firer is running: every
+        worker down, or none on this queue), or None when it is not (paused, ended,
+        malformed, on time)."""
+        s = self.schedule
+        if s is None or s.paused or s.next_fire_at is None:
+            return None
+        late = (now - s.next_fire_at).total_seconds() - s.definition.grace_seconds
+        return late if late > 0 else None
+
+    @property
     def activity_type(self) -> str | None:
         if self.schedule is not None:
             return self.schedule.definition.activity.activity_type
@@ -96,7 +115,8 @@ class ScheduleInfo:
     def to_json(self) -> dict[str, Any]:
         """The JSON shape every front end prints (`schedule list -o json`)."""
         out: dict[str, Any] = {"name": self.name, "problem": self.problem,
-                               "paused": self.paused, "activity_type": self.activity_type}
+                               "paused": self.paused, "ended": self.ended,
+                               "activity_type": self.activity_type}
         s = self.schedule
         if s is None:
             return out

@@ -382,7 +382,7 @@ def scheduler(
     output: OutputFormat = output_option(),
 ) -> None:
     """Fire the queue's due schedules, alone (workers also fire them: run this for one
-    place of firing). Stops at SIGINT or SIGTERM."""
+    place of firing). Stops at SIGINT or SIGTERM; a server away is tried again."""
     import signal
     import threading
 
@@ -395,10 +395,20 @@ def scheduler(
     def stopping(signum: int, frame: Any) -> None:
         stop.set()
 
+    from runnerq_cli.cli.output import warning_line
+    from runnerq_cli.errors import Unavailable
+
     previous = signal.signal(signal.SIGTERM, stopping)
     try:
         while True:
-            counts = backend.schedules.fire_due()
+            try:
+                counts = backend.schedules.fire_due()
+            except Unavailable as exc:
+                if once:
+                    raise
+                # A server away (a fail-over, a restart) stops no loop: try again.
+                warning_line(f"{exc}; trying again")
+                counts = {}
             if any(counts.values()):
                 if output is OutputFormat.TEXT:
                     typer.echo(" ".join(f"{k}={v}" for k, v in counts.items()))

@@ -156,3 +156,18 @@ def test_scheduler_once_fires_what_is_due(run_cli, schedules):
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["fired"] == 1
     assert run_cli("scheduler", "--once").stdout == ""  # nothing due: nothing said
+
+
+def test_every_change_is_audited_with_its_command(run_cli, tmp_path):
+    assert run_cli("schedule", "add", "a", "--type", "t", "--every", "1m").code == 0
+    assert run_cli("schedule", "pause", "a", "--reason", "freeze").code == 0
+    assert run_cli("schedule", "resume", "a").code == 0
+    assert run_cli("schedule", "trigger", "a").code == 0
+    assert run_cli("schedule", "remove", "a", "--actor", "ops").code == 0
+    r = run_cli("audit", "-o", "jsonl")
+    entries = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["action"] for e in entries] == ["schedule remove", "schedule trigger",
+                                              "schedule resume", "schedule pause",
+                                              "schedule add"]
+    assert all("schedule" in e["detail"]["command"] for e in entries), entries[0]
+    assert entries[0]["actor"] == "ops" and entries[3]["reason"] == "freeze"

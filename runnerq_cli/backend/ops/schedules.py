@@ -236,7 +236,8 @@ class Schedules:
     # ------------------------------------------------------------------ changes
 
     def add(self, definition: ScheduleDef, *, replace: bool = False, paused: bool = False,
-            reason: str | None = None, actor: str | None = None) -> ScheduleInfo:
+            reason: str | None = None, actor: str | None = None,
+            command: str | None = None) -> ScheduleInfo:
         """Store a new schedule (AlreadyExists if the name is taken, unless `replace`).
 
         InvalidArgument, nothing written, when the definition has no instant left."""
@@ -253,7 +254,8 @@ class Schedules:
                                 f"{self._ctx.settings.queue!r} (replace it with --replace, "
                                 "or use schedule apply)")
         self._audit.record_action(f"{AUDIT_ACTION} {'replace' if existing else 'add'}",
-                                  reason=reason, actor=actor, schedule=definition.name,
+                                  reason=reason, actor=actor, command=command,
+                                  schedule=definition.name,
                                   definition=definition.definition(), count=1)
         doc = new_document(definition, created_at=now, next_fire_at=first, paused=paused,
                            pause_reason=reason if paused else None)
@@ -284,7 +286,7 @@ class Schedules:
 
     def apply(self, definitions: Sequence[ScheduleDef], *, prune: bool = False,
               dry_run: bool = False, reason: str | None = None,
-              actor: str | None = None) -> ApplyReport:
+              actor: str | None = None, command: str | None = None) -> ApplyReport:
         """Make the stored schedules those of `definitions` (schedules as code).
 
         Idempotent: a schedule whose stored definition equals its entry is `unchanged`
@@ -326,6 +328,7 @@ class Schedules:
             return report
         by_name = {d.name: d for d in definitions}
         with self._audit.begin(f"{AUDIT_ACTION} apply", reason=reason, actor=actor,
+                               command=command,
                                plan=[c.to_json() for c in changes if c.action != "unchanged"],
                                prune=prune) as run:
             done = 0
@@ -346,41 +349,42 @@ class Schedules:
             run.finish("done", count=done)
         return report
 
-    def remove(self, name: str, *, reason: str | None = None,
-               actor: str | None = None) -> None:
+    def remove(self, name: str, *, reason: str | None = None, actor: str | None = None,
+               command: str | None = None) -> None:
         """Delete a schedule (NotFound if none); its activities stay."""
         self.get_schedule(name)
         self._audit.record_action(f"{AUDIT_ACTION} remove", reason=reason, actor=actor,
-                                  schedule=name, count=1)
+                                  command=command, schedule=name, count=1)
         self._coll.delete_one({"_id": name})
 
-    def pause(self, name: str, *, reason: str | None = None,
-              actor: str | None = None) -> bool:
+    def pause(self, name: str, *, reason: str | None = None, actor: str | None = None,
+              command: str | None = None) -> bool:
         """Stop a schedule's fires; False if it was already paused (nothing written)."""
-        return self._set_paused(name, True, reason, actor)
+        return self._set_paused(name, True, reason, actor, command)
 
-    def resume(self, name: str, *, reason: str | None = None,
-               actor: str | None = None) -> bool:
+    def resume(self, name: str, *, reason: str | None = None, actor: str | None = None,
+               command: str | None = None) -> bool:
         """Fire again; the instants while paused are missed fires (the schedule's policy).
         False if it was not paused (nothing written)."""
-        return self._set_paused(name, False, reason, actor)
+        return self._set_paused(name, False, reason, actor, command)
 
     def _set_paused(self, name: str, paused: bool, reason: str | None,
-                    actor: str | None) -> bool:
+                    actor: str | None, command: str | None) -> bool:
         check_text(reason, "reason")
         check_text(actor, "actor")
         info = self.get_schedule(name)
         if info.paused == paused:
             return False
         self._audit.record_action(f"{AUDIT_ACTION} {'pause' if paused else 'resume'}",
-                                  reason=reason, actor=actor, schedule=name, count=1)
+                                  reason=reason, actor=actor, command=command,
+                                  schedule=name, count=1)
         self._coll.update_one({"_id": name}, {
             "$set": {"paused": paused, "pause_reason": reason if paused else None,
                      "updated_at": self._ctx.clock()}, "$inc": {"revision": 1}})
         return True
 
-    def trigger(self, name: str, *, reason: str | None = None,
-                actor: str | None = None) -> EnqueueResult:
+    def trigger(self, name: str, *, reason: str | None = None, actor: str | None = None,
+                command: str | None = None) -> EnqueueResult:
         """Fire now, once (paused or not): one activity, `next_fire_at` left alone."""
         check_text(reason, "reason")
         check_text(actor, "actor")
@@ -389,7 +393,7 @@ class Schedules:
             raise InvalidArgument(f"schedule {name!r} is malformed: {info.problem}")
         now = self._ctx.clock()
         self._audit.record_action(f"{AUDIT_ACTION} trigger", reason=reason, actor=actor,
-                                  schedule=name, count=1)
+                                  command=command, schedule=name, count=1)
         template = info.schedule.definition.activity
         result = self._queue.enqueue(template.spec(now, name, "trigger", 0.0,
                                                    trigger_key(name)))

@@ -139,12 +139,20 @@ def add(
         data["metadata"] = parse_metadata_pairs(metadata, "--metadata")
     definition = definition_from_data(data)
     info = state(ctx).backend().schedules.add(definition, replace=replace, paused=paused,
-                                              reason=reason, actor=actor)
+                                              reason=reason, actor=actor,
+                                              command=_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, info.to_json())
         return
     typer.echo(f"added schedule {_lit(info.name)}: {definition.when_text()}; next fire "
                f"{_time(info.next_fire_at)}" + (" (paused)" if info.paused else ""))
+
+
+def _command(ctx: typer.Context) -> str:
+    """The command line as the audit records it (queue named, no URI)."""
+    from runnerq_cli.cli.commands.actions import command_line
+
+    return command_line(ctx)
 
 
 def _lit(text: str) -> str:
@@ -224,11 +232,11 @@ def _named_change(ctx: typer.Context, verb: str, name: str, reason: str | None,
     _reason_actor(reason, actor)
     schedules = state(ctx).backend().schedules
     if verb == "remove":
-        schedules.remove(name, reason=reason, actor=actor)
+        schedules.remove(name, reason=reason, actor=actor, command=_command(ctx))
         changed = True
     else:
         method = schedules.pause if verb == "pause" else schedules.resume
-        changed = method(name, reason=reason, actor=actor)
+        changed = method(name, reason=reason, actor=actor, command=_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "name": name, "changed": changed})
         return
@@ -288,7 +296,8 @@ def trigger(
 ) -> None:
     """Fire a schedule now, once (paused or not); its next fire is left as it was."""
     _reason_actor(reason, actor)
-    result = state(ctx).backend().schedules.trigger(name, reason=reason, actor=actor)
+    result = state(ctx).backend().schedules.trigger(name, reason=reason, actor=actor,
+                                                    command=_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"name": name, "activity_id": str(result.activity_id),
                       "status": result.status})
@@ -352,7 +361,8 @@ def apply(
     _reason_actor(reason, actor)
     definitions = read_schedule_file(path)
     report = state(ctx).backend().schedules.apply(definitions, prune=prune, dry_run=dry_run,
-                                                  reason=reason, actor=actor)
+                                                  reason=reason, actor=actor,
+                                                  command=_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, report.to_json() if output is OutputFormat.JSON
              else [c.to_json() for c in report.changes])

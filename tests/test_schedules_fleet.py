@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -103,3 +103,55 @@ def test_a_firer_killed_mid_fire_loses_and_doubles_nothing(settings, cli_env, ru
     row = rq.schedules.get_schedule("nightly")
     assert row.last_fire.activity_id == first["_id"]
     assert row.next_fire_at == due + timedelta(hours=1)
+
+
+@pytest.mark.proof
+def test_a_restart_of_every_worker_applies_the_missed_fire_policy(settings, cli_env):
+    """Three workers fire two 1 s schedules, all stop for 3 s, three start again: `all`
+    fires every missed instant late (catchup) and `skip` counts them as missed; neither
+    fires an instant twice."""
+    import time
+
+    rq = RunnerQ(settings)
+    rq.maintenance.init_indexes()
+    for policy in ("all", "skip"):
+        rq.schedules.add(ScheduleDef(policy, Template("tick"), every_seconds=1,
+                                     missed=policy, max_catchup=100, grace_seconds=1))
+    acts = rq.context.activities
+
+    def fleet() -> list[subprocess.Popen[bytes]]:
+        return [_spawn(cli_env, "worker", "--exec", "tick=true", "--poll-interval", "0.1")
+                for _ in range(3)]
+
+    procs = fleet()
+    try:
+        wait_until(lambda: acts.count_documents({"metadata.runnerq_schedule": "all"}) >= 2,
+                   timeout=90, interval=0.2, message="fires before the stop")
+    finally:
+        _stop(procs)
+    stopped_at = rq.now()
+    time.sleep(3)  # every worker down for 3 s: three instants of each schedule are missed
+    procs = fleet()
+    try:
+        def fired_after_the_stop(policy: str) -> bool:
+            last = rq.schedules.get_schedule(policy).last_fire
+            return last is not None and last.at > stopped_at + timedelta(seconds=4)
+
+        wait_until(lambda: all(fired_after_the_stop(p) for p in ("all", "skip")),
+                   timeout=90, interval=0.2, message="fires after the restart")
+    finally:
+        _stop(procs)
+    for policy in ("all", "skip"):
+        docs = list(acts.find({"metadata.runnerq_schedule": policy}))
+        instants = sorted(d["metadata"]["runnerq_fire_at"] for d in docs)
+        assert len(instants) == len(set(instants)), policy  # none twice
+        row = rq.schedules.get_schedule(policy).schedule
+        assert row.fires == len(instants)
+        if policy == "all":
+            kinds = Counter(d["metadata"]["runnerq_fire"] for d in docs)
+            assert kinds["catchup"] >= 2, kinds  # the instants of the stop, fired late
+            first = datetime.fromisoformat(instants[0].replace("Z", "+00:00"))
+            expected = [iso(first + timedelta(seconds=n)) for n in range(len(instants))]
+            assert instants == expected  # none lost
+        else:
+            assert row.missed_fires >= 2  # the instants of the stop, skipped

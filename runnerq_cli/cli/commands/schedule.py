@@ -206,10 +206,10 @@ def show(
              ("fires", f"{s.fires} enqueued, {s.missed_fires} missed, "
                        f"{s.skipped_fires} skipped")]
     last = s.last_fire
-    if last is not None:
-        what = (f"activity {last.activity_id} ({info.last_status or 'gone'})"
-                if last.activity_id else "no activity")
-        lines.append(("last fire", f"{_time(last.at)} {last.kind}: {what}"))
+    if last is not None:  # two lines: each fits 80 columns
+        lines.append(("last fire", f"{_time(last.at)} ({last.kind})"))
+        lines.append(("activity", f"{last.activity_id} ({info.last_status or 'gone'})"
+                      if last.activity_id else "none"))
     if info.problem:
         lines.append(("problem", info.problem))
     for key, value in lines:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -173,3 +174,12 @@ def test_missed_fires_counted_backwards_are_the_instants_forwards(zone, expr):
             forward.append(found)
             moment = found
         assert list(timeline.at_or_before(end, not_before=start))[::-1] == forward
+
+
+def test_an_interval_is_elapsed_time_across_the_night(queue, clock):
+    clock.now = FORWARD - timedelta(hours=2)
+    queue.schedules.add(ScheduleDef("hourly", Template("t"), every_seconds=3600,
+                                    timezone=BERLIN))
+    upcoming = queue.schedules.upcoming("hourly", 4)
+    assert [(b - a).total_seconds() for a, b in zip(upcoming, upcoming[1:])] == [3600] * 3
+    assert [t.astimezone(ZoneInfo(BERLIN)).hour for t in upcoming] == [0, 1, 3, 4]

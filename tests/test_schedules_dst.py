@@ -9,6 +9,7 @@ the worker's wall clock elsewhere: the server's clock decides."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -181,5 +182,5 @@ def test_an_interval_is_elapsed_time_across_the_night(queue, clock):
     queue.schedules.add(ScheduleDef("hourly", Template("t"), every_seconds=3600,
                                     timezone=BERLIN))
     upcoming = queue.schedules.upcoming("hourly", 4)
-    assert [(b - a).total_seconds() for a, b in zip(upcoming, upcoming[1:])] == [3600] * 3
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(upcoming)] == [3600] * 3
     assert [t.astimezone(ZoneInfo(BERLIN)).hour for t in upcoming] == [0, 1, 3, 4]

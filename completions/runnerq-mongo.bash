@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume audit doctor explain queues config tail dlq metrics completion'
+            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume scheduler audit doctor explain queues config tail schedule dlq metrics completion'
             flags='--local --utc --version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -96,6 +96,10 @@ _runnerq_mongo_node() {
             cmds=''
             flags='-h --help'
             valopts='-t --type --reason --actor -o --output' ;;
+        "scheduler")
+            cmds=''
+            flags='--once -h --help'
+            valopts='--interval -o --output' ;;
         "audit")
             cmds=''
             flags='-h --help'
@@ -128,6 +132,42 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--follow --no-follow -h --help'
             valopts='--since --resume --cursor-file --mode --type --event --activity --worker -o --output' ;;
+        "schedule")
+            cmds='add list show pause resume remove trigger apply'
+            flags='-h --help'
+            valopts='' ;;
+        "schedule add")
+            cmds=''
+            flags='--paused --replace -h --help'
+            valopts='-t --type --cron --every --timezone --tz -p --payload --priority -m --metadata --max-retries --timeout --delay --start --end --jitter --missed --max-catchup --grace --overlap --reason --actor -o --output' ;;
+        "schedule list")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
+        "schedule show")
+            cmds=''
+            flags='-h --help'
+            valopts='-n --next -o --output' ;;
+        "schedule pause")
+            cmds=''
+            flags='-h --help'
+            valopts='--reason --actor -o --output' ;;
+        "schedule resume")
+            cmds=''
+            flags='-h --help'
+            valopts='--reason --actor -o --output' ;;
+        "schedule remove")
+            cmds=''
+            flags='-h --help'
+            valopts='--reason --actor -o --output' ;;
+        "schedule trigger")
+            cmds=''
+            flags='-h --help'
+            valopts='--reason --actor -o --output' ;;
+        "schedule apply")
+            cmds=''
+            flags='--prune --dry-run -h --help'
+            valopts='--reason --actor -o --output' ;;
         "dlq")
             cmds='export import'
             flags='-h --help'
@@ -480,6 +520,10 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "resume|-o"|"resume|--output")
             kind=choice; choices='text json jsonl' ;;
+        "scheduler|--interval")
+            kind=none; choices='' ;;
+        "scheduler|-o"|"scheduler|--output")
+            kind=choice; choices='text json jsonl' ;;
         "audit|--since")
             kind=none; choices='' ;;
         "audit|--actor")
@@ -517,6 +561,82 @@ _runnerq_mongo_values() {
         "tail events|--worker")
             kind=none; choices='' ;;
         "tail events|-o"|"tail events|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule add|-t"|"schedule add|--type")
+            kind=none; choices='' ;;
+        "schedule add|--cron")
+            kind=none; choices='' ;;
+        "schedule add|--every")
+            kind=none; choices='' ;;
+        "schedule add|--timezone"|"schedule add|--tz")
+            kind=none; choices='' ;;
+        "schedule add|-p"|"schedule add|--payload")
+            kind=none; choices='' ;;
+        "schedule add|--priority")
+            kind=none; choices='' ;;
+        "schedule add|-m"|"schedule add|--metadata")
+            kind=none; choices='' ;;
+        "schedule add|--max-retries")
+            kind=none; choices='' ;;
+        "schedule add|--timeout")
+            kind=none; choices='' ;;
+        "schedule add|--delay")
+            kind=none; choices='' ;;
+        "schedule add|--start")
+            kind=none; choices='' ;;
+        "schedule add|--end")
+            kind=none; choices='' ;;
+        "schedule add|--jitter")
+            kind=none; choices='' ;;
+        "schedule add|--missed")
+            kind=none; choices='' ;;
+        "schedule add|--max-catchup")
+            kind=none; choices='' ;;
+        "schedule add|--grace")
+            kind=none; choices='' ;;
+        "schedule add|--overlap")
+            kind=none; choices='' ;;
+        "schedule add|--reason")
+            kind=none; choices='' ;;
+        "schedule add|--actor")
+            kind=none; choices='' ;;
+        "schedule add|-o"|"schedule add|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule list|-o"|"schedule list|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule show|-n"|"schedule show|--next")
+            kind=none; choices='' ;;
+        "schedule show|-o"|"schedule show|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule pause|--reason")
+            kind=none; choices='' ;;
+        "schedule pause|--actor")
+            kind=none; choices='' ;;
+        "schedule pause|-o"|"schedule pause|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule resume|--reason")
+            kind=none; choices='' ;;
+        "schedule resume|--actor")
+            kind=none; choices='' ;;
+        "schedule resume|-o"|"schedule resume|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule remove|--reason")
+            kind=none; choices='' ;;
+        "schedule remove|--actor")
+            kind=none; choices='' ;;
+        "schedule remove|-o"|"schedule remove|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule trigger|--reason")
+            kind=none; choices='' ;;
+        "schedule trigger|--actor")
+            kind=none; choices='' ;;
+        "schedule trigger|-o"|"schedule trigger|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "schedule apply|--reason")
+            kind=none; choices='' ;;
+        "schedule apply|--actor")
+            kind=none; choices='' ;;
+        "schedule apply|-o"|"schedule apply|--output")
             kind=choice; choices='text json jsonl' ;;
         "dlq export|-t"|"dlq export|--type")
             kind=none; choices='' ;;
@@ -562,6 +682,8 @@ _runnerq_mongo_values() {
             kind=choice; choices='low normal high critical' ;;
         "set-priority|7")
             kind=choice; choices='low normal high critical' ;;
+        "schedule apply|0")
+            kind=file; choices='' ;;
         "dlq import|0")
             kind=file; choices='' ;;
         "completion show|0")

@@ -51,6 +51,10 @@ class CheckpointConflict(RunnerQError):
     """
 
 
+class AlreadyExists(RunnerQError):
+    """A name that must be unique is taken (a schedule's)."""
+
+
 class DuplicateActivity(RunnerQError):
     """`NoReuse`: the idempotency key is already held."""
 

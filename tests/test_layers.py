@@ -61,6 +61,8 @@ FRONT_EXCEPTIONS = {
         "check_text: --reason/--actor bounds checked before connecting",
     ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.ops.audit"):
         "check_text: --reason/--actor bounds checked before connecting",
+    ("runnerq_cli.cli.commands.schedule", "runnerq_cli.backend.ops.audit"):
+        "check_text: --reason/--actor bounds checked before connecting",
     ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.bulk"):
         "MAX_BULK: the default bound of a bulk action, shown in --help",
     ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.operator"):

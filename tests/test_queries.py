@@ -87,6 +87,7 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     queue.get_activity_events(queries.SAMPLE_ACTIVITY)
     queue.list_dead_letter()
     queue.registry.count_live_workers(TIMING.worker_stale_after)
+    queue.schedules.fire_due()
     queue.inspector.failures_by_type_and_error(
         since=now - timedelta(seconds=queries.FAILURES_SAMPLE))
     from runnerq_cli.backend.diagnosis.queue_checks import check_timeouts

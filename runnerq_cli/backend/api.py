@@ -4,7 +4,7 @@
 operations (queue.ActivityQueue, maintenance.QueueChores) and the inspection ones
 (inspection.Inspection) are its own methods, inherited, over one shared context, so
 no method is restated here. Everything else is a part of its own, made on first use:
-`rq.operator`, `rq.bulk`, `rq.control`, `rq.dead_letters`, `rq.audit_log`,
+`rq.operator`, `rq.bulk`, `rq.control`, `rq.dead_letters`, `rq.audit_log`, `rq.schedules`,
 `rq.diagnosis`, `rq.registry`, `rq.maintenance`, `rq.inspector`.
 Driver errors are translated below every part, at the queue's collections
 (driver.py), so every part is as safe as the traits.
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.control import Control
     from runnerq_cli.backend.ops.dlq import DeadLetters
     from runnerq_cli.backend.ops.operator import Operator
+    from runnerq_cli.backend.ops.schedules import Schedules
     from runnerq_cli.backend.queue.intake import Intake
     from runnerq_cli.backend.queue.maintenance import Maintenance
     from runnerq_cli.backend.queue.workers import WorkerRegistry
@@ -106,6 +107,14 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         from runnerq_cli.backend.ops.control import Control
 
         return Control(self._ctx, self.audit_log)
+
+    @functools.cached_property
+    def schedules(self) -> Schedules:
+        """The queue's recurring schedules: the store, the firing chore, the views' reads
+        (docs/design.md, "Schedules")."""
+        from runnerq_cli.backend.ops.schedules import Schedules
+
+        return Schedules(self._ctx, self, self.audit_log)
 
     @functools.cached_property
     def intake(self) -> Intake:

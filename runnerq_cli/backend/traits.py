@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.backend.ops.control import Control
+    from runnerq_cli.backend.ops.schedules import Schedules
     from runnerq_cli.backend.queue.maintenance import Maintenance
     from runnerq_cli.backend.queue.workers import WorkerRegistry
     from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
@@ -109,7 +110,8 @@ class WakeUp(Protocol):
 
 class WorkerBackend(QueueBackend, Protocol):
     """What a worker process needs beyond the queue: its entry in the workers registry,
-    its share of the other chores (outbox repair, retention) and the pause it obeys."""
+    its share of the other chores (outbox repair, retention, firing the schedules) and the
+    pause it obeys."""
 
     @property
     def registry(self) -> WorkerRegistry: ...
@@ -122,6 +124,9 @@ class WorkerBackend(QueueBackend, Protocol):
 
     def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],
                         max_await: float = ...) -> WakeUp: ...
+
+    @property
+    def schedules(self) -> Schedules: ...
 
 
 class InspectionBackend(Protocol):

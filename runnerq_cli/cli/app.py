@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "inspect",
     "actions",
     "control",
+    "schedule",
     "dlq",
     "audit",
     "diagnose",
@@ -48,6 +49,7 @@ MODULE_OF = {
     **dict.fromkeys(("cancel", "retry", "run-now", "reschedule", "set-priority", "delete",
                      "redrive", "purge"), "actions"),
     "pause": "control", "resume": "control", "dlq": "dlq", "audit": "audit",
+    "schedule": "schedule", "scheduler": "schedule",
     **dict.fromkeys(("doctor", "explain", "queues", "metrics"), "diagnose"),
     "completion": "completion", "console": "console",
 }
@@ -56,7 +58,7 @@ MODULE_OF = {
 # Root --help lists the commands by what a person is doing (issue 25, point 10).
 HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Set up", ("init-indexes", "dev-server", "config", "completion")),
-    ("Run", ("enqueue", "worker")),
+    ("Run", ("enqueue", "worker", "schedule", "scheduler")),
     ("Inspect", ("stats", "list", "show", "events", "result", "wait", "workers", "tail",
                  "queues", "audit", "console")),
     ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",

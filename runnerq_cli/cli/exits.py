@@ -30,7 +30,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad flags, malformed JSON/YAML input, invalid values, not confirmed
     CONFIG = 3  # the configuration file or environment is invalid
     NOT_FOUND = 4  # no such activity / result
-    CONFLICT = 5  # duplicate activity or idempotency conflict
+    CONFLICT = 5  # duplicate activity, idempotency conflict, a schedule's name taken
     UNAVAILABLE = 6  # the MongoDB server cannot be reached
     CHECK_FAILED = 7  # a --check did not hold (init-indexes, stats)
     CLAIM_LOST = 8  # a stale claim was used (API users; the worker handles it)
@@ -53,6 +53,7 @@ EXIT_CODES: dict[type[BaseException], ExitCode] = {
     errors.ConfigError: ExitCode.CONFIG,
     errors.NotFound: ExitCode.NOT_FOUND,
     errors.DuplicateActivity: ExitCode.CONFLICT,
+    errors.AlreadyExists: ExitCode.CONFLICT,
     errors.IdempotencyConflict: ExitCode.CONFLICT,
     errors.Unavailable: ExitCode.UNAVAILABLE,
     errors.WriteUnconfirmed: ExitCode.UNAVAILABLE,  # may be repeated, as after an outage

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(WORKER_LOGGER)
 # Chores any one worker can do for all, spread over the live fleet (up to
 # TIMING.max_fleet_share workers).
-SHARED_CHORES = frozenset({"scheduler", "reaper", "repair", "purge"})
+SHARED_CHORES = frozenset({"scheduler", "reaper", "repair", "purge", "schedules"})
 
 
 class ChoreScheduler:
@@ -47,6 +47,7 @@ class ChoreScheduler:
             ("reaper", TIMING.reaper_every(lease), self._reaper),
             ("repair", TIMING.repair_every, self._repair),
             ("purge", TIMING.purge_every, self._purge),
+            ("schedules", poll_interval, self._schedules),
         ]
 
     def run(self, stop: threading.Event) -> None:
@@ -100,6 +101,11 @@ class ChoreScheduler:
 
     def _repair(self) -> None:
         self._backend.maintenance.repair_outboxes(TIMING.repair_grace)
+
+    def _schedules(self) -> None:
+        # Fire the due schedules (docs/design.md, "Schedules"); the backend logs fires.
+        if self._backend.schedules.fire_due()["fired"]:
+            self._flights.wake.set()
 
     def _purge(self) -> None:
         self._backend.maintenance.purge_expired()  # the backend logs what it did

@@ -93,6 +93,8 @@ def index_plan(settings: Settings, partitions: int = 1) -> list[IndexSpec]:
         IndexSpec("dead_letter", (("failed_at", -1),), why="dead-letter listing"),
         IndexSpec("workers", (("last_heartbeat", 1),), ttl(TIMING.registry_ttl),
                   why="stale worker entries expire"),
+        IndexSpec("schedules", (("next_fire_at", 1), ("paused", 1)),
+                  why="due schedules (the firing chore)"),
         *(partition_indexes() if partitions > 1 else ()),
     ]
 

@@ -49,6 +49,11 @@ class CollectionNames:
         """Operator controls such as a pause (an addition of ours; other programs may ignore it)."""
         return f"runnerq_{self.queue}_control"
 
+    @property
+    def schedules(self) -> str:
+        """Recurring schedules (an addition of ours; docs/design.md, "Schedules")."""
+        return f"runnerq_{self.queue}_schedules"
+
     def all(self) -> dict[str, str]:
         return {
             "activities": self.activities,
@@ -58,4 +63,5 @@ class CollectionNames:
             "events": self.events,
             "workers": self.workers,
             "control": self.control,
+            "schedules": self.schedules,
         }

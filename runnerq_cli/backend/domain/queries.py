@@ -235,6 +235,14 @@ def live_workers(now: datetime, stale_after: float) -> Query:
                  purpose="stale worker")
 
 
+def due_schedules(now: datetime) -> Query:
+    """Schedules whose next fire is due (the firing chore; design.md, "Schedules"). The
+    `$gte` keeps out a null `next_fire_at`, which some servers match with `$lte`."""
+    return Query("due schedules", "schedules",
+                 {"next_fire_at": {"$gte": EVER, "$lte": now}, "paused": False},
+                 (("next_fire_at", 1),), "due schedules")
+
+
 # Finished states counted exactly (the rest of finished history, completed, is estimated
 # from the collection's metadata count: metrics.py).
 EXACT_FINISHED = tuple(s.value for s in UNSUCCESSFUL_STATUSES)
@@ -482,6 +490,7 @@ def representative_queries(settings: Settings, now: datetime,
         events_of(SAMPLE_ACTIVITY),
         dead_letter_list(),
         live_workers(now, TIMING.worker_stale_after),
+        due_schedules(now),
         finished_since(now - timedelta(seconds=STATS_WINDOW_SAMPLE)),
         *tail_steps(now - timedelta(seconds=TAIL_BEHIND_SAMPLE)),
         uncopied_steps(),

@@ -44,6 +44,7 @@ class QueueContext:
     events: Collection
     workers: Collection
     control: Collection
+    schedules: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
@@ -70,6 +71,7 @@ class QueueContext:
                    dead_letter=dead_letter, results=results,
                    idempotency=database[names.idempotency], events=events,
                    workers=database[names.workers], control=database[names.control],
+                   schedules=database[names.schedules],
                    outbox=outbox, clock=clock)
 
     def collection(self, role: str) -> Collection:

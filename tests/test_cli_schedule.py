@@ -1,0 +1,185 @@
+"""`runnerq-mongo schedule ...` and `scheduler` as a user runs them (in process): output,
+exit codes, bad input as a class (one line, its exit code, nothing written), `apply`'s
+file, idempotence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pymongo import MongoClient
+
+
+@pytest.fixture
+def schedules(server, db_name):
+    client = MongoClient(server.uri, uuidRepresentation="standard", tz_aware=True)
+    yield client[db_name]["runnerq_tests_schedules"]
+    client.close()
+
+
+def test_add_list_show_trigger_pause_resume_remove(run_cli, schedules):
+    r = run_cli("schedule", "add", "nightly", "--type", "charge", "--cron", "30 2 * * *",
+                "--timezone", "Europe/Berlin", "-p", '{"plan": "pro"}', "-m", "team=billing")
+    assert r.code == 0, r.stderr
+    assert r.stdout.startswith("added schedule nightly: At 02:30 every day (Europe/Berlin)")
+    r = run_cli("schedule", "list", "-o", "json")
+    [row] = json.loads(r.stdout)
+    assert (row["name"], row["cron"], row["timezone"], row["paused"]) == (
+        "nightly", "30 2 * * *", "Europe/Berlin", False)
+    assert row["activity"]["payload"] == {"plan": "pro"}
+    r = run_cli("schedule", "show", "nightly", "--next", "3")
+    assert r.code == 0, r.stderr
+    assert "At 02:30 every day (Europe/Berlin)" in r.stdout
+    assert r.stdout.count("CET") + r.stdout.count("CEST") == 3  # each in its zone and UTC
+    r = run_cli("schedule", "trigger", "nightly", "-o", "json")
+    assert r.code == 0 and json.loads(r.stdout)["status"] == "pending"
+    r = run_cli("list", "pending", "-o", "json")
+    assert r.code == 0, r.stderr
+    assert run_cli("schedule", "pause", "nightly", "--reason", "freeze").stdout == \
+        "paused schedule nightly\n"
+    assert "already paused" in run_cli("schedule", "pause", "nightly").stdout
+    assert "paused (freeze)" in run_cli("schedule", "list").stdout
+    assert run_cli("schedule", "resume", "nightly").code == 0
+    assert run_cli("schedule", "remove", "nightly").code == 0
+    assert run_cli("schedule", "remove", "nightly").code == 4
+    assert run_cli("schedule", "show", "nightly").code == 4
+    assert schedules.count_documents({}) == 0
+
+
+BAD_ADD = [
+    (["--cron", "61 * * * *"], 2, "invalid cron expression"),
+    (["--cron", "0 0 30 2 *"], 2, "never matches"),
+    (["--cron", "@daily", "--timezone", "Mars/Olympus"], 2, "unknown time zone"),
+    (["--every", "0s"], 2, "more than 0"),
+    (["--every", "10m", "--start", "2030-01-02T00:00:00Z", "--end", "2030-01-01T00:00:00Z"],
+     2, "not before end"),
+    (["--every", "10m", "--end", "2001-01-01T00:00:00Z"], 2, "never fires"),
+    (["--cron", "@daily", "--every", "1m"], 2, "one of them"),
+    ([], 2, "cron expression or an interval"),
+    (["--every", "1m", "--missed", "sometimes"], 2, "missed-fire policy"),
+    (["--every", "1m", "--payload", "[1]"], 2, "payload"),
+]
+
+
+@pytest.mark.parametrize("options, code, message", BAD_ADD)
+def test_bad_add_is_one_line_its_code_and_nothing_written(run_cli, schedules, options, code,
+                                                          message):
+    r = run_cli("schedule", "add", "x", "--type", "t", *options)
+    assert r.code == code
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith("error:") and message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert schedules.count_documents({}) == 0
+
+
+def test_name_taken_is_exit_5_and_nothing_changed(run_cli, schedules):
+    assert run_cli("schedule", "add", "x", "--type", "t", "--every", "1m").code == 0
+    r = run_cli("schedule", "add", "x", "--type", "t", "--every", "5m")
+    assert r.code == 5 and "already exists" in r.stderr
+    assert schedules.find_one({"_id": "x"})["every_seconds"] == 60
+
+
+GOOD_FILE = """\
+schedules:
+  - name: nightly-charge
+    type: charge
+    cron: "30 2 * * *"
+    timezone: Europe/Berlin
+    payload: {plan: pro}
+    missed: latest
+  - name: heartbeat
+    type: ping
+    every: 10m
+    overlap: skip
+"""
+
+BAD_FILES = [
+    (b"schedules: [name: x\n", "malformed YAML at line"),
+    (b"- name: caf\xe9\n", "not UTF-8"),
+    (b"- name: a\n  type: t\n  cron: '0 0 30 2 *'\n", "schedule 1 (a): invalid cron"),
+    (b"- name: a\n  type: t\n  every: 0s\n", "more than 0"),
+    (b"- name: a\n  type: t\n  cron: '@daily'\n  timezone: Nowhere\n", "unknown time zone"),
+    (b"- name: a\n  type: t\n  every: 1m\n- name: a\n  type: t\n  every: 2m\n",
+     "defined twice"),
+    (b"- name: a\n  type: t\n  every: 1m\n  colour: red\n", "unknown field"),
+    (b"just text\n", "expected a list of schedules"),
+    (b"- name: a\n  type: t\n  every: 1m\n  start: 2030-01-02T00:00:00Z\n"
+     b"  end: 2030-01-01T00:00:00Z\n", "not before end"),
+    (b"- name: a\n  type: t\n  every: 1m\n  start: 2030-01-02\n", "a date alone"),
+    (b"- name: a\n  type: t\n  every: 1m\n  payload: [1]\n", "payload must be a mapping"),
+    (b"- name: a\n  type: t\n  every: 1m\n  priority: 9\n", "priority"),
+    (b"- {name: a, type: t, every: 1m, max_catchup: 0}\n", "max_catchup"),
+]
+
+
+@pytest.mark.parametrize("content, message", BAD_FILES)
+def test_bad_apply_file_is_one_line_exit_2_and_nothing_written(run_cli, schedules, tmp_path,
+                                                               content, message):
+    path = tmp_path / "schedules.yaml"
+    path.write_bytes(GOOD_FILE.encode())
+    assert run_cli("schedule", "apply", str(path)).code == 0
+    before = list(schedules.find({}).sort("_id"))
+    path.write_bytes(content)
+    r = run_cli("schedule", "apply", str(path), "--prune")
+    assert r.code == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+    assert list(schedules.find({}).sort("_id")) == before
+
+
+def test_apply_twice_says_nothing_changed_prune_and_dry_run(run_cli, schedules, tmp_path):
+    path = tmp_path / "schedules.yaml"
+    path.write_text(GOOD_FILE)
+    r = run_cli("schedule", "apply", str(path))
+    assert r.code == 0 and r.stdout.splitlines()[-1] == "2 created"
+    r = run_cli("schedule", "apply", str(path))
+    assert r.stdout == f"nothing changed: 2 schedules as in {path}\n"
+    assert json.loads(run_cli("schedule", "apply", str(path), "-o", "json").stdout)[
+        "changed"] is False
+    path.write_text(GOOD_FILE.split("  - name: heartbeat")[0].replace("latest", "all"))
+    r = run_cli("schedule", "apply", str(path), "--prune", "--dry-run")
+    assert r.stdout.splitlines() == ["would update nightly-charge (missed)",
+                                     "would remove heartbeat",
+                                     "dry run, nothing written: 1 updated, 1 removed"]
+    assert schedules.count_documents({}) == 2
+    r = run_cli("schedule", "apply", str(path), "--prune")
+    assert r.code == 0 and [d["_id"] for d in schedules.find({})] == ["nightly-charge"]
+    r = run_cli("audit", "-o", "jsonl")
+    actions = [json.loads(line)["action"] for line in r.stdout.splitlines()]
+    assert actions == ["schedule apply"] * 2
+
+
+def test_scheduler_once_fires_what_is_due(run_cli, schedules):
+    assert run_cli("schedule", "add", "t", "--type", "t", "--every", "1m").code == 0
+    schedules.update_one({"_id": "t"}, {"$set": {"next_fire_at": schedules.find_one(
+        {"_id": "t"})["created_at"]}})
+    r = run_cli("scheduler", "--once", "-o", "jsonl")
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["fired"] == 1
+    assert run_cli("scheduler", "--once").stdout == ""  # nothing due: nothing said
+
+
+def test_every_change_is_audited_with_its_command(run_cli, tmp_path):
+    assert run_cli("schedule", "add", "a", "--type", "t", "--every", "1m").code == 0
+    assert run_cli("schedule", "pause", "a", "--reason", "freeze").code == 0
+    assert run_cli("schedule", "resume", "a").code == 0
+    assert run_cli("schedule", "trigger", "a").code == 0
+    assert run_cli("schedule", "remove", "a", "--actor", "ops").code == 0
+    r = run_cli("audit", "-o", "jsonl")
+    entries = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["action"] for e in entries] == ["schedule remove", "schedule trigger",
+                                              "schedule resume", "schedule pause",
+                                              "schedule add"]
+    assert all("schedule" in e["detail"]["command"] for e in entries), entries[0]
+    assert entries[0]["actor"] == "ops" and entries[3]["reason"] == "freeze"
+
+
+def test_list_and_show_fit_80_columns(run_cli):
+    name = "nightly-charge-of-every-subscription"
+    assert run_cli("schedule", "add", name, "--type", "charge", "--cron", "30 2 * * 1-5",
+                   "--timezone", "America/Argentina/Buenos_Aires", "--overlap", "skip",
+                   "--missed", "all", "--jitter", "30s").code == 0
+    assert run_cli("schedule", "trigger", name).code == 0
+    for args in (("schedule", "list"), ("schedule", "show", name)):
+        r = run_cli(*args, env={"COLUMNS": "80"})
+        assert r.code == 0, r.stderr
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout

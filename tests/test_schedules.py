@@ -1,0 +1,316 @@
+"""Recurring schedules through the backend's API (docs/design.md, "Schedules"): the store,
+the fire instants, the missed-fire and overlap policies, exactly one activity per fire
+with firers racing or killed mid-fire, and the views' reads."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from runnerq_cli.backend.domain.schedules import (
+    ScheduleDef,
+    Template,
+    definition_from_data,
+    fire_key,
+)
+from runnerq_cli.errors import AlreadyExists, InvalidArgument, NotFound
+
+T0 = datetime(2027, 1, 4, 12, 0, 0, tzinfo=UTC)  # a Monday, 12:00 UTC
+
+
+def every(name: str = "tick", seconds: float = 60, **options) -> ScheduleDef:
+    return ScheduleDef(name, Template("report"), every_seconds=seconds, **options)
+
+
+def cron(expr: str, name: str = "nightly", **options) -> ScheduleDef:
+    return ScheduleDef(name, Template("report", {"n": 1}), cron=expr, **options)
+
+
+def activities(queue, name: str) -> list[dict]:
+    return list(queue.db[f"runnerq_{queue.queue}_activities"].find(
+        {"metadata.runnerq_schedule": name}).sort("metadata.runnerq_fire_at", 1))
+
+
+@pytest.fixture
+def at_t0(clock):
+    clock.now = T0
+    return clock
+
+
+def test_add_list_show_next_and_last_fire(queue, at_t0):
+    info = queue.schedules.add(cron("*/5 * * * *"))
+    assert info.next_fire_at == T0 + timedelta(minutes=5)
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0,
+                                          "malformed": 0, "lost": 0}
+    at_t0.advance(300)
+    assert queue.schedules.fire_due()["fired"] == 1
+    [row] = queue.schedules.list_schedules()
+    assert row.next_fire_at == T0 + timedelta(minutes=10)
+    assert row.last_fire is not None and row.last_fire.kind == "on_time"
+    assert row.last_status == "pending"
+    [act] = activities(queue, "nightly")
+    assert act["metadata"] == {"runnerq_schedule": "nightly",
+                               "runnerq_fire_at": "2027-01-04T12:05:00.000Z",
+                               "runnerq_fire": "on_time"}
+    assert act["idempotency_key"] == "schedule:nightly:2027-01-04T12:05:00.000Z"
+    assert row.to_json()["last_fire"]["activity_id"] == str(act["_id"])
+    assert queue.schedules.upcoming("nightly", 3) == [
+        T0 + timedelta(minutes=m) for m in (10, 15, 20)]
+    # A second tick at the same instant fires nothing more.
+    assert queue.schedules.fire_due()["fired"] == 0
+    assert len(activities(queue, "nightly")) == 1
+
+
+def test_name_taken_is_refused_and_nothing_written(queue, at_t0):
+    queue.schedules.add(every())
+    with pytest.raises(AlreadyExists):
+        queue.schedules.add(every(seconds=30))
+    assert queue.schedules.get_schedule("tick").schedule.definition.every_seconds == 60
+    queue.schedules.add(every(seconds=30), replace=True)
+    assert queue.schedules.get_schedule("tick").schedule.definition.every_seconds == 30
+    with pytest.raises(NotFound):
+        queue.schedules.get_schedule("nope")
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"name": "a", "type": "t", "cron": "61 * * * *"}, "invalid cron expression"),
+    ({"name": "a", "type": "t", "cron": "0 0 30 2 *"}, "never matches"),
+    ({"name": "a", "type": "t", "cron": "@reboot"}, "known names"),
+    ({"name": "a", "type": "t", "cron": "* * * *"}, "5 fields"),
+    ({"name": "a", "type": "t", "cron": "0 0 * * * *"}, "5 fields"),
+    ({"name": "a", "type": "t", "cron": "@daily", "timezone": "Mars/Olympus"}, "time zone"),
+    ({"name": "a", "type": "t", "every": "0s"}, "more than 0"),
+    ({"name": "a", "type": "t", "every": "10m", "start": "2027-01-02T00:00:00Z",
+      "end": "2027-01-01T00:00:00Z"}, "not before end"),
+    ({"name": "a", "type": "t"}, "cron expression or an interval"),
+    ({"name": "a", "type": "t", "cron": "@daily", "every": "1m"}, "one of them"),
+    ({"name": "a b", "type": "t", "every": "1m"}, "invalid schedule name"),
+    ({"name": "a", "every": "1m"}, "activity type"),
+    ({"name": "a", "type": "t", "every": "1m", "missed": "some"}, "missed-fire policy"),
+    ({"name": "a", "type": "t", "every": "1m", "overlap": "queue"}, "overlap policy"),
+    ({"name": "a", "type": "t", "every": "1m", "color": "red"}, "unknown field"),
+    ({"name": "a", "type": "t", "every": "1m", "priority": "urgent"}, "priority"),
+])
+def test_bad_definitions_are_refused(data, message):
+    with pytest.raises(InvalidArgument, match=message):
+        definition_from_data(data)
+
+
+def test_never_firing_definition_is_refused_and_nothing_written(queue, at_t0):
+    ended = every(end_at=T0 - timedelta(days=1))
+    with pytest.raises(InvalidArgument, match="never fires"):
+        queue.schedules.add(ended)
+    with pytest.raises(InvalidArgument, match="never fires"):
+        queue.schedules.apply([every("other"), ended])
+    assert queue.schedules.list_schedules() == []
+
+
+def test_interval_is_elapsed_time_from_its_anchor(queue, at_t0):
+    queue.schedules.add(every(seconds=600, start_at=T0 + timedelta(seconds=30)))
+    assert queue.schedules.upcoming("tick", 3) == [
+        T0 + timedelta(seconds=s) for s in (30, 630, 1230)]
+
+
+def test_missed_fires_after_all_workers_were_down(queue, at_t0):
+    """Three schedules of one minute, every worker down for 10 minutes and 30 s."""
+    for policy in ("skip", "latest", "all"):
+        queue.schedules.add(ScheduleDef(policy, Template("report"), cron="* * * * *",
+                                        missed=policy, max_catchup=4))
+    at_t0.advance(630)  # the instants 12:01 ... 12:10 are due, the newest 30 s late
+    counts = queue.schedules.fire_due()
+    assert counts["fired"] == 1 + 1 + 4
+    fired = {p: [a["metadata"]["runnerq_fire_at"][11:16] for a in activities(queue, p)]
+             for p in ("skip", "latest", "all")}
+    assert fired == {"skip": ["12:10"], "latest": ["12:10"],
+                     "all": ["12:07", "12:08", "12:09", "12:10"]}
+    rows = {r.name: r.schedule for r in queue.schedules.list_schedules()}
+    assert {p: rows[p].missed_fires for p in rows} == {"skip": 9, "latest": 9, "all": 6}
+    assert all(rows[p].next_fire_at == T0 + timedelta(minutes=11) for p in rows)
+    # Longer than the grace: skip fires nothing, latest the newest, late.
+    at_t0.advance(60 * 5)  # 12:15:30: instants 12:11 .. 12:15, the newest 30 s late
+    at_t0.advance(60)  # 12:16:30: the newest (12:16) 30 s late, on time
+    queue.schedules.fire_due()
+    assert [a["metadata"]["runnerq_fire"] for a in activities(queue, "skip")] == \
+        ["on_time", "on_time"]
+
+
+def test_skip_fires_nothing_late_and_latest_fires_late(queue, at_t0):
+    queue.schedules.add(ScheduleDef("s", Template("r"), every_seconds=3600, missed="skip",
+                                    start_at=T0 + timedelta(hours=1)))
+    queue.schedules.add(ScheduleDef("l", Template("r"), every_seconds=3600, missed="latest",
+                                    start_at=T0 + timedelta(hours=1)))
+    at_t0.advance(3600 * 3 + 600)  # 10 minutes past the third instant: late
+    queue.schedules.fire_due()
+    assert activities(queue, "s") == []
+    [late] = activities(queue, "l")
+    assert late["metadata"]["runnerq_fire"] == "catchup"
+    assert queue.schedules.get_schedule("s").schedule.missed_fires == 3
+
+
+def test_overlap_skip_waits_for_the_previous_activity(queue, at_t0):
+    queue.schedules.add(every("busy", 60, overlap="skip"))
+    at_t0.advance(60)
+    queue.schedules.fire_due()
+    at_t0.advance(60)
+    counts = queue.schedules.fire_due()
+    assert counts == {**counts, "fired": 0, "skipped": 1}
+    assert len(activities(queue, "busy")) == 1
+    assert queue.schedules.get_schedule("busy").last_fire.kind == "skipped"
+    # The previous one ends: the next fire goes ahead.
+    claim = queue.dequeue("w", types=["report"])[0]
+    queue.ack_success(claim, {"ok": True})
+    at_t0.advance(60)
+    assert queue.schedules.fire_due()["fired"] == 1
+    assert len(activities(queue, "busy")) == 2
+
+
+def test_pause_resume_trigger_remove_are_audited(queue, at_t0):
+    queue.schedules.add(every())
+    assert queue.schedules.pause("tick", reason="deploy") is True
+    assert queue.schedules.pause("tick") is False
+    at_t0.advance(120)
+    assert queue.schedules.fire_due()["fired"] == 0
+    result = queue.schedules.trigger("tick")
+    [act] = activities(queue, "tick")
+    assert act["_id"] == result.activity_id and act["metadata"]["runnerq_fire"] == "trigger"
+    assert queue.schedules.resume("tick") is True
+    at_t0.advance(30)  # the instant 12:02 is 30 s late: on time; 12:01 missed (skip)
+    assert queue.schedules.fire_due() == {"fired": 1, "missed": 1, "skipped": 0,
+                                          "malformed": 0, "lost": 0}
+    queue.schedules.remove("tick")
+    assert queue.schedules.list_schedules() == []
+    actions = [e.to_json()["action"] for e in queue.audit_log.audit()]
+    assert actions == ["schedule remove", "schedule resume", "schedule trigger",
+                       "schedule pause", "schedule add"]
+
+
+def test_apply_is_idempotent_with_prune_and_dry_run(queue, at_t0):
+    first = queue.schedules.apply([every("a"), cron("@daily", "b")])
+    assert (first.count("create"), first.changed) == (2, True)
+    again = queue.schedules.apply([every("a"), cron("@daily", "b")])
+    assert again.changed is False and again.count("unchanged") == 2
+    plan = queue.schedules.apply([every("a", 30)], prune=True, dry_run=True)
+    assert [(c.name, c.action, c.fields) for c in plan.changes] == [
+        ("a", "update", ("every_seconds",)), ("b", "remove", ())]
+    assert len(queue.schedules.list_schedules()) == 2  # the dry run wrote nothing
+    queue.schedules.apply([every("a", 30)], prune=True)
+    [row] = queue.schedules.list_schedules()
+    assert row.schedule.definition.every_seconds == 30 and row.schedule.revision == 2
+    assert [e.to_json()["action"] for e in queue.audit_log.audit()] == [
+        "schedule apply", "schedule apply"]
+
+
+def test_a_malformed_schedule_is_set_aside_once(queue, at_t0):
+    coll = queue.db[f"runnerq_{queue.queue}_schedules"]
+    queue.schedules.add(every("good"))
+    coll.insert_one({"_id": "bad", "activity": {"activity_type": 7}, "every_seconds": 60,
+                     "paused": False, "revision": 1, "created_at": T0,
+                     "next_fire_at": T0})
+    at_t0.advance(60)
+    assert queue.schedules.fire_due() == {"fired": 1, "missed": 0, "skipped": 0,
+                                          "malformed": 1, "lost": 0}
+    bad = coll.find_one({"_id": "bad"})
+    assert "next_fire_at" not in bad and "activity_type is 7" in bad["problem"]
+    rows = {r.name: r for r in queue.schedules.list_schedules()}
+    assert rows["bad"].schedule is None and "activity_type" in rows["bad"].problem
+    assert rows["bad"].to_json()["problem"] == rows["bad"].problem
+    at_t0.advance(60)
+    assert queue.schedules.fire_due()["malformed"] == 0  # read once, not at every tick
+    # apply rewrites it whole
+    queue.schedules.apply([every("bad"), every("good")])
+    assert queue.schedules.get_schedule("bad").problem is None
+
+
+def test_racing_firers_enqueue_one_activity_per_fire(queue, at_t0):
+    """Eight threads fire the same due instants at once, several times over."""
+    queue.schedules.add(every("race", 60, missed="all", max_catchup=5))
+    at_t0.advance(60 * 5)
+    barrier = threading.Barrier(8)
+    counts: list[dict[str, int]] = []
+
+    def fire() -> None:
+        barrier.wait()
+        counts.append(queue.schedules.fire_due())
+
+    threads = [threading.Thread(target=fire) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    acts = activities(queue, "race")
+    assert [a["metadata"]["runnerq_fire_at"][11:16] for a in acts] == [
+        "12:01", "12:02", "12:03", "12:04", "12:05"]
+    assert sum(c["fired"] for c in counts) == 5
+    assert queue.schedules.get_schedule("race").schedule.fires == 5
+
+
+def test_a_firer_that_dies_before_its_compare_and_set_loses_and_doubles_nothing(
+        queue, at_t0, monkeypatch):
+    queue.schedules.add(every("crash", 60))
+    at_t0.advance(60)
+    coll = queue.schedules._coll
+    real = type(coll).update_one
+
+    def die(self, filter, *args, **kwargs):
+        if "next_fire_at" in filter:  # the compare-and-set
+            raise SystemExit("killed between the enqueue and the compare-and-set")
+        return real(self, filter, *args, **kwargs)
+
+    monkeypatch.setattr(type(coll), "update_one", die)
+    with pytest.raises(SystemExit):
+        queue.schedules.fire_due()
+    assert len(activities(queue, "crash")) == 1  # enqueued, next_fire_at not moved
+    monkeypatch.setattr(type(coll), "update_one", real)
+    assert queue.schedules.fire_due()["fired"] == 1  # answered the same activity
+    [act] = activities(queue, "crash")
+    row = queue.schedules.get_schedule("crash")
+    assert row.last_fire.activity_id == act["_id"]
+    assert row.next_fire_at == T0 + timedelta(minutes=2)
+    assert act["idempotency_key"] == fire_key("crash", T0 + timedelta(minutes=1))
+
+
+def test_a_firer_that_dies_between_key_and_activity_leaves_the_fire_due(queue, at_t0):
+    """A key with no activity (a firer killed inside its enqueue) is answered for a minute:
+    the fire waits, then takes the key over; one activity in the end."""
+    queue.schedules.add(every("orphan", 60, missed="all"))
+    at_t0.advance(60)
+    instant = T0 + timedelta(minutes=1)
+    import uuid
+
+    queue.db[f"runnerq_{queue.queue}_idempotency"].insert_one(
+        {"_id": {"activity_type": "report", "key": fire_key("orphan", instant)},
+         "activity_id": uuid.uuid4(), "created_at": at_t0.now,
+         "activity_type": "report", "key": fire_key("orphan", instant)})
+    assert queue.schedules.fire_due()["fired"] == 0
+    assert queue.schedules.get_schedule("orphan").next_fire_at == instant
+    at_t0.advance(61)  # the orphan key is taken over; the fire, 61 s late, is a catchup
+    assert queue.schedules.fire_due()["fired"] == 2  # 12:01 (its key taken over), 12:02
+    assert [a["metadata"]["runnerq_fire_at"][11:16] for a in activities(queue, "orphan")] \
+        == ["12:01", "12:02"]
+
+
+def test_jitter_delays_each_fire_the_same_way(queue, at_t0):
+    queue.schedules.add(every("j", 60, jitter_seconds=30))
+    at_t0.advance(60)
+    queue.schedules.fire_due()
+    [act] = activities(queue, "j")
+    assert act["status"] == "scheduled"
+    delay = (act["scheduled_at"].replace(tzinfo=UTC) - at_t0.now).total_seconds()
+    assert 0 <= delay < 30
+
+
+def test_views_see_ended_late_and_paused(queue, at_t0):
+    queue.schedules.add(every("ends", 60, end_at=T0 + timedelta(seconds=90)))
+    queue.schedules.add(every("late", 60))
+    at_t0.advance(60 + 61)  # both past their first instant by more than the grace
+    rows = {r.name: r for r in queue.schedules.list_schedules()}
+    assert rows["late"].late_by(at_t0.now) == pytest.approx(1.0)
+    queue.schedules.fire_due()  # "ends" fires nothing on time (skip) and has no instant left
+    rows = {r.name: r for r in queue.schedules.list_schedules()}
+    assert rows["ends"].ended and rows["ends"].to_json()["ended"] is True
+    assert rows["late"].late_by(at_t0.now) is None and not rows["late"].ended
+    queue.schedules.pause("late")
+    at_t0.advance(3600)
+    assert queue.schedules.get_schedule("late").late_by(at_t0.now) is None

@@ -32,6 +32,7 @@ from runnerq_cli.backend.domain.models import (
     Status,
 )
 from runnerq_cli.backend.domain.specs import ActivitySpec
+from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, write_time
 from runnerq_cli.backend.store.writes import stamped_inserts
@@ -166,6 +167,8 @@ class Enqueuer(Part):
             doc["scheduled_at"] = due
         if spec.idempotency_key is not None:
             doc["idempotency_key"] = spec.idempotency_key
+        if spec.trace_context:
+            doc[TRACE_FIELD] = dict(spec.trace_context)
         return doc
 
     # ------------------------------------------------------------ the batch's commands

@@ -84,6 +84,9 @@ def test_counters_only_go_up_across_runs(backend) -> None:
     assert value(families(sink)["runnerq_activity_completed"], activity_type="echo") \
         == first + 2 == 3
     assert value(families(sink)["runnerq_worker_started"], queue=backend.queue) == 2
+    # Every counter of a type seen starts at 0: sums and ratios have all their series.
+    assert value(families(sink)["runnerq_activity_dead_lettered"], activity_type="echo") == 0
+    assert value(families(sink)["runnerq_reaper_error"], queue=backend.queue) == 0
 
 
 def test_timeout_counted_as_a_cause_and_by_its_outcome(backend) -> None:

@@ -203,9 +203,18 @@ class PrometheusMetrics:
         child = self._children.get((name, values))
         if child is None:
             with self._lock:
+                self._first_seen(LABELS[name], values)
                 child = self._metrics[name].labels(*values)
                 self._children[(name, values)] = child
         return child
+
+    def _first_seen(self, keys: tuple[str, ...], values: tuple[str, ...]) -> None:
+        """A queue (or a queue's activity type) seen for the first time: every counter of
+        the same labels starts at 0 now, so sums and ratios of several counters
+        (docs/diagnose.md's alerts) have each of their series from the start."""
+        for name in COUNTERS:
+            if LABELS[name] == keys and (name, values) not in self._children:
+                self._children[(name, values)] = self._metrics[name].labels(*values)
 
     def inc_counter(self, name: str, value: int, labels: Labels) -> None:
         self._child(name, labels).inc(value)

@@ -469,6 +469,9 @@ def report_metrics(on: dict[str, Any] | None, worker: dict[str, Any],
         f"{r:.2f} | {m:.2f} | {o:.3f}" for r, m, o in zip(
             ratios, on["cpu_ratio_to_raw_by_round"], on["cpu_ratio_on_off_by_round"],
             strict=True)))
+    if "python_calls" in on:
+        print(f"Python calls per activity (profiled): with metrics {on['python_calls']:.0f}, "
+              f"without {worker.get('python_calls', 0):.0f}")
     print(f"metrics on/off, median of the rounds: {on['cpu_ratio_on_off']:.3f} "
           f"(target <= 1.05); commands per activity {on['commands']:.3f} "
           f"(without {worker['commands']:.3f})")
@@ -568,6 +571,9 @@ def main() -> int:
                 raw["python_calls"] = bench_raw(uri, args.n)["python_calls"]
                 worker["python_calls"] = bench_worker(uri, args.n, args.concurrency)[
                     "python_calls"]
+                if on is not None:
+                    on["python_calls"] = bench_worker(uri, args.n, args.concurrency,
+                                                      metrics=True)["python_calls"]
         failures = {} if args.no_failures else bench_failures(uri, failure_n, args.concurrency)
     finally:
         if proc is not None:
@@ -582,6 +588,9 @@ def main() -> int:
     else:
         print("client CPU ratio worker/raw by round: "
               + ", ".join(f"{r:.2f}" for r in ratios) + f"; median {cpu_ratio:.2f}")
+        if "python_calls" in worker:
+            print(f"Python calls per activity (profiled): worker {worker['python_calls']:.0f}, "
+                  f"raw loop {raw['python_calls']:.0f}")
     report_metrics(on, worker, ratios)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)

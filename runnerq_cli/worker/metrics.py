@@ -199,7 +199,7 @@ class PrometheusMetrics:
         self._gauges_registered = False
 
     def _child(self, name: str, labels: Labels) -> Any:
-        values = tuple(labels[key] for key in LABELS[name])
+        values = tuple(map(labels.__getitem__, LABELS[name]))  # no generator: the hot path
         child = self._children.get((name, values))
         if child is None:
             with self._lock:

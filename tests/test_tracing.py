@@ -100,6 +100,20 @@ def test_follow_up_work_and_failures_stay_in_the_trace(backend, spans) -> None:
     assert fatal.status.status_code is trace.StatusCode.ERROR
 
 
+def test_a_shell_handler_gets_the_attempts_traceparent(backend, spans) -> None:
+    from runnerq_cli.worker.api import build_registry
+
+    provider, exporter = spans
+    registry = build_registry(commands={"sh": "printenv TRACEPARENT"}, queue=backend.queue)
+    with provider.get_tracer("app").start_as_current_span("job"):
+        aid = backend.enqueue("sh", {}).activity_id
+    run(backend, provider, registry)
+    [attempt] = [s for s in exporter.get_finished_spans() if s.name == "process sh"]
+    ctx = attempt.context
+    assert backend.get_result(aid).data.strip() == (
+        f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}")
+
+
 @pytest.mark.parametrize("bad", [
     42, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     {"traceparent": "zz"}, {"traceparent": "00-" + "0" * 32 + "-b7ad6b7169203331-01"},

@@ -1,4 +1,4 @@
-"""Print pip constraints pinning every runtime dependency to its declared lower bound.
+"""Print pip constraints pinning every runtime dependency (and the otel extra) to its lower bound.
 
     python .ci/lower_bounds.py > lower.txt
     python .ci/lower_bounds.py --test-requirements > test-lowest.txt
@@ -21,6 +21,8 @@ from pathlib import Path
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 # Test tools that cannot be installed next to the lowest runtime versions.
 NOT_WITH_LOWEST = {"nx-27017"}
+# Extras whose packages the test extra installs as well: pinned to their lower bounds too.
+PINNED_EXTRAS = ("otel",)
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9._-]+)\s*(\[[^\]]*\])?\s*([^;]*)(;.*)?$")
 
 
@@ -45,7 +47,9 @@ def main() -> int:
                  if REQUIREMENT.match(r).group(1) not in NOT_WITH_LOWEST]  # type: ignore[union-attr]
         print("\n".join(tests))
         return 0
-    print("\n".join(lower_bounds(project["dependencies"])))
+    # The optional extras' lower bounds too (otel): the test extra installs them.
+    extras = [r for name in PINNED_EXTRAS for r in project["optional-dependencies"][name]]
+    print("\n".join(lower_bounds(project["dependencies"] + extras)))
     return 0
 
 

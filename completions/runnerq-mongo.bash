@@ -23,7 +23,7 @@ _runnerq_mongo_node() {
         "worker")
             cmds=''
             flags='--all-types --burst --fail-on-error -h --help'
-            valopts='--handler --app --exec --types -n --concurrency --lease --poll-interval --shutdown-timeout --max-activities --worker-id --log-format --log-level' ;;
+            valopts='--handler --app --exec --types -n --concurrency --lease --poll-interval --shutdown-timeout --max-activities --worker-id --log-format --log-level --metrics-port --metrics-host' ;;
         "console")
             cmds=''
             flags='--allow-actions -h --help'
@@ -280,6 +280,10 @@ _runnerq_mongo_values() {
             kind=choice; choices='auto rich plain json' ;;
         "worker|--log-level")
             kind=choice; choices='debug info warning error' ;;
+        "worker|--metrics-port")
+            kind=none; choices='' ;;
+        "worker|--metrics-host")
+            kind=none; choices='' ;;
         "console|--host")
             kind=none; choices='' ;;
         "console|--port")

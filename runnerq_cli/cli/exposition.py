@@ -33,6 +33,7 @@ from runnerq_cli.backend.domain.timing import TIMING
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.backend.domain.snapshots import MetricsSample
+    from runnerq_cli.worker.metrics import PrometheusMetrics
 
 QUANTILES = {50: "0.5", 95: "0.95", 99: "0.99"}
 
@@ -306,12 +307,55 @@ def serve(collector: Collector, host: str, port: int) -> tuple[Any, str]:
 
     Raises OSError when the address cannot be bound (in use, no such host).
     """
+    return serve_registry(registry_for(collector), host, port)
+
+
+def serve_registry(registry: CollectorRegistry, host: str, port: int) -> tuple[Any, str]:
+    """Serve `registry` on http://host:port/metrics in a daemon thread; (server, url). It
+    answers the Prometheus text format, or OpenMetrics when the scraper's Accept header
+    asks for it (prometheus_client's negotiation). Raises OSError as `serve` does."""
     from prometheus_client.exposition import start_http_server
 
-    server, _thread = start_http_server(port, addr=host, registry=registry_for(collector))
+    server, _thread = start_http_server(port, addr=host, registry=registry)
     bound_host, bound_port = (str(part) for part in server.server_address[:2])
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     return server, f"http://{shown}:{bound_port}/metrics"
+
+
+def listen(registry: CollectorRegistry, host: str, port: int, *,
+           host_flag: str = "--host") -> tuple[Any, str]:
+    """`serve_registry`, its failures as the CLI's errors: the address in use is
+    AddressInUse (exit 15), a host that is no address (or an empty one, which would
+    listen on every interface unasked) InvalidArgument (exit 2), one line each."""
+    import errno
+
+    from runnerq_cli.errors import AddressInUse, InvalidArgument
+
+    if not host.strip():
+        raise InvalidArgument(f"{host_flag} must name an address (0.0.0.0 for every "
+                              "interface)")
+    try:
+        return serve_registry(registry, host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise AddressInUse(f"cannot listen on {host}:{port}: the address is in use") \
+                from None
+        raise InvalidArgument(f"cannot listen on {host}:{port}: "
+                              f"{exc.strerror or exc}") from None
+
+
+def worker_registry() -> tuple[CollectorRegistry, PrometheusMetrics]:
+    """`worker --metrics-port`'s registry: the worker's metrics (worker/metrics.py) and the
+    process's own (CPU, memory, open files, the platform, garbage collection)."""
+    from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+
+    from runnerq_cli.worker.metrics import PrometheusMetrics
+
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry, PrometheusMetrics(registry)
 
 
 def log_error(message: str) -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from runnerq_cli.worker.handlers import HandlerRegistry
     from runnerq_cli.worker.leases import LeaseKeeper
     from runnerq_cli.worker.outcomes import OutcomeWriter
+    from runnerq_cli.worker.telemetry import Telemetry
 
 log = logging.getLogger(WORKER_LOGGER)
 MIN_IDLE = 0.05  # first idle wait; doubles up to poll_interval
@@ -47,7 +48,7 @@ class Claimer:
     def __init__(self, backend: WorkerBackend, registry: HandlerRegistry, flights: Flights,
                  writer: OutcomeWriter, keeper: LeaseKeeper, *, worker_id: str,
                  types: tuple[str, ...], lease: float, poll_interval: float, burst: bool,
-                 stopping: threading.Event) -> None:
+                 stopping: threading.Event, telemetry: Telemetry | None = None) -> None:
         from runnerq_cli.backend.domain.pause import PauseWatch
 
         self._backend = backend
@@ -62,6 +63,7 @@ class Claimer:
         self._poll_interval = poll_interval
         self._burst = burst
         self._stopping = stopping
+        self._telemetry = telemetry
         self.slots = Slots(flights.concurrency * 2, "runnerq-slot", on_free=flights.wake.set)
         self._pause = PauseWatch(backend.control.paused, poll_interval)  # pause/resume
         # What to claim, or None when paused: the claim loop's view, shared with the
@@ -224,6 +226,8 @@ class Claimer:
                         next_renew=now + self._lease / 3, lease_ends=now + self._lease)
         ctx._extend = functools.partial(self._keeper.extend, flight)
         self._flights.add(flight)
+        if self._telemetry is not None:
+            flight.watch = self._telemetry.attempt(flight)
         return flight
 
     def _start(self, claim: Claim) -> None:
@@ -252,6 +256,14 @@ class Claimer:
 
     def _run(self, flight: Flight) -> None:
         flight.thread = threading.current_thread()
-        outcome = call(flight, self.handler_loop)
+        watch = flight.watch
+        if watch is None:
+            outcome = call(flight, self.handler_loop)
+        else:  # the handler runs in its attempt's span (telemetry.py)
+            token = watch.enter()
+            try:
+                outcome = call(flight, self.handler_loop)
+            finally:
+                watch.leave(token)
         self._writer.hand_over(flight, outcome)
         self._writer.write()

@@ -37,12 +37,15 @@ from runnerq_cli.worker.flights import Flight, Flights
 from runnerq_cli.worker.handlers import CATCH_ALL, HandlerRegistry
 from runnerq_cli.worker.leases import LeaseKeeper
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
+from runnerq_cli.worker.metrics import WORKER_STARTED, WORKER_STOPPED
 from runnerq_cli.worker.outcomes import OutcomeWriter, brief, log_attempt
+from runnerq_cli.worker.telemetry import Telemetry
 
 if TYPE_CHECKING:
     import asyncio
 
     from runnerq_cli.backend.traits import WorkerBackend
+    from runnerq_cli.worker.metrics import MetricsSink
 
 __all__ = ["Worker", "WorkerEnd", "claim_types"]
 
@@ -116,7 +119,8 @@ class Worker:
                  fail_on_error: bool = False, max_activities: int | None = None,
                  worker_id: str | None = None,
                  outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True,
-                 all_types: bool = False) -> None:
+                 all_types: bool = False, metrics: MetricsSink | None = None,
+                 tracing: bool | None = None, tracer_provider: Any = None) -> None:
         from runnerq_cli.backend.queue.queue import default_worker_id
 
         ws = backend.settings.worker
@@ -149,13 +153,21 @@ class Worker:
         self._force = threading.Event()
         self._background_stop = threading.Event()
         self._flights = Flights(self.concurrency, max_activities)
+        # Metrics to `metrics` (worker/metrics.py), spans when tracing (None: when the
+        # process uses OpenTelemetry); neither: no telemetry, nothing called.
+        self.metrics = metrics
+        self._telemetry = Telemetry.make(
+            metrics, tracing, tracer_provider, queue=backend.queue,
+            concurrency=self.concurrency, running=lambda: self._flights.running)
+        if self._telemetry is not None:
+            backend = self._telemetry.backend(backend)  # the parts' calls counted
         self._writer = OutcomeWriter(backend, self._flights, self._force)
         self._keeper = LeaseKeeper(backend, self._flights, self._writer, self.lease,
                                    abandoned=lambda: self._slots.busy - self.in_flight)
         self._claimer = Claimer(backend, registry, self._flights, self._writer, self._keeper,
                                 worker_id=self.worker_id, types=self.types, lease=self.lease,
                                 poll_interval=self.poll_interval, burst=burst,
-                                stopping=self._stopping)
+                                stopping=self._stopping, telemetry=self._telemetry)
         self._slots = self._claimer.slots
         self._chores = ChoreScheduler(backend, self._flights, self.worker_id,
                                       poll_interval=self.poll_interval, lease=self.lease)
@@ -206,6 +218,7 @@ class Worker:
         """Work until stopped; returns how the run ended."""
         previous = self._install_signals() if install_signals else {}
         helpers: list[threading.Thread] = []
+        untrack = self._report_start()
         try:
             # Copies of failure-path outboxes are batched while the worker runs; at
             # the end they are flushed below, unless the worker was stopped at once.
@@ -226,10 +239,26 @@ class Worker:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.running.clear()
+            self._report_stop(untrack)
         self.end = end
         log.log(logging.INFO if end is WorkerEnd.STOPPED else logging.WARNING, "worker stopped",
                 extra=details(worker=self.worker_id, end=end.value, **self.counters))
         return end
+
+    def _report_start(self) -> Callable[[], None] | None:
+        """worker_started, and the slot gauges of a sink that has them (`track`)."""
+        if self._telemetry is None:
+            return None
+        self._telemetry.count(WORKER_STARTED, self._telemetry.queue_labels)
+        track = getattr(self.metrics, "track", None)
+        return track(self.backend.queue, lambda: self._flights.running,
+                     self.concurrency) if callable(track) else None
+
+    def _report_stop(self, untrack: Callable[[], None] | None) -> None:
+        if self._telemetry is not None:
+            self._telemetry.count(WORKER_STOPPED, self._telemetry.queue_labels)
+        if untrack is not None:
+            untrack()
 
     def _unregister_at_once(self, helpers: list[threading.Thread]) -> None:
         """Stopped at once (a second signal, force): still leave the registry, or the

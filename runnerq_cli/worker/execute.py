@@ -49,6 +49,7 @@ def call(flight: Flight, loop: asyncio.AbstractEventLoop | None = None) -> Outco
     handler = flight.handler
     act = flight.claim.activity
     if handler is None:
+        flight.fault = "handler_not_found"
         return "fatal", error_text(f"no handler for {act.activity_type}")
     try:
         args = (act.payload, flight.ctx) if handler.takes_context else (act.payload,)
@@ -62,9 +63,12 @@ def call(flight: Flight, loop: asyncio.AbstractEventLoop | None = None) -> Outco
     except NonRetryableError as exc:
         return "fatal", describe(exc, with_class=False)
     except RetryableError as exc:  # HandlerTimeout, shell failures, or the user's
+        if isinstance(exc, HandlerTimeout):
+            flight.fault = "timeout"
         return "retry", describe(exc, with_class=False)
     except BaseException as exc:  # SystemExit, CancelledError too: else the slot
         # thread dies and the claim is held, unsettled, until its timeout.
+        flight.fault = "panic"  # RunnerQ's word: neither failure the handler chose
         if log.isEnabledFor(logging.DEBUG):
             log.debug("handler raised", extra=details(
                 activity_id=str(act.id), traceback=_traceback(exc)))

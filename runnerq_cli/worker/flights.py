@@ -23,6 +23,7 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 if TYPE_CHECKING:
     from runnerq_cli.backend.domain.models import Claim
     from runnerq_cli.worker.handlers import ActivityContext, Handler
+    from runnerq_cli.worker.telemetry import AttemptWatch
 
 log = logging.getLogger(WORKER_LOGGER)
 
@@ -46,6 +47,10 @@ class Flight:
     # unsettled its lease is renewed only as long as this thread lives (leases.py).
     thread: threading.Thread | None = None
     ack_give_up: float = 0.0  # set when a write of the outcome first fails
+    # What went wrong, where the handler's run knows it: "timeout", "panic",
+    # "handler_not_found" (execute.py, leases.py), for the metrics and the span.
+    fault: str = ""
+    watch: AttemptWatch | None = None  # its metrics and span (telemetry.py), when reported
 
     @property
     def kind(self) -> str:
@@ -104,6 +109,11 @@ class Flights:
     def unreserve(self, count: int) -> None:
         with self._lock:
             self.reserved -= count
+
+    @property
+    def running(self) -> int:
+        """Attempts claimed and not yet settled (the slots they hold)."""
+        return self._running
 
     @property
     def closed(self) -> bool:

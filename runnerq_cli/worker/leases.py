@@ -95,6 +95,7 @@ class LeaseKeeper:
         if now >= flight.timeout_at + SELF_TIMED_GRACE[flight.kind]:
             # A thread cannot be killed: settle the attempt as timed out and
             # abandon the thread (its result will be dropped).
+            flight.fault = flight.fault or "timeout"
             if self._writer.hand_over(flight, ("retry", "timed out after "
                                                f"{flight.ctx.timeout_seconds:g}s")):
                 flight.ctx.cancelled.set()

@@ -50,7 +50,10 @@ Outcome = tuple[str, Any]  # ("ok", result) | ("fatal", error) | ("retry", error
 
 def log_attempt(flight: Flight, outcome: str, error: str | None,
                 retry_in: float | None = None) -> None:
-    """The record of a finished attempt (worker/logs.py); `retry_in` a retry's back-off."""
+    """The record of a finished attempt (worker/logs.py); `retry_in` a retry's back-off.
+    Every settled attempt comes here (or to `_give_up`): its metrics and span end here."""
+    if flight.watch is not None:
+        flight.watch.ended(outcome)
     level = LEVELS[OUTCOME_LEVEL.get(outcome, "info")]
     if not log.isEnabledFor(level):  # one record per attempt: build nobody's text
         return
@@ -208,6 +211,8 @@ class OutcomeWriter:
         self._give_up(flight, refusal or RuntimeError("refused"))
 
     def _give_up(self, flight: Flight, error: BaseException) -> None:
+        if flight.watch is not None:
+            flight.watch.ended("unacknowledged")
         self._flights.drop(flight)
         self._flights.count("unacknowledged")
         log.error("could not acknowledge; the reaper will requeue it when its lease expires",

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from runnerq_cli.backend.domain import tracecontext
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.literal import literal
 from runnerq_cli.worker.handlers import (
@@ -120,6 +121,13 @@ def handler_environment(ctx: ActivityContext, *, queue: str | None = None,
                RUNNERQ_ATTEMPT=str(ctx.attempt), RUNNERQ_WORKER_ID=ctx.worker_id)
     if queue:
         env["RUNNERQ_QUEUE"] = queue
+    # Traced, the command continues the attempt's trace: TRACEPARENT/TRACESTATE are the
+    # attempt's span (docs/workers.md, "Tracing"), so a `runnerq-mongo enqueue` it runs
+    # stays in the trace. Nothing is imported when the process does not trace.
+    traced = tracecontext.current()
+    if traced is not None:
+        env.pop("TRACESTATE", None)
+        env.update({key.upper(): value for key, value in traced.items()})
     return env
 
 

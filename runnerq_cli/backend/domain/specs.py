@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
+from runnerq_cli.backend.domain import tracecontext
 from runnerq_cli.backend.domain.models import (
     EXPORT_INFO_FIELDS,
     OnDuplicate,
@@ -45,8 +46,14 @@ class ActivitySpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
+    # W3C trace context (tracecontext.py): None takes the caller's current one, if any; a
+    # malformed one is dropped, never refused (docs/design.md, "Trace context").
+    trace_context: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "trace_context", tracecontext.current()
+                           if self.trace_context is None else tracecontext.clean(
+                               self.trace_context))
         object.__setattr__(self, "priority", Priority.parse(self.priority))
         object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
         if not isinstance(self.activity_type, str) or not self.activity_type.strip():

@@ -33,6 +33,7 @@ from runnerq_cli.backend.domain.models import (
 )
 from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
+from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, write_time
 from runnerq_cli.backend.store.writes import stamped_inserts
@@ -172,6 +173,8 @@ class Enqueuer(Part):
             doc["partition"] = self._ctx.partitions.enqueues.take(count) \
                 if spec.idempotency_key is None \
                 else of_key(spec.activity_type, spec.idempotency_key, count)
+        if spec.trace_context:
+            doc[TRACE_FIELD] = dict(spec.trace_context)
         return doc
 
     # ------------------------------------------------------------ the batch's commands

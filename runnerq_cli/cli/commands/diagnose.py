@@ -271,14 +271,13 @@ def metrics_serve(
     Exit codes: 0 stopped by Ctrl-C or SIGTERM, 2 bad options, 4 an unknown
     queue, 6 the server is unreachable at start, 15 the address is in use.
     """
-    import errno
     import signal
     import sys
     import threading
 
     from runnerq_cli import values
     from runnerq_cli.cli.state import state
-    from runnerq_cli.errors import AddressInUse, InvalidArgument
+    from runnerq_cli.errors import InvalidArgument
 
     interval = values.duration(min_interval, "--min-interval")
     window_seconds = values.duration(window, "--window")
@@ -290,20 +289,13 @@ def metrics_serve(
         raise InvalidArgument("give --queue or --all-queues, not both")
     fixed = None if all_queues else _queues(cli, backend, queue, False, must_exist=True)
 
-    from runnerq_cli.cli.exposition import QueueCollector, log_error, serve
+    from runnerq_cli.cli.exposition import QueueCollector, listen, log_error, registry_for
 
     collector = QueueCollector(
         (lambda: list(fixed)) if fixed is not None else backend.diagnosis.discover_queues,
         backend.for_queue, min_interval=interval, window_seconds=window_seconds,
         on_error=log_error)
-    try:
-        server, url = serve(collector, host, port)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise AddressInUse(f"cannot listen on {host}:{port}: the address is in use") \
-                from None
-        raise InvalidArgument(f"cannot listen on {host}:{port}: "
-                              f"{exc.strerror or exc}") from None
+    server, url = listen(registry_for(collector), host, port)
     stop = threading.Event()
 
     def stop_now(*_: object) -> None:

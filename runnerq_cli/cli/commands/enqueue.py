@@ -280,6 +280,7 @@ def enqueue(
     """
     cli = state(ctx)
     from runnerq_cli.backend.domain.specs import spec_options
+    from runnerq_cli.backend.domain.tracecontext import from_environment
     from runnerq_cli.cli.flags import flag as flag_name
 
     wait_seconds = _checked_flags(activity_type, from_file, payload, idempotency_key, strict,
@@ -288,6 +289,11 @@ def enqueue(
                            timeout=timeout, retry_delay=retry_delay,
                            metadata=parse_metadata(metadata), on_duplicate=on_duplicate,
                            idempotency_key=idempotency_key, name=flag_name)
+    # A traced pipeline's TRACEPARENT/TRACESTATE go with each activity (a malformed one is
+    # ignored, as W3C says); without them, OpenTelemetry's current context, if any.
+    traced = from_environment(os.environ)
+    if traced is not None:
+        options["trace_context"] = traced
     if from_file is not None:
         cli.settings()  # config and queue name are checked before any line is written
         _enqueue_from(cli, from_file, options, strict=strict, batch_size=batch_size,

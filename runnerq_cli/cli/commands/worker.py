@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -12,6 +13,7 @@ from runnerq_cli.cli.examples import examples
 if TYPE_CHECKING:
     from runnerq_cli.config import Settings
     from runnerq_cli.worker.handlers import HandlerRegistry
+    from runnerq_cli.worker.metrics import PrometheusMetrics
 
 HELP = (
     "Run handlers for the queue's activities under leases, until stopped.\n\n"
@@ -25,9 +27,12 @@ HELP = (
     "without one of their own: --handler '*=MOD:FUNC' or --exec '*=COMMAND'.\n\n"
     "SIGTERM/SIGINT stop claiming and let running handlers finish (up to "
     "--shutdown-timeout), then release the rest; a second signal stops at once.\n\n"
-    "Exit codes: 0 ok, 2 bad options, 6 MongoDB unreachable at start, 20 --burst "
-    "--fail-on-error saw failed attempts, 21 running work was released at shutdown, "
-    "130 stopped by a second signal."
+    "--metrics-port serves this worker's metrics (RunnerQ's names, docs/diagnose.md) and "
+    "its process's on http://HOST:PORT/metrics, Prometheus text or OpenMetrics by the "
+    "scraper's Accept header.\n\n"
+    "Exit codes: 0 ok, 2 bad options, 6 MongoDB unreachable at start, 15 the metrics "
+    "address is in use, 20 --burst --fail-on-error saw failed attempts, 21 running work "
+    "was released at shutdown, 130 stopped by a second signal."
 )
 
 
@@ -67,13 +72,28 @@ def worker(
     log_level: str | None = typer.Option(None, "--log-level",
                                          autocompletion=completer(LOG_LEVELS),
                                          help="debug, info, warning or error."),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535,
+                                            metavar="PORT",
+                                            help="Serve metrics on this TCP port, 0 to "
+                                                 "65535 (0: any free port; logged)."),
+    metrics_host: str | None = typer.Option(None, "--metrics-host", metavar="ADDRESS",
+                                            help="Address the metrics listen on "
+                                                 "(default 127.0.0.1; 0.0.0.0: every "
+                                                 "interface)."),
 ) -> None:
     from runnerq_cli.cli.exits import WORKER_FLAGS, flagged, worker_exit_code
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
     from runnerq_cli.worker import startup
     from runnerq_cli.worker.engine import Worker
-    from runnerq_cli.worker.logs import configure_logging, unconfigure_logging
+    from runnerq_cli.worker.logs import (
+        WORKER_LOGGER,
+        configure_logging,
+        details,
+        unconfigure_logging,
+    )
+
+    log = logging.getLogger(WORKER_LOGGER)
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
@@ -91,6 +111,11 @@ def worker(
         except InvalidArgument as exc:
             raise InvalidArgument(f"--worker-id: {exc}") from None
     registry = _registry(settings, handler, exec_, all_types)
+    if metrics_host is not None and metrics_port is None:
+        raise InvalidArgument("--metrics-host needs --metrics-port")
+    # Listening before connecting: an address in use or no address exits at once.
+    served = _serve_metrics(metrics_host or "127.0.0.1", metrics_port) \
+        if metrics_port is not None else None
 
     from runnerq_cli.backend.api import RunnerQ
 
@@ -99,11 +124,14 @@ def worker(
     # (the library adds no handler of its own).
     log_handler = configure_logging(ws.log_format, ws.log_level)
     try:
+        if served is not None:
+            log.info("serving metrics", extra=details(url=served[2]))
         backend.ping()
         try:
             worker = Worker(backend, registry, burst=burst, fail_on_error=fail_on_error,
                             max_activities=max_activities, worker_id=worker_id,
-                            all_types=all_types)
+                            all_types=all_types,
+                            metrics=served[1] if served is not None else None)
         except InvalidArgument as exc:  # no handlers: said after the server answered
             raise flagged(exc, WORKER_FLAGS) from None
         end = worker.run()
@@ -111,7 +139,20 @@ def worker(
         startup.exit_on_signal(code)  # a late signal does not change how it ended
     finally:
         unconfigure_logging(log_handler)
+        if served is not None:
+            served[0].shutdown()
+            served[0].server_close()
     raise typer.Exit(code)
+
+
+def _serve_metrics(host: str, port: int) -> tuple[Any, PrometheusMetrics, str]:
+    """The worker's metrics served (cli/exposition.py, as `metrics serve` does):
+    (server, sink, url)."""
+    from runnerq_cli.cli.exposition import listen, worker_registry
+
+    registry, sink = worker_registry()
+    server, url = listen(registry, host, port, host_flag="--metrics-host")
+    return server, sink, url
 
 
 def register(app: typer.Typer) -> None:

@@ -217,7 +217,8 @@ def status_counts() -> list[Query]:
                for status in EXACT_FINISHED)]
     return [Query(f"stats counts ({label})", "activities", match, purpose=purpose, hinted=True,
                   pipeline=({"$match": match},
-                            {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                            {"$group": {"_id": {"status": "$status", "priority": "$priority",
+                                                "priority_type": {"$type": "$priority"}},
                                         "count": {"$sum": 1}}}))
             for label, match, purpose in parts]
 

@@ -47,6 +47,7 @@ from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.domain.shapes import proves_no_step
 from runnerq_cli.backend.store.driver import Collection
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
@@ -379,11 +380,12 @@ class EventStream:
                                        {"activity_id": 1, "event_type": 1, "timestamp": 1,
                                         "detail": 1}):
             stored.setdefault(event.get("activity_id"), []).append(event)
+        malformed = proves_no_step(self._activities, docs)  # a malformed one proves no step
         for aid, doc in docs.items():
             # Events still in the outbox count too: they record what later writes changed.
             pending = [{**e, "activity_id": aid} for e in (doc.get("outbox") or {}).get(
                 "events", ())]
-            for event in derive(doc, [*stored.get(aid, ()), *pending]):
+            for event in derive(doc, [*stored.get(aid, ()), *pending], aid in malformed):
                 if event["timestamp"] >= start:
                     event["_stamp"] = event["timestamp"]
                     out.append(event)

@@ -41,7 +41,7 @@ LIFECYCLE_RANK = {name: rank for rank, name in enumerate((
     "Requeued", "DeadLetter", "Completed", "ResultStored"))}
 # Fields a reader of the activities collection needs to derive its events: those the steps
 # read, and every other field of the shape but the large ones (shapes.LARGE_FIELDS, checked
-# by a query instead: shapes.proves_no_step), since a malformed document proves no step.
+# by a query instead: shapes.proves_no_step_filter), since a malformed document proves no step.
 DERIVE_FIELDS = {"_id": 1, "activity_type": 1, "priority": 1, "status": 1, "created_at": 1,
                  "scheduled_at": 1, "started_at": 1, "completed_at": 1, "worker_id": 1,
                  "last_worker_id": 1, "retry_count": 1, "max_retries": 1,
@@ -158,7 +158,7 @@ def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = (),
     A malformed document (docs/design.md, "Malformed documents") proves
     nothing: its stored events are all there is (doctor names it). `doc` may be
     read with DERIVE_FIELDS; `malformed` then says what a query found of the
-    fields left out (shapes.proves_no_step).
+    fields left out (shapes.proves_no_step_filter).
     """
     if malformed or ACTIVITY.problem(doc) is not None:
         return []

@@ -285,7 +285,8 @@ def completed_counts(limit: int) -> Query:
     return Query("stats counts (completed, bounded)", "activities", match,
                  purpose="list finished", hinted=True,
                  pipeline=({"$match": match}, {"$limit": limit},
-                           {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                           {"$group": {"_id": {"status": "$status", "priority": "$priority",
+                                               "priority_type": {"$type": "$priority"}},
                                        "count": {"$sum": 1}}}))
 
 

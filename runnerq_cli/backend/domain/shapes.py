@@ -94,6 +94,10 @@ _BSON: dict[type, list[str]] = {
     str: ["string"], int: ["int", "long"], float: ["double", "decimal"], datetime: ["date"],
     dict: ["object"], list: ["array"], bool: ["bool"], _NONE: ["null"]}
 
+# Every BSON type a stored value may have, by its $type alias (the deprecated ones left out).
+_ALL_BSON = ("double", "string", "object", "array", "binData", "objectId", "bool", "date",
+             "null", "regex", "javascript", "int", "timestamp", "long", "decimal", "minKey",
+             "maxKey")
 ACTIVITY = Shape("activity", Activity._TYPES, Activity._REQUIRED, lengths=Activity._LENGTHS)
 EVENT = Shape("event", Event._TYPES, ("_id",))
 WORKER = Shape("worker", {
@@ -113,17 +117,24 @@ LARGE_FIELDS = ("payload", "metadata", "last_error")
 LARGE = Shape("activity", {name: Activity._TYPES[name] for name in LARGE_FIELDS})
 
 
-def proves_no_step(activities: Collection, ids: Iterable[Any]) -> set[Any]:
-    """The ids among `ids` whose documents prove no derived step (one query by `_id`):
+def proves_no_step_filter(ids: list[Any]) -> dict[str, Any]:
+    """Which of the activities `ids` prove no derived step (views.events.proves_no_step):
     their LARGE_FIELDS have another shape, or they were set aside as malformed (whose
     defect the set-aside may have written over: a `last_error` or a lease field).
-    derived.derive checks the other fields itself."""
-    wanted = list(ids)
-    if not wanted:
-        return set()
+    derived.derive checks the other fields itself. Each large field of another type is
+    named positively (`$type` of the others: an array matches "array")."""
     aside = {"status": Status.DEAD_LETTER.value, "last_error": {"$regex": f"^{SET_ASIDE_PREFIX}"}}
-    return {doc["_id"] for doc in activities.find(
-        {"_id": {"$in": wanted}, "$or": [*LARGE.mismatch()["$or"], aside]}, {"_id": 1})}
+    other = [{name: {"$type": [alias for alias in _ALL_BSON if alias not in {
+        a for kind in kinds for a in _BSON[kind]}]}} for name, kinds in LARGE.types.items()]
+    return {"_id": {"$in": ids}, "$or": [*other, aside]}
+
+
+def proves_no_step_doc(doc: dict[str, Any]) -> bool:
+    """`proves_no_step_filter` in code, for one document read with LARGE_FIELDS."""
+    last_error = doc.get("last_error")
+    return LARGE.problem(doc) is not None or (
+        doc.get("status") == Status.DEAD_LETTER.value and isinstance(last_error, str)
+        and last_error.startswith(SET_ASIDE_PREFIX))
 
 
 # An activity's outbox as OutboxWriter.flush reads it (docs/design.md, "The outbox").

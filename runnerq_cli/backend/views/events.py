@@ -36,7 +36,7 @@ import logging
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,7 +47,11 @@ from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
-from runnerq_cli.backend.domain.shapes import proves_no_step
+from runnerq_cli.backend.domain.shapes import (
+    LARGE_FIELDS,
+    proves_no_step_doc,
+    proves_no_step_filter,
+)
 from runnerq_cli.backend.store.driver import Collection
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
@@ -63,6 +67,21 @@ CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
 PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
 RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
+
+
+def proves_no_step(activities: Collection, ids: Iterable[Any]) -> set[Any]:
+    """The ids among `ids` whose documents prove no derived step (shapes.proves_no_step_filter):
+    one query by `_id`; on a server that refuses it (a wire-protocol server without `$type`
+    lists), the large fields of those documents read and checked here instead."""
+    wanted = list(ids)
+    if not wanted:
+        return set()
+    try:
+        return {doc["_id"] for doc in activities.find(proves_no_step_filter(wanted), {"_id": 1})}
+    except OperationFailure:
+        fields = {name: 1 for name in (*LARGE_FIELDS, "status")}
+        return {doc["_id"] for doc in activities.find({"_id": {"$in": wanted}}, fields)
+                if proves_no_step_doc(doc)}
 
 
 class ChangeStreamsUnavailable(InvalidArgument):

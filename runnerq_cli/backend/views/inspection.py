@@ -22,7 +22,7 @@ from runnerq_cli.backend.domain.models import (
     Status,
     parse_activity_id,
 )
-from runnerq_cli.backend.domain.shapes import proves_no_step, readable
+from runnerq_cli.backend.domain.shapes import readable
 from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.errors import InvalidArgument, NotFound
 
@@ -114,6 +114,8 @@ class Inspection(Part):
             for event in (doc.get("outbox") or {}).get("events", []):
                 if event["_id"] not in known:
                     stored.append({**event, "activity_id": aid})
+            from runnerq_cli.backend.views.events import proves_no_step
+
             stored += derive(doc, stored, malformed=bool(proves_no_step(
                 self._ctx.activities, [aid])))
         events = sorted(unique(stored), key=event_order, reverse=True)

@@ -439,7 +439,7 @@ def malformed_activities(ctx: QueueContext) -> list[str]:
 
     found = shapes.malformed_activities(ctx)
     found += shapes.set_aside_activities(ctx, exclude=[m.id for m in found])
-    return [f"{m.collection} {m.id}: {m.problem}" for m in found]
+    return [f"activities {m.id}: {m.problem}" for m in found]
 
 
 def snapshot(ctx: QueueContext, options: StatsOptions) -> StatsSnapshot:

@@ -194,3 +194,27 @@ def test_a_claims_date_is_set_aside_not_counted_on(backend: RunnerQ, raw: Databa
     stored = raw[backend.context.names.activities].find_one({"_id": doc["_id"]})
     assert stored["status"] == "dead_letter" and isinstance(stored["claims"], datetime)
     assert stored["last_error"] == "malformed document: claims is a date, not an integer"
+
+
+# ------------------------------------------------------------------ pauses (sentence 13)
+
+
+def test_a_type_paused_under_a_whole_queue_pause_keeps_the_queue_s_reason(
+        backend: RunnerQ, raw: Database) -> None:
+    backend.control.pause(reason="maintenance", actor="ops")
+    state = backend.control.pause(["mail"], reason="smtp down", actor="dev")
+    assert state.all and state.reason == "maintenance" and state.actor == "ops"
+    doc = raw[backend.context.names.control].find_one({"_id": "pause"})
+    assert doc["all"] is True and doc["types"] == ["mail"] and doc["reason"] == "maintenance"
+    assert [(n["type"], n["reason"]) for n in doc["notes"]] == [("mail", "smtp down")]
+    with pytest.raises(Exception, match="the whole queue is paused"):
+        backend.control.resume(["mail"])
+    assert not backend.control.resume().active  # the whole queue's resume: no document
+    assert raw[backend.context.names.control].find_one({"_id": "pause"}) is None
+    events = raw[backend.context.names.events].find(
+        {"activity_id": None, "event_type": {"$in": ["Paused", "Resumed"]}}).sort("_id", 1)
+    details = [e["detail"] for e in events]
+    assert [d["paused"] for d in details[:2]] == ["all", ["mail"]]
+    assert details[2]["still_paused"] is None
+    assert backend.control.resume().active is False  # nothing paused: nothing written
+    assert raw[backend.context.names.events].count_documents({"event_type": "Resumed"}) == 1

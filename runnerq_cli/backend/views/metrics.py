@@ -23,7 +23,10 @@ same for users):
   covers (not before the queue's first activity: one seek on `created_at_1`).
 
 A malformed document (a date that is not a date, a worker entry with text
-where a number belongs) is skipped and counted (`malformed`), never a crash.
+where a number belongs) is skipped and counted (`malformed`), never a crash. The
+malformed activities are counted as doctor's `documents` check finds them, with
+those set aside as malformed (`malformed_activities`): the one part that reads
+documents, at most SHAPE_SCAN_LIMIT per status (docs/cli.md says so too).
 """
 
 from __future__ import annotations

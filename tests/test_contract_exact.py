@@ -218,3 +218,40 @@ def test_a_type_paused_under_a_whole_queue_pause_keeps_the_queue_s_reason(
     assert details[2]["still_paused"] is None
     assert backend.control.resume().active is False  # nothing paused: nothing written
     assert raw[backend.context.names.events].count_documents({"event_type": "Resumed"}) == 1
+
+
+# ------------------------------------------- sentences 10-12: bounds and rounding, exact
+
+
+def test_an_error_text_s_cut_mark_is_within_its_bytes_and_counts_code_points() -> None:
+    from runnerq_cli.backend.domain.error_text import error_text
+    from runnerq_cli.backend.domain.sizes import ERROR_TEXT_MAX_BYTES
+
+    text = "é" * 3000  # 3000 code points, 6000 bytes (4000 UTF-16 units would be 3000 too)
+    cut = error_text(text)
+    assert len(cut.encode()) <= ERROR_TEXT_MAX_BYTES
+    assert cut.endswith("… [cut: 3000 characters in all]")
+    assert error_text("😀" * 1024) == "😀" * 1024  # 4096 bytes exactly: not cut
+    assert error_text("😀" * 1025).endswith("[cut: 1025 characters in all]")  # code points
+
+
+def test_a_result_nests_at_most_63_levels_below_data() -> None:
+    from runnerq_cli.backend.domain.results import checked_result
+    from runnerq_cli.errors import InvalidArgument
+
+    def nested(depth: int) -> Any:
+        value: Any = 1
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    checked_result(nested(63))
+    with pytest.raises(InvalidArgument, match="nested deeper"):
+        checked_result(nested(64))
+
+
+def test_a_delay_is_rounded_to_the_millisecond_halves_to_even() -> None:
+    from runnerq_cli.backend.store.servertime import ServerTime
+
+    assert [ServerTime(timedelta(seconds=s)).millis for s in (0.0025, 0.0035, 0.0002, 2.0)] \
+        == [2, 4, 0, 2000]

@@ -51,7 +51,8 @@ def hostile(settings) -> dict[str, object]:
     for n, text in enumerate(HOSTILE):
         aid = rq.enqueue("job", {"text": text}).activity_id
         coll.activities.update_one({"_id": aid}, {"$set": {
-            "activity_type": text, "last_error": text, "metadata": {"tag": text},
+            # (a type has at most 200 characters: a longer one is malformed, design.md)
+            "activity_type": text[:200], "last_error": text, "metadata": {"tag": text},
             "worker_id": text, "created_at": now - timedelta(minutes=n)}})
         ids.append(aid)
         coll.events.insert_one({

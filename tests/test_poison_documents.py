@@ -41,6 +41,7 @@ CASES: dict[str, tuple[str, Any]] = {
     **{f"{name}-missing": (name, MISSING)
        for name in Activity._REQUIRED if name != "_id"},  # MongoDB always has an _id
     "activity_type-list": ("activity_type", ["job"]),  # matches a claim by type, too
+    "activity_type-empty": ("activity_type", ""),  # 1-200 characters: names no handler
     "priority-text": ("priority", "high"),  # sorts before every number: claimed first
     "status-number": ("status", 5),
     "created_at-text": ("created_at", "yesterday"),
@@ -238,7 +239,7 @@ def test_a_claim_sets_aside_and_returns_the_good_work(backend: RunnerQ, raw: Dat
     bad = next(aid for aid, d in poisoned.bad.items() if d["status"] == "pending")
     doc = raw[backend.context.names.activities].find_one({"_id": bad})
     assert doc["status"] == "dead_letter"
-    assert doc["last_error"] == "malformed document: priority is 'high', not int"
+    assert doc["last_error"] == 'malformed document: priority is "high", not an integer'
 
 
 # ----------------------------------------------------------------------- the readers

@@ -311,13 +311,14 @@ def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
     snap = json.loads(run_cli("stats", "-o", "json").stdout)
     assert snap["oldest_pending"]["activity_type"] == "fine"
     assert snap["workers"] == {"live": 1, "stale": 1, "in_flight": 0}
-    # the two workers; the pending "yesterday" is outside the oldest-pending query's
-    # range ({$type: "date"}), so never read (doctor's documents check names it)
-    assert len(snap["malformed"]) == 2, snap["malformed"]
+    # the two workers and the pending "yesterday" (outside the oldest-pending query's
+    # range, {$type: "date"}, but a mismatch of the shape table as doctor finds it)
+    assert len(snap["malformed"]) == 3, snap["malformed"]
+    assert 'activities stray-1: created_at is "yesterday", not a date' in snap["malformed"]
     assert snap["latency"]["run_seconds"]["count"] == 0  # the stray one is left out
     assert run_cli("stats", "--check", "malformed == 0").code == ExitCode.CHECK_FAILED
     families = parse(run_cli("stats", "-o", "prometheus").stdout)
-    assert value(families["runnerq_malformed_documents"], queue="tests") == 2
+    assert value(families["runnerq_malformed_documents"], queue="tests") == 3
 
 
 def test_one_bad_queue_never_blanks_the_others(queue: RunnerQ) -> None:

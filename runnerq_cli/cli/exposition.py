@@ -101,8 +101,9 @@ def _empty_families() -> _Families:
         labels=["queue", "status"])
     malformed = GaugeMetricFamily(
         "runnerq_malformed_documents",
-        "Malformed documents the last query met and skipped (a date that is not a date, "
-        "a number that is not a number).", labels=["queue"])
+        "Malformed documents: activities of another shape than docs/design.md's (at most 20 "
+        "named per status, as doctor), those set aside as malformed, bad worker entries.",
+        labels=["queue"])
     oldest = GaugeMetricFamily(
         "runnerq_oldest_pending_age_seconds",
         "Age of the oldest pending activity (0 when nothing is pending).", labels=["queue"])

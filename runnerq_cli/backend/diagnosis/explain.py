@@ -21,6 +21,7 @@ from runnerq_cli.backend.domain.models import (
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.rules import attempts_remain
+from runnerq_cli.backend.domain.sizes import ACTIVITY_TYPE_MAX
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
@@ -185,10 +186,13 @@ _MALFORMED_FATE = {
 
 
 def _claimable_type(kind: Any) -> bool:
-    """Whether a claim by type can match this `activity_type`: text, or (another
-    program's) list holding text, which `$in` matches element by element."""
-    return isinstance(kind, str) or (
-        isinstance(kind, list) and any(isinstance(item, str) for item in kind))
+    """Whether a claim by type can match this `activity_type`: text a handler's type can
+    be (1 to ACTIVITY_TYPE_MAX characters; an empty one names no handler), or (another
+    program's) list holding such text, which `$in` matches element by element."""
+    def named(item: Any) -> bool:
+        return isinstance(item, str) and 1 <= len(item) <= ACTIVITY_TYPE_MAX
+
+    return named(kind) or (isinstance(kind, list) and any(named(item) for item in kind))
 
 
 class Explainer:

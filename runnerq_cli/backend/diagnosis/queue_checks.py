@@ -33,6 +33,7 @@ from runnerq_cli.backend.domain.models import MalformedDocument, Status, display
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.queries import representative_queries
 from runnerq_cli.backend.domain.shapes import MALFORMED_LIMIT, SHAPE_SCAN_LIMIT, malformed
+from runnerq_cli.backend.domain.sizes import ACTIVITY_TYPE_MAX
 from runnerq_cli.backend.domain.snapshots import OldestPending
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
@@ -368,7 +369,8 @@ def check_documents(ctx: QueueContext) -> Check:
                  "correct the field as docs/design.md says (the program that wrote it has a "
                  "bug) or delete the document; readers skip a malformed one, workers "
                  "dead-letter a malformed activity they claim without running it, and "
-                 "claim none whose activity_type is not text (set one, or delete it)"
+                 f"claim none whose activity_type is not text of 1-{ACTIVITY_TYPE_MAX} "
+                 "characters (set one, or delete it)"
                  + (f" (runnerq-mongo explain {first.id})"
                     if first.collection == ctx.activities.name else ""), facts)
 

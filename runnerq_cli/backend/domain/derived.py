@@ -39,10 +39,14 @@ from runnerq_cli.backend.domain.shapes import ACTIVITY, EVENT
 LIFECYCLE_RANK = {name: rank for rank, name in enumerate((
     "Enqueued", "Scheduled", "Dequeued", "Started", "LeaseExtended", "Failed", "Retrying",
     "Requeued", "DeadLetter", "Completed", "ResultStored"))}
-# Fields a reader of the activities collection needs to derive its events.
+# Fields a reader of the activities collection needs to derive its events: those the steps
+# read, and every other field of the shape but the large ones (shapes.LARGE_FIELDS, checked
+# by a query instead: shapes.proves_no_step_filter), since a malformed document proves no step.
 DERIVE_FIELDS = {"_id": 1, "activity_type": 1, "priority": 1, "status": 1, "created_at": 1,
                  "scheduled_at": 1, "started_at": 1, "completed_at": 1, "worker_id": 1,
-                 "last_worker_id": 1, "retry_count": 1}
+                 "last_worker_id": 1, "retry_count": 1, "max_retries": 1,
+                 "timeout_seconds": 1, "retry_delay_seconds": 1, "lease_id": 1,
+                 "lease_deadline": 1, "last_error_at": 1, "claims": 1}
 # Stored events whose detail keeps a value that a later write overwrote.
 _PREVIOUS_PRIORITY = ("PriorityChanged",)
 _PREVIOUS_SCHEDULE = ("Rescheduled", "RunNow", "Retrying", "Requeued", "Retried", "Redriven")
@@ -145,15 +149,18 @@ def _from_version_0_1(event: dict[str, Any]) -> bool:
         "attempt" not in (event.get("detail") or {})
 
 
-def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = (),
+           malformed: bool = False) -> list[dict[str, Any]]:
     """The events `doc`'s fields prove, less those already stored (twins).
 
     `stored` are the activity's stored events (any subset that includes the
     ones that keep overwritten values; an empty one for a fresh document).
     A malformed document (docs/design.md, "Malformed documents") proves
-    nothing: its stored events are all there is (doctor names it).
+    nothing: its stored events are all there is (doctor names it). `doc` may be
+    read with DERIVE_FIELDS; `malformed` then says what a query found of the
+    fields left out (shapes.proves_no_step_filter).
     """
-    if ACTIVITY.problem(doc) is not None:
+    if malformed or ACTIVITY.problem(doc) is not None:
         return []
     # A stored event of another shape (a text timestamp, a detail that is no document)
     # is no twin of anything: readers skip it, and it must not stop the derivation.

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import Enum, IntEnum, StrEnum
 from typing import Any, ClassVar
 
-from runnerq_cli.backend.domain.sizes import METADATA_KEY_MAX
+from runnerq_cli.backend.domain.sizes import ACTIVITY_TYPE_MAX, METADATA_KEY_MAX
 from runnerq_cli.errors import InvalidArgument, RunnerQError
 
 
@@ -29,11 +29,16 @@ _NONE = type(None)
 
 
 def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: str,
-                 required: tuple[str, ...] = (), items: dict[str, type] | None = None) -> None:
+                 required: tuple[str, ...] = (), items: dict[str, type] | None = None,
+                 lengths: dict[str, tuple[int, int]] | None = None) -> None:
     """Raise MalformedDocument unless each of `required` is present and every field of
     `types` that is present has one of its types (a bool is not a number, a float is
     finite: NaN and the infinities are not); a list named in `items` must hold only
-    that type."""
+    that type; a string named in `lengths` must have that many characters (code points).
+
+    The problem is said in a form any language can produce (docs/design.md, "Malformed
+    documents"): the value as JSON would write it (`"300"`, `true`, `NaN`) or, for a
+    document, an array or another BSON type, its kind; the types wanted in words."""
     for name in required:
         if name not in doc:
             raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is missing")
@@ -46,16 +51,76 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
                 # NaN or an infinity: no count of seconds, yet every comparison a worker
                 # makes with it passes or fails silently (a timeout that never expires)
                 raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
-                                        f"{value!r}, not a finite number")
+                                        f"{neutral(value)}, not a finite number")
             if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-                wanted = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
                 raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
-                                        f"{_short(value)}, not {wanted}")
+                                        f"{neutral(value)}, not {wanted(kinds)}")
     for name, kind in (items or {}).items():
         value = doc.get(name)
         if isinstance(value, list) and not all(isinstance(v, kind) for v in value):
             raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} holds "
-                                    f"something other than {kind.__name__}")
+                                    f"something other than {wanted((kind,))}")
+    for name, (low, high) in (lengths or {}).items():
+        value = doc.get(name)
+        if isinstance(value, str) and not low <= len(value) <= high:
+            raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
+                                    f"{neutral(value)}, not {low}-{high} characters")
+
+
+# The types a contract field may have, in words (docs/design.md, "Malformed documents").
+_KIND_WORDS: dict[type, str] = {
+    int: "an integer", float: "a double", str: "a string", datetime: "a date",
+    dict: "a document", list: "an array", bool: "a boolean", _NONE: "null"}
+TEXT_SHOWN = 50  # characters of a string value shown in a problem
+
+
+def wanted(kinds: Iterable[type]) -> str:
+    """`an integer`, `a number` (an integer or a double), `a date or null`."""
+    words = [_KIND_WORDS.get(kind, kind.__name__) for kind in kinds]
+    if "an integer" in words and "a double" in words:
+        words[words.index("an integer")] = "a number"
+        words.remove("a double")
+    return " or ".join(words)
+
+
+def neutral(value: Any) -> str:
+    """A stored value as a problem names it, in a form another language produces too:
+    a string as a JSON string (its first TEXT_SHOWN characters, then `...` after the
+    closing quote when cut), `true`/`false`/`null`, an integer in decimal, a double as
+    `NaN`, `Infinity`, `-Infinity`, or its shortest round-trip decimal with `.0` when
+    it is whole (`2.0`, `3.5`); any other value by its kind (`a document`, `an array`,
+    `a date`, `a UUID`, `binary`, `an ObjectId`, else `a <BSON type>`)."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        cut = value[:TEXT_SHOWN]
+        return json.dumps(cut, ensure_ascii=False) + ("..." if len(value) > TEXT_SHOWN else "")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if isinstance(value, dict):
+        return "a document"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, datetime):
+        return "a date"
+    if isinstance(value, uuid.UUID):
+        return "a UUID"
+    if isinstance(value, bytes):
+        return "binary"
+    name = type(value).__name__
+    return {"ObjectId": "an ObjectId", "Decimal128": "a decimal", "Int64": str(value),
+            "Binary": "binary", "Timestamp": "a timestamp", "Regex": "a regular expression",
+            "Code": "code", "MinKey": "a MinKey", "MaxKey": "a MaxKey"}.get(name, f"a {name}")
 
 
 def _named(doc_id: Any) -> str:
@@ -305,6 +370,8 @@ class Activity:
         "worker_id": (str, _NONE), "lease_id": (str, _NONE), "last_error": (str, _NONE),
         "claims": (int,), "partition": (int,),
     }
+    # Text fields whose length is part of the shape (an empty type names no handler).
+    _LENGTHS: ClassVar[dict[str, tuple[int, int]]] = {"activity_type": (1, ACTIVITY_TYPE_MAX)}
     _REQUIRED: ClassVar[tuple[str, ...]] = (
         "_id", "activity_type", "priority", "status", "created_at")
 
@@ -312,7 +379,7 @@ class Activity:
     def from_doc(cls, doc: dict[str, Any]) -> Activity:
         """The activity of a stored document; MalformedDocument if its fields are not
         what the contract says (docs/design.md)."""
-        check_fields(doc, cls._TYPES, "activity", cls._REQUIRED)
+        check_fields(doc, cls._TYPES, "activity", cls._REQUIRED, lengths=cls._LENGTHS)
         known = {name: doc[name] for name in cls._FIELDS if name in doc}
         for name in ("payload", "metadata"):  # absent or null: empty
             if known.get(name) is None:

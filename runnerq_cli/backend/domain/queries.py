@@ -260,7 +260,8 @@ def status_counts() -> list[Query]:
                for status in EXACT_FINISHED)]
     return [Query(f"stats counts ({label})", "activities", match, purpose=purpose, hinted=True,
                   pipeline=({"$match": match},
-                            {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                            {"$group": {"_id": {"status": "$status", "priority": "$priority",
+                                                "priority_type": {"$type": "$priority"}},
                                         "count": {"$sum": 1}}}))
             for label, match, purpose in parts]
 
@@ -396,7 +397,8 @@ def completed_counts(limit: int) -> Query:
     return Query("stats counts (completed, bounded)", "activities", match,
                  purpose="list finished", hinted=True,
                  pipeline=({"$match": match}, {"$limit": limit},
-                           {"$group": {"_id": {"status": "$status", "priority": "$priority"},
+                           {"$group": {"_id": {"status": "$status", "priority": "$priority",
+                                               "priority_type": {"$type": "$priority"}},
                                        "count": {"$sum": 1}}}))
 
 

@@ -29,6 +29,7 @@ from runnerq_cli.backend.domain.models import (
     MalformedDocument,
     Status,
     check_fields,
+    neutral,
 )
 
 if TYPE_CHECKING:
@@ -53,10 +54,11 @@ class Shape:
     types: dict[str, tuple[type, ...]]
     required: tuple[str, ...] = ()
     items: dict[str, type] | None = None  # lists that must hold only this type
+    lengths: dict[str, tuple[int, int]] | None = None  # text of so many characters
 
     def check(self, doc: dict[str, Any]) -> None:
         """Raise MalformedDocument if `doc` does not have this shape."""
-        check_fields(doc, self.types, self.what, self.required, self.items)
+        check_fields(doc, self.types, self.what, self.required, self.items, self.lengths)
 
     def problem(self, doc: dict[str, Any]) -> str | None:
         try:
@@ -78,6 +80,13 @@ class Shape:
                 branches.append({name: {"$in": [math.nan, math.inf, -math.inf]}})
         for name, kind in (self.items or {}).items():
             branches.append({name: {"$elemMatch": {"$not": {"$type": _BSON[kind]}}}})
+        for name, (low, high) in (self.lengths or {}).items():
+            # characters are code points, as MongoDB's regular expressions count them
+            branches.append({name: {"$regex": f"^[\\s\\S]{{{high + 1}}}"}})
+            if low == 1:
+                branches.append({name: ""})
+            elif low > 1:
+                branches.append({name: {"$regex": f"^(?![\\s\\S]{{{low}}})"}})
         return {"$or": branches}
 
 
@@ -85,7 +94,11 @@ _BSON: dict[type, list[str]] = {
     str: ["string"], int: ["int", "long"], float: ["double", "decimal"], datetime: ["date"],
     dict: ["object"], list: ["array"], bool: ["bool"], _NONE: ["null"]}
 
-ACTIVITY = Shape("activity", Activity._TYPES, Activity._REQUIRED)
+# Every BSON type a stored value may have, by its $type alias (the deprecated ones left out).
+_ALL_BSON = ("double", "string", "object", "array", "binData", "objectId", "bool", "date",
+             "null", "regex", "javascript", "int", "timestamp", "long", "decimal", "minKey",
+             "maxKey")
+ACTIVITY = Shape("activity", Activity._TYPES, Activity._REQUIRED, lengths=Activity._LENGTHS)
 EVENT = Shape("event", Event._TYPES, ("_id",))
 WORKER = Shape("worker", {
     "types": (list, _NONE), "concurrency": (int,), "pid": (int,), "in_flight": (int,),
@@ -96,6 +109,32 @@ PAUSE = Shape("pause", {
     "all": (bool, _NONE), "types": (list, _NONE), "reason": (str, _NONE),
     "actor": (str, _NONE), "at": (datetime, _NONE), "notes": (list, _NONE)},
     items={"types": str, "notes": dict})
+
+SET_ASIDE_PREFIX = "malformed document: "  # aside.MALFORMED, as the error begins
+# Fields of an activity too large to read along with every document a tail derives
+# events from (derived.DERIVE_FIELDS reads the others): a query checks them instead.
+LARGE_FIELDS = ("payload", "metadata", "last_error")
+LARGE = Shape("activity", {name: Activity._TYPES[name] for name in LARGE_FIELDS})
+
+
+def proves_no_step_filter(ids: list[Any]) -> dict[str, Any]:
+    """Which of the activities `ids` prove no derived step (views.events.proves_no_step):
+    their LARGE_FIELDS have another shape, or they were set aside as malformed (whose
+    defect the set-aside may have written over: a `last_error` or a lease field).
+    derived.derive checks the other fields itself. Each large field of another type is
+    named positively (`$type` of the others: an array matches "array")."""
+    aside = {"status": Status.DEAD_LETTER.value, "last_error": {"$regex": f"^{SET_ASIDE_PREFIX}"}}
+    other = [{name: {"$type": [alias for alias in _ALL_BSON if alias not in {
+        a for kind in kinds for a in _BSON[kind]}]}} for name, kinds in LARGE.types.items()]
+    return {"_id": {"$in": ids}, "$or": [*other, aside]}
+
+
+def proves_no_step_doc(doc: dict[str, Any]) -> bool:
+    """`proves_no_step_filter` in code, for one document read with LARGE_FIELDS."""
+    last_error = doc.get("last_error")
+    return LARGE.problem(doc) is not None or (
+        doc.get("status") == Status.DEAD_LETTER.value and isinstance(last_error, str)
+        and last_error.startswith(SET_ASIDE_PREFIX))
 
 
 # An activity's outbox as OutboxWriter.flush reads it (docs/design.md, "The outbox").
@@ -110,7 +149,7 @@ def outbox_problem(doc: dict[str, Any]) -> str | None:
     a `failed_at` date."""
     box = doc.get("outbox")
     if not isinstance(box, dict):
-        return f"outbox is {type(box).__name__}, not a document"
+        return f"outbox is {neutral(box)}, not a document"
     problem = OUTBOX.problem(box)
     if problem is not None:
         return f"outbox: {problem}"
@@ -118,7 +157,7 @@ def outbox_problem(doc: dict[str, Any]) -> str | None:
         return "outbox: an event has no _id"
     claim = (box.get("result") or {}).get("claim")
     if claim is not None and type(claim) is not int:
-        return f"outbox: result claim is {claim!r}, not int"
+        return f"outbox: result claim is {neutral(claim)}, not an integer"
     if box.get("dead_letter") is not None \
             and not isinstance(box["dead_letter"].get("failed_at"), datetime):
         return "outbox: dead_letter has no failed_at date"
@@ -165,6 +204,18 @@ class Malformed:
 
 def malformed(ctx: QueueContext) -> list[Malformed]:
     """Malformed live activities, workers and control documents (bounded, see the module)."""
+    found = malformed_activities(ctx)
+    found += _named(ctx.workers, ctx.workers.find(WORKER.mismatch()).limit(MALFORMED_LIMIT),
+                    WORKER)
+    found += _named(ctx.control, ctx.control.find({"_id": "pause", **PAUSE.mismatch()}),
+                    PAUSE)
+    return found
+
+
+def malformed_activities(ctx: QueueContext) -> list[Malformed]:
+    """The activities of another shape than the table's, among live, dead-lettered and
+    those of no status of ours (at most SHAPE_SCAN_LIMIT looked at and MALFORMED_LIMIT
+    named per status): what doctor's `documents` check names."""
     found: list[Malformed] = []
     mismatch = ACTIVITY.mismatch()
     # ... and those of no status of ours (none, or not text): nothing ever claims them
@@ -174,10 +225,25 @@ def malformed(ctx: QueueContext) -> list[Malformed]:
             {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
             {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]
         found += _named(ctx.activities, ctx.activities.aggregate(pipeline), ACTIVITY)
-    found += _named(ctx.workers, ctx.workers.find(WORKER.mismatch()).limit(MALFORMED_LIMIT),
-                    WORKER)
-    found += _named(ctx.control, ctx.control.find({"_id": "pause", **PAUSE.mismatch()}),
-                    PAUSE)
+    return found
+
+
+def set_aside_activities(ctx: QueueContext, exclude: Iterable[str] = ()) -> list[Malformed]:
+    """Dead-lettered activities a reader set aside as malformed (their `last_error` says
+    so), at most MALFORMED_LIMIT, but those of `exclude` (ids as text): one whose defect
+    was in a field the set-aside wrote (a lease field) is well formed afterwards, and
+    still counts. Served by the finished index (`status`, `completed_at`)."""
+    from runnerq_cli.backend.domain.index_specs import EVER
+
+    skip = set(exclude)
+    found: list[Malformed] = []
+    for doc in ctx.activities.find(
+            {"status": Status.DEAD_LETTER.value, "completed_at": {"$gte": EVER},
+             "last_error": {"$regex": f"^{SET_ASIDE_PREFIX}"}},
+            {"last_error": 1}).limit(MALFORMED_LIMIT + len(skip)):
+        if str(doc["_id"]) not in skip and len(found) < MALFORMED_LIMIT:
+            found.append(Malformed(ctx.activities.name, str(doc["_id"]),
+                                   "set aside: " + str(doc["last_error"])[len(SET_ASIDE_PREFIX):]))
     return found
 
 

@@ -107,10 +107,13 @@ class Control:
                   for n in kept]
         self._ctx.control.update_one({"_id": PAUSE_ID},
                                      {"$pull": {"notes": {"type": {"$in": names}}}})
+        # While the whole queue is paused its reason, actor and time stay the top-level
+        # ones (they say why nothing runs); the types are added with their own notes.
+        top = {} if before.all else {"$set": note}
         self._ctx.control.update_one(
             {"_id": PAUSE_ID},
             {"$addToSet": {"types": {"$each": names}}, "$push": {"notes": {"$each": notes}},
-             "$set": note, "$setOnInsert": {"all": False}}, upsert=True)
+             **top, "$setOnInsert": {"all": False}}, upsert=True)
 
     def resume(self, types: Iterable[str] | None = None, *, reason: str | None = None,
                actor: str | None = None, command: str | None = None) -> PauseState:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure
 
-from runnerq_cli.backend.domain.models import Activity, MalformedDocument, Status
+from runnerq_cli.backend.domain.models import Activity, MalformedDocument, Status, neutral
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import Query
 from runnerq_cli.backend.domain.shapes import ACTIVITY, outbox_problem
@@ -39,7 +39,7 @@ from runnerq_cli.backend.store.context import QueueContext
 log = logging.getLogger("runnerq.backend")
 T = TypeVar("T")
 
-MALFORMED = "malformed document"  # how the error of an activity set aside begins
+MALFORMED = "malformed document"  # how the error of an activity set aside begins (shapes)
 TYPE_MISMATCH = 14  # the server's code for `$inc` on a value that is not a number
 
 
@@ -127,7 +127,7 @@ def set_aside_unclaimable(ctx: QueueContext, claimable: Query, worker_id: str) -
         {"payload": 0}, sort=claimable.sort_list)
     if doc is None:
         return False
-    problem = ACTIVITY.problem(doc) or f"claims is {doc['claims']!r}, not int"
+    problem = ACTIVITY.problem(doc) or f"claims is {neutral(doc['claims'])}, not an integer"
     return set_aside(ctx, doc, problem, {"_id": doc["_id"], **term_of(doc),
                                          "status": doc["status"], "claims": doc["claims"]},
                      worker_id, None, "claim")

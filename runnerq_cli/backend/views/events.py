@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -48,6 +48,11 @@ from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.domain.shapes import (
+    LARGE_FIELDS,
+    proves_no_step_doc,
+    proves_no_step_filter,
+)
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.driver import Collection
@@ -66,6 +71,21 @@ PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
 RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
 IDLE_READ_EVERY = 5.0  # change-stream mode: a read this often even when nothing changed
+
+
+def proves_no_step(activities: Collection, ids: Iterable[Any]) -> set[Any]:
+    """The ids among `ids` whose documents prove no derived step (shapes.proves_no_step_filter):
+    one query by `_id`; on a server that refuses it (a wire-protocol server without `$type`
+    lists), the large fields of those documents read and checked here instead."""
+    wanted = list(ids)
+    if not wanted:
+        return set()
+    try:
+        return {doc["_id"] for doc in activities.find(proves_no_step_filter(wanted), {"_id": 1})}
+    except OperationFailure:
+        fields = {name: 1 for name in (*LARGE_FIELDS, "status")}
+        return {doc["_id"] for doc in activities.find({"_id": {"$in": wanted}}, fields)
+                if proves_no_step_doc(doc)}
 
 
 class ChangeStreamsUnavailable(InvalidArgument):
@@ -384,11 +404,12 @@ class EventStream:
                                        {"activity_id": 1, "event_type": 1, "timestamp": 1,
                                         "detail": 1}):
             stored.setdefault(event.get("activity_id"), []).append(event)
+        malformed = proves_no_step(self._activities, docs)  # a malformed one proves no step
         for aid, doc in docs.items():
             # Events still in the outbox count too: they record what later writes changed.
             pending = [{**e, "activity_id": aid} for e in (doc.get("outbox") or {}).get(
                 "events", ())]
-            for event in derive(doc, [*stored.get(aid, ()), *pending]):
+            for event in derive(doc, [*stored.get(aid, ()), *pending], aid in malformed):
                 if event["timestamp"] >= start:
                     event["_stamp"] = event["timestamp"]
                     out.append(event)

@@ -115,7 +115,10 @@ class Inspection(Part):
             for event in (doc.get("outbox") or {}).get("events", []):
                 if event["_id"] not in known:
                     stored.append({**event, "activity_id": aid})
-            stored += derive(doc, stored)
+            from runnerq_cli.backend.views.events import proves_no_step
+
+            stored += derive(doc, stored, malformed=bool(proves_no_step(
+                self._ctx.activities, [aid])))
         events = sorted(unique(stored), key=event_order, reverse=True)
         return readable(events[:limit], Event.from_doc, self._ctx.events.name)[0]
 

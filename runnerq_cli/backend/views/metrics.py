@@ -23,7 +23,10 @@ same for users):
   covers (not before the queue's first activity: one seek on `created_at_1`).
 
 A malformed document (a date that is not a date, a worker entry with text
-where a number belongs) is skipped and counted (`malformed`), never a crash.
+where a number belongs) is skipped and counted (`malformed`), never a crash. The
+malformed activities are counted as doctor's `documents` check finds them, with
+those set aside as malformed (`malformed_activities`): the one part that reads
+documents, at most SHAPE_SCAN_LIMIT per status (docs/cli.md says so too).
 """
 
 from __future__ import annotations
@@ -144,14 +147,28 @@ def _grouped(ctx: QueueContext, fields: dict[str, str], *,
     rows: list[dict[str, Any]] = []
     for match, index, head in runs:
         pipeline = [{"$match": match}, *head,
-                    {"$group": {"_id": {"status": "$status", **fields}, "count": {"$sum": 1}}}]
+                    {"$group": {"_id": {"status": "$status", **fields, **_kinds(fields)},
+                                "count": {"$sum": 1}}}]
         for row in _hinted(ctx.activities, pipeline, index):
             key = row["_id"] if isinstance(row.get("_id"), dict) else {}
-            rows.append({**{name: key.get(name) for name in fields},
+            rows.append({**{name: _kept(key, name) for name in fields},
                          "status": str(key.get("status")), "count": int(row["count"])})
     completed = Status.COMPLETED.value
     exact = sum(r["count"] for r in rows if r["status"] == completed) <= EXACT_COMPLETED_UP_TO
     return Counted(rows if exact else [r for r in rows if r["status"] != completed], exact)
+
+
+def _kinds(fields: dict[str, str]) -> dict[str, Any]:
+    """The BSON type of a grouped priority beside it: `$group` puts 2 and 2.0 in one group
+    (equal numbers), and a double priority is malformed (docs/design.md), never normal."""
+    return {"priority_type": {"$type": "$priority"}} if "priority" in fields else {}
+
+
+def _kept(key: dict[str, Any], name: str) -> Any:
+    """A grouped value; a priority of a type other than an integer as None (malformed)."""
+    if name == "priority" and key.get("priority_type", "int") not in ("int", "long"):
+        return None
+    return key.get(name)
 
 
 def estimated_total(ctx: QueueContext) -> int:
@@ -419,10 +436,22 @@ def worker_summary(ctx: QueueContext, now: datetime, stale_after: float,
     return {"live": live, "stale": stale, "in_flight": in_flight}
 
 
+def malformed_activities(ctx: QueueContext) -> list[str]:
+    """What `stats` counts as malformed activities (docs/design.md, "Malformed documents"):
+    those of another shape than the table's, as doctor's `documents` check finds them
+    (bounded the same way), and those set aside as malformed, each once; as
+    `activities ID: problem` lines."""
+    from runnerq_cli.backend.domain import shapes
+
+    found = shapes.malformed_activities(ctx)
+    found += shapes.set_aside_activities(ctx, exclude=[m.id for m in found])
+    return [f"activities {m.id}: {m.problem}" for m in found]
+
+
 def snapshot(ctx: QueueContext, options: StatsOptions) -> StatsSnapshot:
     """One stats snapshot with the stable schema `SCHEMA` (docs/reference.md: "Stats JSON")."""
     now = ctx.clock()
-    malformed: list[str] = []
+    malformed: list[str] = malformed_activities(ctx)
     by_status, by_priority, estimated = counts(ctx)
     return {
         "schema": SCHEMA,
@@ -520,7 +549,7 @@ def metrics_sample(ctx: QueueContext, pause: PauseState, options: MetricsOptions
     visible as 0 instead of vanishing).
     """
     now = ctx.clock()
-    malformed: list[str] = []
+    malformed: list[str] = malformed_activities(ctx)
     rows, counted = counts_by_status_priority_type(ctx)
     oldest = oldest_pending(ctx, now)
     paused_types = sorted(str(t) for t in pause.types) if pause.active else []

@@ -307,8 +307,9 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
     else:
         info.add_row("paused", "no")
     if snap.get("malformed"):
-        info.add_row("malformed", rich_text(f"{len(snap['malformed'])} skipped, e.g. "
-                                            f"{snap['malformed'][0]}", max_length=200))
+        found = len(snap["malformed"])  # skipped by the counts, or set aside
+        info.add_row("malformed", rich_text(f"{found} document{'s' if found != 1 else ''}, "
+                                            f"e.g. {snap['malformed'][0]}", max_length=200))
     return info
 
 

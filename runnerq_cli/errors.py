@@ -10,6 +10,8 @@ including shell completion.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class RunnerQError(Exception):
     """Base of every error this package raises on purpose."""
@@ -86,12 +88,16 @@ class Unavailable(RunnerQError):
 
     `reachable` is True when the server answered but refused (credentials):
     then pointing at another server is no help.
-    """
 
+    `since` is when this process first found the server away in the outage the error
+    belongs to (the driver boundary sets it, UTC, this machine's clock: the server's is
+    out of reach), None when unknown; it stays the same until the server answers again.
+    """
 
     def __init__(self, message: str, reachable: bool = False) -> None:
         super().__init__(message)
         self.reachable = reachable
+        self.since: datetime | None = None
 
 
 class AddressInUse(RunnerQError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
@@ -81,6 +82,9 @@ def close_clients() -> None:
 # URIs whose server answered once in this process: no more probing for them (a later
 # outage is the driver's to retry, and the worker's and tail's to wait out).
 _answered: set[str] = set()
+# URIs whose server stopped answering, with when it was first found away (UTC): every
+# Unavailable of the outage carries that time (`since`) for the commands that ride it out.
+_away: dict[str, datetime] = {}
 # The seconds the driver's monitor waits for the server's answer to its check (the connect
 # timeout), by URI: past it the driver cancels the commands in flight ("operation cancelled").
 _check_timeouts: dict[str, float | None] = {}
@@ -229,8 +233,18 @@ def server_away(exc: BaseException) -> bool:
 
 
 def answered(uri: str) -> None:
-    """Note that the server of `uri` answered: no more probing for it."""
+    """Note that the server of `uri` answered: no more probing for it, and an outage of
+    it (went_away) is over."""
     _answered.add(uri)
+    if _away:  # (a dict test per call: the usual case costs nothing more)
+        _away.pop(uri, None)
+
+
+def went_away(uri: str) -> datetime:
+    """When the server of `uri` was first found away in its current outage: now for the
+    first failure, the same time for every failure after it until it answers again."""
+    with _lock:
+        return _away.setdefault(uri, datetime.now(UTC))
 
 
 def is_answered(uri: str) -> bool:

@@ -40,6 +40,7 @@ from runnerq_cli.errors import (
     DuplicateKey,
     RunnerQError,
     TooLarge,
+    Unavailable,
     WriteRefused,
     WriteUnconfirmed,
 )
@@ -98,6 +99,8 @@ class _Boundary:
             translated = connection.translation(exc, uri) or refusal(exc)
             if translated is None:
                 raise
+            if isinstance(translated, Unavailable) and not translated.reachable:
+                translated.since = connection.went_away(uri)  # the outage's start
             raise translated from None
         connection.answered(uri)
         return value

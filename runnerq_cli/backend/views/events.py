@@ -47,6 +47,7 @@ from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.domain.outage import RETRY_DELAYS, OutageWatch, is_away
 from runnerq_cli.backend.store.driver import Collection
 from runnerq_cli.errors import InvalidArgument, Unavailable
 
@@ -60,7 +61,7 @@ CURSOR_VERSION = 3
 CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
 # What the derived source reads of an activity (and its outbox's events, rarely present).
 PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
-RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
+RECONNECT_DELAYS = RETRY_DELAYS  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
 
 
@@ -265,6 +266,9 @@ class EventStream:
         self.batch_size = batch_size
         self.on_reconnect = on_reconnect
         self.on_idle = on_idle
+        # The server away mid-tail (domain/outage.py): each reconnect a failed try of
+        # this watch, the next read that answers its end; None: on_reconnect alone.
+        self.outage: OutageWatch | None = None
         self._stopped = False
 
     def stop(self) -> None:
@@ -292,20 +296,35 @@ class EventStream:
                 if self.mode == "change-stream":
                     for event in self._follow_change_stream():
                         attempt = 0
+                        self._answered()
                         yield event
                 else:
                     for event in self._follow_polling():
                         attempt = 0
+                        self._answered()
                         yield event
                 return
             except (ConnectionFailure, Unavailable) as exc:
                 if isinstance(exc, Unavailable) and exc.reachable:
                     raise  # refused credentials: reconnecting is no help
                 # The position is in self.cursor: resume from it, nothing lost or repeated.
+                if self.outage is not None and is_away(exc):
+                    self.outage.answered = True  # the tail has read: an outage, not a start
+                    self.outage.failed(exc)
                 if self.on_reconnect is not None:
                     self.on_reconnect(exc)
                 _sleep_unless(self, RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
                 attempt += 1
+
+    def _answered(self) -> None:
+        """A read answered: an outage the tail was riding out is over."""
+        if self.outage is not None and self.outage.away:
+            self.outage.succeeded()
+
+    def _idle(self) -> None:
+        self._answered()
+        if self.on_idle is not None:
+            self.on_idle()
 
     def _watched(self) -> Collection:
         """Every lifecycle step changes the activity document: watch that collection."""
@@ -469,8 +488,7 @@ class EventStream:
                 delivered = True
                 yield event
             if not delivered:
-                if self.on_idle is not None:
-                    self.on_idle()
+                self._idle()
                 _sleep_unless(self, self.poll_interval)
 
     def _follow_change_stream(self) -> Iterator[Event]:
@@ -489,8 +507,7 @@ class EventStream:
         with stream:
             while not self._stopped and stream.alive:
                 yield from self._catch_up()
-                if self.on_idle is not None:
-                    self.on_idle()
+                self._idle()
                 stream.try_next()  # waits up to poll_interval for a change
 
 

@@ -12,10 +12,17 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from runnerq_cli.backend.domain.models import Activity, Result, parse_activity_id
+from runnerq_cli.backend.domain.outage import OutageWatch
 from runnerq_cli.errors import NotFound
+
+R = TypeVar("R")
+
+
+class _GaveUp(Exception):
+    """The wait's deadline (or a stop) passed while the server was away."""
 
 
 @dataclass(frozen=True)
@@ -38,26 +45,55 @@ class WaitOutcome:
 
 def wait_for(get_activity: Callable[[uuid.UUID], Activity],
              get_result: Callable[[uuid.UUID], Result | None], activity_id: uuid.UUID | str,
-             timeout: float | None, poll: float = 0.25, max_poll: float = 2.0) -> WaitOutcome:
+             timeout: float | None, poll: float = 0.25, max_poll: float = 2.0,
+             outage: OutageWatch | None = None) -> WaitOutcome:
     """Poll the activity (one indexed find by `_id`) until it is terminal or `timeout` passes.
 
-    Raises NotFound if the activity does not exist (and has left no result).
+    Raises NotFound if the activity does not exist (and has left no result). With
+    `outage`, a server that goes away after the first read is waited for (domain/outage.py:
+    shown through the watch's callbacks) within `timeout`; without it, or at the first
+    read, Unavailable is raised.
     """
     aid = parse_activity_id(activity_id)
     started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    last: list[Activity] = []  # the last activity read (what a timeout reports)
+
+    def read(fn: Callable[[uuid.UUID], R]) -> R:
+        if outage is None:
+            return fn(aid)
+        boxed = outage.call(lambda: (fn(aid),), until=deadline)
+        if boxed is None:
+            raise _GaveUp
+        return boxed[0]
+
+    try:
+        return _poll(aid, read, get_activity, get_result, last, started, timeout, poll,
+                     max_poll)
+    except _GaveUp:  # the deadline passed (or the watch was stopped) while away
+        act = last[-1] if last else None
+        return WaitOutcome(str(aid), None, act.display_status if act else None, None,
+                           act.last_error if act else None, True, time.monotonic() - started)
+
+
+def _poll(aid: uuid.UUID, read: Callable[[Callable[[uuid.UUID], Any]], Any],
+          get_activity: Callable[[uuid.UUID], Activity],
+          get_result: Callable[[uuid.UUID], Result | None], last: list[Activity],
+          started: float, timeout: float | None, poll: float, max_poll: float) -> WaitOutcome:
     delay = poll
     while True:
         try:
-            act = get_activity(aid)
+            act: Activity = read(get_activity)
         except NotFound:
-            result = get_result(aid)
+            result: Result | None = read(get_result)
             if result is None:
                 raise
             # Aged out by retention, its result is still here: report that.
             return WaitOutcome(str(aid), "completed" if result.state == "Ok" else "failed",
                                None, result, None, False, time.monotonic() - started)
+        last[:] = [act]
         if act.is_terminal:
-            result = get_result(aid)
+            result = read(get_result)
             return WaitOutcome(str(aid), act.status, act.status, result, act.last_error, False,
                                time.monotonic() - started)
         elapsed = time.monotonic() - started

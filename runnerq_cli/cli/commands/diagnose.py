@@ -269,7 +269,8 @@ def metrics_serve(
     """Serve the queues' metrics on http://HOST:PORT/metrics for Prometheus to scrape.
 
     Exit codes: 0 stopped by Ctrl-C or SIGTERM, 2 bad options, 4 an unknown
-    queue, 6 the server is unreachable at start, 15 the address is in use.
+    queue, 6 the server is unreachable at start, 15 the address is in use. A server
+    that goes away later is noted on stderr (since when) and each scrape tries again.
     """
     import errno
     import signal
@@ -291,11 +292,14 @@ def metrics_serve(
     fixed = None if all_queues else _queues(cli, backend, queue, False, must_exist=True)
 
     from runnerq_cli.cli.exposition import QueueCollector, log_error, serve
+    from runnerq_cli.cli.outage_notes import watch
 
+    # The server away between scrapes: noted (since when; each scrape tries again) and
+    # answered runnerq_scrape_success 0, until it is back (domain/outage.py).
     collector = QueueCollector(
         (lambda: list(fixed)) if fixed is not None else backend.diagnosis.discover_queues,
         backend.for_queue, min_interval=interval, window_seconds=window_seconds,
-        on_error=log_error)
+        on_error=log_error, outage=watch(answered=True))
     try:
         server, url = serve(collector, host, port)
     except OSError as exc:

@@ -300,12 +300,14 @@ def wait_cmd(
     """Block until the activity is terminal, print its result, exit by its outcome."""
     from runnerq_cli import values
     from runnerq_cli.cli.ids import activity_id as resolve_id
+    from runnerq_cli.cli.outage_notes import watch
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.wait_report import report
 
     seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
-    outcome = backend.wait(resolve_id(backend, activity_id), seconds)
+    # The server away once the wait has begun: noted, waited for (within --timeout).
+    outcome = backend.wait(resolve_id(backend, activity_id), seconds, outage=watch())
     raise typer.Exit(report(outcome, output))
 
 

@@ -129,9 +129,19 @@ def tail_events(
     stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,
                                   poll_interval=poll_interval)
     stream.settle = settle
-    stream.on_reconnect = lambda exc: _note(
+    stream.outage = _outage_notes()
+    stream.on_reconnect = lambda exc: None if stream.outage and stream.outage.away else _note(
         f"connection lost, resuming from the cursor ({type(exc).__name__})")
     _print_events(backend, stream, output, cursor_file, max_events, follow)
+
+
+def _outage_notes() -> Any:
+    """The tail's outage notes (cli/outage_notes.py, as every long-running command's):
+    `note: connection lost, resuming from the cursor: the server is away since ...`."""
+    from runnerq_cli.cli.outage_notes import note, note_back, watch
+
+    return watch(on_away=lambda o: note(f"connection lost, resuming from the cursor: "
+                                        f"{o.away_line()}"), on_back=note_back)
 
 
 def _filters(event_type: list[str] | None, activity_type: list[str] | None,

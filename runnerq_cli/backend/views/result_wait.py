@@ -68,38 +68,30 @@ def wait_for(get_activity: Callable[[uuid.UUID], Activity],
         return boxed[0]
 
     try:
-        return _poll(aid, read, get_activity, get_result, last, started, timeout, poll,
-                     max_poll)
+        delay = poll
+        while True:
+            try:
+                act: Activity = read(get_activity)
+            except NotFound:
+                result: Result | None = read(get_result)
+                if result is None:
+                    raise
+                # Aged out by retention, its result is still here: report that.
+                return WaitOutcome(str(aid), "completed" if result.state == "Ok" else "failed",
+                                   None, result, None, False, time.monotonic() - started)
+            last[:] = [act]
+            if act.is_terminal:
+                result = read(get_result)
+                return WaitOutcome(str(aid), act.status, act.status, result, act.last_error,
+                                   False, time.monotonic() - started)
+            elapsed = time.monotonic() - started
+            if timeout is not None and elapsed >= timeout:
+                return WaitOutcome(str(aid), None, act.display_status, None, act.last_error,
+                                   True, elapsed)
+            sleep = delay if timeout is None else min(delay, max(0.0, timeout - elapsed))
+            time.sleep(sleep)
+            delay = min(max_poll, delay * 1.5)
     except _GaveUp:  # the deadline passed (or the watch was stopped) while away
-        act = last[-1] if last else None
-        return WaitOutcome(str(aid), None, act.display_status if act else None, None,
-                           act.last_error if act else None, True, time.monotonic() - started)
-
-
-def _poll(aid: uuid.UUID, read: Callable[[Callable[[uuid.UUID], Any]], Any],
-          get_activity: Callable[[uuid.UUID], Activity],
-          get_result: Callable[[uuid.UUID], Result | None], last: list[Activity],
-          started: float, timeout: float | None, poll: float, max_poll: float) -> WaitOutcome:
-    delay = poll
-    while True:
-        try:
-            act: Activity = read(get_activity)
-        except NotFound:
-            result: Result | None = read(get_result)
-            if result is None:
-                raise
-            # Aged out by retention, its result is still here: report that.
-            return WaitOutcome(str(aid), "completed" if result.state == "Ok" else "failed",
-                               None, result, None, False, time.monotonic() - started)
-        last[:] = [act]
-        if act.is_terminal:
-            result = read(get_result)
-            return WaitOutcome(str(aid), act.status, act.status, result, act.last_error, False,
-                               time.monotonic() - started)
-        elapsed = time.monotonic() - started
-        if timeout is not None and elapsed >= timeout:
-            return WaitOutcome(str(aid), None, act.display_status, None, act.last_error, True,
-                               elapsed)
-        sleep = delay if timeout is None else min(delay, max(0.0, timeout - elapsed))
-        time.sleep(sleep)
-        delay = min(max_poll, delay * 1.5)
+        gone = last[-1] if last else None
+        return WaitOutcome(str(aid), None, gone.display_status if gone else None, None,
+                           gone.last_error if gone else None, True, time.monotonic() - started)

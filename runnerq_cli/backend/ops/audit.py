@@ -252,30 +252,6 @@ class AuditLog:
         insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
         return AuditRun(self, {**doc, "ingested_at": now})
 
-    def record_action(self, action: str, ids: Iterable[uuid.UUID | str] = (), *,
-                      reason: str | None = None, actor: str | None = None,
-                      event_type: str = EventType.OPERATOR_ACTION.value,
-                      count: int | None = None, **detail: Any) -> dict[str, Any]:
-        """Write one finished record at once (for callers that changed nothing in batches)."""
-        check_text(reason, "reason")
-        check_text(actor, "actor")
-        now = self.now()
-        id_list = list(ids)
-        body = {"action": action, "state": "done",
-                "count": len(id_list) if count is None else count,
-                "ids": id_list[:AUDIT_IDS_MAX], "reason": reason,
-                "actor": actor or default_actor(), "os_user": os_user(),
-                "host": safe_text(socket.gethostname(), 255),
-                **{k: to_storable(v) for k, v in detail.items()}}
-        if len(id_list) > AUDIT_IDS_MAX:
-            body["ids_truncated"] = True
-        doc = {"_id": ObjectId(), "activity_id": None, "activity_type": None,
-               "timestamp": now, "event_type": event_type, "worker_id": OPERATOR,
-               "detail": {k: v for k, v in body.items() if v is not None}}
-        # ingested_at: the server's time of the insert, a tail's position (design.md).
-        insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
-        return {**doc, "ingested_at": now}
-
     def audit(self, *, since: datetime | None = None, actor: str | None = None,
               action: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """Operator actions, newest first (kept as long as events: the events TTL)."""

@@ -165,9 +165,6 @@ class Inspector(Inspection):
 
         return group_failures(self._ctx, since, DEFAULT_LIMIT if limit is None else limit)
 
-    def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(Status.FAILED, offset, limit)
-
     def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
                   limit: int = 50, after: str | None = None) -> Page:
         """One page of activities in `status`, after the cursor `after` (keyset pagination).

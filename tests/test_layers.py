@@ -15,8 +15,8 @@ CLI and the console use the public API: at run time `backend.api`, `backend.trai
 `backend.domain`; any part class for annotations (TYPE_CHECKING); again plus the listed
 exceptions, each a debt to pay by moving the name to the domain or a part's method.
 
-The layer folders are made by the move (/work/notes/move_layers.py, which also rewrites
-the module names in this file); before it the tests that need them skip.
+Without the layer folders every test below fails (the first names the missing folder):
+a layering that is gone is a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -25,17 +25,12 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import runnerq_cli
 
 PACKAGE = Path(runnerq_cli.__file__).parent
 BACKEND = PACKAGE / "backend"
 ORDER = ("domain", "store", "queue", "views", "ops", "diagnosis")
 TOP = len(ORDER)  # api.py and traits.py: the backend's root, above every layer
-MOVED = any((BACKEND / layer).is_dir() for layer in ORDER)
-needs_layers = pytest.mark.skipif(
-    not MOVED, reason="runnerq_cli/backend has no layer folders yet (they come with the move)")
 
 # The worker's imports from the backend beyond traits and domain: (importer, imported).
 WORKER_EXCEPTIONS = {
@@ -167,6 +162,7 @@ def layer_of(dotted: str) -> int | None:
 
 
 def from_backend(importer_prefix: str) -> list[Import]:
+    assert all((BACKEND / layer).is_dir() for layer in ORDER), "the layer folders are gone"
     return [i for i in ALL if under(i.importer, importer_prefix)
             and under(i.target, "runnerq_cli.backend") and i.target != "runnerq_cli.backend"]
 
@@ -184,14 +180,13 @@ def test_the_parser_sees_imports_in_functions_and_under_type_checking() -> None:
     assert seen == {True, False}
 
 
-@needs_layers
 def test_the_layer_folders_exist_and_hold_every_module() -> None:
-    assert all((BACKEND / layer / "__init__.py").is_file() for layer in ORDER)
+    missing = [layer for layer in ORDER if not (BACKEND / layer / "__init__.py").is_file()]
+    assert not missing, f"runnerq_cli/backend has no layer folder {', '.join(missing)}"
     flat = sorted(p.name for p in BACKEND.glob("*.py"))
     assert flat == ["__init__.py", "api.py", "traits.py"], flat
 
 
-@needs_layers
 def test_backend_imports_run_downward() -> None:
     upward = [str(i) for i in from_backend("runnerq_cli.backend") if not i.type_only
               and (low := layer_of(i.target)) is not None
@@ -206,7 +201,6 @@ def test_backend_imports_no_front_end() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-@needs_layers
 def test_the_worker_depends_on_the_queue_backend_trait() -> None:
     wrong = [str(i) for i in from_backend("runnerq_cli.worker")
              if not (i.target == "runnerq_cli.backend.traits"
@@ -215,7 +209,6 @@ def test_the_worker_depends_on_the_queue_backend_trait() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-@needs_layers
 def test_the_cli_and_the_console_use_the_public_api() -> None:
     wrong = [str(i) for prefix in ("runnerq_cli.cli", "runnerq_cli.console")
              for i in from_backend(prefix) if not i.type_only and not public(i.target)
@@ -223,7 +216,6 @@ def test_the_cli_and_the_console_use_the_public_api() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-@needs_layers
 def test_shared_modules_at_the_root_use_the_domain_only() -> None:
     # errors.py, values.py, config.py ... sit below every front end and the backend;
     # __init__.py is the package's public names (the API, plus FACADE_EXCEPTIONS).

@@ -115,7 +115,7 @@ class Worker:
                  worker_id: str | None = None,
                  outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True,
                  all_types: bool = False) -> None:
-        from runnerq_cli.backend.queue.queue import default_worker_id
+        from runnerq_cli.backend.domain.naming import default_worker_id
 
         ws = backend.settings.worker
         self.backend = backend

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import uuid
 from dataclasses import dataclass
 
 from runnerq_cli import values
@@ -59,3 +61,9 @@ class CollectionNames:
             "workers": self.workers,
             "control": self.control,
         }
+
+
+def default_worker_id() -> str:
+    """The id a worker registers under when given none: `host-8hexdigits` (the registry's
+    documents are keyed by it; the random part keeps two workers of one host apart)."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"

@@ -8,7 +8,6 @@ document's outbox (see `writes.py`).
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -68,10 +67,6 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {"state": (str,),
                                              "created_at": (datetime, type(None))}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
 class ActivityQueue(Enqueuer):

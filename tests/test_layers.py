@@ -36,8 +36,6 @@ TOP = len(ORDER)  # api.py and traits.py: the backend's root, above every layer
 WORKER_EXCEPTIONS = {
     ("runnerq_cli.worker.api", "runnerq_cli.backend.api"):
         "create_worker/run_worker connect a backend from settings for the caller",
-    ("runnerq_cli.worker.flights", "runnerq_cli.backend.queue.workers"):
-        "COUNTERS: the registry's counter names, defined once",
     ("runnerq_cli.worker.outcomes", "runnerq_cli.backend.store.connection"):
         "server_away: which driver errors mean the server is away (retry the ack later)",
 }

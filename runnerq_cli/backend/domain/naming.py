@@ -67,3 +67,10 @@ def default_worker_id() -> str:
     """The id a worker registers under when given none: `host-8hexdigits` (the registry's
     documents are keyed by it; the random part keeps two workers of one host apart)."""
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+# A worker's counters, as it keeps them and as its heartbeat stores them (one list).
+# `unacknowledged`: outcomes given up unwritten (the server away past the retries, or
+# refusing even a short failure): the reaper requeues them when their lease runs out.
+COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
+            "released", "unacknowledged")

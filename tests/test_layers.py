@@ -44,14 +44,6 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.audit"):
-        "check_text: --reason/--actor bounds checked before connecting",
-    ("runnerq_cli.console.actions", "runnerq_cli.backend.ops.audit"):
-        "check_text: reason/actor bounds checked before the action",
-    ("runnerq_cli.cli.commands.control", "runnerq_cli.backend.ops.audit"):
-        "check_text: --reason/--actor bounds checked before connecting",
-    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.ops.audit"):
-        "check_text: --reason/--actor bounds checked before connecting",
     ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.bulk"):
         "MAX_BULK: the default bound of a bulk action, shown in --help",
     ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.operator"):

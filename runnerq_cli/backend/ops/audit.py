@@ -32,8 +32,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from runnerq_cli import values
 from runnerq_cli.backend.domain.models import EventType, to_jsonable
+from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.writes import insert_stamped
 from runnerq_cli.errors import InvalidArgument
@@ -42,8 +42,6 @@ OPERATOR = "operator"
 AUDIT_EVENT_TYPES = (EventType.OPERATOR_ACTION.value, EventType.PAUSED.value,
                      EventType.RESUMED.value)
 AUDIT_IDS_MAX = 10_000  # ids kept in one record (the count is always exact)
-TEXT_MAX = 1000  # --reason
-ACTOR_MAX = 200  # --actor
 COMMAND_MAX = 2000  # the command line kept in a record
 # A `running` record without progress for this long is shown as interrupted.
 STALE_AFTER = timedelta(minutes=2)
@@ -66,15 +64,6 @@ def os_user() -> str:
 def default_actor() -> str:
     """The operating-system user, the default `--actor`."""
     return os_user()
-
-
-def check_text(value: str | None, what: str) -> str | None:
-    """A reason or actor: one line of printable, valid UTF-8 text, at most TEXT_MAX
-    (an actor: ACTOR_MAX) characters; InvalidArgument otherwise."""
-    if value is None:
-        return None
-    limit = ACTOR_MAX if "actor" in what else TEXT_MAX
-    return values.one_line_text(value, what, max_chars=limit)
 
 
 def safe_text(value: Any, limit: int = COMMAND_MAX) -> str:

@@ -120,7 +120,7 @@ class Control:
         audit record; the state is returned as it is. Of `types`, only those that were
         paused are resumed and recorded (a misspelt one is not in the audit).
         """
-        from runnerq_cli.backend.ops.audit import check_text
+        from runnerq_cli.backend.domain.operator_text import check_text
 
         asked = _check_types(types)
         check_text(reason, "reason")

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.keys import KeyPlan, key_digest
 from runnerq_cli.backend.domain.models import Priority, Status, to_jsonable
+from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.domain.shapes import ACTIVITY, well_formed
 from runnerq_cli.backend.domain.sizes import IMPORT_BATCH
-from runnerq_cli.backend.ops.audit import AuditLog, AuditRun, check_text, default_actor
+from runnerq_cli.backend.ops.audit import AuditLog, AuditRun, default_actor
 from runnerq_cli.backend.queue.intake import Batcher
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import InvalidArgument

@@ -123,7 +123,7 @@ def _filter(req: Request) -> ActivityFilter:
 
 def _check_request(req: Request, flt: ActivityFilter) -> None:
     """Ids or a filter, not both and not neither; --max only with a filter."""
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
     from runnerq_cli.backend.ops.bulk import MAX_BULK
 
     check_text(req.reason, "--reason")
@@ -565,7 +565,7 @@ def set_priority(
 def _audited_backend(ctx: typer.Context, reason: str | None, actor: str | None) -> Any:
     """The backend, once --reason and --actor (recorded in the audit) are checked and the
     queue is known to exist."""
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")

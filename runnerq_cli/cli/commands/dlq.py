@@ -151,7 +151,7 @@ def import_(
     130 interrupted (Ctrl-C, SIGTERM, one or more) after the batch in progress:
     what was done is printed and audited; the same command again goes on.
     """
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
     from runnerq_cli.cli.commands.actions import command_line, existing_backend
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress

@@ -124,7 +124,7 @@ def _filter(req: Request) -> ActivityFilter:
 def _check_request(req: Request, flt: ActivityFilter) -> None:
     """Ids or a filter, not both and not neither; --max only with a filter."""
     from runnerq_cli.backend.domain.operator_text import check_text
-    from runnerq_cli.backend.ops.bulk import MAX_BULK
+    from runnerq_cli.backend.domain.sizes import MAX_BULK
 
     check_text(req.reason, "--reason")
     check_text(req.actor, "--actor")
@@ -586,7 +586,7 @@ def redrive(
     batch_size: int = BATCH_OPT,
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
-    from runnerq_cli.backend.ops.bulk import MAX_BULK
+    from runnerq_cli.backend.domain.sizes import MAX_BULK
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 

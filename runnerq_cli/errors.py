@@ -135,3 +135,11 @@ class WriteUnconfirmed(RunnerQError):
     def __init__(self, message: str, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.details = details or {}
+
+
+class PurgeInterrupted(Exception):
+    """A purge stopped between batches (a signal); `counts` is what it deleted."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        super().__init__("purge interrupted")
+        self.counts = counts

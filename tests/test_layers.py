@@ -44,8 +44,6 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.actions", "runnerq_cli.backend.ops.operator"):
-        "PurgeInterrupted: the exception a purge raises with its partial count",
     ("runnerq_cli.cli.commands.diagnose", "runnerq_cli.backend.diagnosis.diagnose"):
         "Check, CheckStatus, failed: the doctor's results the command prints",
     ("runnerq_cli.console.endpoints", "runnerq_cli.backend.diagnosis.checks"):

@@ -632,9 +632,9 @@ def purge(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Apply retention now: delete terminal activities past it, with results and events."""
-    from runnerq_cli.backend.ops.operator import PurgeInterrupted
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
+    from runnerq_cli.errors import PurgeInterrupted
 
     backend = _audited_backend(ctx, reason, actor)
     counts = backend.operator.purge_preview()

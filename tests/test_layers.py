@@ -44,10 +44,6 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.diagnose", "runnerq_cli.backend.diagnosis.diagnose"):
-        "Check, CheckStatus, failed: the doctor's results the command prints",
-    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.diagnosis.checks"):
-        "failed: which checks failed (the doctor's results)",
     ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.ops.dlq"):
         "ImportLine, parse_import_line: an import line parsed before connecting",
     ("runnerq_cli.cli.commands.inspect", "runnerq_cli.backend.views.pagination"):

@@ -199,7 +199,7 @@ class Views:
         rq = self.backend(params.get("queue"))
 
         def compute() -> dict[str, Any]:
-            from runnerq_cli.backend.diagnosis.checks import failed
+            from runnerq_cli.backend.domain.checks import failed
 
             checks = rq.diagnosis.doctor()
             return {"ok": not failed(checks), "checks": [c.to_json() for c in checks]}

@@ -19,14 +19,13 @@ from pymongo.errors import OperationFailure
 from runnerq_cli.backend.diagnosis.checks import (
     PENDING_AGE_WARN,
     TYPES_LIMIT,
-    Check,
-    CheckStatus,
     activities,
     at_least,
     count,
 )
 from runnerq_cli.backend.diagnosis.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import Status, display_time
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.queries import representative_queries

@@ -49,7 +49,7 @@ def _print_checks(checks: list[Any], names: list[str], summary: dict[str, int],
     import os
     import sys
 
-    from runnerq_cli.backend.diagnosis.diagnose import CheckStatus
+    from runnerq_cli.backend.domain.checks import CheckStatus
     from runnerq_cli.cli.words import screen_width
     from runnerq_cli.cli.words import wrap as _wrapped
     from runnerq_cli.literal import literal
@@ -86,7 +86,7 @@ def doctor_cmd(
     Exit codes: 0 every check ok (warnings too, unless --strict), 7 a check
     failed, 6 the server is unreachable, 2 bad options.
     """
-    from runnerq_cli.backend.diagnosis.diagnose import Check, CheckStatus, failed
+    from runnerq_cli.backend.domain.checks import Check, CheckStatus, failed
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state

@@ -44,8 +44,6 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.dlq", "runnerq_cli.backend.ops.dlq"):
-        "ImportLine, parse_import_line: an import line parsed before connecting",
     ("runnerq_cli.cli.commands.inspect", "runnerq_cli.backend.views.pagination"):
         "ListFilter, parse_metadata: a list's filter, checked before connecting",
     ("runnerq_cli.console.endpoints", "runnerq_cli.backend.views.pagination"):

@@ -44,10 +44,6 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.inspect", "runnerq_cli.backend.views.pagination"):
-        "ListFilter, parse_metadata: a list's filter, checked before connecting",
-    ("runnerq_cli.console.endpoints", "runnerq_cli.backend.views.pagination"):
-        "ListFilter: a list's filter, checked before the read",
     ("runnerq_cli.cli.commands.stats", "runnerq_cli.backend.views.metrics"):
         "CHECK_NAMES, check_values: the names --check accepts and their values",
     ("runnerq_cli.cli.commands.tail", "runnerq_cli.backend.views.events"):

@@ -273,7 +273,7 @@ class Views:
 
     def activities(self, params: dict[str, str]) -> dict[str, Any]:
         """A keyset page of one state, of one type if given (list STATE --type --after)."""
-        from runnerq_cli.backend.views.pagination import ListFilter
+        from runnerq_cli.backend.domain.pagination import ListFilter
 
         rq = self.backend(params.get("queue"))
         state = Status.parse(params.get("state") or "pending")

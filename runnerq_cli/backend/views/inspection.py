@@ -27,11 +27,11 @@ from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.pagination import ListFilter, Page
     from runnerq_cli.backend.domain.snapshots import MetricsSample, StatsSnapshot
     from runnerq_cli.backend.ops.control import Control
     from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
     from runnerq_cli.backend.views.failures import Failures
-    from runnerq_cli.backend.views.pagination import ListFilter, Page
 
 MAX_PAGE = 10_000
 
@@ -172,7 +172,7 @@ class Inspector(Inspection):
         The order is the status's natural one (pagination.ORDERS); the page's
         `next_cursor` is None when nothing follows.
         """
-        from runnerq_cli.backend.views.pagination import (
+        from runnerq_cli.backend.domain.pagination import (
             MAX_LIMIT,
             ListFilter,
             Page,

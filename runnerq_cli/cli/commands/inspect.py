@@ -1,7 +1,7 @@
 """Inspection commands: list, show, events, result, wait, workers.
 
 Read-only. Each is one or two indexed queries (backend/views/inspection.py,
-backend/views/pagination.py); nothing here scans the queue.
+backend/domain/pagination.py); nothing here scans the queue.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def list_cmd(
 
     from runnerq_cli import values
     from runnerq_cli.backend.domain.models import Status
-    from runnerq_cli.backend.views.pagination import ListFilter, parse_metadata
+    from runnerq_cli.backend.domain.pagination import ListFilter, parse_metadata
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 

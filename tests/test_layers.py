@@ -44,8 +44,6 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.stats", "runnerq_cli.backend.views.metrics"):
-        "CHECK_NAMES, check_values: the names --check accepts and their values",
     ("runnerq_cli.cli.commands.tail", "runnerq_cli.backend.views.events"):
         "EventCursor, EventFilter: the tail's cursor and filter, built from flags",
     ("runnerq_cli.cli.cursorfile", "runnerq_cli.backend.views.events"):

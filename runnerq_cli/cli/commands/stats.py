@@ -384,7 +384,7 @@ def stats_cmd(
     activities are exact; completed (and so the total) is an estimate, marked ≈.
     """
     from runnerq_cli import values
-    from runnerq_cli.backend.views.metrics import CHECK_DURATIONS, CHECK_NAMES
+    from runnerq_cli.backend.domain.snapshots import CHECK_DURATIONS, CHECK_NAMES
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.stats_checks import parse_check
     from runnerq_cli.errors import InvalidArgument
@@ -430,7 +430,7 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
     so each of the two stays short enough to read at once."""
     import sys
 
-    from runnerq_cli.backend.views.metrics import check_values
+    from runnerq_cli.backend.domain.snapshots import check_values
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import console, emit, error_line
     from runnerq_cli.cli.stats_checks import evaluate

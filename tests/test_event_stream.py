@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from bson import ObjectId
 
-from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
+from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
+from runnerq_cli.backend.views.events import EventStream
 from runnerq_cli.errors import InvalidArgument
 from tests.waiting import wait_until
 

@@ -44,16 +44,10 @@ WORKER_EXCEPTIONS = {
 FRONT_EXCEPTIONS = {
     ("runnerq_cli.cli.app", "runnerq_cli.backend.store.connection"):
         "driver_message, is_auth_refusal: the one line a connection error prints",
-    ("runnerq_cli.cli.commands.tail", "runnerq_cli.backend.views.events"):
-        "EventCursor, EventFilter: the tail's cursor and filter, built from flags",
-    ("runnerq_cli.cli.cursorfile", "runnerq_cli.backend.views.events"):
-        "EventCursor: a cursor saved to and read from a file",
-    ("runnerq_cli.console.stream", "runnerq_cli.backend.views.events"):
-        "EventCursor: the SSE stream's Last-Event-ID",
 }
-# The package's public names (runnerq_cli/__init__.py) re-export the API: EventCursor
-# and EventFilter are the views' types a caller builds.
-FACADE_EXCEPTIONS = {"runnerq_cli.backend.views.events"}
+# The package's public names (runnerq_cli/__init__.py) re-export the API: none left
+# outside it (EventCursor and EventFilter are the domain's now).
+FACADE_EXCEPTIONS: set[str] = set()
 
 
 @dataclass(frozen=True)

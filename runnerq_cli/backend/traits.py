@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
     from runnerq_cli.backend.domain.models import (
         AckOutcome,
         Activity,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.control import Control
     from runnerq_cli.backend.queue.maintenance import Maintenance
     from runnerq_cli.backend.queue.workers import WorkerRegistry
-    from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.views.events import EventStream
     from runnerq_cli.config import Settings
 
 __all__ = ["InspectionBackend", "QueueBackend", "WorkerBackend"]

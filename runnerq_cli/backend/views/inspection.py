@@ -27,10 +27,11 @@ from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
     from runnerq_cli.backend.domain.pagination import ListFilter, Page
     from runnerq_cli.backend.domain.snapshots import MetricsSample, StatsSnapshot
     from runnerq_cli.backend.ops.control import Control
-    from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.views.events import EventStream
     from runnerq_cli.backend.views.failures import Failures
 
 MAX_PAGE = 10_000
@@ -199,9 +200,10 @@ class Inspector(Inspection):
 
     def event_cursor_at_end(self) -> EventCursor:
         """A cursor after the newest event: follow only what happens from now on."""
-        from runnerq_cli.backend.views.events import EventCursor
 
-        return EventCursor.at_end(self._ctx.events, self._ctx.activities)
+        from runnerq_cli.backend.views.events import cursor_at_end
+
+        return cursor_at_end(self._ctx.events, self._ctx.activities)
 
     def resolve_id(self, text: str) -> uuid.UUID:
         """The activity a full id or a unique prefix names (idprefix.py): a full id is

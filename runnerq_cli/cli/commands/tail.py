@@ -55,7 +55,7 @@ def _read_cursor_file(path: str) -> str:
 
 def _decode_cursor(text: str, what: str) -> object:
     """EventCursor.decode, with a cursor whose times are out of range a usage error too."""
-    from runnerq_cli.backend.views.events import EventCursor
+    from runnerq_cli.backend.domain.event_cursor import EventCursor
     from runnerq_cli.errors import InvalidArgument
 
     try:
@@ -148,8 +148,8 @@ def _filters(event_type: list[str] | None, activity_type: list[str] | None,
              activity: str | None, worker: str | None) -> Any:
     """The EventFilter of the options; an unknown event type is a warning (shown, not
     refused: other programs may write their own)."""
+    from runnerq_cli.backend.domain.event_cursor import EventFilter
     from runnerq_cli.backend.domain.models import EventType, parse_activity_id
-    from runnerq_cli.backend.views.events import EventFilter
     from runnerq_cli.cli.output import warning_line
 
     events = _split(event_type)
@@ -170,7 +170,7 @@ def _start_cursor(backend: Any, resume: str | None, cursor_file: str | None,
     exit 6 at once (reconnecting is for later)."""
     import os
 
-    from runnerq_cli.backend.views.events import EventCursor
+    from runnerq_cli.backend.domain.event_cursor import EventCursor
 
     cursor: Any = None
     if resume:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo.errors import OperationFailure
-
 from runnerq_cli.backend.diagnosis.checks import (
     PENDING_AGE_WARN,
     TYPES_LIMIT,
@@ -36,6 +34,7 @@ from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.views.failures import FailureGroup, group_failures
+from runnerq_cli.errors import CommandFailed
 from runnerq_cli.values import format_duration
 
 
@@ -110,7 +109,7 @@ def check_query_plans(ctx: QueueContext, now: datetime) -> Check:
     for query in representative_queries(ctx.settings, now):
         try:
             stage_names = plan_stages(explain_query(ctx.db, ctx.names, ctx.settings, query))
-        except OperationFailure as exc:
+        except CommandFailed as exc:
             problems.append(f"{query.name}: explain failed ({str(exc)[:120]})")
             continue
         if stage_names is None:  # not MongoDB's explain: no other answer will be either

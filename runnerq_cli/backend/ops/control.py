@@ -163,7 +163,7 @@ class Control:
         document is read; each for at most SEEN_FINISHED_MS). Only a type found nowhere
         reads them all.
         """
-        from pymongo.errors import ExecutionTimeout, OperationFailure
+        from runnerq_cli.errors import CommandFailed
 
         if self._ctx.workers.find_one({"types": activity_type}, {"_id": 1}) is not None:
             return True
@@ -189,7 +189,7 @@ class Control:
                 found = collection.find_one(match, {"_id": 1},
                                             hint=index_name(settings, purpose),
                                             max_time_ms=SEEN_FINISHED_MS)
-            except (ExecutionTimeout, OperationFailure):  # too long, or no index: unsure
+            except CommandFailed:  # too long (CommandTimedOut), or no index: unsure
                 return True
             if found is not None:
                 return True

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
@@ -51,6 +50,7 @@ from runnerq_cli.backend.store.writes import (
 from runnerq_cli.errors import (
     CheckpointConflict,
     ClaimLost,
+    CommandFailed,
     InvalidArgument,
 )
 
@@ -107,7 +107,7 @@ class ActivityQueue(Enqueuer):
                         stamp(self._ctx.clock, now, "started_at"))),
                     projection=CLAIM_PROJECTION, sort=claimable.sort_list,
                     return_document=ReturnDocument.AFTER)
-            except OperationFailure as exc:  # a `claims` that is not a number (aside.py)
+            except CommandFailed as exc:  # a `claims` that is not a number (aside.py)
                 if exc.code != TYPE_MISMATCH or not set_aside_unclaimable(
                         self._ctx, claimable, worker_id):
                     raise

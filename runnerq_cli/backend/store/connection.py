@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 from pymongo import MongoClient
 from pymongo import errors as mongo_errors
 
-from runnerq_cli.errors import InvalidArgument, Unavailable, WriteUnconfirmed
+from runnerq_cli.errors import (
+    ConnectionInterrupted,
+    InvalidArgument,
+    TimedOut,
+    Unavailable,
+)
+
+__all__ = ["ConnectionInterrupted", "TimedOut"]  # defined in errors.py; read from here too
+from runnerq_cli.backend.domain.outage import retry_later
 from runnerq_cli.redaction import redact_uri
 
 if TYPE_CHECKING:
@@ -150,27 +158,6 @@ def is_auth_refusal(exc: BaseException) -> bool:
     return code is None and bool(_AUTH_WORDS.search(str(message or exc)))
 
 
-class ConnectionInterrupted(Unavailable):
-    """The connection broke during a command (a network error, a primary stepping down).
-
-    Unlike a server that never answered (`Unavailable` itself), one more try may
-    succeed at once: statements.py retries once, as the driver would.
-    """
-
-
-class TimedOut(Unavailable):
-    """The server was reached but did not answer one command within `socket_timeout`.
-
-    Not "unreachable": the server is there and slow (a large batch on a small
-    server, a lock), so the advice is to ask less at once, not to start another.
-    `seconds` is the timeout that expired, when the driver said it.
-    """
-
-    def __init__(self, message: str, seconds: float | None) -> None:
-        super().__init__(message, reachable=True)
-        self.seconds = seconds
-
-
 def probe(uri: str) -> None:
     """The first time `uri` is used in this process, raise `Unavailable` at once when
     every seed refuses the connection (instead of waiting out server selection)."""
@@ -221,12 +208,13 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
 
 
 def server_away(exc: BaseException) -> bool:
-    """Whether a write that raised `exc` may succeed as it is when tried again later: the
-    server could not be reached, could not confirm it, or said so (a retryable write
-    error). Anything else is a refusal of what was sent: sending it again changes nothing.
-    """
-    if isinstance(exc, Unavailable | WriteUnconfirmed | mongo_errors.ConnectionFailure
-                  | mongo_errors.WriteConcernError | mongo_errors.ExecutionTimeout):
+    """Whether a write that raised `exc` may succeed as it is when tried again later
+    (domain/outage.py's `retry_later`, for the project's kinds), or the same said by a
+    driver error met below the boundary (a plain pymongo collection of statements.py)."""
+    if retry_later(exc):
+        return True
+    if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
+                  | mongo_errors.ExecutionTimeout):
         return True
     return isinstance(exc, mongo_errors.PyMongoError) and bool(
         exc.has_error_label("RetryableWriteError") or exc.timeout)

@@ -37,8 +37,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
-
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
@@ -52,7 +50,7 @@ from runnerq_cli.backend.domain.event_cursor import position as _stamp
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
 from runnerq_cli.backend.domain.outage import RETRY_DELAYS, OutageWatch, is_away
 from runnerq_cli.backend.store.driver import Collection
-from runnerq_cli.errors import InvalidArgument, Unavailable
+from runnerq_cli.errors import CommandFailed, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +92,9 @@ def change_streams_supported(collection: Collection) -> bool:
     try:
         with collection.watch([{"$match": {"operationType": "insert"}}], max_await_time_ms=1):
             return True
-    except (ConnectionFailure, Unavailable):
+    except Unavailable:
         raise
-    except (OperationFailure, PyMongoError):
+    except CommandFailed:
         return False
 
 
@@ -183,7 +181,7 @@ class EventStream:
                         self._answered()
                         yield event
                 return
-            except (ConnectionFailure, Unavailable) as exc:
+            except Unavailable as exc:
                 if isinstance(exc, Unavailable) and exc.reachable:
                     raise  # refused credentials: reconnecting is no help
                 # The position is in self.cursor: resume from it, nothing lost or repeated.
@@ -308,9 +306,9 @@ class EventStream:
         must not push the mark past what the server stamps now)."""
         try:
             return server_time(self._events)
-        except ConnectionFailure:
+        except Unavailable:
             raise
-        except PyMongoError as exc:  # a server without `hello`: the positions alone
+        except CommandFailed as exc:  # a server without `hello`: the positions alone
             log.debug("no server time: %s", exc)
             return None
 
@@ -377,9 +375,9 @@ class EventStream:
             stream = self._watched().watch(
                 [{"$match": {"operationType": {"$in": ["insert", "update", "replace"]}}}],
                 max_await_time_ms=int(max(self.poll_interval, 0.05) * 1000))
-        except (ConnectionFailure, Unavailable):
+        except Unavailable:
             raise
-        except (OperationFailure, PyMongoError) as exc:
+        except CommandFailed as exc:
             raise ChangeStreamsUnavailable(
                 "this server does not offer change streams (they need a replica set or a "
                 f"sharded cluster): use mode poll or auto ({str(exc)[:120]})", "mode") from None

@@ -100,11 +100,11 @@ def _hinted(collection: Any, pipeline: list[dict[str, Any]],
     Without the hint a `$group` with no `$match` would scan the collection.
     Falls back to no hint where the index is missing (indexes not created yet).
     """
-    from pymongo.errors import OperationFailure
+    from runnerq_cli.errors import CommandFailed
 
     try:
         return list(collection.aggregate(pipeline, hint=index))
-    except OperationFailure as exc:
+    except CommandFailed as exc:
         if "hint" not in str(exc).lower() and exc.code not in (2, 17007):
             raise
         return list(collection.aggregate(pipeline))

@@ -33,14 +33,13 @@ if TYPE_CHECKING:
         Event,
         Result,
     )
+    from runnerq_cli.backend.domain.pause import PauseState
     from runnerq_cli.backend.domain.specs import ActivitySpec
-    from runnerq_cli.backend.ops.control import Control
-    from runnerq_cli.backend.queue.maintenance import Maintenance
-    from runnerq_cli.backend.queue.workers import WorkerRegistry
     from runnerq_cli.backend.views.events import EventStream
     from runnerq_cli.config import Settings
 
-__all__ = ["InspectionBackend", "QueueBackend", "WorkerBackend"]
+__all__ = ["InspectionBackend", "PauseSource", "QueueBackend", "WorkerBackend", "WorkerChores",
+           "WorkerEntry"]
 
 
 class QueueBackend(Protocol):
@@ -95,18 +94,48 @@ class QueueBackend(Protocol):
     def flush_outbox(self) -> int: ...
 
 
+class WorkerEntry(Protocol):
+    """The worker registry, as a worker uses it: its own entry, and the fleet's size."""
+
+    def register_worker(self, worker_id: str, *, types: list[str] | tuple[str, ...] = ...,
+                        concurrency: int = ...) -> None: ...
+
+    def heartbeat_worker(self, worker_id: str, *, in_flight: int,
+                         counters: dict[str, int]) -> None: ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def count_live_workers(self, stale_after: float = ...) -> int: ...
+
+
+class WorkerChores(Protocol):
+    """The chores a worker takes its share of beside the scheduler and the reaper."""
+
+    def repair_outboxes(self, grace_seconds: float = ...) -> int: ...
+
+    def purge_expired(self, limit: int = ...,
+                      kinds: tuple[str, ...] = ...) -> dict[str, int]: ...
+
+
+class PauseSource(Protocol):
+    """Where a worker reads what is paused."""
+
+    def paused(self) -> PauseState: ...
+
+
 class WorkerBackend(QueueBackend, Protocol):
     """What a worker process needs beyond the queue: its entry in the workers registry,
-    its share of the other chores (outbox repair, retention) and the pause it obeys."""
+    its share of the other chores (outbox repair, retention) and the pause it obeys:
+    protocols of the methods it calls, not the backend's concrete parts."""
 
     @property
-    def registry(self) -> WorkerRegistry: ...
+    def registry(self) -> WorkerEntry: ...
 
     @property
-    def maintenance(self) -> Maintenance: ...
+    def maintenance(self) -> WorkerChores: ...
 
     @property
-    def control(self) -> Control: ...
+    def control(self) -> PauseSource: ...
 
 
 class InspectionBackend(Protocol):

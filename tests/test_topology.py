@@ -87,12 +87,22 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
            "RUNNERQ_MONGO_URI": URI, "RUNNERQ_DATABASE": database, "RUNNERQ_QUEUE": QUEUE,
            "RUNNERQ_TOPOLOGY_HISTORY": str(history), "PYTHONPATH": str(ROOT)}
     workers: list[subprocess.Popen[str]] = []
+    followers: list[subprocess.Popen[str]] = []
     try:
         if CASE == "sharded":
             _shard(client, database)
         queue = connect(URI, database=database, queue=QUEUE)
         queue.maintenance.init_indexes()
         ids = {str(queue.enqueue("record", {"n": n}).activity_id) for n in range(COUNT)}
+        # Long-running commands ride the stepdown out (domain/outage.py): a tail that
+        # prints every event once, and stats --watch; both still running at the end.
+        for name, args in (("tail", ("tail", "events", "--since", "1h", "-o", "jsonl")),
+                           ("stats", ("stats", "--watch", "--interval", "1s"))):
+            with open(tmp_path / f"{name}.out", "w") as out:  # (the child keeps its copy)
+                followers.append(subprocess.Popen(
+                    [sys.executable, "-m", "runnerq_cli", *args], cwd=ROOT, env=env,
+                    stdout=out, stderr=subprocess.STDOUT, text=True))
+        workers += followers  # (killed at the end whatever happens)
         logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
         for log in logs:
             with open(log, "w") as out:
@@ -114,7 +124,7 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
             thread = threading.Thread(target=lambda: stepdowns.extend(
                 _step_down(client, stop, completed)), daemon=True)
             thread.start()
-        for proc in workers:
+        for proc in workers[len(followers):]:
             assert proc.wait(timeout=600) == 0, "".join(log.read_text() for log in logs)
         stop.set()
         if CASE == "stepdown":
@@ -139,6 +149,27 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
         for aid in ids:
             assert acks[aid].count("completed") == 1, (aid, acks[aid], claims[aid])
             assert len(acks[aid]) <= claims[aid], (aid, acks[aid], claims[aid])
+
+        # The tail printed each activity's Completed once, across the elections.
+        def tailed() -> collections.Counter[str]:
+            found: collections.Counter[str] = collections.Counter()
+            for line in (tmp_path / "tail.out").read_text().splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a note: the outage noted on the same stream
+                if event.get("event_type") == "Completed":
+                    found[event["activity_id"]] += 1
+            return found
+
+        deadline = time.monotonic() + 120
+        while set(tailed()) != ids and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert set(tailed()) == ids and set(tailed().values()) == {1}
+        for proc in followers:
+            assert proc.poll() is None, proc.args  # still following
+            proc.terminate()
+            assert proc.wait(30) == 0, (tmp_path / "stats.out").read_text()[-3000:]
 
         # The server's side: one terminal transition each, as users see it.
         docs = list(activities.find({}, {"status": 1}))

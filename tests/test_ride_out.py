@@ -147,7 +147,11 @@ def test_long_running_commands_ride_out_a_server_restart(cli_env: dict[str, str]
         metrics, metrics_out, metrics_err = _spawn(env, "metrics", "serve", "--port", "0",
                                                    "--min-interval", "0s")
         console, console_out, _ = _spawn(env, "console", "--port", "0")
-        procs += [stats, wait, tail, metrics, console]
+        enqueue_wait, _, enqueue_err = _spawn(env, "enqueue", "second", "--payload", "{}",
+                                              "--wait", "--wait-timeout", "5m")
+        procs += [stats, wait, tail, metrics, console, enqueue_wait]
+        wait_until(lambda: len(queue.list_pending()) >= 2, timeout=60,
+                   message="enqueue --wait to enqueue")
         stats_out.wait_for(lambda line: "refresh 1" in line, 60, "the first view")
         scrape = metrics_out.wait_for(lambda line: "http://" in line, 60).split(" on ")[1]
         scrape = scrape.strip()
@@ -161,6 +165,7 @@ def test_long_running_commands_ride_out_a_server_restart(cli_env: dict[str, str]
         stats_err.wait_for(lambda line: away in line and "retrying" in line, 60,
                            "stats --watch to note the outage")
         wait_err.wait_for(lambda line: away in line, 60, "wait to note the outage")
+        enqueue_err.wait_for(lambda line: away in line, 60, "enqueue --wait to note it")
         tail_err.wait_for(lambda line: "connection lost" in line and away in line, 60,
                           "the tail to note the outage")
         wait_until(lambda: _get(scrape)[0] == 200 and _drain(metrics_err, away), timeout=60,
@@ -186,6 +191,9 @@ def test_long_running_commands_ride_out_a_server_restart(cli_env: dict[str, str]
         claim = queue.dequeue("w1", types=["job"])[0]  # the waited-for activity ends ...
         queue.ack_success(claim, {"ok": 1})
         assert wait.wait(60) == 0, "".join(wait_err.lines)  # ... and wait sees it
+        second = queue.dequeue("w1", types=["second"])[0]
+        queue.ack_success(second, {"ok": 2})
+        assert enqueue_wait.wait(60) == 0, "".join(enqueue_err.lines)
         tail_out.wait_for(lambda line: "Completed" in line, 60, "the tail to carry on")
         tail_err.wait_for(lambda line: back in line, 60, "the tail to say it is back")
         for proc in (stats, tail, metrics, console):
@@ -193,7 +201,7 @@ def test_long_running_commands_ride_out_a_server_restart(cli_env: dict[str, str]
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0, proc.args
         everything = "".join(stats_err.lines + wait_err.lines + tail_err.lines
-                             + metrics_err.lines)
+                             + metrics_err.lines + enqueue_err.lines)
         assert "Traceback" not in everything, everything
     finally:
         for proc in procs:

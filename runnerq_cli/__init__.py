@@ -24,7 +24,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "AckOutcome", "Activity", "Claim", "EnqueueResult", "Event", "OnDuplicate", "Priority",
         "Result", "Status",
     ),
-    "runnerq_cli.backend.views.events": ("EventCursor", "EventFilter"),
+    "runnerq_cli.backend.domain.event_cursor": ("EventCursor", "EventFilter"),
     "runnerq_cli.config": ("Settings", "load_settings"),
     "runnerq_cli.errors": (
         "ClaimLost", "ConfigError", "DuplicateActivity", "IdempotencyConflict", "InvalidArgument",
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (explicit re-exports)
     from runnerq_cli.backend.api import (
         RunnerQ as RunnerQ, connect as connect,
     )
-    from runnerq_cli.backend.views.events import (
+    from runnerq_cli.backend.domain.event_cursor import (
         EventCursor as EventCursor, EventFilter as EventFilter,
     )
     from runnerq_cli.backend.domain.models import (

@@ -10,6 +10,8 @@ including shell completion.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class RunnerQError(Exception):
     """Base of every error this package raises on purpose."""
@@ -90,12 +92,16 @@ class Unavailable(RunnerQError):
 
     `reachable` is True when the server answered but refused (credentials):
     then pointing at another server is no help.
-    """
 
+    `since` is when this process first found the server away in the outage the error
+    belongs to (the driver boundary sets it, UTC, this machine's clock: the server's is
+    out of reach), None when unknown; it stays the same until the server answers again.
+    """
 
     def __init__(self, message: str, reachable: bool = False) -> None:
         super().__init__(message)
         self.reachable = reachable
+        self.since: datetime | None = None
 
 
 class AddressInUse(RunnerQError):
@@ -133,3 +139,55 @@ class WriteUnconfirmed(RunnerQError):
     def __init__(self, message: str, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.details = details or {}
+
+
+class PurgeInterrupted(Exception):
+    """A purge stopped between batches (a signal); `counts` is what it deleted."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        super().__init__("purge interrupted")
+        self.counts = counts
+
+
+class ConnectionInterrupted(Unavailable):
+    """The connection broke during a command (a network error, a primary stepping down).
+
+    Unlike a server that never answered (`Unavailable` itself), one more try may
+    succeed at once: statements.py retries once, as the driver would.
+    """
+
+
+class TimedOut(Unavailable):
+    """The server was reached but did not answer one command within `socket_timeout`.
+
+    Not "unreachable": the server is there and slow (a large batch on a small
+    server, a lock), so the advice is to ask less at once, not to start another.
+    `seconds` is the timeout that expired, when the driver said it.
+    """
+
+    def __init__(self, message: str, seconds: float | None) -> None:
+        super().__init__(message, reachable=True)
+        self.seconds = seconds
+
+
+class CommandFailed(RunnerQError):
+    """The server answered a command with an error that is neither an outage
+    (`Unavailable`) nor a refused write (`WriteRefused`): a hint it cannot use, a command
+    it lacks, a type it will not compare. Translated once, at the driver boundary
+    (store/driver.py), so no caller meets a pymongo error.
+
+    `code` and `code_name` are the server's (None when it gave none); `retryable` is
+    True when the driver labelled it so (sending it again may succeed).
+    """
+
+    def __init__(self, message: str, code: int | None = None, code_name: str | None = None,
+                 retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.code_name = code_name
+        self.retryable = retryable
+
+
+class CommandTimedOut(CommandFailed):
+    """The server gave up a command past its own time limit (`max_time_ms`): it is there,
+    the command asked too much; the same command later may finish."""

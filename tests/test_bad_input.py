@@ -36,7 +36,7 @@ BIG_PAYLOAD_BYTES = 17 * 1024 * 1024  # over MongoDB's 16 MiB
 
 def _event_cursor(offset_ms: int) -> str:
     """An event cursor as tail prints it, with one seen id `offset_ms` after its base."""
-    from runnerq_cli.backend.views.events import CURSOR_VERSION
+    from runnerq_cli.backend.domain.event_cursor import CURSOR_VERSION
 
     data = {"v": CURSOR_VERSION, "t": datetime.now(UTC).isoformat(), "f": None,
             "s": [["x", offset_ms]]}

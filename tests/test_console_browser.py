@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.domain.pagination import ListFilter
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from runnerq_cli.backend.views.pagination import ListFilter
 from runnerq_cli.config import load_settings
 from tests.helpers import drive_to
 from tests.waiting import LineReader, wait_until

@@ -7,7 +7,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.diagnosis.plans import plan_problems, plan_stages
@@ -15,7 +14,7 @@ from runnerq_cli.backend.diagnosis.server_checks import check_clock
 from runnerq_cli.backend.domain.index_specs import index_name, index_plan
 from runnerq_cli.backend.domain.queries import representative_queries
 from runnerq_cli.cli.exits import ExitCode
-from runnerq_cli.errors import NotFound
+from runnerq_cli.errors import CommandFailed, NotFound
 from tests.helpers import drive_to as make
 from tests.helpers import run_then_crash
 
@@ -354,7 +353,7 @@ def test_each_query_is_served_by_the_index_meant_for_it(queue: RunnerQ, clock) -
                 cursor = cursor.sort(list(query.sort))
             list(cursor.limit(1))
     # A hint that cannot serve the query is refused: the check above can fail.
-    with pytest.raises(OperationFailure):
+    with pytest.raises(CommandFailed):  # the server's refusal, translated (driver.py)
         list(queue.db[f"runnerq_{queue.queue}_activities"].find({"status": "completed"})
              .hint(index_name(queue.settings, "claim order")))
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.domain.import_lines import parse_import_line
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.ops.batches import BATCH_SIZE
-from runnerq_cli.backend.ops.dlq import DeadLetters, parse_import_line
+from runnerq_cli.backend.ops.dlq import DeadLetters
 from runnerq_cli.backend.ops.operator import Operator
 from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.queue.queue import ActivityQueue

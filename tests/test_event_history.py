@@ -17,8 +17,8 @@ import pytest
 from bson import ObjectId
 
 from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
 from runnerq_cli.backend.queue.queue import ActivitySpec
-from runnerq_cli.backend.views.events import EventCursor, EventFilter
 
 ENQUEUE = ["Enqueued"]
 ATTEMPT = ["Dequeued", "Started"]

@@ -15,11 +15,11 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.event_cursor import EventCursor
 from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.domain.queries import representative_queries
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.store import driver
-from runnerq_cli.backend.views.events import EventCursor
 
 Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort
 

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from runnerq_cli.backend.domain.snapshots import CHECK_DURATIONS, CHECK_NAMES
 from runnerq_cli.backend.queue.queue import ActivitySpec
-from runnerq_cli.backend.views.metrics import CHECK_DURATIONS, CHECK_NAMES, SCHEMA
+from runnerq_cli.backend.views.metrics import SCHEMA
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.cli.stats_checks import evaluate, parse_check
 from runnerq_cli.errors import InvalidArgument

@@ -31,6 +31,7 @@ from runnerq_cli.config import Settings, load_settings
 # access): `enqueue` loads the queue's modules, not those of dlq, bulk, metrics, diagnosis.
 if TYPE_CHECKING:
     from runnerq_cli.backend.diagnosis.diagnose import Diagnosis
+    from runnerq_cli.backend.domain.outage import OutageWatch
     from runnerq_cli.backend.ops.audit import AuditLog
     from runnerq_cli.backend.ops.bulk import BulkActions
     from runnerq_cli.backend.ops.control import Control
@@ -170,16 +171,19 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         self._ctx.db.command("ping")
 
     def wait(self, activity_id: uuid.UUID | str, timeout: float | None = None, *,
-             poll: float = 0.25, max_poll: float = 2.0) -> WaitOutcome:
+             poll: float = 0.25, max_poll: float = 2.0,
+             outage: OutageWatch | None = None) -> WaitOutcome:
         """Wait until the activity is terminal or `timeout` seconds pass (None: no limit).
 
         Returns a `waiting.WaitOutcome` (status, result, whether it timed out);
-        NotFound if the activity does not exist and left no result.
+        NotFound if the activity does not exist and left no result. With `outage`
+        (domain/outage.py), a server that goes away once the wait has begun is waited
+        for, within `timeout`, and shown through the watch's callbacks.
         """
         from runnerq_cli.backend.views.result_wait import wait_for
 
         return wait_for(self.get_activity, self.get_result, activity_id,
-                        timeout, poll=poll, max_poll=max_poll)
+                        timeout, poll=poll, max_poll=max_poll, outage=outage)
 
     def waiting(self, activity_id: uuid.UUID | str, timeout: float | None = None, *,
                 poll: float = 0.25, max_poll: float = 2.0) -> Waiting:

@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
     from runnerq_cli.backend.domain.models import (
         AckOutcome,
         Activity,
@@ -32,15 +33,13 @@ if TYPE_CHECKING:
         Event,
         Result,
     )
+    from runnerq_cli.backend.domain.pause import PauseState
     from runnerq_cli.backend.domain.specs import ActivitySpec
-    from runnerq_cli.backend.ops.control import Control
-    from runnerq_cli.backend.ops.schedules import Schedules
-    from runnerq_cli.backend.queue.maintenance import Maintenance
-    from runnerq_cli.backend.queue.workers import WorkerRegistry
-    from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.views.events import EventStream
     from runnerq_cli.config import Settings
 
-__all__ = ["InspectionBackend", "QueueBackend", "WakeUp", "WorkerBackend"]
+__all__ = ["InspectionBackend", "PauseSource", "QueueBackend", "ScheduleFiring", "WakeUp",
+           "WorkerBackend", "WorkerChores", "WorkerEntry"]
 
 
 class QueueBackend(Protocol):
@@ -108,25 +107,60 @@ class WakeUp(Protocol):
     def close(self) -> None: ...
 
 
+class WorkerEntry(Protocol):
+    """The worker registry, as a worker uses it: its own entry, and the fleet's size."""
+
+    def register_worker(self, worker_id: str, *, types: list[str] | tuple[str, ...] = ...,
+                        concurrency: int = ...) -> None: ...
+
+    def heartbeat_worker(self, worker_id: str, *, in_flight: int,
+                         counters: dict[str, int]) -> None: ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def count_live_workers(self, stale_after: float = ...) -> int: ...
+
+
+class WorkerChores(Protocol):
+    """The chores a worker takes its share of beside the scheduler and the reaper."""
+
+    def repair_outboxes(self, grace_seconds: float = ...) -> int: ...
+
+    def purge_expired(self, limit: int = ...,
+                      kinds: tuple[str, ...] = ...) -> dict[str, int]: ...
+
+
+class PauseSource(Protocol):
+    """Where a worker reads what is paused."""
+
+    def paused(self) -> PauseState: ...
+
+
+class ScheduleFiring(Protocol):
+    """The schedules' firing chore, as a worker takes its share of it."""
+
+    def fire_due(self, limit: int = ...) -> dict[str, int]: ...
+
+
 class WorkerBackend(QueueBackend, Protocol):
     """What a worker process needs beyond the queue: its entry in the workers registry,
     its share of the other chores (outbox repair, retention, firing the schedules) and the
-    pause it obeys."""
+    pause it obeys: protocols of the methods it calls, not the backend's concrete parts."""
 
     @property
-    def registry(self) -> WorkerRegistry: ...
+    def registry(self) -> WorkerEntry: ...
 
     @property
-    def maintenance(self) -> Maintenance: ...
+    def maintenance(self) -> WorkerChores: ...
 
     @property
-    def control(self) -> Control: ...
+    def control(self) -> PauseSource: ...
 
     def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],
                         max_await: float = ...) -> WakeUp: ...
 
     @property
-    def schedules(self) -> Schedules: ...
+    def schedules(self) -> ScheduleFiring: ...
 
 
 class InspectionBackend(Protocol):

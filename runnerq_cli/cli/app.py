@@ -254,27 +254,6 @@ SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-s
                     "docs/operations.md, \"In batches\"")
 
 
-def _handle_driver_error(exc: Exception) -> int:
-    """pymongo errors that escaped a command: one redacted line, a meaningful code."""
-    from pymongo import errors as mongo_errors
-
-    from runnerq_cli.redaction import redact_uri
-
-    if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.ServerSelectionTimeoutError):
-        from runnerq_cli.backend.store.connection import driver_message
-
-        error_line(f"MongoDB is unreachable ({driver_message(exc)}): {SERVER_HINT}")
-        return ExitCode.UNAVAILABLE
-    from runnerq_cli.backend.store.connection import is_auth_refusal
-
-    if isinstance(exc, mongo_errors.OperationFailure) and is_auth_refusal(exc):
-        error_line(f"MongoDB refused the credentials: "
-                   f"{redact_uri(str((exc.details or {}).get('errmsg') or exc))[:300]}")
-        return ExitCode.UNAVAILABLE
-    error_line(f"MongoDB error: {redact_uri(str(exc))[:300]}")
-    return ExitCode.FAILURE
-
-
 def _usage_hint(message: str, argv: list[str]) -> str:
     """A hint for the usage errors a shell makes out of unquoted input."""
     if "extra argument" in message and any(c in arg for arg in argv for c in "{}[]"):
@@ -349,8 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        from runnerq_cli.backend.store.connection import TimedOut
-        from runnerq_cli.errors import Unavailable
+        from runnerq_cli.errors import TimedOut, Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
         if isinstance(exc, TimedOut):
@@ -370,12 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("RUNNERQ_DEBUG"):
             raise
-        if type(exc).__module__.startswith(("pymongo", "bson")):
-            code = _handle_driver_error(exc)
-        else:
-            error_line(f"internal error: {type(exc).__name__}: {exc} "
-                       "(set RUNNERQ_DEBUG=1 for a traceback)")
-            code = ExitCode.FAILURE
+        # Driver errors never get here: the backend translates each into a RunnerQError
+        # at its driver boundary (store/driver.py); what does is a bug of ours.
+        error_line(f"internal error: {type(exc).__name__}: {exc} "
+                   "(set RUNNERQ_DEBUG=1 for a traceback)")
+        code = ExitCode.FAILURE
     return int(code)
 
 

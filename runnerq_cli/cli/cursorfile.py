@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.views.events import EventCursor
+    from runnerq_cli.backend.domain.event_cursor import EventCursor
 
 SAVE_EVERY = 0.1  # seconds: the timer; a write lags the output by at most this plus one write
 RETRY_EVERY = 0.005  # seconds: a copy caught mid-event is taken again this soon

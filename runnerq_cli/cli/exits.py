@@ -63,6 +63,7 @@ EXIT_CODES: dict[type[BaseException], ExitCode] = {
     errors.WrongState: ExitCode.WRONG_STATE,
     errors.AddressInUse: ExitCode.ADDRESS_IN_USE,
     errors.CheckpointConflict: ExitCode.CHECKPOINT_CONFLICT,
+    errors.CommandFailed: ExitCode.FAILURE,  # the server's own error (store/driver.py)
 }
 
 # Each API parameter an error may name, as the flag that sets it.

@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from runnerq_cli.backend.domain.outage import is_away
 from runnerq_cli.backend.domain.snapshots import percentiles
 from runnerq_cli.backend.domain.timing import TIMING
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.domain.outage import OutageWatch
     from runnerq_cli.backend.domain.snapshots import MetricsSample
     from runnerq_cli.worker.metrics import PrometheusMetrics
 
@@ -209,8 +211,12 @@ class QueueCollector(Collector):
     def __init__(self, queues: Callable[[], list[str]], backend_for: Callable[[str], RunnerQ],
                  *, min_interval: float = 5.0, window_seconds: float = 300.0,
                  clock: Callable[[], float] = time.monotonic,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None,
+                 outage: OutageWatch | None = None) -> None:
         self._queues = queues
+        # A server away (domain/outage.py): told once per failed scrape as an outage
+        # (since when, retrying at the next scrape), and when it is back; not as errors.
+        self._outage = outage
         self._backend_for = backend_for
         self.min_interval = min_interval
         self.window_seconds = window_seconds
@@ -229,10 +235,11 @@ class QueueCollector(Collector):
         started = time.perf_counter()
         up, took = _scrape_families()
         samples = []
+        away: list[Exception] = []
         try:
             names = self._queues()
         except Exception as exc:
-            self._report(exc)
+            self._report(exc, away=away)
             names = []
             up.add_metric([""], 0.0)
         for name in names:
@@ -244,15 +251,25 @@ class QueueCollector(Collector):
                 sample["known_types"] = sorted(known)  # a fresh dict: ours to change
                 samples.append(sample)
             except Exception as exc:
-                self._report(exc, name)
+                self._report(exc, name, away=away)
                 up.add_metric([name], 0.0)
             else:
                 up.add_metric([name], 1.0)
+        if self._outage is not None:
+            if away:
+                self._outage.failed(away[0])
+            elif samples:  # a queue was read: the server answered
+                self._outage.succeeded()
         self.collections += 1
         took.add_metric([], time.perf_counter() - started)
         return [*families(samples), up, took, hint_fallbacks(samples)]
 
-    def _report(self, exc: Exception, queue: str | None = None) -> None:
+    def _report(self, exc: Exception, queue: str | None = None, *,
+                away: list[Exception] | None = None) -> None:
+        if self._outage is not None and away is not None and self._outage.answered \
+                and is_away(exc):
+            away.append(exc)  # the scrape's outage, told once (in _take)
+            return
         if self._on_error is not None:
             from runnerq_cli.literal import literal
             from runnerq_cli.redaction import redact_uri

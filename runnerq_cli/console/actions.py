@@ -134,7 +134,7 @@ class Desk:
 
     def confirm(self, rq: RunnerQ, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """Act on the previewed set; PreviewExpired when the token names none."""
-        from runnerq_cli.backend.ops.audit import check_text
+        from runnerq_cli.backend.domain.operator_text import check_text
 
         actor = body.get("actor")
         if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:

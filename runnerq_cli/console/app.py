@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from runnerq_cli.backend.domain.models import MalformedDocument
+from runnerq_cli.backend.domain.outage import unavailable_line
 from runnerq_cli.console import observability as obs
 from runnerq_cli.console import security
 from runnerq_cli.console.actions import ACTIONS, Desk, PreviewExpired
@@ -522,8 +523,8 @@ def failure(exc: BaseException) -> tuple[int, str]:
         return 400, redact_uri(str(exc))
     if isinstance(exc, WrongState):
         return 409, redact_uri(str(exc))
-    if isinstance(exc, Unavailable):
-        return 503, "the database is unavailable"
+    if isinstance(exc, Unavailable):  # since when, once it answered (domain/outage.py)
+        return 503, unavailable_line(exc)
     if isinstance(exc, RunnerQError):
         return 500, redact_uri(str(exc))[:300]
     if type(exc).__module__.startswith(("pymongo", "bson")):

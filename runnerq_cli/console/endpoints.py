@@ -212,7 +212,7 @@ class Views:
         rq = self.backend(params.get("queue"))
 
         def compute() -> dict[str, Any]:
-            from runnerq_cli.backend.diagnosis.checks import failed
+            from runnerq_cli.backend.domain.checks import failed
 
             checks = rq.diagnosis.doctor()
             return {"ok": not failed(checks), "checks": [c.to_json() for c in checks]}
@@ -286,7 +286,7 @@ class Views:
 
     def activities(self, params: dict[str, str]) -> dict[str, Any]:
         """A keyset page of one state, of one type if given (list STATE --type --after)."""
-        from runnerq_cli.backend.views.pagination import ListFilter
+        from runnerq_cli.backend.domain.pagination import ListFilter
 
         rq = self.backend(params.get("queue"))
         state = Status.parse(params.get("state") or "pending")

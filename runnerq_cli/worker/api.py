@@ -55,8 +55,8 @@ def create_worker(registry: HandlerRegistry | None = None, *, backend: WorkerBac
     Connection settings come from `backend`, else uri/database/queue, the
     environment and the config file, like the CLI. `options` are `Worker`'s.
     """
-    if backend is None:
-        from runnerq_cli.backend.api import connect
+    if backend is None:  # connected as any user of the library does: the public name
+        from runnerq_cli import connect
 
         backend = connect(uri, database=database, queue=queue)
     combined = build_registry(app=app, handlers=handlers, commands=commands,

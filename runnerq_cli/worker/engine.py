@@ -121,7 +121,7 @@ class Worker:
                  outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True,
                  all_types: bool = False, metrics: MetricsSink | None = None,
                  tracing: bool | None = None, tracer_provider: Any = None) -> None:
-        from runnerq_cli.backend.queue.queue import default_worker_id
+        from runnerq_cli.backend.domain.naming import default_worker_id
 
         ws = backend.settings.worker
         self.backend = backend

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.error_text import describe
-from runnerq_cli.backend.queue.workers import COUNTERS  # the registry's: the heartbeat stores each
+from runnerq_cli.backend.domain.naming import COUNTERS  # the registry's: the heartbeat stores each
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 
 if TYPE_CHECKING:

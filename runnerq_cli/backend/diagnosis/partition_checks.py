@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runnerq_cli.backend.diagnosis.checks import Check, CheckStatus, activities, count
+from runnerq_cli.backend.diagnosis.checks import activities, count
+from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.partitions import FIELD, SHARD_KEY, count_of
 from runnerq_cli.backend.store.connection import server_away

@@ -14,13 +14,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from pymongo.errors import OperationFailure
-
 from runnerq_cli.backend.diagnosis.checks import (
     PENDING_AGE_WARN,
     TYPES_LIMIT,
-    Check,
-    CheckStatus,
     activities,
     at_least,
     count,
@@ -29,6 +25,7 @@ from runnerq_cli.backend.diagnosis.partition_checks import check_partitions
 from runnerq_cli.backend.diagnosis.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.diagnosis.server_checks import topology_of
 from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import MalformedDocument, Status, display_time
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.queries import representative_queries
@@ -40,6 +37,7 @@ from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.views.failures import FailureGroup, group_failures
+from runnerq_cli.errors import CommandFailed
 from runnerq_cli.values import format_duration
 
 
@@ -122,7 +120,7 @@ def check_query_plans(ctx: QueueContext, now: datetime, partitions: int = 1) -> 
     for query in representative_queries(ctx.settings, now, partitions=partitions):
         try:
             stage_names = plan_stages(explain_query(ctx.db, ctx.names, ctx.settings, query))
-        except OperationFailure as exc:
+        except CommandFailed as exc:
             problems.append(f"{query.name}: explain failed ({str(exc)[:120]})")
             continue
         if stage_names is None:  # not MongoDB's explain: no other answer will be either

@@ -6,7 +6,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from runnerq_cli.backend.diagnosis.checks import CLOCK_SKEW_WARN, Check, CheckStatus
+from runnerq_cli.backend.diagnosis.checks import CLOCK_SKEW_WARN
+from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.store.driver import Database
 from runnerq_cli.config import Settings
 from runnerq_cli.values import format_duration

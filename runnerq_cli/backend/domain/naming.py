@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import socket
+import uuid
 from dataclasses import dataclass
 
 from runnerq_cli import values
@@ -65,3 +68,19 @@ class CollectionNames:
             "control": self.control,
             "schedules": self.schedules,
         }
+
+
+def default_worker_id() -> str:
+    """The id a worker registers under when given none: `host-8hexdigits` (the registry's
+    documents are keyed by it; the random part keeps two workers of one host apart). The
+    host name is kept to a worker id's characters (values.worker_id): a host name with
+    other characters would otherwise make an id the registry refuses."""
+    host = re.sub(r"[^A-Za-z0-9._:@-]", "-", socket.gethostname())[:100] or "worker"
+    return f"{host}-{uuid.uuid4().hex[:8]}"
+
+
+# A worker's counters, as it keeps them and as its heartbeat stores them (one list).
+# `unacknowledged`: outcomes given up unwritten (the server away past the retries, or
+# refusing even a short failure): the reaper requeues them when their lease runs out.
+COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
+            "released", "unacknowledged")

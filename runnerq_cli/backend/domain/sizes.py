@@ -35,6 +35,7 @@ METADATA_MAX_BYTES = 64 * 1024  # the whole metadata document, as BSON
 IDEMPOTENCY_KEY_MAX_BYTES = 1024  # UTF-8 bytes: in two unique indexes' keys
 
 BULK_BATCH_SIZE = 500  # ids per fenced batch of a bulk action (batches.py)
+MAX_BULK = 10_000  # largest --max: one action, one audit record, one report (bulk.py)
 IMPORT_BATCH = 500  # lines per batch of a dead-letter import (dlq.py)
 # A batch of lines (enqueue --from, dlq import) also ends at this many bytes of input:
 # what one batch holds at once (its lines, their decoded values, their BSON) stays a

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from runnerq_cli.backend.domain.models import Status
+
+REPORTED_STATUSES = tuple(s.value for s in Status)
+PERCENTILES = (50, 95, 99)
+
 
 class OldestPending(TypedDict):
     activity_id: str
@@ -122,3 +127,36 @@ class MetricsSample(TypedDict):
 def percentiles(summary: Percentiles) -> dict[int, float | None]:
     """A summary's percentiles by number (the names a loop over them needs)."""
     return {50: summary["p50"], 95: summary["p95"], 99: summary["p99"]}
+
+
+# `stats --check`: the names an expression may use, and their values in a snapshot.
+CHECK_NAMES = frozenset(
+    {*REPORTED_STATUSES, "running", "dead-letter", "total", "oldest_pending",
+     "completed_per_minute", "failed_per_minute", "workers", "stale_workers", "in_flight",
+     "malformed", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
+# The check names in seconds (a value may be a duration: 60s, 5m); the others are counts
+# and rates, compared with a plain number.
+CHECK_DURATIONS = frozenset(
+    {"oldest_pending", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
+
+
+def check_values(snap: StatsSnapshot) -> dict[str, float]:
+    """The flat names a `--check` expression may use, in seconds or counts."""
+    values: dict[str, float] = {name: float(n) for name, n in snap["by_status"].items()}
+    values["running"] = values.get("processing", 0.0)
+    values["dead-letter"] = values.get("dead_letter", 0.0)
+    values["total"] = float(snap["total"])
+    oldest = snap["oldest_pending"]
+    values["oldest_pending"] = float(oldest["age_seconds"]) if oldest else 0.0
+    tp = snap["throughput"]
+    values["completed_per_minute"] = float(tp["completed_per_minute"])
+    values["failed_per_minute"] = float(tp["failed_per_minute"])
+    lat = snap["latency"]
+    for prefix, summary in (("wait", lat["queue_wait_seconds"]), ("run", lat["run_seconds"])):
+        for p, value in percentiles(summary).items():
+            values[f"{prefix}_p{p}"] = float(value) if value is not None else 0.0
+    values["workers"] = float(snap["workers"]["live"])
+    values["stale_workers"] = float(snap["workers"]["stale"])
+    values["in_flight"] = float(snap["workers"]["in_flight"])
+    values["malformed"] = float(len(snap["malformed"]))
+    return values

@@ -32,8 +32,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from runnerq_cli import values
 from runnerq_cli.backend.domain.models import EventType, to_jsonable
+from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.writes import insert_stamped
 from runnerq_cli.errors import InvalidArgument
@@ -42,8 +42,6 @@ OPERATOR = "operator"
 AUDIT_EVENT_TYPES = (EventType.OPERATOR_ACTION.value, EventType.PAUSED.value,
                      EventType.RESUMED.value)
 AUDIT_IDS_MAX = 10_000  # ids kept in one record (the count is always exact)
-TEXT_MAX = 1000  # --reason
-ACTOR_MAX = 200  # --actor
 COMMAND_MAX = 2000  # the command line kept in a record
 # A `running` record without progress for this long is shown as interrupted.
 STALE_AFTER = timedelta(minutes=2)
@@ -66,15 +64,6 @@ def os_user() -> str:
 def default_actor() -> str:
     """The operating-system user, the default `--actor`."""
     return os_user()
-
-
-def check_text(value: str | None, what: str) -> str | None:
-    """A reason or actor: one line of printable, valid UTF-8 text, at most TEXT_MAX
-    (an actor: ACTOR_MAX) characters; InvalidArgument otherwise."""
-    if value is None:
-        return None
-    limit = ACTOR_MAX if "actor" in what else TEXT_MAX
-    return values.one_line_text(value, what, max_chars=limit)
 
 
 def safe_text(value: Any, limit: int = COMMAND_MAX) -> str:
@@ -251,30 +240,6 @@ class AuditLog:
         # ingested_at: the server's time of the insert, a tail's position (design.md).
         insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
         return AuditRun(self, {**doc, "ingested_at": now})
-
-    def record_action(self, action: str, ids: Iterable[uuid.UUID | str] = (), *,
-                      reason: str | None = None, actor: str | None = None,
-                      event_type: str = EventType.OPERATOR_ACTION.value,
-                      count: int | None = None, **detail: Any) -> dict[str, Any]:
-        """Write one finished record at once (for callers that changed nothing in batches)."""
-        check_text(reason, "reason")
-        check_text(actor, "actor")
-        now = self.now()
-        id_list = list(ids)
-        body = {"action": action, "state": "done",
-                "count": len(id_list) if count is None else count,
-                "ids": id_list[:AUDIT_IDS_MAX], "reason": reason,
-                "actor": actor or default_actor(), "os_user": os_user(),
-                "host": safe_text(socket.gethostname(), 255),
-                **{k: to_storable(v) for k, v in detail.items()}}
-        if len(id_list) > AUDIT_IDS_MAX:
-            body["ids_truncated"] = True
-        doc = {"_id": ObjectId(), "activity_id": None, "activity_type": None,
-               "timestamp": now, "event_type": event_type, "worker_id": OPERATOR,
-               "detail": {k: v for k, v in body.items() if v is not None}}
-        # ingested_at: the server's time of the insert, a tail's position (design.md).
-        insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
-        return {**doc, "ingested_at": now}
 
     def audit(self, *, since: datetime | None = None, actor: str | None = None,
               action: str | None = None, limit: int = 100) -> list[AuditEntry]:

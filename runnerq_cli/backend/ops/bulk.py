@@ -32,6 +32,7 @@ from runnerq_cli.backend.domain.models import (
     to_jsonable,
 )
 from runnerq_cli.backend.domain.shapes import ACTIVITY, Shape, well_formed
+from runnerq_cli.backend.domain.sizes import MAX_BULK
 from runnerq_cli.backend.ops.actions import SNAPSHOT_FIELDS, ActionResult, action, snapshot_of
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.ops.batches import BATCH_SIZE, Batches, BatchOutcome
@@ -40,7 +41,6 @@ from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import InvalidArgument, WrongState
 
 AUDIT_LOOKBACK = 20  # runs of an action read to find the last one of the same command
-MAX_BULK = 10_000  # largest --max: one action, one audit record, one report
 SAMPLE_SIZE = 10
 SCAN_BATCH = 500
 # Events that name the worker an attempt ran on (for `--worker`).

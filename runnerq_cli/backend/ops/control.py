@@ -123,7 +123,7 @@ class Control:
         audit record; the state is returned as it is. Of `types`, only those that were
         paused are resumed and recorded (a misspelt one is not in the audit).
         """
-        from runnerq_cli.backend.ops.audit import check_text
+        from runnerq_cli.backend.domain.operator_text import check_text
 
         asked = _check_types(types)
         check_text(reason, "reason")
@@ -166,7 +166,7 @@ class Control:
         document is read; each for at most SEEN_FINISHED_MS). Only a type found nowhere
         reads them all.
         """
-        from pymongo.errors import ExecutionTimeout, OperationFailure
+        from runnerq_cli.errors import CommandFailed, CommandTimedOut
 
         if self._ctx.workers.find_one({"types": activity_type}, {"_id": 1}) is not None:
             return True
@@ -179,9 +179,9 @@ class Control:
             try:
                 found = collection.find_one(query.filter, {"_id": 1}, hint=index,
                                             max_time_ms=SEEN_FINISHED_MS)
-            except ExecutionTimeout:  # too long: unsure
+            except CommandTimedOut:  # too long: unsure
                 return True
-            except OperationFailure as exc:  # no index: unsure (a refused hint is counted)
+            except CommandFailed as exc:  # no index: unsure (a refused hint is counted)
                 if refused_hint(exc):
                     count_fallback(index, exc)
                 return True

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.domain.import_lines import ImportLine
 from runnerq_cli.backend.domain.keys import KeyPlan, key_digest
 from runnerq_cli.backend.domain.models import Priority, Status, to_jsonable
+from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.domain.shapes import ACTIVITY, well_formed
 from runnerq_cli.backend.domain.sizes import IMPORT_BATCH
-from runnerq_cli.backend.ops.audit import AuditLog, AuditRun, check_text, default_actor
+from runnerq_cli.backend.ops.audit import AuditLog, AuditRun, default_actor
 from runnerq_cli.backend.queue.intake import Batcher
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import InvalidArgument
@@ -39,17 +41,6 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.queue.queue import ActivityQueue, ActivitySpec
 
 LINK_KEY = "redriven_from"  # metadata key naming the original activity
-
-
-@dataclass(frozen=True)
-class ImportLine:
-    """One parsed line of an import file: its spec, or why it is invalid."""
-
-    line: int
-    original_id: uuid.UUID | None = None
-    spec: ActivitySpec | None = None
-    error: str | None = None
-    size: int = 0  # bytes of the line (a batch is bounded in bytes too)
 
 
 @dataclass(frozen=True)
@@ -338,26 +329,6 @@ class DeadLetters:
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def parse_import_line(number: int, raw: str | bytes) -> ImportLine:
-    """One line of an import file: its spec and original id, or why it is refused.
-
-    Invalid UTF-8, malformed JSON and nesting beyond the limit refuse this
-    line alone (values.json_value), like `enqueue --from`.
-    """
-    from runnerq_cli import values
-    from runnerq_cli.backend.domain.models import parse_activity_id
-    from runnerq_cli.backend.domain.specs import spec_from_data
-
-    original = None
-    try:
-        data = values.json_value(raw, "")
-        if isinstance(data, dict) and data.get("original_id") is not None:
-            original = parse_activity_id(str(data["original_id"]))
-        return ImportLine(number, original, spec_from_data(data, {}), size=len(raw))
-    except InvalidArgument as exc:
-        return ImportLine(number, original, error=str(exc), size=len(raw))
 
 
 def _line_size(item: ImportLine) -> int:

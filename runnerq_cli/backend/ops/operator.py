@@ -44,7 +44,7 @@ from runnerq_cli.backend.ops.batches import BATCH_SIZE, Batches, BatchOutcome
 from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
-from runnerq_cli.errors import InvalidArgument, NotFound, WrongState
+from runnerq_cli.errors import InvalidArgument, NotFound, PurgeInterrupted, WrongState
 
 PURGE_BATCH = 1000
 
@@ -368,11 +368,3 @@ class Operator:
         if not action(name).by_filter:
             raise InvalidArgument(f"{name} is not an action by filter")
         return getattr(self, name.replace("-", "_"))
-
-
-class PurgeInterrupted(Exception):
-    """A purge stopped between batches (a signal); `counts` is what it deleted."""
-
-    def __init__(self, counts: dict[str, int]) -> None:
-        super().__init__("purge interrupted")
-        self.counts = counts

@@ -19,9 +19,10 @@ activity from a schedule carries `domain.schedules.META_SCHEDULE`, `META_FIRE_AT
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.models import EnqueueResult, to_jsonable
+from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.domain.schedules import (
     UNFINISHED,
     FirePlan,
@@ -43,7 +45,7 @@ from runnerq_cli.backend.domain.schedules import (
     plan_fire,
     trigger_key,
 )
-from runnerq_cli.backend.ops.audit import AuditLog, check_text
+from runnerq_cli.backend.ops.audit import AuditLog, AuditRun
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import AlreadyExists, InvalidArgument, NotFound
 
@@ -188,6 +190,19 @@ class Schedules:
     def _coll(self) -> Any:
         return self._ctx.collection("schedules")
 
+    @contextlib.contextmanager
+    def _audited(self, action: str, *, reason: str | None, actor: str | None,
+                 command: str | None, **intent: Any) -> Iterator[AuditRun]:
+        """One schedule change as an audit run: the intent recorded before the write, `done`
+        (count 1) after it; a change cut short (killed,
+        the server away) leaves the record `interrupted` or `failed`, or `running` when
+        not even that could be written, as every operator action does (ops/audit.py)."""
+        with self._audit.begin(f"{AUDIT_ACTION} {action}", reason=reason, actor=actor,
+                               command=command, **intent) as run:
+            yield run
+            if not run.finished:
+                run.finish("done", count=1)
+
     # ------------------------------------------------------------------ reads
 
     def list_schedules(self) -> list[ScheduleInfo]:
@@ -253,22 +268,22 @@ class Schedules:
             raise AlreadyExists(f"schedule {definition.name!r} already exists in queue "
                                 f"{self._ctx.settings.queue!r} (replace it with --replace, "
                                 "or use schedule apply)")
-        self._audit.record_action(f"{AUDIT_ACTION} {'replace' if existing else 'add'}",
-                                  reason=reason, actor=actor, command=command,
-                                  schedule=definition.name,
-                                  definition=definition.definition(), count=1)
         doc = new_document(definition, created_at=now, next_fire_at=first, paused=paused,
                            pause_reason=reason if paused else None)
-        if existing is None:
-            from runnerq_cli.errors import DuplicateKey
+        with self._audited("replace" if existing else "add", reason=reason, actor=actor,
+                           command=command, schedule=definition.name,
+                           definition=definition.definition()) as run:
+            if existing is None:
+                from runnerq_cli.errors import DuplicateKey
 
-            try:
-                self._coll.insert_one(doc)
-            except DuplicateKey:
-                raise AlreadyExists(f"schedule {definition.name!r} already exists in queue "
-                                    f"{self._ctx.settings.queue!r}") from None
-        else:
-            self._rewrite(definition, now)
+                try:
+                    self._coll.insert_one(doc)
+                except DuplicateKey:
+                    run.finish("failed", error="the name was taken meanwhile")
+                    raise AlreadyExists(f"schedule {definition.name!r} already exists in "
+                                        f"queue {self._ctx.settings.queue!r}") from None
+            else:
+                self._rewrite(definition, now)
         return self.get_schedule(definition.name)
 
     def _rewrite(self, definition: ScheduleDef, now: datetime) -> None:
@@ -353,9 +368,9 @@ class Schedules:
                command: str | None = None) -> None:
         """Delete a schedule (NotFound if none); its activities stay."""
         self.get_schedule(name)
-        self._audit.record_action(f"{AUDIT_ACTION} remove", reason=reason, actor=actor,
-                                  command=command, schedule=name, count=1)
-        self._coll.delete_one({"_id": name})
+        with self._audited("remove", reason=reason, actor=actor, command=command,
+                           schedule=name):
+            self._coll.delete_one({"_id": name})
 
     def pause(self, name: str, *, reason: str | None = None, actor: str | None = None,
               command: str | None = None) -> bool:
@@ -375,12 +390,11 @@ class Schedules:
         info = self.get_schedule(name)
         if info.paused == paused:
             return False
-        self._audit.record_action(f"{AUDIT_ACTION} {'pause' if paused else 'resume'}",
-                                  reason=reason, actor=actor, command=command,
-                                  schedule=name, count=1)
-        self._coll.update_one({"_id": name}, {
-            "$set": {"paused": paused, "pause_reason": reason if paused else None,
-                     "updated_at": self._ctx.clock()}, "$inc": {"revision": 1}})
+        with self._audited("pause" if paused else "resume", reason=reason, actor=actor,
+                           command=command, schedule=name):
+            self._coll.update_one({"_id": name}, {
+                "$set": {"paused": paused, "pause_reason": reason if paused else None,
+                         "updated_at": self._ctx.clock()}, "$inc": {"revision": 1}})
         return True
 
     def trigger(self, name: str, *, reason: str | None = None, actor: str | None = None,
@@ -392,15 +406,16 @@ class Schedules:
         if info.schedule is None:
             raise InvalidArgument(f"schedule {name!r} is malformed: {info.problem}")
         now = self._ctx.clock()
-        self._audit.record_action(f"{AUDIT_ACTION} trigger", reason=reason, actor=actor,
-                                  command=command, schedule=name, count=1)
         template = info.schedule.definition.activity
-        result = self._queue.enqueue(template.spec(now, name, "trigger", 0.0,
-                                                   trigger_key(name)))
-        last = LastFire(now, now, "trigger", result.activity_id, template.activity_type)
-        self._coll.update_one({"_id": name, "revision": info.schedule.revision,
-                               "next_fire_at": info.schedule.next_fire_at},
-                              {"$set": {"last_fire": last.to_doc()}, "$inc": {"fires": 1}})
+        with self._audited("trigger", reason=reason, actor=actor, command=command,
+                           schedule=name) as run:
+            result = self._queue.enqueue(template.spec(now, name, "trigger", 0.0,
+                                                       trigger_key(name)))
+            run.progress([result.activity_id])  # the activity it enqueued, as actions list theirs
+            last = LastFire(now, now, "trigger", result.activity_id, template.activity_type)
+            self._coll.update_one({"_id": name, "revision": info.schedule.revision,
+                                   "next_fire_at": info.schedule.next_fire_at},
+                                  {"$set": {"last_fire": last.to_doc()}, "$inc": {"fires": 1}})
         return result
 
     # ------------------------------------------------------------------ the firing chore

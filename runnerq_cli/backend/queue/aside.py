@@ -28,13 +28,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pymongo import ReturnDocument
-from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.domain.models import Activity, MalformedDocument, Status, neutral
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import Query
 from runnerq_cli.backend.domain.shapes import ACTIVITY, outbox_problem
 from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.errors import CommandFailed
 
 log = logging.getLogger("runnerq.backend")
 T = TypeVar("T")
@@ -104,10 +104,10 @@ def set_aside(ctx: QueueContext, doc: dict[str, Any], problem: str, fence: dict[
         try:
             changed = ctx.activities.find_one_and_update(fence, update,
                                                          return_document=ReturnDocument.AFTER)
-        except OperationFailure:  # its outbox refuses additions (see the module docstring)
+        except CommandFailed:  # its outbox refuses additions (see the module docstring)
             changed = ctx.activities.find_one_and_update(
                 fence, with_whole_outbox(update, now), return_document=ReturnDocument.AFTER)
-    except OperationFailure as exc:
+    except CommandFailed as exc:
         log.error(f"{where}: a malformed activity could not be set aside", extra={"fields": {
             "activity_id": str(doc["_id"]), "problem": problem, "error": str(exc)[:500]}})
         return False

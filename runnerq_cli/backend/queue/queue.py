@@ -8,7 +8,6 @@ document's outbox (see `writes.py`).
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
@@ -56,6 +54,7 @@ from runnerq_cli.backend.store.writes import (
 from runnerq_cli.errors import (
     CheckpointConflict,
     ClaimLost,
+    CommandFailed,
     InvalidArgument,
 )
 
@@ -72,14 +71,6 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {"state": (str,),
                                              "created_at": (datetime, type(None))}
 # What an acknowledgement returns: only what the outbox flush needs.
 OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
-
-
-def default_worker_id() -> str:
-    """HOST-random, the host name kept to a worker id's characters (values.worker_id)."""
-    import re
-
-    host = re.sub(r"[^A-Za-z0-9._:@-]", "-", socket.gethostname())[:100] or "worker"
-    return f"{host}-{uuid.uuid4().hex[:8]}"
 
 
 class ActivityQueue(Enqueuer):
@@ -139,7 +130,7 @@ class ActivityQueue(Enqueuer):
                         stamp(self._ctx.clock, now, "started_at"))),
                     projection=CLAIM_PROJECTION, sort=claimable.sort_list,
                     return_document=ReturnDocument.AFTER)
-            except OperationFailure as exc:  # a `claims` that is not a number (aside.py)
+            except CommandFailed as exc:  # a `claims` that is not a number (aside.py)
                 if exc.code != TYPE_MISMATCH or not set_aside_unclaimable(
                         self._ctx, claimable, worker_id):
                     raise

@@ -28,15 +28,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from runnerq_cli.backend.domain.naming import COUNTERS
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.version import __version__
-
-# A worker's counters, as it keeps them and as its heartbeat stores them (one list).
-# `unacknowledged`: outcomes given up unwritten (the server away past the retries, or
-# refusing even a short failure): the reaper requeues them when their lease runs out.
-COUNTERS = ("claimed", "succeeded", "retried", "failed", "dead_lettered", "claims_lost",
-            "released", "unacknowledged")
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
 from pymongo import errors as mongo_errors
 
-from runnerq_cli.errors import InvalidArgument, Unavailable, WriteUnconfirmed
+from runnerq_cli.errors import (
+    ConnectionInterrupted,
+    InvalidArgument,
+    TimedOut,
+    Unavailable,
+)
+
+__all__ = ["ConnectionInterrupted", "TimedOut"]  # defined in errors.py; read from here too
+from runnerq_cli.backend.domain.outage import retry_later
 from runnerq_cli.redaction import redact_uri
 
 if TYPE_CHECKING:
@@ -81,6 +90,9 @@ def close_clients() -> None:
 # URIs whose server answered once in this process: no more probing for them (a later
 # outage is the driver's to retry, and the worker's and tail's to wait out).
 _answered: set[str] = set()
+# URIs whose server stopped answering, with when it was first found away (UTC): every
+# Unavailable of the outage carries that time (`since`) for the commands that ride it out.
+_away: dict[str, datetime] = {}
 # The seconds the driver's monitor waits for the server's answer to its check (the connect
 # timeout), by URI: past it the driver cancels the commands in flight ("operation cancelled").
 _check_timeouts: dict[str, float | None] = {}
@@ -146,27 +158,6 @@ def is_auth_refusal(exc: BaseException) -> bool:
     return code is None and bool(_AUTH_WORDS.search(str(message or exc)))
 
 
-class ConnectionInterrupted(Unavailable):
-    """The connection broke during a command (a network error, a primary stepping down).
-
-    Unlike a server that never answered (`Unavailable` itself), one more try may
-    succeed at once: statements.py retries once, as the driver would.
-    """
-
-
-class TimedOut(Unavailable):
-    """The server was reached but did not answer one command within `socket_timeout`.
-
-    Not "unreachable": the server is there and slow (a large batch on a small
-    server, a lock), so the advice is to ask less at once, not to start another.
-    `seconds` is the timeout that expired, when the driver said it.
-    """
-
-    def __init__(self, message: str, seconds: float | None) -> None:
-        super().__init__(message, reachable=True)
-        self.seconds = seconds
-
-
 def probe(uri: str) -> None:
     """The first time `uri` is used in this process, raise `Unavailable` at once when
     every seed refuses the connection (instead of waiting out server selection)."""
@@ -217,20 +208,31 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
 
 
 def server_away(exc: BaseException) -> bool:
-    """Whether a write that raised `exc` may succeed as it is when tried again later: the
-    server could not be reached, could not confirm it, or said so (a retryable write
-    error). Anything else is a refusal of what was sent: sending it again changes nothing.
-    """
-    if isinstance(exc, Unavailable | WriteUnconfirmed | mongo_errors.ConnectionFailure
-                  | mongo_errors.WriteConcernError | mongo_errors.ExecutionTimeout):
+    """Whether a write that raised `exc` may succeed as it is when tried again later
+    (domain/outage.py's `retry_later`, for the project's kinds), or the same said by a
+    driver error met below the boundary (a plain pymongo collection of statements.py)."""
+    if retry_later(exc):
+        return True
+    if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
+                  | mongo_errors.ExecutionTimeout):
         return True
     return isinstance(exc, mongo_errors.PyMongoError) and bool(
         exc.has_error_label("RetryableWriteError") or exc.timeout)
 
 
 def answered(uri: str) -> None:
-    """Note that the server of `uri` answered: no more probing for it."""
+    """Note that the server of `uri` answered: no more probing for it, and an outage of
+    it (went_away) is over."""
     _answered.add(uri)
+    if _away:  # (a dict test per call: the usual case costs nothing more)
+        _away.pop(uri, None)
+
+
+def went_away(uri: str) -> datetime:
+    """When the server of `uri` was first found away in its current outage: now for the
+    first failure, the same time for every failure after it until it answers again."""
+    with _lock:
+        return _away.setdefault(uri, datetime.now(UTC))
 
 
 def is_answered(uri: str) -> bool:

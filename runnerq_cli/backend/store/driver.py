@@ -6,7 +6,8 @@ of a cursor or change stream they return, turns the driver's connection errors
 into `Unavailable` (URI redacted, connection.translation) once, here, so no
 caller can reach MongoDB untranslated: the parts are safe to call directly.
 
-Refused writes become our own kinds too (`refusal`): a duplicate key
+Every other driver error is `CommandFailed` (`CommandTimedOut` past `max_time_ms`), with
+the server's code. Refused writes become our own kinds too (`refusal`): a duplicate key
 `DuplicateKey`, a refused document or batch `WriteRefused` (with each refusal's
 index and code), a document over the size limit `TooLarge`, an unconfirmed write
 concern `WriteUnconfirmed`. A part that expects some of them (a key another
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from bson.codec_options import CodecOptions
+from bson.errors import BSONError
 from pymongo import IndexModel
 from pymongo import errors as mongo_errors
 from pymongo.change_stream import CollectionChangeStream
@@ -37,9 +39,12 @@ from pymongo.write_concern import WriteConcern
 
 from runnerq_cli.backend.store import connection
 from runnerq_cli.errors import (
+    CommandFailed,
+    CommandTimedOut,
     DuplicateKey,
     RunnerQError,
     TooLarge,
+    Unavailable,
     WriteRefused,
     WriteUnconfirmed,
 )
@@ -71,6 +76,21 @@ def refusal(exc: BaseException) -> RunnerQError | None:
     return None
 
 
+def failure(exc: BaseException) -> CommandFailed:
+    """Every other driver error, as ours: the server's code and message (URI redacted)."""
+    from runnerq_cli.redaction import redact_uri
+
+    code = getattr(exc, "code", None)
+    details = getattr(exc, "details", None) or {}
+    name = details.get("codeName") if isinstance(details, dict) else None
+    retryable = isinstance(exc, mongo_errors.PyMongoError) and bool(
+        exc.has_error_label("RetryableWriteError") or exc.timeout)
+    kind = CommandTimedOut if isinstance(exc, mongo_errors.ExecutionTimeout) else CommandFailed
+    return kind(f"MongoDB error: {redact_uri(str(exc))[:1000]}",
+                code if isinstance(code, int) else None,
+                name if isinstance(name, str) else None, retryable)
+
+
 def refused(refusals: list[dict[str, Any]]) -> WriteRefused:
     """The error of a batch's refused writes: DuplicateKey when each is a held key."""
     first = refusals[0]
@@ -94,10 +114,11 @@ class _Boundary:
             connection.probe(uri)
         try:
             value = fn(*args, **kwargs)
-        except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge) as exc:  # (not one)
-            translated = connection.translation(exc, uri) or refusal(exc)
-            if translated is None:
-                raise
+        except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge,  # (not one)
+                BSONError) as exc:  # a value BSON cannot encode, a reply it cannot decode
+            translated = connection.translation(exc, uri) or refusal(exc) or failure(exc)
+            if isinstance(translated, Unavailable) and not translated.reachable:
+                translated.since = connection.went_away(uri)  # the outage's start
             raise translated from None
         connection.answered(uri)
         return value

@@ -16,9 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pymongo.errors import OperationFailure
-
 from runnerq_cli.backend import LOGGER_NAME
+from runnerq_cli.errors import CommandFailed
 
 log = logging.getLogger(LOGGER_NAME)
 T = TypeVar("T")
@@ -31,7 +30,7 @@ _lock = threading.Lock()
 _fallbacks: dict[str, int] = {}
 
 
-def refused_hint(exc: OperationFailure) -> bool:
+def refused_hint(exc: CommandFailed) -> bool:
     """True when the server refused the hint itself (not the query)."""
     return exc.code in HINT_REFUSED or "hint" in str(exc).lower()
 
@@ -42,21 +41,21 @@ def fallbacks() -> dict[str, int]:
         return dict(_fallbacks)
 
 
-def count_fallback(index: str, exc: OperationFailure) -> None:
+def count_fallback(index: str, exc: CommandFailed) -> None:
     with _lock:
         first = index not in _fallbacks
         _fallbacks[index] = _fallbacks.get(index, 0) + 1
     if first:
         log.warning("index %s refused as a hint (%s): reading without it, at a scan's cost "
                     "(run init-indexes; counted in runnerq_hint_fallbacks)",
-                    index, str((exc.details or {}).get("errmsg") or exc)[:200])
+                    index, str(exc)[:200])
 
 
 def hinted(index: str, run: Callable[[str | None], T]) -> T:
     """`run(index)`, or `run(None)` (counted, logged once) where the server refuses the hint."""
     try:
         return run(index)
-    except OperationFailure as exc:
+    except CommandFailed as exc:  # translated at the driver (store/driver.py)
         if not refused_hint(exc):
             raise
         count_fallback(index, exc)

@@ -12,13 +12,13 @@ from enum import StrEnum
 from typing import Any
 
 from pymongo import IndexModel
-from pymongo.errors import CollectionInvalid, OperationFailure
 
 from runnerq_cli.backend.domain.index_specs import IndexSpec, index_plan
 from runnerq_cli.backend.domain.index_specs import index_name as index_name  # re-exported
 from runnerq_cli.backend.domain.naming import CollectionNames
 from runnerq_cli.backend.store.driver import Database
 from runnerq_cli.config import Settings
+from runnerq_cli.errors import CommandFailed
 
 _COMPARED_OPTIONS = ("unique", "sparse", "expireAfterSeconds", "partialFilterExpression")
 # Indexes earlier versions created that this one no longer uses (reported as obsolete).
@@ -73,7 +73,7 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
         existing_collections = set(db.list_collection_names())
         for collection_name in names.values():
             if collection_name not in existing_collections:
-                with suppress(CollectionInvalid, OperationFailure):  # created meanwhile
+                with suppress(CommandFailed):  # created meanwhile
                     db.create_collection(collection_name)
     current: dict[str, list[dict[str, Any]]] = {}
     reports = []

@@ -30,24 +30,26 @@ the cursor.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
+from runnerq_cli.backend.domain.event_cursor import (
+    DEFAULT_SETTLE_SECONDS,
+    EPOCH,
+    EventCursor,
+    EventFilter,
+)
+from runnerq_cli.backend.domain.event_cursor import position as _stamp
 from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.domain.outage import RETRY_DELAYS, OutageWatch, is_away
 from runnerq_cli.backend.domain.shapes import (
     LARGE_FIELDS,
     proves_no_step_doc,
@@ -56,19 +58,13 @@ from runnerq_cli.backend.domain.shapes import (
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.driver import Collection
-from runnerq_cli.errors import InvalidArgument, Unavailable
+from runnerq_cli.errors import CommandFailed, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SETTLE_SECONDS = 5.0
-V2_SETTLE_SECONDS = 2.0  # the window cursors of version 2 were written with
-SINCE_MARGIN = timedelta(seconds=60)  # --since scans this far back by position
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-CURSOR_VERSION = 3
-CURSOR_MAX_BYTES = 8 * 1024 * 1024  # decoded; a real cursor is a few KB
 # What the derived source reads of an activity (and its outbox's events, rarely present).
 PROJECTION = {**DERIVE_FIELDS, "outbox.events": 1}
-RECONNECT_DELAYS = (0.5, 1, 2, 5)  # seconds between attempts, the last one repeats
+RECONNECT_DELAYS = RETRY_DELAYS  # seconds between attempts, the last one repeats
 MODES = ("auto", "change-stream", "poll")
 IDLE_READ_EVERY = 5.0  # change-stream mode: a read this often even when nothing changed
 
@@ -82,7 +78,7 @@ def proves_no_step(activities: Collection, ids: Iterable[Any]) -> set[Any]:
         return set()
     try:
         return {doc["_id"] for doc in activities.find(proves_no_step_filter(wanted), {"_id": 1})}
-    except OperationFailure:
+    except CommandFailed:
         fields = {name: 1 for name in (*LARGE_FIELDS, "status")}
         return {doc["_id"] for doc in activities.find({"_id": {"$in": wanted}}, fields)
                 if proves_no_step_doc(doc)}
@@ -90,10 +86,6 @@ def proves_no_step(activities: Collection, ids: Iterable[Any]) -> set[Any]:
 
 class ChangeStreamsUnavailable(InvalidArgument):
     """`--mode change-stream` on a server that refuses `watch()` (standalone, mongoeco)."""
-
-
-def _stamp(event: Event) -> datetime:
-    return event.ingested_at or event.timestamp or EPOCH
 
 
 def server_time(collection: Collection) -> datetime | None:
@@ -105,132 +97,18 @@ def server_time(collection: Collection) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-@dataclass
-class EventCursor:
-    """Where a consumer is: the *mark* (every event positioned before it was delivered),
-    the ids delivered at or after it with their positions, and an optional floor on the
-    event time (`--since`).
-
-    `delivered` counts the events handed over through this object (not encoded): the
-    cursor file tells by it which position was printed last.
-    """
-
-    mark: datetime = EPOCH
-    seen: dict[str, datetime] = field(default_factory=dict)
-    floor: datetime | None = None
-    delivered: int = 0
-
-    @property
-    def ingested_at(self) -> datetime:
-        """The newest position delivered (the mark when none is kept)."""
-        return max(self.seen.values(), default=self.mark)
-
-    def advance(self, event: Event, settle: float | None = None) -> None:
-        """Record `event` as delivered (the mark moves only after a whole read)."""
-        self.seen[str(event.id)] = _stamp(event)
-        self.delivered += 1
-
-    def move_mark(self, to: datetime) -> None:
-        """Everything positioned before `to` is delivered: forget those ids."""
-        if to <= self.mark:
-            return
-        self.mark = to
-        for key in [k for k, v in self.seen.items() if v < to]:
-            del self.seen[key]
-
-    def copy(self) -> EventCursor:
-        seen = dict(self.seen)  # one step under the GIL: never a half-updated dict
-        return EventCursor(self.mark, seen, self.floor, self.delivered)
-
-    def encode(self) -> str:
-        """An opaque, URL-safe text (compressed: the ids share prefixes)."""
-        base = self.mark
-        data = {"v": CURSOR_VERSION, "m": base.isoformat(),
-                "f": self.floor.isoformat() if self.floor else None,
-                "s": [[k, round((v - base).total_seconds() * 1000)] for k, v in self.seen.items()]}
-        raw = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
-        return "ec" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, text: str) -> EventCursor:
-        """A cursor of this version, or of version 2 (its window becomes the mark)."""
-        value = (text or "").strip()
-        try:
-            if not value.startswith("ec"):
-                raise ValueError("no prefix")
-            body = value[2:]
-            inflate = zlib.decompressobj()
-            raw = inflate.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)),
-                                     CURSOR_MAX_BYTES)
-            if inflate.unconsumed_tail:  # a cursor never holds this much: a bomb, or junk
-                raise ValueError("too large")
-            data = json.loads(raw)
-            version = data.get("v")
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, zlib.error):
-            raise InvalidArgument(f"invalid event cursor {value[:40]!r}") from None
-        if isinstance(version, int) and not isinstance(version, bool) and \
-                version > CURSOR_VERSION:
-            raise InvalidArgument(f"event cursor of a newer version ({version}) than this "
-                                  f"runnerq-mongo reads ({CURSOR_VERSION}): upgrade, or start "
-                                  "again with since", "since")
-        try:
-            if version == CURSOR_VERSION:
-                base = datetime.fromisoformat(data["m"])
-                mark = base
-            elif version == 2:  # ids within 2 s behind the high-water mark `t`
-                base = datetime.fromisoformat(data["t"])
-                mark = base - timedelta(seconds=V2_SETTLE_SECONDS)
-            else:
-                raise ValueError("version")
-            floor = datetime.fromisoformat(data["f"]) if data.get("f") else None
-            seen = {str(k): base + timedelta(milliseconds=int(ms)) for k, ms in data["s"]}
-            if base.tzinfo is None or (floor is not None and floor.tzinfo is None):
-                raise ValueError("naive time")
-            return cls(mark, seen, floor)
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
-            raise InvalidArgument(f"invalid event cursor {value[:40]!r}") from None
-
-    @classmethod
-    def starting_at(cls, since: datetime) -> EventCursor:
-        """Every event whose own `timestamp` is at or after `since`, then all new ones."""
-        if since.tzinfo is None:
-            since = since.replace(tzinfo=UTC)
-        return cls(mark=since - SINCE_MARGIN, floor=since)
-
-    @classmethod
-    def at_end(cls, events: Collection, activities: Collection | None = None,
-               settle: float = DEFAULT_SETTLE_SECONDS) -> EventCursor:
-        """After what is visible now (follow only what happens from now on): the window
-        behind the server's clock is read and counted as delivered."""
-        now = server_time(events) or datetime.now(UTC)
-        window = EventStream(events, activities=activities, follow=False, settle=settle,
-                             cursor=cls(mark=now - timedelta(seconds=settle)))
-        for _ in window._catch_up():
-            pass
-        cursor = window.cursor
-        cursor.delivered = 0
-        return cursor
-
-
-@dataclass(frozen=True)
-class EventFilter:
-    activity_id: Any = None
-    event_types: tuple[str, ...] = ()
-    activity_types: tuple[str, ...] = ()
-    worker_id: str | None = None
-
-    def query(self) -> dict[str, Any]:
-        """Equality and `$in` filters only: user input never reaches an operator position."""
-        query: dict[str, Any] = {}
-        if self.activity_id is not None:
-            query["activity_id"] = self.activity_id
-        if self.event_types:
-            query["event_type"] = {"$in": [str(t) for t in self.event_types]}
-        if self.activity_types:
-            query["activity_type"] = {"$in": [str(t) for t in self.activity_types]}
-        if self.worker_id:
-            query["worker_id"] = str(self.worker_id)
-        return query
+def cursor_at_end(events: Collection, activities: Collection | None = None,
+                  settle: float = DEFAULT_SETTLE_SECONDS) -> EventCursor:
+    """After what is visible now (follow only what happens from now on): the window
+    behind the server's clock is read and counted as delivered."""
+    now = server_time(events) or datetime.now(UTC)
+    window = EventStream(events, activities=activities, follow=False, settle=settle,
+                         cursor=EventCursor(mark=now - timedelta(seconds=settle)))
+    for _ in window._catch_up():
+        pass
+    cursor = window.cursor
+    cursor.delivered = 0
+    return cursor
 
 
 def change_streams_supported(collection: Collection) -> bool:
@@ -238,9 +116,9 @@ def change_streams_supported(collection: Collection) -> bool:
     try:
         with collection.watch([{"$match": {"operationType": "insert"}}], max_await_time_ms=1):
             return True
-    except (ConnectionFailure, Unavailable):
+    except Unavailable:
         raise
-    except (OperationFailure, PyMongoError):
+    except CommandFailed:
         return False
 
 
@@ -289,6 +167,9 @@ class EventStream:
         self.batch_size = batch_size
         self.on_reconnect = on_reconnect
         self.on_idle = on_idle
+        # The server away mid-tail (domain/outage.py): each reconnect a failed try of
+        # this watch, the next read that answers its end; None: on_reconnect alone.
+        self.outage: OutageWatch | None = None
         self._stopped = False
         self.reads = 0  # catch-ups started on a change stream's wake-up (benchmarks)
 
@@ -317,20 +198,35 @@ class EventStream:
                 if self.mode == "change-stream":
                     for event in self._follow_change_stream():
                         attempt = 0
+                        self._answered()
                         yield event
                 else:
                     for event in self._follow_polling():
                         attempt = 0
+                        self._answered()
                         yield event
                 return
-            except (ConnectionFailure, Unavailable) as exc:
+            except Unavailable as exc:
                 if isinstance(exc, Unavailable) and exc.reachable:
                     raise  # refused credentials: reconnecting is no help
                 # The position is in self.cursor: resume from it, nothing lost or repeated.
+                if self.outage is not None and is_away(exc):
+                    self.outage.answered = True  # the tail has read: an outage, not a start
+                    self.outage.failed(exc)
                 if self.on_reconnect is not None:
                     self.on_reconnect(exc)
                 _sleep_unless(self, RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
                 attempt += 1
+
+    def _answered(self) -> None:
+        """A read answered: an outage the tail was riding out is over."""
+        if self.outage is not None and self.outage.away:
+            self.outage.succeeded()
+
+    def _idle(self) -> None:
+        self._answered()
+        if self.on_idle is not None:
+            self.on_idle()
 
     def _watched(self) -> Collection:
         """Every lifecycle step changes the activity document: watch that collection."""
@@ -436,9 +332,9 @@ class EventStream:
         must not push the mark past what the server stamps now)."""
         try:
             return server_time(self._events)
-        except ConnectionFailure:
+        except Unavailable:
             raise
-        except PyMongoError as exc:  # a server without `hello`: the positions alone
+        except CommandFailed as exc:  # a server without `hello`: the positions alone
             log.debug("no server time: %s", exc)
             return None
 
@@ -495,8 +391,7 @@ class EventStream:
                 delivered = True
                 yield event
             if not delivered:
-                if self.on_idle is not None:
-                    self.on_idle()
+                self._idle()
                 _sleep_unless(self, self.poll_interval)
 
     def _follow_change_stream(self) -> Iterator[Event]:
@@ -523,8 +418,7 @@ class EventStream:
                 wake.clear()
                 self.reads += 1
                 yield from self._catch_up()
-                if self.on_idle is not None:
-                    self.on_idle()
+                self._idle()
                 if not changes.live:  # the stream ended: what ended it decides
                     if changes.error is not None and server_away(changes.error):
                         raise changes.error

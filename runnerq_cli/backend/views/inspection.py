@@ -28,11 +28,12 @@ from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
+    from runnerq_cli.backend.domain.pagination import ListFilter, Page
     from runnerq_cli.backend.domain.snapshots import MetricsSample, StatsSnapshot
     from runnerq_cli.backend.ops.control import Control
-    from runnerq_cli.backend.views.events import EventCursor, EventFilter, EventStream
+    from runnerq_cli.backend.views.events import EventStream
     from runnerq_cli.backend.views.failures import Failures
-    from runnerq_cli.backend.views.pagination import ListFilter, Page
 
 MAX_PAGE = 10_000
 
@@ -169,9 +170,6 @@ class Inspector(Inspection):
 
         return group_failures(self._ctx, since, DEFAULT_LIMIT if limit is None else limit)
 
-    def list_failed(self, offset: int = 0, limit: int = 50) -> list[Activity]:
-        return self._list(Status.FAILED, offset, limit)
-
     def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
                   limit: int = 50, after: str | None = None,
                   malformed: list[tuple[str, str]] | None = None) -> Page:
@@ -182,7 +180,7 @@ class Inspector(Inspection):
         out (`skipped`); given a list, `malformed` gets each one's id (as text) and its
         problem, in the page's order, so a view can show them as what they are.
         """
-        from runnerq_cli.backend.views.pagination import (
+        from runnerq_cli.backend.domain.pagination import (
             MAX_LIMIT,
             ListFilter,
             Page,
@@ -215,9 +213,10 @@ class Inspector(Inspection):
 
     def event_cursor_at_end(self) -> EventCursor:
         """A cursor after the newest event: follow only what happens from now on."""
-        from runnerq_cli.backend.views.events import EventCursor
 
-        return EventCursor.at_end(self._ctx.events, self._ctx.activities)
+        from runnerq_cli.backend.views.events import cursor_at_end
+
+        return cursor_at_end(self._ctx.events, self._ctx.activities)
 
     def resolve_id(self, text: str) -> uuid.UUID:
         """The activity a full id or a unique prefix names (idprefix.py): a full id is

@@ -49,6 +49,8 @@ from runnerq_cli.backend.domain.queries import (
     status_counts,
 )
 from runnerq_cli.backend.domain.snapshots import (
+    PERCENTILES,
+    REPORTED_STATUSES,
     CountRow,
     History,
     Latency,
@@ -60,7 +62,6 @@ from runnerq_cli.backend.domain.snapshots import (
     Throughput,
     TypeHistory,
     Workers,
-    percentiles,
 )
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.store.context import QueueContext
@@ -72,14 +73,12 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.domain.pause import PauseState
 
 SCHEMA = "runnerq.stats/2"
-REPORTED_STATUSES = tuple(s.value for s in Status)
 LIVE_STATUSES = tuple(s.value for s in LIVE)
 
 EXACT_STATUSES = (*LIVE_STATUSES, *EXACT_FINISHED)
 # The counts that are estimates past EXACT_COMPLETED_UP_TO completed activities (every
 # other count is always exact); `total` includes them.
 ESTIMATED = ("completed", "total")
-PERCENTILES = (50, 95, 99)
 HISTORY_BUCKETS = 20  # sparkline points: 20 x 3 minutes for the last hour
 
 
@@ -470,38 +469,6 @@ def snapshot(ctx: QueueContext, options: StatsOptions) -> StatsSnapshot:
         "workers": worker_summary(ctx, now, options.stale_after, malformed),
         "malformed": malformed,
     }
-
-
-CHECK_NAMES = frozenset(
-    {*REPORTED_STATUSES, "running", "dead-letter", "total", "oldest_pending",
-     "completed_per_minute", "failed_per_minute", "workers", "stale_workers", "in_flight",
-     "malformed", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
-# The check names in seconds (a value may be a duration: 60s, 5m); the others are counts
-# and rates, compared with a plain number.
-CHECK_DURATIONS = frozenset(
-    {"oldest_pending", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
-
-
-def check_values(snap: StatsSnapshot) -> dict[str, float]:
-    """The flat names a `--check` expression may use, in seconds or counts."""
-    values: dict[str, float] = {name: float(n) for name, n in snap["by_status"].items()}
-    values["running"] = values.get("processing", 0.0)
-    values["dead-letter"] = values.get("dead_letter", 0.0)
-    values["total"] = float(snap["total"])
-    oldest = snap["oldest_pending"]
-    values["oldest_pending"] = float(oldest["age_seconds"]) if oldest else 0.0
-    tp = snap["throughput"]
-    values["completed_per_minute"] = float(tp["completed_per_minute"])
-    values["failed_per_minute"] = float(tp["failed_per_minute"])
-    lat = snap["latency"]
-    for prefix, summary in (("wait", lat["queue_wait_seconds"]), ("run", lat["run_seconds"])):
-        for p, value in percentiles(summary).items():
-            values[f"{prefix}_p{p}"] = float(value) if value is not None else 0.0
-    values["workers"] = float(snap["workers"]["live"])
-    values["stale_workers"] = float(snap["workers"]["stale"])
-    values["in_flight"] = float(snap["workers"]["in_flight"])
-    values["malformed"] = float(len(snap["malformed"]))
-    return values
 
 
 # ----------------------------------------------------------- Prometheus metrics

@@ -12,10 +12,17 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from runnerq_cli.backend.domain.models import Activity, Result, parse_activity_id
+from runnerq_cli.backend.domain.outage import OutageWatch
 from runnerq_cli.errors import NotFound
+
+R = TypeVar("R")
+
+
+class _GaveUp(Exception):
+    """The wait's deadline (or a stop) passed while the server was away."""
 
 
 @dataclass(frozen=True)
@@ -88,14 +95,44 @@ class Waiting:
 
 def wait_for(get_activity: Callable[[uuid.UUID], Activity],
              get_result: Callable[[uuid.UUID], Result | None], activity_id: uuid.UUID | str,
-             timeout: float | None, poll: float = 0.25, max_poll: float = 2.0) -> WaitOutcome:
+             timeout: float | None, poll: float = 0.25, max_poll: float = 2.0,
+             outage: OutageWatch | None = None) -> WaitOutcome:
     """Poll the activity (one indexed find by `_id`) until it is terminal or `timeout` passes.
 
-    Raises NotFound if the activity does not exist (and has left no result).
+    Raises NotFound if the activity does not exist (and has left no result). With
+    `outage`, a server that goes away after the first read is waited for (domain/outage.py:
+    shown through the watch's callbacks) within `timeout`; without it, or at the first
+    read, Unavailable is raised.
     """
-    waiting = Waiting(get_activity, get_result, activity_id, timeout, poll, max_poll)
-    while True:
-        step = waiting.look()
-        if isinstance(step, WaitOutcome):
-            return step
-        time.sleep(step)
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    last: list[Activity] = []  # the last activity read (what a timeout while away reports)
+
+    def through_outage(fn: Callable[[uuid.UUID], R]) -> Callable[[uuid.UUID], R]:
+        def read(aid: uuid.UUID) -> R:
+            if outage is None:
+                return fn(aid)
+            boxed = outage.call(lambda: (fn(aid),), until=deadline)
+            if boxed is None:
+                raise _GaveUp
+            return boxed[0]
+        return read
+
+    def read_activity(aid: uuid.UUID) -> Activity:
+        act = through_outage(get_activity)(aid)
+        last[:] = [act]
+        return act
+
+    waiting = Waiting(read_activity, through_outage(get_result), activity_id, timeout, poll,
+                      max_poll)
+    try:
+        while True:
+            step = waiting.look()
+            if isinstance(step, WaitOutcome):
+                return step
+            time.sleep(step)
+    except _GaveUp:  # the deadline passed (or the watch was stopped) while away
+        gone = last[-1] if last else None
+        return WaitOutcome(str(waiting.activity_id), None,
+                           gone.display_status if gone else None, None,
+                           gone.last_error if gone else None, True, time.monotonic() - started)

@@ -123,8 +123,8 @@ def _filter(req: Request) -> ActivityFilter:
 
 def _check_request(req: Request, flt: ActivityFilter) -> None:
     """Ids or a filter, not both and not neither; --max only with a filter."""
-    from runnerq_cli.backend.ops.audit import check_text
-    from runnerq_cli.backend.ops.bulk import MAX_BULK
+    from runnerq_cli.backend.domain.operator_text import check_text
+    from runnerq_cli.backend.domain.sizes import MAX_BULK
 
     check_text(req.reason, "--reason")
     check_text(req.actor, "--actor")
@@ -565,7 +565,7 @@ def set_priority(
 def _audited_backend(ctx: typer.Context, reason: str | None, actor: str | None) -> Any:
     """The backend, once --reason and --actor (recorded in the audit) are checked and the
     queue is known to exist."""
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")
@@ -586,7 +586,7 @@ def redrive(
     batch_size: int = BATCH_OPT,
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
-    from runnerq_cli.backend.ops.bulk import MAX_BULK
+    from runnerq_cli.backend.domain.sizes import MAX_BULK
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 
@@ -632,9 +632,9 @@ def purge(
     actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
 ) -> None:
     """Apply retention now: delete terminal activities past it, with results and events."""
-    from runnerq_cli.backend.ops.operator import PurgeInterrupted
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
+    from runnerq_cli.errors import PurgeInterrupted
 
     backend = _audited_backend(ctx, reason, actor)
     counts = backend.operator.purge_preview()

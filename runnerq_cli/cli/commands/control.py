@@ -19,7 +19,7 @@ TYPES_HELP = "Only this activity type (repeatable) [default: the whole queue]."
 
 def _change(ctx: typer.Context, verb: str, types: list[str] | None, reason: str | None,
             actor: str | None, output: OutputFormat, create: bool = False) -> None:
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
     from runnerq_cli.cli.commands.actions import command_line, existing_backend
 
     check_text(reason, "--reason")

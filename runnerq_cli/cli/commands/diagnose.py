@@ -49,7 +49,7 @@ def _print_checks(checks: list[Any], names: list[str], summary: dict[str, int],
     import os
     import sys
 
-    from runnerq_cli.backend.diagnosis.diagnose import CheckStatus
+    from runnerq_cli.backend.domain.checks import CheckStatus
     from runnerq_cli.cli.words import screen_width
     from runnerq_cli.cli.words import wrap as _wrapped
     from runnerq_cli.literal import literal
@@ -86,7 +86,7 @@ def doctor_cmd(
     Exit codes: 0 every check ok (warnings too, unless --strict), 7 a check
     failed, 6 the server is unreachable, 2 bad options.
     """
-    from runnerq_cli.backend.diagnosis.diagnose import Check, CheckStatus, failed
+    from runnerq_cli.backend.domain.checks import Check, CheckStatus, failed
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
@@ -269,7 +269,8 @@ def metrics_serve(
     """Serve the queues' metrics on http://HOST:PORT/metrics for Prometheus to scrape.
 
     Exit codes: 0 stopped by Ctrl-C or SIGTERM, 2 bad options, 4 an unknown
-    queue, 6 the server is unreachable at start, 15 the address is in use.
+    queue, 6 the server is unreachable at start, 15 the address is in use. A server
+    that goes away later is noted on stderr (since when) and each scrape tries again.
     """
     import signal
     import sys
@@ -290,11 +291,14 @@ def metrics_serve(
     fixed = None if all_queues else _queues(cli, backend, queue, False, must_exist=True)
 
     from runnerq_cli.cli.exposition import QueueCollector, listen, log_error, registry_for
+    from runnerq_cli.cli.outage_notes import watch
 
+    # The server away between scrapes: noted (since when; each scrape tries again) and
+    # answered runnerq_scrape_success 0, until it is back (domain/outage.py).
     collector = QueueCollector(
         (lambda: list(fixed)) if fixed is not None else backend.diagnosis.discover_queues,
         backend.for_queue, min_interval=interval, window_seconds=window_seconds,
-        on_error=log_error)
+        on_error=log_error, outage=watch(answered=True))
     server, url = listen(registry_for(collector), host, port)
     stop = threading.Event()
 

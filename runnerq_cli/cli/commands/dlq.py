@@ -28,7 +28,8 @@ from runnerq_cli.errors import InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from runnerq_cli.backend.ops.dlq import ImportLine, ImportOutcome, ImportReport
+    from runnerq_cli.backend.domain.import_lines import ImportLine
+    from runnerq_cli.backend.ops.dlq import ImportOutcome, ImportReport
 
 dlq_app = typer.Typer(help="Export and import dead-lettered activities.", no_args_is_help=True)
 
@@ -90,7 +91,7 @@ def _parse_lines(path: str, should_stop: Callable[[], bool]) -> Iterator[ImportL
 
     def parsed() -> Iterator[ImportLine]:
         from runnerq_cli import values
-        from runnerq_cli.backend.ops.dlq import ImportLine, parse_import_line
+        from runnerq_cli.backend.domain.import_lines import ImportLine, parse_import_line
 
         for number, raw in lines:
             if raw is None:
@@ -151,7 +152,7 @@ def import_(
     130 interrupted (Ctrl-C, SIGTERM, one or more) after the batch in progress:
     what was done is printed and audited; the same command again goes on.
     """
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
     from runnerq_cli.cli.commands.actions import command_line, existing_backend
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress

@@ -347,9 +347,11 @@ def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bo
     if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
         _print_one(backend, result, output, quiet)
     if wait:  # shared with `runnerq-mongo wait` (cli/wait_report.py)
+        from runnerq_cli.cli.outage_notes import watch
         from runnerq_cli.cli.wait_report import report
 
-        outcome = backend.wait(result.activity_id, wait_seconds)
+        # The server answered the enqueue: an outage from now on is waited for.
+        outcome = backend.wait(result.activity_id, wait_seconds, outage=watch(answered=True))
         raise typer.Exit(report(outcome, output, extra={"created": result.created}))
 
 

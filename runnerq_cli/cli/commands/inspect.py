@@ -1,7 +1,7 @@
 """Inspection commands: list, show, events, result, wait, workers.
 
 Read-only. Each is one or two indexed queries (backend/views/inspection.py,
-backend/views/pagination.py); nothing here scans the queue.
+backend/domain/pagination.py); nothing here scans the queue.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def list_cmd(
 
     from runnerq_cli import values
     from runnerq_cli.backend.domain.models import Status
-    from runnerq_cli.backend.views.pagination import ListFilter, parse_metadata
+    from runnerq_cli.backend.domain.pagination import ListFilter, parse_metadata
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 
@@ -300,12 +300,14 @@ def wait_cmd(
     """Block until the activity is terminal, print its result, exit by its outcome."""
     from runnerq_cli import values
     from runnerq_cli.cli.ids import activity_id as resolve_id
+    from runnerq_cli.cli.outage_notes import watch
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.wait_report import report
 
     seconds = values.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
-    outcome = backend.wait(resolve_id(backend, activity_id), seconds)
+    # The server away once the wait has begun: noted, waited for (within --timeout).
+    outcome = backend.wait(resolve_id(backend, activity_id), seconds, outage=watch())
     raise typer.Exit(report(outcome, output))
 
 

@@ -31,7 +31,7 @@ ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
 
 
 def _reason_actor(reason: str | None, actor: str | None) -> None:
-    from runnerq_cli.backend.ops.audit import check_text
+    from runnerq_cli.backend.domain.operator_text import check_text
 
     check_text(reason, "--reason")
     check_text(actor, "--actor")

@@ -385,7 +385,7 @@ def stats_cmd(
     activities are exact; completed (and so the total) is an estimate, marked ≈.
     """
     from runnerq_cli import values
-    from runnerq_cli.backend.views.metrics import CHECK_DURATIONS, CHECK_NAMES
+    from runnerq_cli.backend.domain.snapshots import CHECK_DURATIONS, CHECK_NAMES
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.stats_checks import parse_check
     from runnerq_cli.errors import InvalidArgument
@@ -431,7 +431,7 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
     so each of the two stays short enough to read at once."""
     import sys
 
-    from runnerq_cli.backend.views.metrics import check_values
+    from runnerq_cli.backend.domain.snapshots import check_values
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import console, emit, error_line
     from runnerq_cli.cli.stats_checks import evaluate
@@ -467,14 +467,19 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     Ctrl-C leaves cleanly (exit 0); SIGTERM too. SIGINT is restored to its default
     Python handler first: a process started with `&` from a non-interactive shell
     inherits it ignored, and Ctrl-C or `kill -INT` would otherwise never stop it.
+    A server that goes away after the first view is waited for (domain/outage.py): the
+    view says since when, and carries on when it is back; away at start is exit 6.
     """
     import signal
     import threading
     import time
 
+    from rich.console import Group
     from rich.live import Live
     from rich.rule import Rule
+    from rich.text import Text
 
+    from runnerq_cli.cli.outage_notes import note_away, note_back, watch
     from runnerq_cli.cli.output import console
 
     out = console()
@@ -489,15 +494,42 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     prev: StatsSnapshot | None = None
     count = 0
     keys = QuitKey()
+    shown: list[Any] = []  # the view on screen (the away line goes under it)
+
+    def paused_for(seconds: float) -> bool:
+        """Wait `seconds` (q and the signals heard meanwhile); True when stopped."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < deadline:
+            if keys.pressed(min(0.05, seconds)):
+                stop.set()
+        return stop.is_set()
+
     try:
         live = Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else None
+
+        def away(outage: Any) -> None:
+            if live is None:
+                note_away(outage)
+            else:
+                line = Text(f"⚠ {outage.away_line()}", style="bold yellow")
+                live.update(Group(*shown, line), refresh=True)
+
+        def back(outage: Any) -> None:
+            if live is None:
+                note_back(outage)
+
+        # The retries' back-off hears q and the signals too.
+        ride = watch(on_away=away, on_back=back, sleep=paused_for)
         if live is not None:
             live.start()
             keys.start()
         try:
             while not stop.is_set():
-                snap = take()
+                snap = ride.call(take)
+                if snap is None:  # stopped while the server was away
+                    break
                 view = fit(snap, prev, out) if live is not None else render(snap, prev)
+                shown[:] = [view]
                 if live is not None:
                     live.update(view, refresh=True)
                 else:
@@ -508,10 +540,7 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
                 count += 1
                 if iterations and count >= iterations:
                     break
-                deadline = time.monotonic() + pause
-                while not stop.is_set() and time.monotonic() < deadline:
-                    if keys.pressed(min(0.05, pause)):
-                        stop.set()
+                paused_for(pause)
         finally:
             keys.stop()
             if live is not None:

@@ -55,7 +55,7 @@ def _read_cursor_file(path: str) -> str:
 
 def _decode_cursor(text: str, what: str) -> object:
     """EventCursor.decode, with a cursor whose times are out of range a usage error too."""
-    from runnerq_cli.backend.views.events import EventCursor
+    from runnerq_cli.backend.domain.event_cursor import EventCursor
     from runnerq_cli.errors import InvalidArgument
 
     try:
@@ -129,17 +129,27 @@ def tail_events(
     stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,
                                   poll_interval=poll_interval)
     stream.settle = settle
-    stream.on_reconnect = lambda exc: _note(
+    stream.outage = _outage_notes()
+    stream.on_reconnect = lambda exc: None if stream.outage and stream.outage.away else _note(
         f"connection lost, resuming from the cursor ({type(exc).__name__})")
     _print_events(backend, stream, output, cursor_file, max_events, follow)
+
+
+def _outage_notes() -> Any:
+    """The tail's outage notes (cli/outage_notes.py, as every long-running command's):
+    `note: connection lost, resuming from the cursor: the server is away since ...`."""
+    from runnerq_cli.cli.outage_notes import note, note_back, watch
+
+    return watch(on_away=lambda o: note(f"connection lost, resuming from the cursor: "
+                                        f"{o.away_line()}"), on_back=note_back)
 
 
 def _filters(event_type: list[str] | None, activity_type: list[str] | None,
              activity: str | None, worker: str | None) -> Any:
     """The EventFilter of the options; an unknown event type is a warning (shown, not
     refused: other programs may write their own)."""
+    from runnerq_cli.backend.domain.event_cursor import EventFilter
     from runnerq_cli.backend.domain.models import EventType, parse_activity_id
-    from runnerq_cli.backend.views.events import EventFilter
     from runnerq_cli.cli.output import warning_line
 
     events = _split(event_type)
@@ -160,7 +170,7 @@ def _start_cursor(backend: Any, resume: str | None, cursor_file: str | None,
     exit 6 at once (reconnecting is for later)."""
     import os
 
-    from runnerq_cli.backend.views.events import EventCursor
+    from runnerq_cli.backend.domain.event_cursor import EventCursor
 
     cursor: Any = None
     if resume:

@@ -1,0 +1,186 @@
+"""Topology proofs for the public workflow (.github/workflows/ci.yml): every activity
+ends exactly once on a real deployment while its primary steps down, or on a sharded
+cluster, checked against a history of every claim and acknowledgement.
+
+Enabled by RUNNERQ_TOPOLOGY_URI (a replica set or a mongos; CONTRIBUTING.md, "Every
+topology with Docker") with RUNNERQ_TOPOLOGY naming the case: `stepdown` (the primary
+is stepped down twice while two worker processes drain the queue), `sharded` (the
+activities collection sharded on {partition: 1, _id: 1} first) or `plain` (the same
+check on any server: the standalone and the authenticated jobs). Without them the module
+is skipped: no machine here has a replica set to step down or a mongos.
+
+The history: each attempt's handler appends `claim ID ATTEMPT PID` to a file
+(tests/topology_handlers.py); each worker's JSON log records every acknowledged outcome.
+Exactly once means: every activity completed, one result and one Completed event each,
+one `completed` acknowledgement each in all the workers' logs, and every acknowledgement
+of an activity preceded by a claim of it in the history.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+URI = os.environ.get("RUNNERQ_TOPOLOGY_URI", "")
+CASE = os.environ.get("RUNNERQ_TOPOLOGY", "")
+pytestmark = [
+    pytest.mark.proof,
+    pytest.mark.skipif(not URI or CASE not in ("stepdown", "sharded", "plain"),
+                       reason="a topology proof: set RUNNERQ_TOPOLOGY_URI and "
+                              "RUNNERQ_TOPOLOGY=stepdown|sharded|plain (the public workflow does)"),
+]
+ROOT = Path(__file__).resolve().parent.parent
+COUNT = int(os.environ.get("RUNNERQ_TOPOLOGY_ACTIVITIES", "300"))
+QUEUE = "topology"
+
+
+def _shard(client: Any, database: str) -> None:
+    """The activities collection sharded on {partition: 1, _id: 1} (docs/design.md's
+    shard key of a partitioned queue), before anything is written to it."""
+    name = f"runnerq_{QUEUE}_activities"
+    client.admin.command("enableSharding", database)
+    client[database][name].create_index([("partition", 1), ("_id", 1)])
+    client.admin.command("shardCollection", f"{database}.{name}",
+                         key={"partition": 1, "_id": 1})
+
+
+def _step_down(client: Any, stop: threading.Event, completed: Any) -> list[str]:
+    """Step the primary down twice, once a third and once two thirds are done."""
+    from pymongo.errors import AutoReconnect, OperationFailure
+
+    done: list[str] = []
+    for share in (1 / 3, 2 / 3):
+        while not stop.is_set() and completed() < COUNT * share:
+            time.sleep(0.05)
+        if stop.is_set():
+            break
+        try:
+            client.admin.command("replSetStepDown", 10, secondaryCatchUpPeriodSecs=5)
+        except AutoReconnect:
+            pass  # the primary closes its connections as it steps down
+        except OperationFailure as exc:
+            done.append(f"refused: {exc}")
+            continue
+        done.append("stepped down")
+    return done
+
+
+def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
+    from pymongo import MongoClient
+
+    from runnerq_cli import connect
+
+    database = f"topology_{uuid.uuid4().hex[:8]}"
+    history = tmp_path / "history.txt"
+    client: MongoClient[dict[str, Any]] = MongoClient(URI, uuidRepresentation="standard")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")},
+           "RUNNERQ_MONGO_URI": URI, "RUNNERQ_DATABASE": database, "RUNNERQ_QUEUE": QUEUE,
+           "RUNNERQ_TOPOLOGY_HISTORY": str(history), "PYTHONPATH": str(ROOT)}
+    workers: list[subprocess.Popen[str]] = []
+    followers: list[subprocess.Popen[str]] = []
+    try:
+        if CASE == "sharded":
+            _shard(client, database)
+        queue = connect(URI, database=database, queue=QUEUE)
+        queue.maintenance.init_indexes()
+        ids = {str(queue.enqueue("record", {"n": n}).activity_id) for n in range(COUNT)}
+        # Long-running commands ride the stepdown out (domain/outage.py): a tail that
+        # prints every event once, and stats --watch; both still running at the end.
+        for name, args in (("tail", ("tail", "events", "--since", "1h", "-o", "jsonl")),
+                           ("stats", ("stats", "--watch", "--interval", "1s"))):
+            with open(tmp_path / f"{name}.out", "w") as out:  # (the child keeps its copy)
+                followers.append(subprocess.Popen(
+                    [sys.executable, "-m", "runnerq_cli", *args], cwd=ROOT, env=env,
+                    stdout=out, stderr=subprocess.STDOUT, text=True))
+        workers += followers  # (killed at the end whatever happens)
+        logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
+        for log in logs:
+            with open(log, "w") as out:
+                workers.append(subprocess.Popen(
+                    [sys.executable, "-m", "runnerq_cli", "worker", "--app",
+                     "tests.topology_handlers", "--burst", "--concurrency", "4",
+                     "--lease", "5s", "--poll-interval", "0.2s", "--log-format", "json"],
+                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True))
+        activities = client[database][f"runnerq_{QUEUE}_activities"]
+        stop = threading.Event()
+        stepdowns: list[str] = []
+        if CASE == "stepdown":
+            def completed() -> int:
+                try:
+                    return activities.count_documents({"status": "completed"})
+                except Exception:  # an election: ask again
+                    return 0
+
+            thread = threading.Thread(target=lambda: stepdowns.extend(
+                _step_down(client, stop, completed)), daemon=True)
+            thread.start()
+        for proc in workers[len(followers):]:
+            assert proc.wait(timeout=600) == 0, "".join(log.read_text() for log in logs)
+        stop.set()
+        if CASE == "stepdown":
+            thread.join(30)
+            assert stepdowns.count("stepped down") >= 1, stepdowns
+
+        # The history: every claim (the handler's lines), every acknowledgement (the logs).
+        claims: dict[str, int] = collections.Counter()
+        for line in history.read_text().splitlines():
+            _kind, aid, _attempt, _pid = line.split()
+            claims[aid] += 1
+        acks: dict[str, list[str]] = collections.defaultdict(list)
+        for log in logs:
+            for line in log.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("event") == "activity":
+                    acks[record["activity_id"]].append(record["outcome"])
+        assert set(claims) == ids, "an activity was never claimed"
+        for aid in ids:
+            assert acks[aid].count("completed") == 1, (aid, acks[aid], claims[aid])
+            assert len(acks[aid]) <= claims[aid], (aid, acks[aid], claims[aid])
+
+        # The tail printed each activity's Completed once, across the elections.
+        def tailed() -> collections.Counter[str]:
+            found: collections.Counter[str] = collections.Counter()
+            for line in (tmp_path / "tail.out").read_text().splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a note: the outage noted on the same stream
+                if event.get("event_type") == "Completed":
+                    found[event["activity_id"]] += 1
+            return found
+
+        deadline = time.monotonic() + 120
+        while set(tailed()) != ids and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert set(tailed()) == ids and set(tailed().values()) == {1}
+        for proc in followers:
+            assert proc.poll() is None, proc.args  # still following
+            proc.terminate()
+            assert proc.wait(30) == 0, (tmp_path / "stats.out").read_text()[-3000:]
+
+        # The server's side: one terminal transition each, as users see it.
+        docs = list(activities.find({}, {"status": 1}))
+        assert len(docs) == COUNT and {d["status"] for d in docs} == {"completed"}
+        assert client[database][f"runnerq_{QUEUE}_results"].count_documents({}) == COUNT
+        for aid in ids:
+            shown = [e.event_type for e in queue.get_activity_events(aid)]
+            assert shown.count("Completed") == 1, (aid, shown)
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+        client.drop_database(database)
+        client.close()

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         Event,
         Result,
     )
+    from runnerq_cli.backend.domain.outage import OutageWatch
     from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.backend.views.result_wait import WaitOutcome
     from runnerq_cli.config import Settings
@@ -156,13 +157,16 @@ class AsyncRunnerQ:
         return await self._call(self.sync.get_activity_events, activity_id, limit)
 
     async def wait(self, activity_id: uuid.UUID | str, timeout: float | None = None, *,
-                   poll: float = 0.25, max_poll: float = 2.0) -> WaitOutcome:
+                   poll: float = 0.25, max_poll: float = 2.0,
+                   outage: OutageWatch | None = None) -> WaitOutcome:
         """`RunnerQ.wait`: until the activity is terminal or `timeout` seconds pass.
 
         The same rules (`RunnerQ.waiting`); its reads on the pool, its sleeps on the
-        event loop, so a long wait holds no thread.
+        event loop, so a long wait holds no thread (while the server is away, with
+        `outage`, a look holds its pool thread until the server is back or the timeout).
         """
-        waiting = self.sync.waiting(activity_id, timeout, poll=poll, max_poll=max_poll)
+        waiting = self.sync.waiting(activity_id, timeout, poll=poll, max_poll=max_poll,
+                                    outage=outage)
         while True:
             step = await self._call(waiting.look)
             if not isinstance(step, float):

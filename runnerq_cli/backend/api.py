@@ -186,14 +186,15 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
                         timeout, poll=poll, max_poll=max_poll, outage=outage)
 
     def waiting(self, activity_id: uuid.UUID | str, timeout: float | None = None, *,
-                poll: float = 0.25, max_poll: float = 2.0) -> Waiting:
+                poll: float = 0.25, max_poll: float = 2.0,
+                outage: OutageWatch | None = None) -> Waiting:
         """`wait`'s rules apart from its sleeps (result_wait.Waiting): each `look()` reads
         once and answers the outcome or how long to sleep. The asyncio API drives it with
         `asyncio.sleep` (runnerq_cli/aio/queue.py)."""
         from runnerq_cli.backend.views.result_wait import Waiting
 
         return Waiting(self.get_activity, self.get_result, activity_id, timeout,
-                       poll=poll, max_poll=max_poll)
+                       poll=poll, max_poll=max_poll, outage=outage)
 
 
 if TYPE_CHECKING:

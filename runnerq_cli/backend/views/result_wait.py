@@ -49,38 +49,63 @@ class Waiting:
 
     `wait_for` drives it with `time.sleep`; the asyncio API (runnerq_cli/aio) with
     `asyncio.sleep`, its reads on its thread pool: one implementation of what a wait
-    decides, whichever way it waits.
+    decides, whichever way it waits. With `outage` (domain/outage.py), a server that goes
+    away once the wait has begun is waited for within the timeout (a look then takes as
+    long as the server is away, shown through the watch's callbacks); past the timeout
+    the outcome is a timeout that reports the last state read.
     """
 
     def __init__(self, get_activity: Callable[[uuid.UUID], Activity],
                  get_result: Callable[[uuid.UUID], Result | None],
                  activity_id: uuid.UUID | str, timeout: float | None, poll: float = 0.25,
-                 max_poll: float = 2.0) -> None:
+                 max_poll: float = 2.0, outage: OutageWatch | None = None) -> None:
         self._get_activity = get_activity
         self._get_result = get_result
         self.activity_id = parse_activity_id(activity_id)
         self._timeout = timeout
         self._max_poll = max_poll
         self._delay = poll
+        self._outage = outage
         self._started = time.monotonic()
+        self._deadline = None if timeout is None else self._started + timeout
+        self._last: Activity | None = None  # what a timeout while away reports
+
+    def _read(self, fn: Callable[[uuid.UUID], R]) -> R:
+        if self._outage is None:
+            return fn(self.activity_id)
+        boxed = self._outage.call(lambda: (fn(self.activity_id),), until=self._deadline)
+        if boxed is None:
+            raise _GaveUp
+        return boxed[0]
 
     def look(self) -> WaitOutcome | float:
         """Read once: the outcome, or the seconds to sleep before looking again.
 
         Raises NotFound if the activity does not exist (and has left no result).
         """
+        try:
+            return self._look()
+        except _GaveUp:  # the deadline passed (or the watch was stopped) while away
+            gone = self._last
+            return WaitOutcome(str(self.activity_id), None,
+                               gone.display_status if gone else None, None,
+                               gone.last_error if gone else None, True,
+                               time.monotonic() - self._started)
+
+    def _look(self) -> WaitOutcome | float:
         aid = self.activity_id
         try:
-            act = self._get_activity(aid)
+            act = self._read(self._get_activity)
         except NotFound:
-            result = self._get_result(aid)
+            result = self._read(self._get_result)
             if result is None:
                 raise
             # Aged out by retention, its result is still here: report that.
             return WaitOutcome(str(aid), "completed" if result.state == "Ok" else "failed",
                                None, result, None, False, time.monotonic() - self._started)
+        self._last = act
         if act.is_terminal:
-            result = self._get_result(aid)
+            result = self._read(self._get_result)
             return WaitOutcome(str(aid), act.status, act.status, result, act.last_error, False,
                                time.monotonic() - self._started)
         elapsed = time.monotonic() - self._started
@@ -104,35 +129,9 @@ def wait_for(get_activity: Callable[[uuid.UUID], Activity],
     shown through the watch's callbacks) within `timeout`; without it, or at the first
     read, Unavailable is raised.
     """
-    started = time.monotonic()
-    deadline = None if timeout is None else started + timeout
-    last: list[Activity] = []  # the last activity read (what a timeout while away reports)
-
-    def through_outage(fn: Callable[[uuid.UUID], R]) -> Callable[[uuid.UUID], R]:
-        def read(aid: uuid.UUID) -> R:
-            if outage is None:
-                return fn(aid)
-            boxed = outage.call(lambda: (fn(aid),), until=deadline)
-            if boxed is None:
-                raise _GaveUp
-            return boxed[0]
-        return read
-
-    def read_activity(aid: uuid.UUID) -> Activity:
-        act = through_outage(get_activity)(aid)
-        last[:] = [act]
-        return act
-
-    waiting = Waiting(read_activity, through_outage(get_result), activity_id, timeout, poll,
-                      max_poll)
-    try:
-        while True:
-            step = waiting.look()
-            if isinstance(step, WaitOutcome):
-                return step
-            time.sleep(step)
-    except _GaveUp:  # the deadline passed (or the watch was stopped) while away
-        gone = last[-1] if last else None
-        return WaitOutcome(str(waiting.activity_id), None,
-                           gone.display_status if gone else None, None,
-                           gone.last_error if gone else None, True, time.monotonic() - started)
+    waiting = Waiting(get_activity, get_result, activity_id, timeout, poll, max_poll, outage)
+    while True:
+        step = waiting.look()
+        if isinstance(step, WaitOutcome):
+            return step
+        time.sleep(step)

@@ -303,7 +303,10 @@ def test_a_graceful_stop_lets_a_running_handler_finish(backend: RunnerQ) -> None
     async def scenario() -> tuple[WorkerEnd, int]:
         events.update(started=asyncio.Event(), finish=asyncio.Event())
         aid = backend.enqueue("finishing", {}).activity_id
-        worker = _worker(backend, registry, shutdown_timeout=30)
+        # One slot: a claim already on the wire when the stop comes may take what is
+        # enqueued meanwhile; with the slot busy none is, and after the running handler
+        # ends the stopping worker must not claim `later`.
+        worker = _worker(backend, registry, shutdown_timeout=30, concurrency=1)
         await worker.start()
         await events["started"].wait()
         stopping = asyncio.create_task(worker.stop())

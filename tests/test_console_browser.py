@@ -338,7 +338,7 @@ def test_a_malformed_activity_shows_its_problem_as_text(browser: WebDriver,
          "status": "cancelled", "created_at": "yesterday", "last_error": HOSTILE})
     try:
         open_view(browser, console, f"#/activity/{aid}", "#activity #malformed")
-        assert "created_at is 'yesterday'" in text(browser, "#malformed")
+        assert 'created_at is "yesterday"' in text(browser, "#malformed")
         assert "malformed" in text(browser, "#explain")
         assert HOSTILE in text(browser, "#activity")  # the last error, as text
         assert browser.find_elements(By.TAG_NAME, "img") == []

@@ -20,9 +20,20 @@ def test_progress_text() -> None:
 
 def test_a_bulk_action_on_a_terminal_shows_count_rate_and_time_left(backend, cli_env) -> None:
     """(tests/test_bulk_batches.py checks the bar stays off standard output.)"""
+    from tests.stalling_proxy import StallingProxy
+
     insert_activities(backend.context, 50, "pending")
-    code, shown = on_terminal({**cli_env, "COLUMNS": "100"}, "cancel", "--status", "pending",
-                              "--max", "100", "--yes", "--batch-size", "2", columns=100)
+    # Each batch's write a little late: the run outlasts the progress line's delay
+    # however fast the server is (it did not, once the batches got cheaper).
+    proxy = StallingProxy(cli_env["RUNNERQ_MONGO_URI"], set(), {"update"}, 0.1)
+    try:
+        code, shown = on_terminal(
+            {**cli_env, "COLUMNS": "100",
+             "RUNNERQ_MONGO_URI": proxy.uri(cli_env["RUNNERQ_MONGO_URI"])},
+            "cancel", "--status", "pending", "--max", "100", "--yes", "--batch-size", "2",
+            columns=100)
+    finally:
+        proxy.close()
     assert code == 0, shown
     assert re.findall(r"(\d+) / 50 activities\s+[\d.,]+/s\s+(\S+) left", shown), shown[-500:]
     assert "cancel: matched 50" in shown

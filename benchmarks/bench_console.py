@@ -60,7 +60,8 @@ def measure(rq: object, counter: WireCounter, pages: int, seconds: float,
     from runnerq_cli.console.app import ConsoleConfig, serve
 
     endpoints.SHARED_SECONDS = 2.0 if shared else 0.0
-    server = serve(rq, ConsoleConfig(port=0))  # type: ignore[arg-type]
+    # every page from 127.0.0.1 here: the per-address share as for pages of many machines
+    server = serve(rq, ConsoleConfig(port=0, max_per_address=64))  # type: ignore[arg-type]
     port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -27,7 +27,7 @@ _runnerq_mongo_node() {
         "console")
             cmds=''
             flags='--allow-actions -h --help'
-            valopts='--host --port --ui --token --max-action' ;;
+            valopts='--host --port --ui --token --token-file --max-action' ;;
         "stats")
             cmds=''
             flags='-w --watch -h --help'
@@ -286,6 +286,8 @@ _runnerq_mongo_values() {
             kind=file; choices='' ;;
         "console|--token")
             kind=none; choices='' ;;
+        "console|--token-file")
+            kind=file; choices='' ;;
         "console|--max-action")
             kind=none; choices='' ;;
         "stats|--by")

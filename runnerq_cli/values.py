@@ -47,6 +47,8 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60480
 _PART = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)(ms|s|m|h|d|w)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]+")
+WORKER_ID_MAX = 128
 _DATABASE_FORBIDDEN = set('/\\. "$\x00')
 
 
@@ -373,6 +375,24 @@ def queue_name(value: Any) -> str:
     if not _QUEUE_NAME.fullmatch(value):
         raise InvalidArgument(
             f"invalid queue name {shown(value)}: use only letters, digits, '_' and '-'")
+    return value
+
+
+def worker_id(value: Any) -> str:
+    """A worker id: letters, digits and `. _ : @ -`, 1 to 128 characters.
+
+    An id is shown on pages and terminals and written into other programs' pages
+    (RunnerQ's console puts it into innerHTML): the characters an id needs, and none
+    that could be markup, a quote or a control (docs/design.md, "Workers").
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument("invalid worker id: it must not be empty")
+    if len(value) > WORKER_ID_MAX:
+        raise InvalidArgument(
+            f"invalid worker id {shown(value[:20])}...: at most {WORKER_ID_MAX} characters")
+    if not _WORKER_ID.fullmatch(value):
+        raise InvalidArgument(f"invalid worker id {shown(value)}: use only letters, digits "
+                              "and '.', '_', ':', '@', '-'")
     return value
 
 

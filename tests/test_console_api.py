@@ -425,7 +425,7 @@ def test_host_rules_from_the_command_line(run_cli: Any) -> None:
     assert refused.stderr.count("\n") == 1 and "loopback" in refused.stderr
     assert "token" in refused.stderr
     short = run_cli("console", "--token", "short", "--port", "0")
-    assert short.code == 2 and "at least 16" in short.stderr and "short" not in refused.stdout
+    assert short.code == 2 and "at least 24" in short.stderr and "short" not in refused.stdout
     missing = run_cli("console", "--ui", "no-such-file.html", "--port", "0")
     assert missing.code == 2 and "--ui" in missing.stderr
     with socket.socket() as taken:

@@ -16,8 +16,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "enqueue": ("runnerq-mongo enqueue send_email -p '{\"to\": \"a@example.com\"}' "
                 "--priority high",
                 "runnerq-mongo enqueue --from jobs.ndjson -q    # one activity per line"),
-    "console": ("runnerq-mongo console --port 8081",
-                "runnerq-mongo console --ui runnerq-console.html --allow-actions"),
+    "console": ("runnerq-mongo console --port 8081 --allow-actions",
+                "runnerq-mongo console --ui runnerq-console.html    # RunnerQ's page, read-only"),
     "dev-server": ("runnerq-mongo dev-server --port 27018",
                    "runnerq-mongo dev-server --path dev.sqlite --init"),
     "worker": ("runnerq-mongo worker --handler send_email=myapp.tasks:send_email -n 8",

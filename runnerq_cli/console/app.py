@@ -10,6 +10,7 @@ headers of security.py; the URI never appears in one.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import re
@@ -43,10 +44,13 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("runnerq.console")
 MAX_CONNECTIONS = 64
-REQUEST_LINE_MAX = 65536  # a resume position (?cursor=) holds the ids of the settle window
-HEADERS_MAX = 65536  # Last-Event-ID: the same position
+MAX_PER_ADDRESS = 16  # connections one client address may hold (a browser uses about 7)
+REQUEST_LINE_MAX = 40 * 1024  # a resume position (?cursor=, at most CURSOR_MAX) and a path
+HEADERS_MAX = 40 * 1024  # every header line together (Last-Event-ID: the same position)
 BODY_MAX = 64 * 1024
-IDLE_TIMEOUT = 30.0  # seconds a connection may stay silent (reading or writing)
+IDLE_TIMEOUT = 10.0  # seconds a connection may wait silent for its next request
+REQUEST_DEADLINE = 10.0  # seconds from a request's first byte to its last (headers and body)
+WRITE_TIMEOUT = 30.0  # seconds a write may wait on a client that does not read
 KEEPALIVE_SECONDS = 15.0
 PLACEHOLDER = (b"<!doctype html><meta charset=utf-8><title>runnerq console</title>"
                b"<p>The console page is not installed; the API is at /api/.</p>")
@@ -65,8 +69,68 @@ class ConsoleConfig:
     keepalive: float = KEEPALIVE_SECONDS
     poll_interval: float = 0.5
     max_connections: int = MAX_CONNECTIONS
-    max_streams: int = MAX_CLIENTS
+    max_streams: int = MAX_CLIENTS  # across every queue's stream
     client_queue: int = CLIENT_QUEUE
+    max_per_address: int = MAX_PER_ADDRESS
+    idle_timeout: float = IDLE_TIMEOUT
+    request_deadline: float = REQUEST_DEADLINE
+
+
+def stream_slots(config: ConsoleConfig) -> int:
+    """How many streams may be open at once: `max_streams`, leaving a quarter of the
+    connections (at least one) to plain requests, so streams never hold every slot."""
+    kept = max(1, config.max_connections // 4)
+    return max(0, min(config.max_streams, config.max_connections - kept))
+
+
+class _TooLarge(Exception):
+    """The request's headers passed HEADERS_MAX."""
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's bytes, each read bounded by the request's deadline.
+
+    The socket's timeout is per read, so a client sending a byte every few seconds
+    would hold its connection forever; here the wait for a request's first byte is
+    bounded by `idle_timeout`, and from that byte the whole request (line, headers and
+    body) must arrive within `request_deadline` (else TimeoutError: 408 and closed).
+    """
+
+    def __init__(self, handler: RequestHandler) -> None:
+        self._handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        handler = self._handler
+        config = handler.server.config
+        started = handler.deadline
+        wait = config.idle_timeout if started is None else started - time.monotonic()
+        if wait <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        handler.connection.settimeout(wait)
+        count: int = handler.connection.recv_into(buffer)
+        if started is None and count:
+            handler.deadline = time.monotonic() + config.request_deadline
+        return count
+
+
+class _HeaderBudget:
+    """The request's reader while its headers are parsed: refuses them as soon as they
+    pass HEADERS_MAX (http.client would read 100 lines of 64 KB first)."""
+
+    def __init__(self, inner: Any, budget: int) -> None:
+        self._inner = inner
+        self._left = budget
+
+    def readline(self, size: int = -1) -> bytes:
+        line: bytes = self._inner.readline(min(size, self._left + 1) if size >= 0
+                                           else self._left + 1)
+        self._left -= len(line)
+        if self._left < 0:
+            raise _TooLarge()
+        return line
 
 
 class HttpError(Exception):
@@ -108,9 +172,13 @@ class ConsoleServer(ThreadingHTTPServer):
         self.desk = Desk(config.max_action)
         page = config.ui if config.ui is not None else our_page()
         self.page = page
-        self.page_csp = (security.UI_CSP if config.ui is not None
-                         else security.page_csp(page.decode("utf-8", "replace")))
+        text = page.decode("utf-8", "replace")
+        self.page_csp = security.ui_csp(text) if config.ui is not None else security.page_csp(text)
         self._slots = threading.BoundedSemaphore(config.max_connections)
+        self._streams = threading.BoundedSemaphore(max(1, stream_slots(config)))
+        self._stream_cap = stream_slots(config)
+        self._by_address: dict[str, int] = {}
+        self._address_lock = threading.Lock()
         family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         self.address_family = family
         super().__init__((config.host, config.port), RequestHandler)
@@ -135,19 +203,45 @@ class ConsoleServer(ThreadingHTTPServer):
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{self.server_address[1]}/"
 
+    def _refuse(self, request: Any, message: str) -> None:
+        body = to_json({"error": message})
+        with contextlib.suppress(OSError):
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\n"
+                            b"Content-Type: application/json\r\nConnection: close\r\n"
+                            + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        self.shutdown_request(request)
+
+    def _address_taken(self, address: str) -> bool:
+        """Count a connection of `address`; False when it holds its share already."""
+        with self._address_lock:
+            held = self._by_address.get(address, 0)
+            if held >= self.config.max_per_address:
+                return False
+            self._by_address[address] = held + 1
+            return True
+
+    def _address_freed(self, address: str) -> None:
+        with self._address_lock:
+            held = self._by_address.get(address, 1) - 1
+            if held <= 0:
+                self._by_address.pop(address, None)
+            else:
+                self._by_address[address] = held
+
     def process_request(self, request: Any, client_address: Any) -> None:
+        address = str(client_address[0])
+        if not self._address_taken(address):
+            self._refuse(request, "too many connections from this address: try again")
+            return
         if not self._slots.acquire(blocking=False):
-            body = to_json({"error": "too many connections: try again"})
-            with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\n"
-                                b"Content-Type: application/json\r\nConnection: close\r\n"
-                                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            self.shutdown_request(request)
+            self._address_freed(address)
+            self._refuse(request, "too many connections: try again")
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
             self._slots.release()
+            self._address_freed(address)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -155,6 +249,14 @@ class ConsoleServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+            self._address_freed(str(client_address[0]))
+
+    def open_stream(self) -> bool:
+        """Take one of the streams' slots (shared by every queue); False when none is free."""
+        return self._stream_cap > 0 and self._streams.acquire(blocking=False)
+
+    def close_stream(self) -> None:
+        self._streams.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         LOG.warning("console: a connection ended with an error")
@@ -173,6 +275,8 @@ class RequestHandler(BaseHTTPRequestHandler):
     server_version = "runnerq-console"
     sys_version = ""
     timeout = IDLE_TIMEOUT
+    disable_nagle_algorithm = True  # one write per response, sent at once
+    deadline: float | None = None  # when the request being read must have arrived
 
     # ------------------------------------------------------------ plumbing
 
@@ -187,20 +291,49 @@ class RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         LOG.debug("console: %s", (format % args)[:200].split("?")[0])
 
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self))
+
+    def handle_one_request(self) -> None:
+        """The standard library's, with our limits: the request line and headers refused
+        as soon as they pass them, the whole request within its deadline."""
+        self.deadline = None
+        try:
+            self.raw_requestline = self.rfile.readline(REQUEST_LINE_MAX + 1)
+            if len(self.raw_requestline) > REQUEST_LINE_MAX:
+                self.requestline = ""
+                self.request_version = "HTTP/1.1"
+                self.command = ""
+                self.send_error(414)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            self._dispatch(self.command)
+        except TimeoutError:
+            self.close_connection = True
+            if self.deadline is not None:  # a request begun and not finished in time
+                self.request_version = getattr(self, "request_version", "HTTP/1.1") \
+                    or "HTTP/1.1"
+                self.command = getattr(self, "command", "") or ""
+                with contextlib.suppress(OSError):
+                    self.send_error(408)
+        finally:
+            self.deadline = None
+
     def parse_request(self) -> bool:
-        if len(self.raw_requestline) > REQUEST_LINE_MAX:
-            self.requestline = ""
-            self.request_version = "HTTP/1.1"
-            self.command = ""
-            self.send_error(414)
-            return False
-        if not super().parse_request():
-            return False
-        size = sum(len(k) + len(v) for k, v in self.headers.items())
-        if size > HEADERS_MAX:
+        reader = self.rfile
+        self.rfile = _HeaderBudget(reader, HEADERS_MAX)  # type: ignore[assignment]
+        try:
+            return super().parse_request()
+        except _TooLarge:
             self.send_error(431)
             return False
-        return True
+        finally:
+            self.rfile = reader
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
@@ -208,8 +341,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         if self.request_version == "HTTP/0.9":  # the line was unreadable: answer in 1.1
             self.request_version = self.protocol_version
-        texts = {400: "bad request", 414: "request line too long",
-                 431: "request headers too large", 501: "method not allowed"}
+        texts = {400: "bad request", 408: "the request did not arrive in time",
+                 414: "request line too long", 431: "request headers too large",
+                 501: "method not allowed"}
         status = 405 if code == 501 else code
         with contextlib.suppress(OSError):
             self._send(status, to_json({"error": texts.get(code, "bad request")}),
@@ -223,6 +357,8 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None, csp: str = security.API_CSP) -> None:
+        """The status line, the headers and the body in one write (two writes meet
+        Nagle's algorithm and the client's delayed ACK: 40 ms per kept-alive request)."""
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -231,12 +367,23 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self._write(b"\r\n", body if self.command != "HEAD" else b"")
+
+    def _write(self, *tail: bytes) -> None:
+        """The buffered status line and headers, then `tail`, as one write."""
+        buffered: list[bytes] = getattr(self, "_headers_buffer", [])
+        self._headers_buffer: list[bytes] = []
+        self.connection.settimeout(WRITE_TIMEOUT)
+        self.wfile.write(b"".join([*buffered, *tail]))
 
     def reply(self, value: Any, status: int = 200) -> None:
         self._send(status, to_json(value), "application/json")
+
+    def reply_list(self, items: list[Any], skipped: int) -> None:
+        """One of RunnerQ's lists (a bare JSON array, as its page reads it): how many
+        records were left out goes in `X-RunnerQ-Skipped`, since the body has no room."""
+        self._send(200, to_json(items), "application/json",
+                   {"X-RunnerQ-Skipped": str(skipped)})
 
     # ------------------------------------------------------------ dispatch
 
@@ -314,11 +461,17 @@ class RequestHandler(BaseHTTPRequestHandler):
                params: dict[str, str]) -> None:
         """SSE: `id:` the position after each event, `data:` the event; keep-alives."""
         last = self.headers.get("Last-Event-ID") or params.get("cursor") or None
+        if not self.server.open_stream():
+            raise HttpError(503, "too many streams open: try again")
         try:
             tail = self.server.tail_of(self.server.views.backend(params.get("queue")))
             events = tail.subscribe(last)
         except TooManyClients:
+            self.server.close_stream()
             raise HttpError(503, "too many streams open: try again") from None
+        except BaseException:
+            self.server.close_stream()
+            raise
         self.close_connection = True
         self.send_response(200)
         for key, value in {"Content-Type": "text/event-stream; charset=utf-8",
@@ -326,10 +479,9 @@ class RequestHandler(BaseHTTPRequestHandler):
                            "X-Accel-Buffering": "no", "Connection": "close",
                            **security.HEADERS}.items():
             self.send_header(key, value)
-        self.end_headers()
         keepalive = self.server.config.keepalive
         try:
-            self.wfile.write(b"retry: 1000\n\n")
+            self._write(b"\r\n", b"retry: 1000\n\n")
             written = time.monotonic()
             for event, position in events:
                 if is_idle(event, position):
@@ -350,6 +502,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             LOG.warning("console: a stream ended (%d)", status)
         finally:
             events.close()
+            self.server.close_stream()
 
 
 # ------------------------------------------------------------------ errors
@@ -395,7 +548,7 @@ def _observability_activities(h: RequestHandler, a: dict[str, str], p: dict[str,
         if key not in obs.LISTS:
             raise HttpError(400, f"unknown list: use one of {', '.join(obs.LISTS)} "
                                  "or an activity id") from None
-        h.reply(h.server.views.observability_list(key, p))
+        h.reply_list(*h.server.views.observability_list(key, p))
         return
     h.reply(h.server.views.observability_activity(aid))
 
@@ -409,11 +562,11 @@ def _observability_result(h: RequestHandler, a: dict[str, str], p: dict[str, str
 
 
 def _observability_dead_letters(h: RequestHandler, a: dict[str, str], p: dict[str, str]) -> None:
-    h.reply(h.server.views.observability_dead_letters(p))
+    h.reply_list(*h.server.views.observability_dead_letters(p))
 
 
 def _runnerq_event(event: Event) -> dict[str, Any] | None:
-    return obs.event(event) if event.activity_id is not None else None  # not optional there
+    return obs.event(event) if obs.sendable(event) else None  # RunnerQ's shape carries it
 
 
 def _our_event(event: Event) -> dict[str, Any] | None:
@@ -525,4 +678,6 @@ def route(method: str, path: str) -> tuple[Handler, dict[str, str]]:
 def serve(rq: RunnerQ, config: ConsoleConfig) -> ConsoleServer:
     """A bound server (not yet serving: call serve_forever, in a thread or not)."""
     security.check_binding(config.host, config.token)
+    if config.ui is not None and config.allow_actions:
+        raise InvalidArgument("a page given with --ui may not act: no --allow-actions with it")
     return ConsoleServer(rq, config)

@@ -109,32 +109,39 @@ class Views:
         stats: dict[str, Any] = self.shared.get(("obs stats",), SHARED_SECONDS, compute)
         return stats
 
-    def observability_list(self, key: str, params: dict[str, str]) -> list[dict[str, Any]]:
+    def observability_list(self, key: str,
+                           params: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+        """One of RunnerQ's lists, and how many records were left out of it: malformed
+        ones (shapes.readable) and those whose id is not a UUID (obs.listable)."""
         offset = integer(params, "offset", 0, 0, OFFSET_CAP)
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
         inspector = self.rq.inspector
         if key == "dead_letter":
-            return [obs.snapshot(r.activity) for r in inspector.list_dead_letter(offset, limit)]
+            return obs.snapshots(r.activity for r in inspector.list_dead_letter(offset, limit))
         lists: dict[str, Callable[[int, int], list[Activity]]] = {
             "pending": inspector.list_pending, "processing": inspector.list_processing,
             "scheduled": inspector.list_scheduled, "completed": inspector.list_completed}
-        return [obs.snapshot(a) for a in lists[key](offset, limit)]
+        return obs.snapshots(lists[key](offset, limit))
 
     def observability_activity(self, aid: uuid.UUID) -> dict[str, Any]:
         return obs.snapshot(self.rq.inspector.get_activity(aid))
 
     def observability_events(self, aid: uuid.UUID, params: dict[str, str]) -> list[dict[str, Any]]:
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
-        return [obs.event(e) for e in self.rq.inspector.get_activity_events(aid, limit)]
+        return [obs.event(e) for e in self.rq.inspector.get_activity_events(aid, limit)
+                if obs.sendable(e)]
 
     def observability_result(self, aid: uuid.UUID) -> Any:
         result = self.rq.get_result(aid)
         return to_jsonable(result.data) if result is not None else None
 
-    def observability_dead_letters(self, params: dict[str, str]) -> list[dict[str, Any]]:
+    def observability_dead_letters(self, params: dict[str, str]
+                                   ) -> tuple[list[dict[str, Any]], int]:
         offset = integer(params, "offset", 0, 0, OFFSET_CAP)
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
-        return [obs.dead_letter(r) for r in self.rq.inspector.list_dead_letter(offset, limit)]
+        records = self.rq.inspector.list_dead_letter(offset, limit)
+        kept = [obs.dead_letter(r) for r in records if obs.listable(r.activity)]
+        return kept, len(records) - len(kept)
 
     # ------------------------------------------------------------ ours
 
@@ -176,6 +183,8 @@ class Views:
         return value
 
     def workers(self, params: dict[str, str]) -> dict[str, Any]:
+        """Every registry entry: the readable ones, and the malformed ones as rows saying
+        so (stale or not as `stats` counts them), so the counts here are the overview's."""
         rq = self.backend(params.get("queue"))
         running: dict[str, list[str]] = {}
         page = rq.inspector.list_page(Status.PROCESSING, limit=LIMIT_CAP)
@@ -184,12 +193,16 @@ class Views:
                 ids = running.setdefault(activity.worker_id, [])
                 if len(ids) < RUNNING_SHOWN:
                     ids.append(str(activity.id))
+        good, bad = rq.registry.worker_entries()
         out = []
-        for worker in rq.registry.list_workers():
+        for worker in good:
             row = worker.to_json()
             row["running"] = running.get(worker.worker_id, [])
             out.append(row)
-        return {"workers": out}
+        out += [{**entry, "malformed": entry.pop("problem"), "running": []} for entry in bad]
+        stale = sum(1 for row in out if row.get("stale"))
+        return {"workers": out, "live": len(out) - stale, "stale": stale,
+                "malformed": len(bad)}
 
     def pauses(self, params: dict[str, str]) -> dict[str, Any]:
         state: dict[str, Any] = self.backend(params.get("queue")).control.paused().to_json()
@@ -279,8 +292,10 @@ class Views:
         state = Status.parse(params.get("state") or "pending")
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
         filters = ListFilter(activity_type=params.get("type") or None)
+        malformed: list[tuple[str, str]] = []
         page = rq.inspector.list_page(state, filters=filters, limit=limit,
-                                      after=params.get("after") or None)
+                                      after=params.get("after") or None, malformed=malformed)
         return {"items": [a.to_json() for a in page.items], "next_cursor": page.next_cursor,
-                "skipped": page.skipped}
+                "skipped": page.skipped,
+                "malformed": [{"id": i, "problem": p} for i, p in malformed]}
 

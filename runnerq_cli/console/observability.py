@@ -9,6 +9,9 @@ id as the UUID's text. Pure functions of what the backend returned: no reads.
 
 from __future__ import annotations
 
+import re
+import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +21,41 @@ from runnerq_cli.backend.domain.models import Activity, DeadLetterRecord, Event,
 PRIORITIES = {1: "Low", 2: "Normal", 3: "High", 4: "Critical"}
 # The five lists of `activities/{key}` (RunnerQ's names) and our status they list.
 LISTS = ("pending", "processing", "scheduled", "completed", "dead_letter")
+# What may reach RunnerQ's page, whose code writes some fields into innerHTML unescaped
+# (docs/console.md, "Data on RunnerQ's routes"): a worker id of the characters
+# `values.worker_id` allows at registration, an event type that is a name.
+_WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+_EVENT_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def inert_worker_id(value: Any) -> str | None:
+    """A worker id another program wrote that is not of an id's characters: null."""
+    return value if isinstance(value, str) and _WORKER_ID.fullmatch(value) else None
+
+
+def listable(activity: Activity) -> bool:
+    """An activity RunnerQ's page may list: its id is a UUID (a string `_id` holding
+    markup would be written into the page as it is)."""
+    return isinstance(activity.id, uuid.UUID)
+
+
+def sendable(item: Event) -> bool:
+    """An event RunnerQ's shapes can carry: of an activity with a UUID id, with a type
+    that is a name (RunnerQ's `activity_id` is not optional)."""
+    return (isinstance(item.activity_id, uuid.UUID)
+            and isinstance(item.event_type, str) and bool(_EVENT_TYPE.fullmatch(item.event_type)))
+
+
+def snapshots(activities: Iterable[Activity]) -> tuple[list[dict[str, Any]], int]:
+    """The listable activities as snapshots, and how many were left out."""
+    out: list[dict[str, Any]] = []
+    skipped = 0
+    for activity in activities:
+        if listable(activity):
+            out.append(snapshot(activity))
+        else:
+            skipped += 1
+    return out, skipped
 
 
 def rfc3339(value: datetime | None) -> str | None:
@@ -56,8 +94,8 @@ def snapshot(activity: Activity) -> dict[str, Any]:
         "scheduled_at": rfc3339(activity.scheduled_at),
         "started_at": rfc3339(activity.started_at),
         "completed_at": rfc3339(activity.completed_at),
-        "current_worker_id": activity.worker_id if running else None,
-        "last_worker_id": activity.worker_id,
+        "current_worker_id": inert_worker_id(activity.worker_id) if running else None,
+        "last_worker_id": inert_worker_id(activity.worker_id),
         "retry_count": activity.retry_count,
         "max_retries": activity.max_retries,
         "timeout_seconds": int(activity.timeout_seconds),
@@ -76,7 +114,7 @@ def event(item: Event) -> dict[str, Any]:
         "activity_id": str(item.activity_id) if item.activity_id is not None else None,
         "timestamp": rfc3339(item.timestamp or item.ingested_at),
         "event_type": item.event_type,
-        "worker_id": item.worker_id,
+        "worker_id": inert_worker_id(item.worker_id),
     }
     if item.detail:
         out["detail"] = to_jsonable(item.detail)

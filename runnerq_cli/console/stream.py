@@ -27,7 +27,7 @@ import queue
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from runnerq_cli.backend.domain.models import Event
@@ -42,7 +42,28 @@ LOG = logging.getLogger("runnerq.console")
 CLIENT_QUEUE = 1000  # events a client may lag behind the tail before it is dropped
 RING = 2000  # recent deliveries kept for clients that reconnect
 MAX_CLIENTS = 32
+CURSOR_MAX = 32 * 1024  # characters of a resume position (Last-Event-ID, ?cursor=)
+CURSOR_IDS_MAX = 5000  # ids a resume position may hold (the settle window's)
+CLOCK_SKEW = timedelta(minutes=5)  # how far past this clock a position's times may be
 RESTART_DELAY = 1.0  # seconds before the tail is read again after an error
+
+
+def resume_cursor(text: str, now: datetime | None = None) -> EventCursor:
+    """A client's resume position, bounded: its text at most CURSOR_MAX characters, its
+    mark not in the future, its ids pruned of times no event can have yet (a forged
+    position of far-future ids would never be pruned and cost every event a walk over
+    them), at most CURSOR_IDS_MAX of them. InvalidArgument (400) otherwise."""
+    if len(text) > CURSOR_MAX:
+        raise InvalidArgument(f"the resume position is longer than {CURSOR_MAX} characters")
+    cursor = EventCursor.decode(text)
+    limit = (now or datetime.now(UTC)) + CLOCK_SKEW
+    if cursor.mark > limit:
+        raise InvalidArgument("the resume position is in the future: start again without it")
+    for key in [k for k, v in cursor.seen.items() if v > limit]:
+        del cursor.seen[key]
+    if len(cursor.seen) > CURSOR_IDS_MAX:
+        raise InvalidArgument(f"the resume position holds more than {CURSOR_IDS_MAX} ids")
+    return cursor
 
 
 def _stamp(event: Event) -> datetime | None:
@@ -188,7 +209,7 @@ class SharedTail:
         """
         private: EventCursor | None = None
         if last_id:
-            private = EventCursor.decode(last_id)  # InvalidArgument: the caller says 400
+            private = resume_cursor(last_id)  # InvalidArgument: the caller says 400
         sub = Subscriber(self._client_queue)
         with self._lock:
             if len(self._subscribers) >= self._max_clients:

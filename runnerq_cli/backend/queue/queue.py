@@ -71,7 +71,11 @@ OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
 
 
 def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+    """HOST-random, the host name kept to a worker id's characters (values.worker_id)."""
+    import re
+
+    host = re.sub(r"[^A-Za-z0-9._:@-]", "-", socket.gethostname())[:100] or "worker"
+    return f"{host}-{uuid.uuid4().hex[:8]}"
 
 
 class ActivityQueue(Enqueuer):

@@ -85,6 +85,9 @@ class WorkerRegistry:
 
     def register_worker(self, worker_id: str, *, types: list[str] | tuple[str, ...] = (),
                         concurrency: int = 1) -> None:
+        from runnerq_cli.values import worker_id as checked_worker_id
+
+        checked_worker_id(worker_id)  # InvalidArgument: nothing written
         now = self._ctx.clock()
         self._ctx.workers.replace_one({"_id": worker_id}, {
             "_id": worker_id, "host": socket.gethostname(), "pid": os.getpid(),
@@ -115,6 +118,27 @@ class WorkerRegistry:
 
         return self._ctx.workers.count_documents(
             live_workers(self._ctx.clock(), stale_after).filter)
+
+    def worker_entries(self, stale_after: float = TIMING.worker_stale_after
+                       ) -> tuple[list[WorkerInfo], list[dict[str, Any]]]:
+        """`list_workers`, and the entries it leaves out as malformed, each as `{"worker_id"
+        (the `_id` as text), "problem", "stale"}`: stale as `stats` counts it (a heartbeat,
+        or else a start, that is not a recent date), so the two views count the same."""
+        from runnerq_cli.backend.domain.models import MalformedDocument
+
+        now = self._ctx.clock()
+        cutoff = now - timedelta(seconds=stale_after)
+        good: list[WorkerInfo] = []
+        bad: list[dict[str, Any]] = []
+        for doc in self._ctx.workers.find().sort([("last_heartbeat", -1)]):
+            try:
+                good.append(WorkerInfo.from_doc(doc, now, stale_after))
+            except MalformedDocument as exc:
+                last = doc.get("last_heartbeat") or doc.get("started_at")
+                fresh = isinstance(last, datetime) and last >= cutoff
+                bad.append({"worker_id": str(doc.get("_id")), "problem": exc.problem,
+                            "stale": not fresh})
+        return good, bad
 
     def list_workers(self, stale_after: float = TIMING.worker_stale_after) -> list[WorkerInfo]:
         """Every registered worker, freshest first, stale ones marked."""

@@ -19,6 +19,7 @@ from runnerq_cli.backend.domain.models import (
     Activity,
     DeadLetterRecord,
     Event,
+    MalformedDocument,
     Status,
     parse_activity_id,
 )
@@ -169,11 +170,14 @@ class Inspector(Inspection):
         return self._list(Status.FAILED, offset, limit)
 
     def list_page(self, status: Status | str, *, filters: ListFilter | None = None,
-                  limit: int = 50, after: str | None = None) -> Page:
+                  limit: int = 50, after: str | None = None,
+                  malformed: list[tuple[str, str]] | None = None) -> Page:
         """One page of activities in `status`, after the cursor `after` (keyset pagination).
 
         The order is the status's natural one (pagination.ORDERS); the page's
-        `next_cursor` is None when nothing follows.
+        `next_cursor` is None when nothing follows. The page leaves malformed documents
+        out (`skipped`); given a list, `malformed` gets each one's id (as text) and its
+        problem, in the page's order, so a view can show them as what they are.
         """
         from runnerq_cli.backend.views.pagination import (
             MAX_LIMIT,
@@ -198,6 +202,12 @@ class Inspector(Inspection):
         docs = docs[:limit]
         cursor = encode_cursor(status, sort_values(docs[-1], order)) if more and docs else None
         items, skipped = readable(docs, Activity.from_doc, self._ctx.activities.name)
+        if skipped and malformed is not None:
+            for doc in docs:
+                try:
+                    Activity.from_doc(doc)
+                except MalformedDocument as exc:
+                    malformed.append((str(doc.get("_id")), exc.problem))
         return Page(items, cursor, skipped)
 
     def event_cursor_at_end(self) -> EventCursor:

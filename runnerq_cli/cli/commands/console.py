@@ -26,7 +26,11 @@ def console(
     token: str | None = typer.Option(None, "--token", envvar="RUNNERQ_CONSOLE_TOKEN",
                                      show_envvar=False, metavar="TOKEN",
                                      help="Every request must carry it (env "
-                                          "RUNNERQ_CONSOLE_TOKEN; at least 16 characters)."),
+                                          "RUNNERQ_CONSOLE_TOKEN; at least 24 characters; "
+                                          "on the command line `ps` shows it)."),
+    token_file: str | None = typer.Option(None, "--token-file", metavar="FILE",
+                                          help="Read the token from this file's first "
+                                               "line (kept out of `ps`)."),
     allow_actions: bool = typer.Option(False, "--allow-actions",
                                        help="Allow retry, cancel, run-now, redrive, pause and "
                                             "resume from the page (previewed, confirmed, "
@@ -49,7 +53,22 @@ def console(
     from runnerq_cli.cli.state import state
     from runnerq_cli.console.app import ConsoleConfig, serve
 
-    _check_binding(host, token)
+    if token_file is not None:
+        if token is not None:
+            fail("give the token once: --token (or RUNNERQ_CONSOLE_TOKEN) or --token-file",
+                 ExitCode.USAGE)
+        token = _read_token(token_file)
+    _check_binding(host, token, "--token-file" if token_file is not None else "--token")
+    source = ctx.get_parameter_source("token")
+    if source is not None and source.name == "COMMANDLINE":  # not the environment
+        from runnerq_cli.cli.output import warning_line
+
+        warning_line("--token on the command line is shown to every user of this machine "
+                     "by `ps`: prefer --token-file FILE or RUNNERQ_CONSOLE_TOKEN")
+    if ui is not None and allow_actions:
+        fail("--ui with --allow-actions: a page the console did not write may not act "
+             "(serve it without --allow-actions; act from our page or the command line)",
+             ExitCode.USAGE)
     page = _read_ui(ui) if ui is not None else None
     rq = state(ctx).backend()
     rq.ping()  # unreachable: exit 3 now, not at the first page
@@ -68,8 +87,8 @@ def console(
             out = sys.stdout
             out.write(f"runnerq console for queue {rq.queue}: {server.url}\n")
             if token is not None:
-                out.write(f"  open {server.url}?token=... once (your --token or "
-                          "RUNNERQ_CONSOLE_TOKEN): the browser keeps it in a cookie\n")
+                out.write(f"  open {server.url}?token=... once (your token): the browser "
+                          "keeps a session cookie, never the token\n")
             if allow_actions:
                 out.write("  actions are on (previewed, confirmed, audited as from the "
                           "console)\n")
@@ -88,20 +107,37 @@ def register(app: typer.Typer) -> None:
     app.command("console", epilog=examples("console"))(console)
 
 
-def _check_binding(host: str, token: str | None) -> None:
-    """A host others can reach needs a token; a token must be long enough."""
+def _check_binding(host: str, token: str | None, flag: str = "--token") -> None:
+    """A host others can reach needs a token; a token must be a secret."""
     from runnerq_cli.cli.output import fail
     from runnerq_cli.console import security
     from runnerq_cli.errors import InvalidArgument
 
     if token is None and not security.is_loopback(host):
-        fail(f"--host {host} is not a loopback address: give a token (--token or "
-             "RUNNERQ_CONSOLE_TOKEN) so only those who hold it can read the queue",
+        fail(f"--host {host} is not a loopback address: give a token (--token-file, "
+             "RUNNERQ_CONSOLE_TOKEN or --token) so only those who hold it can read the queue",
              ExitCode.USAGE)
     try:
         security.check_binding(host, token)
     except InvalidArgument as exc:
-        fail(f"--token: {exc}", ExitCode.USAGE)
+        fail(f"{flag}: {exc}", ExitCode.USAGE)
+
+
+def _read_token(path: str) -> str:
+    """--token-file's first line, without its line end (the file's other lines ignored)."""
+    from runnerq_cli import values
+    from runnerq_cli.cli.output import fail
+
+    readable = values.readable_file(path, "--token-file")
+    try:
+        with open(readable, "rb") as handle:
+            first = handle.read(4096).split(b"\n", 1)[0].rstrip(b"\r")
+    except OSError as exc:
+        fail(f"--token-file {path}: {exc.strerror or exc}", ExitCode.USAGE)
+    token = first.decode("utf-8", "replace").strip()
+    if not token:
+        fail(f"--token-file {path}: the first line is empty", ExitCode.USAGE)
+    return token
 
 
 def _read_ui(ui: str) -> bytes:

@@ -83,6 +83,13 @@ def worker(
     ws = settings.worker
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
+    if worker_id is not None:  # before anything connects or registers
+        from runnerq_cli.values import worker_id as checked_worker_id
+
+        try:
+            checked_worker_id(worker_id)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"--worker-id: {exc}") from None
     registry = _registry(settings, handler, exec_, all_types)
 
     from runnerq_cli.backend.api import RunnerQ

@@ -91,6 +91,7 @@ class StatsSnapshot(TypedDict):
     workers: Workers
     malformed: list[str]
     pause: NotRequired[dict[str, Any]]  # added by the CLI: control.PauseState.to_json()
+    schedules: NotRequired[dict[str, Any]]  # added by the CLI: ScheduleViews.summary()
 
 
 class CountRow(TypedDict):
@@ -114,6 +115,7 @@ class MetricsSample(TypedDict):
     known_types: list[str]  # types with a count or a pause: a 0 series is kept for each
     exact_statuses: list[str]  # the statuses runnerq_activities counts exactly
     malformed: int
+    schedules: NotRequired[list[dict[str, Any]]]  # added by the front end: ScheduleViews.series()
 
 
 def percentiles(summary: Percentiles) -> dict[int, float | None]:

@@ -92,7 +92,7 @@ def checks_of(run_cli) -> dict[str, dict]:
 def test_doctor_schedule_checks_ok_then_each_warn_or_fail(run_cli, schedules,
                                                           backend: RunnerQ):
     checks = checks_of(run_cli)
-    for name in ("schedule coverage", "schedule fires", "schedules ended",
+    for name in ("schedule coverage", "schedule fires", "schedule ends",
                  "schedule documents"):
         assert checks[name]["status"] == "ok", checks[name]
         assert checks[name]["queue"] == "tests"
@@ -111,7 +111,7 @@ def test_doctor_schedule_checks_ok_then_each_warn_or_fail(run_cli, schedules,
     fires = checks["schedule fires"]
     assert fires["status"] == "warn" and "late by" in fires["message"]
     assert fires["fix"] and "worker" in fires["fix"]
-    ended = checks["schedules ended"]
+    ended = checks["schedule ends"]
     assert ended["status"] == "warn" and "soon-over" in ended["message"]
     docs = checks["schedule documents"]
     assert docs["status"] == "fail" and "broken" in docs["message"]

@@ -79,12 +79,12 @@ def check_schedules_ended(queue: str, infos: list[ScheduleInfo]) -> Check:
     ended = [i for i in infos if i.ended]
     facts = {"ended": _names(ended)}
     if ended:
-        return Check("schedules ended", CheckStatus.WARN,
+        return Check("schedule ends", CheckStatus.WARN,
                      f"{len(ended)} schedule(s) can never fire again (past their end), "
                      f"e.g. {ended[0].name}",
                      f"remove it (`{_fix_command(queue, 'remove')} {ended[0].name}`) or give "
                      "it a later end (schedule apply)", facts)
-    return Check("schedules ended", CheckStatus.OK,
+    return Check("schedule ends", CheckStatus.OK,
                  f"none of {len(infos)} schedule(s) past its end", None, facts)
 
 

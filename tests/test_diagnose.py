@@ -247,7 +247,7 @@ def test_doctor_every_queue_and_unknown_queue(queue: RunnerQ, run_cli) -> None:
     assert [c["name"] for c in doc["checks"] if c["queue"] is None] == ["server", "clock"]
     assert {c["queue"] for c in doc["checks"] if c["name"] == "indexes"} == {"other", "tests"}
     jsonl = run_cli("doctor", "--all-queues", "-o", "jsonl")
-    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 16  # 12 checks and the 4 of schedules per queue
+    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 16  # 12 checks, 4 of schedules
     # A queue with no collections: its indexes are missing.
     code, statuses, _ = doctor(run_cli, "--queue", "nowhere")
     assert code == 7 and statuses["indexes"] == "fail"

@@ -47,8 +47,9 @@ def check_schedule_coverage(queue: str, infos: list[ScheduleInfo],
         return Check("schedule coverage", CheckStatus.WARN,
                      f"{len(orphans)} schedule(s) fire a type no live worker runs, e.g. "
                      f"{first.name} ({first.activity_type})",
-                     f"start a worker for that type: runnerq-mongo worker --type "
-                     f"{first.activity_type}", facts)
+                     f"start a worker with a handler for it (runnerq-mongo worker --handler "
+                     f"{first.activity_type}=MOD:FUNC or --exec {first.activity_type}=COMMAND)",
+                     facts)
     return Check("schedule coverage", CheckStatus.OK,
                  f"every firing schedule's type has a live worker ({len(firing)} firing)",
                  None, facts)

@@ -183,3 +183,55 @@ def test_metrics_serve_collector_reads_the_schedules_once_per_scrape(settings, s
         {"queue": "tests", "schedule": "tick"}]
     assert names["runnerq_schedule_next_fire_timestamp_seconds"].samples[0].value > 0
     assert "runnerq_schedule_fires" in render([])  # declared even with no sample
+
+
+# ------------------------------------------------------------------ the console's API
+
+
+def test_console_schedules_view_and_guarded_actions(backend: RunnerQ, schedules,
+                                                    run_cli) -> None:
+    from tests.test_console_api import Console
+
+    add(run_cli, "nightly", "--type", "report", "--cron", "30 2 * * *",
+        "--timezone", "Europe/Berlin")
+    malformed(schedules, "<b>broken</b>")
+    c = Console(backend)
+    try:
+        res = c.get("/api/schedules")
+        by_name = {r["name"]: r for r in res["schedules"]}
+        assert by_name["nightly"]["timezone"] == "Europe/Berlin" and not by_name["nightly"]["paused"]
+        assert "activity_type" in by_name["<b>broken</b>"]["problem"]
+        assert res["summary"]["count"] == 2 and res["summary"]["problems"] == 1
+        c.post("/api/actions/schedule-pause/preview", {"name": "nightly"}, 403)  # no actions
+    finally:
+        c.close()
+    c = Console(backend, allow_actions=True)
+    try:
+        c.post("/api/actions/schedule-pause/preview", {}, 400)  # which schedule?
+        c.post("/api/actions/schedule-pause/preview", {"name": "nope"}, 404)
+        c.post("/api/actions/schedule-trigger/preview", {"name": "<b>broken</b>"}, 400)
+        preview = c.post("/api/actions/schedule-pause/preview", {"name": "nightly"})
+        assert preview["selected"] == 1 and preview["schedule"]["name"] == "nightly"
+        assert schedules.find_one({"_id": "nightly"})["paused"] is False  # reads only
+        c.post("/api/actions/schedule-pause", {"confirm": preview["confirm"]}, 400)  # no actor
+        done = c.post("/api/actions/schedule-pause", {"confirm": preview["confirm"],
+                                                      "actor": "ada", "reason": "freeze"})
+        assert done["changed"] is True and done["state"]["paused"] is True
+        c.post("/api/actions/schedule-pause", {"confirm": preview["confirm"], "actor": "ada"},
+               409)  # a confirmation acts once
+        again = c.post("/api/actions/schedule-pause/preview", {"name": "nightly"})
+        assert again["unchanged"] is True and again["selected"] == 0
+        token = c.post("/api/actions/schedule-trigger/preview", {"name": "nightly"})["confirm"]
+        fired = c.post("/api/actions/schedule-trigger", {"confirm": token, "actor": "ada"})
+        assert backend.get_activity(fired["activity_id"]).metadata["runnerq_fire"] == "trigger"
+        token = c.post("/api/actions/schedule-resume/preview", {"name": "nightly"})["confirm"]
+        assert c.post("/api/actions/schedule-resume",
+                      {"confirm": token, "actor": "ada"})["state"]["paused"] is False
+        entries = c.get("/api/audit")["entries"]
+        assert [e["action"] for e in entries[:3]] == [
+            "schedule resume", "schedule trigger", "schedule pause"]
+        assert all(e["actor"] == "ada" and e["detail"]["command"] == "console"
+                   for e in entries[:3])
+        assert entries[2]["reason"] == "freeze"
+    finally:
+        c.close()

@@ -208,6 +208,14 @@ class Views:
         state: dict[str, Any] = self.backend(params.get("queue")).control.paused().to_json()
         return state
 
+    def schedules(self, params: dict[str, str]) -> dict[str, Any]:
+        """Every schedule as `schedule list -o json` prints it (a malformed one with its
+        problem), and the summary `stats` shows: one read of the schedules."""
+        rq = self.backend(params.get("queue"))
+        infos = rq.schedule_views.infos()
+        return {"schedules": [i.to_json() for i in infos],
+                "summary": rq.schedule_views.summary(infos)}
+
     def doctor(self, params: dict[str, str]) -> dict[str, Any]:
         rq = self.backend(params.get("queue"))
 

@@ -199,7 +199,8 @@ def test_console_schedules_view_and_guarded_actions(backend: RunnerQ, schedules,
     try:
         res = c.get("/api/schedules")
         by_name = {r["name"]: r for r in res["schedules"]}
-        assert by_name["nightly"]["timezone"] == "Europe/Berlin" and not by_name["nightly"]["paused"]
+        nightly = by_name["nightly"]
+        assert nightly["timezone"] == "Europe/Berlin" and not nightly["paused"]
         assert "activity_type" in by_name["<b>broken</b>"]["problem"]
         assert res["summary"]["count"] == 2 and res["summary"]["problems"] == 1
         c.post("/api/actions/schedule-pause/preview", {"name": "nightly"}, 403)  # no actions

@@ -60,6 +60,9 @@ def test_stats_counts_schedules_paused_next_fire_and_missed(run_cli, schedules):
     assert (snap["late"], snap["problems"]) == (1, 1)
     line = next(x for x in run_cli("stats").stdout.splitlines() if x.startswith("schedules"))
     assert "1 overdue" in line and "1 malformed" in line and "due now" in line
+    assert run_cli("stats", "--check", "schedules_count == 4").code == 0
+    r = run_cli("stats", "--check", "schedules_late == 0")
+    assert r.code == 7 and "schedules_late" in r.stderr
 
 
 def test_stats_watch_shows_the_schedules_line(run_cli, schedules):

@@ -171,3 +171,15 @@ def test_every_change_is_audited_with_its_command(run_cli, tmp_path):
                                               "schedule add"]
     assert all("schedule" in e["detail"]["command"] for e in entries), entries[0]
     assert entries[0]["actor"] == "ops" and entries[3]["reason"] == "freeze"
+
+
+def test_list_and_show_fit_80_columns(run_cli):
+    name = "nightly-charge-of-every-subscription"
+    assert run_cli("schedule", "add", name, "--type", "charge", "--cron", "30 2 * * 1-5",
+                   "--timezone", "America/Argentina/Buenos_Aires", "--overlap", "skip",
+                   "--missed", "all", "--jitter", "30s").code == 0
+    assert run_cli("schedule", "trigger", name).code == 0
+    for args in (("schedule", "list"), ("schedule", "show", name)):
+        r = run_cli(*args, env={"COLUMNS": "80"})
+        assert r.code == 0, r.stderr
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout

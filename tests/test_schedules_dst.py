@@ -9,11 +9,13 @@ the worker's wall clock elsewhere: the server's clock decides."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -155,3 +157,30 @@ def _pings(rq) -> bool:
         return True
     except Exception:
         return False
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe"])
+@pytest.mark.parametrize("expr", ["30 2 * * *", "*/30 * * * *", "15 1-3 * * *"])
+def test_missed_fires_counted_backwards_are_the_instants_forwards(zone, expr):
+    """The missed-fire policies walk back from now (cronsim in reverse): across each
+    zone's DST nights they must find exactly the instants a forward walk fires."""
+    timeline = ScheduleDef("x", Template("t"), cron=expr, timezone=zone).timeline(
+        datetime(2020, 1, 1, tzinfo=UTC))
+    for start in (datetime(2027, 3, 13, 20, tzinfo=UTC), datetime(2027, 3, 27, 20, tzinfo=UTC),
+                  datetime(2027, 4, 3, 10, tzinfo=UTC), datetime(2027, 10, 2, 10, tzinfo=UTC),
+                  datetime(2027, 10, 30, 20, tzinfo=UTC), datetime(2027, 11, 6, 20, tzinfo=UTC)):
+        end = start + timedelta(hours=30)
+        forward, moment = [], start - timedelta(milliseconds=1)
+        while (found := timeline.after(moment)) is not None and found <= end:
+            forward.append(found)
+            moment = found
+        assert list(timeline.at_or_before(end, not_before=start))[::-1] == forward
+
+
+def test_an_interval_is_elapsed_time_across_the_night(queue, clock):
+    clock.now = FORWARD - timedelta(hours=2)
+    queue.schedules.add(ScheduleDef("hourly", Template("t"), every_seconds=3600,
+                                    timezone=BERLIN))
+    upcoming = queue.schedules.upcoming("hourly", 4)
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(upcoming)] == [3600] * 3
+    assert [t.astimezone(ZoneInfo(BERLIN)).hour for t in upcoming] == [0, 1, 3, 4]

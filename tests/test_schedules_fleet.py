@@ -146,8 +146,8 @@ def test_a_restart_of_every_worker_applies_the_missed_fire_policy(settings, cli_
         instants = sorted(d["metadata"]["runnerq_fire_at"] for d in docs)
         assert len(instants) == len(set(instants)), policy  # none twice
         row = rq.schedules.get_schedule(policy).schedule
-        assert row.fires == len(instants)
         if policy == "all":
+            assert row.fires == len(instants)
             kinds = Counter(d["metadata"]["runnerq_fire"] for d in docs)
             assert kinds["catchup"] >= 2, kinds  # the instants of the stop, fired late
             first = datetime.fromisoformat(instants[0].replace("Z", "+00:00"))
@@ -155,3 +155,6 @@ def test_a_restart_of_every_worker_applies_the_missed_fire_policy(settings, cli_
             assert instants == expected  # none lost
         else:
             assert row.missed_fires >= 2  # the instants of the stop, skipped
+            # A firer that reads the schedule past the grace may count as missed an
+            # instant a racing firer enqueued (design.md, "Firing"): never both lost.
+            assert row.fires <= len(instants) <= row.fires + row.missed_fires

@@ -206,14 +206,18 @@ def show(
              ("fires", f"{s.fires} enqueued, {s.missed_fires} missed, "
                        f"{s.skipped_fires} skipped")]
     last = s.last_fire
-    if last is not None:
-        what = (f"activity {last.activity_id} ({info.last_status or 'gone'})"
-                if last.activity_id else "no activity")
-        lines.append(("last fire", f"{_time(last.at)} {last.kind}: {what}"))
+    if last is not None:  # two lines: each fits 80 columns
+        lines.append(("last fire", f"{_time(last.at)} ({last.kind})"))
+        lines.append(("activity", f"{last.activity_id} ({info.last_status or 'gone'})"
+                      if last.activity_id else "none"))
     if info.problem:
         lines.append(("problem", info.problem))
+    from runnerq_cli.cli.words import screen_width, wrap
+
+    width = screen_width()
     for key, value in lines:
-        typer.echo(f"  {key + ':':<11} {_lit(value)}")
+        for line in wrap(f"  {key + ':':<11} ", _lit(value), " " * 14, width):
+            typer.echo(line)
     if not upcoming:
         typer.echo("  next fires: " + ("none while paused" if s.paused else "none left"))
         return
@@ -222,7 +226,7 @@ def show(
         for moment in upcoming:
             typer.echo(f"    {_time(moment)}")
         return
-    typer.echo(f"  next fires ({_lit(d.timezone)}, then UTC):")
+    typer.echo(f"  next fires, in {_lit(d.timezone)} then UTC:")
     for moment in upcoming:
         typer.echo(f"    {_time(moment, zone):<26} {_time(moment)}")
 

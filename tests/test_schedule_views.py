@@ -119,6 +119,9 @@ def test_doctor_schedule_checks_ok_then_each_warn_or_fail(run_cli, schedules,
     docs = checks["schedule documents"]
     assert docs["status"] == "fail" and "broken" in docs["message"]
     assert "activity_type" in docs["facts"]["set_aside"][0]["problem"]
+    # A paused type waits on purpose (as `coverage` says): no warning for it.
+    assert run_cli("pause", "--type", "report").code == 0
+    assert checks_of(run_cli)["schedule coverage"]["status"] == "ok"
     text = run_cli("doctor")
     assert text.code == 7  # a FAIL
     assert "schedule documents" in text.stdout and "Traceback" not in text.stderr
@@ -239,3 +242,13 @@ def test_console_schedules_view_and_guarded_actions(backend: RunnerQ, schedules,
         assert entries[2]["reason"] == "freeze"
     finally:
         c.close()
+
+
+def test_a_hostile_schedule_name_is_shown_literally(run_cli, schedules):
+    malformed(schedules, "evil\x1b[2J\u202ename")
+    for args in (("doctor",), ("stats",), ("queues",)):
+        if args == ("queues",):
+            assert run_cli("init-indexes").code == 0
+        r = run_cli(*args)
+        assert "\x1b" not in r.stdout and "\u202e" not in r.stdout, args
+    assert "evil\\x1b[2J\\u202ename" in run_cli("doctor").stdout

@@ -65,7 +65,7 @@ class Diagnosis:
 
             workers = self._registry.list_workers(TIMING.worker_stale_after)
             checks += schedule_checks(self._ctx.settings.queue, self._schedules().infos(),
-                                      workers, self._ctx.clock())
+                                      workers, self._ctx.clock(), self._paused())
         return checks
 
     def doctor(self, *, server: bool = True) -> list[Check]:

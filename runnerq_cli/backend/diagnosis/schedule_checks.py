@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from runnerq_cli.backend.diagnosis.checks import Check, CheckStatus
+from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.schedules import ScheduleInfo
 from runnerq_cli.backend.queue.workers import WorkerInfo
 from runnerq_cli.values import format_duration
@@ -28,12 +29,16 @@ def _fix_command(queue: str, verb: str) -> str:
 
 
 def check_schedule_coverage(queue: str, infos: list[ScheduleInfo],
-                            workers: list[WorkerInfo]) -> Check:
+                            workers: list[WorkerInfo],
+                            pause: PauseState | None = None) -> Check:
     """Firing schedules (not paused, not ended, well formed) whose activity type no live
     worker runs: each fire's activity would wait pending. Without any live worker the
-    `workers` and `schedule fires` checks say so; this one then passes."""
+    `workers` and `schedule fires` checks say so; this one then passes. A type paused
+    (`pause --type`, or the queue) waits on purpose, as `coverage` says: not counted."""
+    pause = pause or PauseState()
     live = [w for w in workers if not w.stale]
-    firing = [i for i in infos if i.problem is None and not i.paused and not i.ended]
+    firing = [i for i in infos if i.problem is None and not i.paused and not i.ended
+              and not (pause.all or i.activity_type in pause.types)]
     if not live:
         return Check("schedule coverage", CheckStatus.OK,
                      f"{len(firing)} firing schedule(s); no live workers (see workers)",
@@ -106,9 +111,9 @@ def check_schedule_documents(queue: str, infos: list[ScheduleInfo]) -> Check:
 
 
 def schedule_checks(queue: str, infos: list[ScheduleInfo], workers: list[WorkerInfo],
-                    now: datetime) -> list[Check]:
+                    now: datetime, pause: PauseState | None = None) -> list[Check]:
     """The four checks, each labelled with its queue."""
-    checks = [check_schedule_coverage(queue, infos, workers),
+    checks = [check_schedule_coverage(queue, infos, workers, pause),
               check_schedule_fires(queue, infos, now),
               check_schedules_ended(queue, infos),
               check_schedule_documents(queue, infos)]

@@ -209,6 +209,11 @@ def test_console_schedules_view_and_guarded_actions(backend: RunnerQ, schedules,
         assert nightly["timezone"] == "Europe/Berlin" and not nightly["paused"]
         assert "activity_type" in by_name["<b>broken</b>"]["problem"]
         assert res["summary"]["count"] == 2 and res["summary"]["problems"] == 1
+        assert c.get("/api/stats")["schedules"] == json.loads(
+            run_cli("stats", "-o", "json").stdout)["schedules"] | {
+                "next_fire": c.get("/api/stats")["schedules"]["next_fire"]}  # in_seconds moves
+        [row] = c.get("/api/queues")["queues"]
+        assert row["schedules"]["count"] == 2
         c.post("/api/actions/schedule-pause/preview", {"name": "nightly"}, 403)  # no actions
     finally:
         c.close()

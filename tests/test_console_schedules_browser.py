@@ -76,6 +76,13 @@ def console(env: dict[str, str], rq: RunnerQ) -> Any:
     running.stop()
 
 
+def test_the_overview_says_how_many_schedules(browser: Any, console: Console) -> None:
+    open_view(browser, console, "#/", "#overview-schedules")
+    line = text(browser, "#overview-schedules")
+    assert "4 schedules" in line and "1 paused" in line and "1 malformed" in line
+    assert page_errors(browser) == []
+
+
 def test_the_schedules_view_shows_each_with_its_fires(browser: Any, console: Console) -> None:
     open_view(browser, console, "#/schedules", "#schedules tr[data-schedule]")
     assert sorted(attrs(browser, "#schedules tr[data-schedule]", "data-schedule")) == [

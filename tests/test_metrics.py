@@ -32,6 +32,13 @@ FAMILIES = {
     "runnerq_in_flight": "gauge",
     "runnerq_queue_paused": "gauge",
     "runnerq_type_paused": "gauge",
+    # a series per schedule (tests/test_schedule_views.py)
+    "runnerq_schedule_next_fire_timestamp_seconds": "gauge",
+    "runnerq_schedule_last_fire_timestamp_seconds": "gauge",
+    "runnerq_schedule_fires": "gauge",
+    "runnerq_schedule_missed_fires": "gauge",
+    "runnerq_schedule_paused": "gauge",
+    "runnerq_schedule_malformed": "gauge",
 }
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.control import Control
     from runnerq_cli.backend.ops.dlq import DeadLetters
     from runnerq_cli.backend.ops.operator import Operator
+    from runnerq_cli.backend.ops.schedule_views import ScheduleViews
     from runnerq_cli.backend.ops.schedules import Schedules
     from runnerq_cli.backend.queue.intake import Intake
     from runnerq_cli.backend.queue.maintenance import Maintenance
@@ -118,6 +119,13 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         return Schedules(self._ctx, self, self.audit_log)
 
     @functools.cached_property
+    def schedule_views(self) -> ScheduleViews:
+        """The schedules as stats, queues, metrics and explain show them (one read)."""
+        from runnerq_cli.backend.ops.schedule_views import ScheduleViews
+
+        return ScheduleViews(self._ctx, self.schedules)
+
+    @functools.cached_property
     def intake(self) -> Intake:
         """Streams of NDJSON lines into the queue (`enqueue --from`)."""
         from runnerq_cli.backend.queue.intake import Intake
@@ -137,7 +145,8 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         from runnerq_cli.backend.diagnosis.diagnose import Diagnosis
 
         return Diagnosis(self._ctx, self.registry, self.get_activity,
-                         self.control.paused, lambda queue: self.for_queue(queue).diagnosis)
+                         self.control.paused, lambda queue: self.for_queue(queue).diagnosis,
+                         schedules=lambda: self.schedule_views)
 
     @property
     def queue(self) -> str:

@@ -70,6 +70,12 @@ class _Families(NamedTuple):
     paused: GaugeMetricFamily
     type_paused: GaugeMetricFamily
     malformed: GaugeMetricFamily
+    schedule_next: GaugeMetricFamily
+    schedule_last: GaugeMetricFamily
+    schedule_fires: GaugeMetricFamily
+    schedule_missed: GaugeMetricFamily
+    schedule_paused: GaugeMetricFamily
+    schedule_malformed: GaugeMetricFamily
 
 
 def families(samples: list[MetricsSample]) -> list[Metric]:
@@ -141,7 +147,29 @@ def _empty_families() -> _Families:
         "runnerq_type_paused", "1 when this activity type is paused (pause --type), else 0; "
         "a series for every known type.", labels=["queue", "type"])
     return _Families(activities, estimated, oldest, finished, waits, runs, sampled, workers,
-                     in_flight, paused, type_paused, malformed)
+                     in_flight, paused, type_paused, malformed, *_schedule_families())
+
+
+def _schedule_families() -> tuple[GaugeMetricFamily, ...]:
+    """The schedules' families: a series per schedule of each queue (docs/cli.md)."""
+    labels = ["queue", "schedule"]
+    return (
+        GaugeMetricFamily("runnerq_schedule_next_fire_timestamp_seconds",
+                          "When the schedule fires next (Unix time, the server's clock); no "
+                          "series when it never fires again or is malformed.", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_last_fire_timestamp_seconds",
+                          "The instant of the schedule's last fire (Unix time); no series "
+                          "before its first.", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_fires",
+                          "Activities the schedule's fires have enqueued.", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_missed_fires",
+                          "Fire instants the missed-fire policy dropped (all workers down, "
+                          "the schedule paused).", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_paused",
+                          "1 when the schedule is paused, else 0.", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_malformed",
+                          "1 when the schedule is malformed or set aside (not firing), else 0.",
+                          labels=labels))
 
 
 def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:
@@ -171,6 +199,16 @@ def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:
     for kind in sample["known_types"]:
         out.type_paused.add_metric([queue, kind],
                                    1.0 if kind in sample["paused_types"] else 0.0)
+    for row in sample.get("schedules") or []:
+        labels = [queue, row["name"]]
+        for family, value in ((out.schedule_next, row["next_fire_timestamp"]),
+                              (out.schedule_last, row["last_fire_timestamp"])):
+            if value is not None:
+                family.add_metric(labels, value)
+        out.schedule_fires.add_metric(labels, row["fires"])
+        out.schedule_missed.add_metric(labels, row["missed_fires"])
+        out.schedule_paused.add_metric(labels, 1.0 if row["paused"] else 0.0)
+        out.schedule_malformed.add_metric(labels, 1.0 if row["problem"] else 0.0)
 
 
 def hint_fallbacks(samples: list[MetricsSample]) -> GaugeMetricFamily:
@@ -244,8 +282,9 @@ class QueueCollector(Collector):
             up.add_metric([""], 0.0)
         for name in names:
             try:
-                sample = self._backend_for(name).inspector.metrics_sample(
-                    window_seconds=self.window_seconds)
+                backend = self._backend_for(name)
+                sample = backend.inspector.metrics_sample(window_seconds=self.window_seconds)
+                sample["schedules"] = backend.schedule_views.series()  # one more read
                 known = self._known.setdefault(name, set())
                 known.update(sample["known_types"])
                 sample["known_types"] = sorted(known)  # a fresh dict: ours to change

@@ -24,7 +24,9 @@ from runnerq_cli.errors import InvalidArgument
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
-ACTIONS = ("retry", "cancel", "run-now", "redrive", "pause", "resume")
+ACTIONS = ("retry", "cancel", "run-now", "redrive", "pause", "resume",
+           "schedule-pause", "schedule-resume", "schedule-trigger")
+SCHEDULE_ACTIONS = ("schedule-pause", "schedule-resume", "schedule-trigger")
 BY_FILTER = ("retry", "cancel", "run-now")
 PREVIEW_SECONDS = 600.0
 PREVIEWS_KEPT = 64
@@ -92,6 +94,8 @@ class Desk:
         target: Any
         if action in BY_FILTER:
             target, shown = self._preview_activities(rq, action, body)
+        elif action in SCHEDULE_ACTIONS:
+            target, shown = _preview_schedule(rq, action, body)
         elif action == "redrive":
             ids = _ids(body, self.max_count)
             types = _strings(body.get("types"), "types")
@@ -156,6 +160,8 @@ class Desk:
                                    command=COMMAND)
             out: dict[str, Any] = report.to_json()
             return out
+        if action in SCHEDULE_ACTIONS:
+            return _act_on_schedule(rq, action, str(preview.target), reason, actor)
         if action == "redrive":
             redriven = rq.operator.redrive(ids=preview.target, reason=reason, actor=actor,
                                            command=COMMAND)
@@ -164,6 +170,38 @@ class Desk:
         change = rq.control.pause if action == "pause" else rq.control.resume
         state = change(preview.target or None, reason=reason, actor=actor, command=COMMAND)
         return {"action": action, "state": state.to_json()}
+
+
+def _preview_schedule(rq: RunnerQ, action: str,
+                      body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The schedule a schedule action names (`{"name"}`), as it is now: NotFound (404)
+    when there is none; a malformed one cannot be triggered (the CLI refuses it too)."""
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("name is required: the schedule to act on")
+    info = rq.schedules.get_schedule(name)
+    if action == "schedule-trigger" and info.schedule is None:
+        raise InvalidArgument(f"schedule {name!r} is malformed: {info.problem}")
+    verb = action.removeprefix("schedule-")
+    unchanged = (verb == "pause" and info.paused) or (verb == "resume" and not info.paused)
+    return name, {"what": name, "schedule": info.to_json(), "selected": 0 if unchanged else 1,
+                  "unchanged": unchanged}
+
+
+def _act_on_schedule(rq: RunnerQ, action: str, name: str, reason: str | None,
+                     actor: str) -> dict[str, Any]:
+    """Pause, resume or trigger the previewed schedule, audited as the CLI's are (with
+    `command: console`)."""
+    verb = action.removeprefix("schedule-")
+    out: dict[str, Any] = {"action": action, "schedule": name}
+    if verb == "trigger":
+        result = rq.schedules.trigger(name, reason=reason, actor=actor, command=COMMAND)
+        out["activity_id"] = str(result.activity_id)
+    else:
+        change = rq.schedules.pause if verb == "pause" else rq.schedules.resume
+        out["changed"] = change(name, reason=reason, actor=actor, command=COMMAND)
+    out["state"] = rq.schedules.get_schedule(name).to_json()
+    return out
 
 
 def _activity_filter(raw: Any) -> Any:

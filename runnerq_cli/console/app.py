@@ -650,6 +650,7 @@ _TABLE: list[tuple[str, dict[str, Handler]]] = [
     (r"/api/failing", {"GET": _view("failing")}),
     (r"/api/workers", {"GET": _view("workers")}),
     (r"/api/pauses", {"GET": _view("pauses")}),
+    (r"/api/schedules", {"GET": _view("schedules")}),
     (r"/api/doctor", {"GET": _view("doctor")}),
     (r"/api/audit", {"GET": _view("audit")}),
     (rf"/api/activity/(?P<id>{_SEGMENT})", {"GET": _activity}),

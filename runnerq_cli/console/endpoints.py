@@ -147,7 +147,9 @@ class Views:
 
     def queues(self) -> dict[str, Any]:
         def compute() -> dict[str, Any]:
-            return {"queues": [self.rq.for_queue(name).diagnosis.summary()
+            # Each row as `queues -o json` prints it, the schedules' summary included.
+            return {"queues": [{**(q := self.rq.for_queue(name)).diagnosis.summary(),
+                                "schedules": q.schedule_views.summary()}
                                for name in self.queue_names()]}
 
         value: dict[str, Any] = self.shared.get(("queues",), SHARED_SECONDS, compute)
@@ -159,8 +161,10 @@ class Views:
 
         def compute() -> dict[str, Any]:
             # throughput and latency over `stats`' own windows; history over the page's
-            return dict(rq.inspector.stats_snapshot(by_type=True,
+            snap = dict(rq.inspector.stats_snapshot(by_type=True,
                                                     history_seconds=minutes * 60.0))
+            snap["schedules"] = rq.schedule_views.summary()  # as `stats -o json` has it
+            return snap
 
         value: dict[str, Any] = self.shared.get(("stats", rq.queue, minutes), SHARED_SECONDS,
                                                 compute)
@@ -207,6 +211,14 @@ class Views:
     def pauses(self, params: dict[str, str]) -> dict[str, Any]:
         state: dict[str, Any] = self.backend(params.get("queue")).control.paused().to_json()
         return state
+
+    def schedules(self, params: dict[str, str]) -> dict[str, Any]:
+        """Every schedule as `schedule list -o json` prints it (a malformed one with its
+        problem), and the summary `stats` shows: one read of the schedules."""
+        rq = self.backend(params.get("queue"))
+        infos = rq.schedule_views.infos()
+        return {"schedules": [i.to_json() for i in infos],
+                "summary": rq.schedule_views.summary(infos)}
 
     def doctor(self, params: dict[str, str]) -> dict[str, Any]:
         rq = self.backend(params.get("queue"))

@@ -24,6 +24,7 @@ from runnerq_cli.backend.domain.checks import Check, CheckStatus, failed
 from runnerq_cli.backend.domain.models import Activity
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.ops.schedule_views import ScheduleViews
 from runnerq_cli.backend.queue.workers import WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.discovery import discover_queues, require_queues
@@ -41,8 +42,10 @@ class Diagnosis:
     def __init__(self, ctx: QueueContext, registry: WorkerRegistry,
                  get_activity: Callable[[uuid.UUID], Activity],
                  paused: Callable[[], PauseState],
-                 other: Callable[[str], Diagnosis]) -> None:
+                 other: Callable[[str], Diagnosis],
+                 schedules: Callable[[], ScheduleViews] | None = None) -> None:
         self._ctx = ctx
+        self._schedules = schedules
         self._registry = registry
         self._paused = paused
         self._checks = QueueChecks(ctx, registry, paused)
@@ -54,8 +57,16 @@ class Diagnosis:
         return server_checks(self._ctx.db, self._ctx.settings)
 
     def queue_checks(self) -> list[Check]:
-        """Checks of this queue; each is a few bounded, indexed queries."""
-        return self._checks.run()
+        """Checks of this queue; each is a few bounded, indexed queries (the schedules'
+        checks: schedule_checks.py, one read of the schedules)."""
+        checks = self._checks.run()
+        if self._schedules is not None:
+            from runnerq_cli.backend.diagnosis.schedule_checks import schedule_checks
+
+            workers = self._registry.list_workers(TIMING.worker_stale_after)
+            checks += schedule_checks(self._ctx.settings.queue, self._schedules().infos(),
+                                      workers, self._ctx.clock(), self._paused())
+        return checks
 
     def doctor(self, *, server: bool = True) -> list[Check]:
         """The doctor's checks: of the server (when `server`), then of this queue."""

@@ -294,4 +294,10 @@ class Explainer:
             facts["pause"] = pause
             what = f"queue {queue}" if pause.get("all") else f"type {act.activity_type}"
             sentence += f" Its {what} is paused: nothing is claimed until it is resumed."
+        from runnerq_cli.backend.ops.schedule_views import origin, origin_sentence
+
+        fired_by = origin(ctx, act.metadata)  # one read, only for a fired activity
+        if fired_by is not None:
+            facts["schedule"] = fired_by
+            sentence += " " + origin_sentence(fired_by)
         return Explanation(aid, queue, status, reason, sentence, facts)

@@ -96,6 +96,7 @@ class StatsSnapshot(TypedDict):
     workers: Workers
     malformed: list[str]
     pause: NotRequired[dict[str, Any]]  # added by the CLI: control.PauseState.to_json()
+    schedules: NotRequired[dict[str, Any]]  # added by the CLI: ScheduleViews.summary()
 
 
 class CountRow(TypedDict):
@@ -122,6 +123,7 @@ class MetricsSample(TypedDict):
     # {index: reads this process ran without their refused hint} (store/hints.py):
     # process-wide, the same in every queue's sample
     hint_fallbacks: dict[str, int]
+    schedules: NotRequired[list[dict[str, Any]]]  # added by the front end: ScheduleViews.series()
 
 
 def percentiles(summary: Percentiles) -> dict[int, float | None]:
@@ -130,10 +132,13 @@ def percentiles(summary: Percentiles) -> dict[int, float | None]:
 
 
 # `stats --check`: the names an expression may use, and their values in a snapshot.
+# The schedules' numbers a --check may name (`schedules_late == 0`): stats' `schedules`.
+SCHEDULE_CHECKS = ("count", "paused", "late", "problems", "ended", "missed_fires")
 CHECK_NAMES = frozenset(
     {*REPORTED_STATUSES, "running", "dead-letter", "total", "oldest_pending",
      "completed_per_minute", "failed_per_minute", "workers", "stale_workers", "in_flight",
-     "malformed", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES)})
+     "malformed", *(f"{prefix}_p{p}" for prefix in ("wait", "run") for p in PERCENTILES),
+     *(f"schedules_{key}" for key in SCHEDULE_CHECKS)})
 # The check names in seconds (a value may be a duration: 60s, 5m); the others are counts
 # and rates, compared with a plain number.
 CHECK_DURATIONS = frozenset(
@@ -159,4 +164,7 @@ def check_values(snap: StatsSnapshot) -> dict[str, float]:
     values["stale_workers"] = float(snap["workers"]["stale"])
     values["in_flight"] = float(snap["workers"]["in_flight"])
     values["malformed"] = float(len(snap["malformed"]))
+    schedules = snap.get("schedules") or {}
+    for key in SCHEDULE_CHECKS:
+        values[f"schedules_{key}"] = float(schedules.get(key) or 0)
     return values

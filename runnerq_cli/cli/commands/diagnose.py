@@ -194,8 +194,7 @@ def queues_cmd(
 
     cli = state(ctx)
     backend = cli.backend()
-    rows = [backend.for_queue(name).diagnosis.summary()
-            for name in backend.diagnosis.discover_queues()]
+    rows = [_summary(backend.for_queue(name)) for name in backend.diagnosis.discover_queues()]
     if output is OutputFormat.JSON:
         emit(output, {"database": cli.settings().database, "queues": rows})
         return
@@ -218,6 +217,7 @@ def queues_cmd(
                         drop=drops.get(s, 0), right=True) for s in statuses),
                Column("oldest pending", drop=2, right=True),
                Column("workers", drop=3, right=True),
+               Column("schedules", drop=7, right=True),
                Column("paused", right=True)]
     table = []
     for row in rows:
@@ -229,9 +229,26 @@ def queues_cmd(
                       format_duration(age) if age is not None else "-",
                       f"{workers['live']} live" + (f", {workers['stale']} stale"
                                                     if workers["stale"] else ""),
-                      _paused_cell(row)])
+                      _schedules_cell(row["schedules"]), _paused_cell(row)])
     if "≈" in print_table(columns, table):  # not when the estimated column gave way
         typer.echo("≈ estimated; the other counts are exact")
+
+
+def _summary(backend: RunnerQ) -> dict[str, Any]:
+    """One queue's row: the diagnosis summary and its schedules' (ScheduleViews.summary)."""
+    return {**backend.diagnosis.summary(), "schedules": backend.schedule_views.summary()}
+
+
+def _schedules_cell(summary: dict[str, Any]) -> str:
+    """`3`, or `3, 1 late` when fires are overdue past their grace (doctor says more),
+    `3, 1 bad` when one is malformed; `-` for none."""
+    if not summary["count"]:
+        return "-"
+    cell = str(summary["count"])
+    for key, word in (("late", "late"), ("problems", "bad")):
+        if summary[key]:
+            cell += f", {summary[key]} {word}"
+    return cell
 
 
 def _paused_cell(row: dict[str, Any]) -> str:

@@ -306,11 +306,39 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
                                     .removeprefix("paused: "), style="bold yellow"))
     else:
         info.add_row("paused", "no")
+    if snap.get("schedules"):
+        info.add_row("schedules", schedules_line(snap["schedules"]))
     if snap.get("malformed"):
         found = len(snap["malformed"])  # skipped by the counts, or set aside
         info.add_row("malformed", rich_text(f"{found} document{'s' if found != 1 else ''}, "
                                             f"e.g. {snap['malformed'][0]}", max_length=200))
     return info
+
+
+def schedules_line(summary: Mapping[str, Any]) -> Any:
+    """The schedules in one short line: how many, paused, the next fire and in how long,
+    the missed fires, and the overdue or malformed ones in red (`stats`, `queues`)."""
+    from rich.text import Text
+
+    from runnerq_cli.values import format_duration
+
+    if not summary["count"]:
+        return Text("none", style="dim")
+    line = Text(f"{summary['count']}")
+    if summary["paused"]:
+        line.append(f", {summary['paused']} paused")
+    upcoming = summary.get("next_fire")
+    if upcoming is not None:
+        seconds = upcoming["in_seconds"]
+        line.append(", next ")
+        line.append(upcoming["name"])  # inert: a Text's content is never markup
+        line.append(f" in {format_duration(seconds)}" if seconds > 0 else " due now")
+    if summary["missed_fires"]:
+        line.append(f", {summary['missed_fires']} missed")
+    for key, word in (("late", "overdue"), ("problems", "malformed"), ("ended", "ended")):
+        if summary[key]:
+            line.append(f", {summary[key]} {word}", style="red" if key != "ended" else "")
+    return line
 
 
 def _per_type_views(snap: StatsSnapshot, max_types: int | None,
@@ -416,6 +444,7 @@ def stats_cmd(
                                                 latency_window_seconds=latency_window,
                                                 history_seconds=history_seconds)
         snap["pause"] = backend.control.paused().to_json()  # pause/resume (control.py)
+        snap["schedules"] = backend.schedule_views.summary()  # one read of the schedules
         return snap
 
     if watch:
@@ -440,6 +469,7 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
         from runnerq_cli.cli.exposition import render as render_metrics
 
         sample = backend.inspector.metrics_sample(window_seconds=latency_window)
+        sample["schedules"] = backend.schedule_views.series()
         sys.stdout.write(render_metrics([sample],
                                         openmetrics=output is StatsOutput.OPENMETRICS))
         if not checks:

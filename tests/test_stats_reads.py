@@ -321,6 +321,23 @@ def test_malformed_documents_are_skipped_and_counted(queue, run_cli) -> None:
     assert value(families["runnerq_malformed_documents"], queue="tests") == 3
 
 
+def test_a_repeated_snapshot_scans_the_shapes_once_a_minute(queue, monkeypatch) -> None:
+    """stats --watch and metrics serve ask for a snapshot every few seconds on one
+    context: the shape scan (up to 10,000 documents per status) is reused for a minute,
+    then read afresh; a one-shot stats (a new context) always reads it."""
+    from runnerq_cli.backend.views import metrics
+
+    acts = queue.context.activities
+    drive_to(queue, "pending", "fine")
+    assert queue.inspector.stats_snapshot()["malformed"] == []
+    acts.insert_one({"_id": "stray-3", "status": "pending", "priority": 2,
+                     "created_at": "yesterday", "activity_type": "x"})
+    assert queue.inspector.stats_snapshot()["malformed"] == []  # within the minute
+    monkeypatch.setattr(metrics, "MALFORMED_SCAN_EVERY", 0.0)  # the minute has passed
+    assert queue.inspector.stats_snapshot()["malformed"] == [
+        'activities stray-3: created_at is "yesterday", not a date']
+
+
 def test_one_bad_queue_never_blanks_the_others(queue: RunnerQ) -> None:
     from prometheus_client.exposition import generate_latest
 

@@ -51,6 +51,9 @@ class QueueContext:
     success_acks: GroupCommit[tuple[Claim, Any], AckOutcome] | None = None
     # The partition count (docs/design.md, "Partitions"), read through a cache
     partitions: PartitionCount = field(init=False)
+    # Reads a view repeats less often than it is asked (views/metrics.py's scan of the
+    # documents' shapes): {name: (monotonic time, value)}
+    cached_reads: dict[str, tuple[float, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.partitions = PartitionCount(self.control)

@@ -435,16 +435,30 @@ def worker_summary(ctx: QueueContext, now: datetime, stale_after: float,
     return {"live": live, "stale": stale, "in_flight": in_flight}
 
 
+# How long a snapshot reuses the shape scan (stats --watch, metrics serve): it reads up to
+# SHAPE_SCAN_LIMIT documents per status, far more than the rest of a snapshot, so a view
+# repeated every 2 s pays it once a minute (docs/cli.md says the count may lag that much).
+MALFORMED_SCAN_EVERY = 60.0
+
+
 def malformed_activities(ctx: QueueContext) -> list[str]:
     """What `stats` counts as malformed activities (docs/design.md, "Malformed documents"):
     those of another shape than the table's, as doctor's `documents` check finds them
     (bounded the same way), and those set aside as malformed, each once; as
-    `activities ID: problem` lines."""
+    `activities ID: problem` lines. Read afresh at most once per MALFORMED_SCAN_EVERY
+    on one context (a one-shot `stats` reads it once)."""
+    import time
+
     from runnerq_cli.backend.domain import shapes
 
+    cached = ctx.cached_reads.get("malformed")
+    if cached is not None and time.monotonic() - cached[0] < MALFORMED_SCAN_EVERY:
+        return list(cached[1])
     found = shapes.malformed_activities(ctx)
     found += shapes.set_aside_activities(ctx, exclude=[m.id for m in found])
-    return [f"activities {m.id}: {m.problem}" for m in found]
+    lines = [f"activities {m.id}: {m.problem}" for m in found]
+    ctx.cached_reads["malformed"] = (time.monotonic(), lines)
+    return list(lines)
 
 
 def snapshot(ctx: QueueContext, options: StatsOptions) -> StatsSnapshot:

@@ -33,25 +33,13 @@ from tests.test_console_browser import (  # noqa: E402
     open_view,
     page_errors,
     rows,
+    rq,
     text,
 )
 
 pytestmark = browser_tests.pytestmark
 HOSTILE = '<img src=x onerror="window.__pwned=3">'
-__all__ = ["browser", "env"]  # fixtures, used by name
-
-
-@pytest.fixture(scope="module")
-def rq(env: dict[str, str]) -> RunnerQ:
-    from runnerq_cli.config import load_settings
-
-    settings = load_settings(None, overrides={
-        "uri": env["RUNNERQ_MONGO_URI"], "database": env["RUNNERQ_DATABASE"], "queue": "tests",
-        "connect_timeout": 30.0, "server_selection_timeout": 30.0},
-        environ={"RUNNERQ_CONFIG": ""})
-    backend = RunnerQ(settings)
-    backend.maintenance.init_indexes()
-    return backend
+__all__ = ["browser", "env", "rq"]  # fixtures, used by name
 
 
 @pytest.fixture(scope="module")

@@ -439,3 +439,21 @@ def test_cli_on_a_malformed_count_is_one_line_and_writes_nothing(run_cli, settin
     fixed = run_cli("init-indexes", "--partitions", "2")
     assert fixed.code == 0 and fixed.stdout.startswith("partitions: malformed -> 2")
     assert run_cli("enqueue", "t").code == 0
+
+
+@pytest.mark.parametrize("partitions", [4])
+def test_a_null_partition_is_a_stray_that_init_indexes_stamps(queue) -> None:
+    """doctor counts a null `partition` with the absent ones, and its fix (run
+    init-indexes --partitions N again) stamps both (design.md, "Changing N")."""
+    raw = queue.db[queue.context.names.activities]
+    aid = queue.enqueue("t", {}).activity_id
+    raw.update_one({"_id": aid}, {"$set": {"partition": None}})
+    assert check_partitions(queue.context, "replica set").facts["without_partition"] == 1
+    queue.maintenance.set_partitions(4)
+    assert raw.find_one({"_id": aid})["partition"] == 0
+    assert check_partitions(queue.context, "replica set").facts["without_partition"] == 0
+
+
+def test_the_documented_partition_of_a_key() -> None:
+    """docs/design.md's worked example of the hash (The `partition` field)."""
+    assert of_key("email", "order-17", 4) == 0 and of_key("email", "order-18", 4) == 3

@@ -83,3 +83,22 @@ def test_known_types_are_forgotten_after_a_while(queue: RunnerQ) -> None:
     assert types.claimable(queue.context.activities, ["big"]) == ["a"]  # kept: a seek
     now[0] += FORGET_AFTER + 1
     assert types.claimable(queue.context.activities, ["big"]) == []
+
+
+@pytest.mark.parametrize("odd", [{}, {"activity_type": 7}, {"activity_type": None}],
+                         ids=["missing", "int", "null"])
+def test_a_malformed_type_does_not_hide_the_claimable_types(
+        queue: RunnerQ, odd: dict[str, Any]) -> None:
+    """A pending activity whose `activity_type` is no string sorts before every string
+    on the type index: the discovery steps over it (design.md, "Claims around paused
+    types") instead of stopping there and finding nothing claimable."""
+    import datetime
+    import uuid
+
+    queue.enqueue("big", {})
+    wanted = queue.enqueue("a", {}).activity_id
+    queue.context.activities.insert_one({
+        "_id": uuid.uuid4(), "priority": 2, "status": "pending",
+        "created_at": datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC), **odd})
+    claims = queue.dequeue("w", exclude_types=["big"], limit=5)
+    assert [c.activity_id for c in claims] == [wanted]

@@ -314,3 +314,12 @@ def test_views_see_ended_late_and_paused(queue, at_t0):
     queue.schedules.pause("late")
     at_t0.advance(3600)
     assert queue.schedules.get_schedule("late").late_by(at_t0.now) is None
+
+
+def test_the_documented_key_and_jitter_of_a_fire() -> None:
+    """docs/design.md's worked example: the key's instant text and the jitter's hash."""
+    from runnerq_cli.backend.domain.schedules import jitter_for
+
+    instant = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
+    assert fire_key("nightly", instant) == "schedule:nightly:2027-03-28T01:00:00.000Z"
+    assert jitter_for("nightly", instant, 60) == 10.076

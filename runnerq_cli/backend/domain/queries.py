@@ -118,13 +118,16 @@ def claim(types: Iterable[str] | None = None,
     return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
 
 
-def pending_types_beyond(known: Iterable[str]) -> Query:
+def pending_types_beyond(known: Iterable[str], odd: Iterable[Any] = ()) -> Query:
     """The first pending activity type not in `known` (the types found so far and the
     paused ones), read from index keys alone: `$nin` on the index led by the type gives
     the ranges between the known types, so each known type costs one seek, not its
-    backlog. A claim around paused types asks it until it finds none."""
+    backlog. A claim around paused types asks it until it finds none. `odd`: values
+    found that are no string (a malformed activity's: null, a number), stepped over
+    too, or the look would stop at the first of them (they sort before every string)."""
     return Query("pending types (claim around paused types)", "activities",
-                 {"status": Status.PENDING.value, "activity_type": {"$nin": sorted(set(known))}},
+                 {"status": Status.PENDING.value,
+                  "activity_type": {"$nin": [*sorted(set(known)), *odd]}},
                  (("activity_type", 1),), "claims limited")
 
 

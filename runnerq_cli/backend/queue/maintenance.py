@@ -175,8 +175,8 @@ class Maintenance(QueueChores):
                        actor: str | None = None) -> PartitionChange:
         """Make the queue one of `count` partitions (docs/design.md, "Changing N"): the
         count only grows (InvalidArgument below the stored one, nothing written); from 1,
-        every activity without a partition is stamped `partition: 0` (again at every
-        call: a producer that read the old count may have added some since).
+        every activity without a partition (absent or null) is stamped `partition: 0`
+        (again at every call: a producer that read the old count may have added some since).
 
         `write` False reports what would change and writes nothing."""
         from runnerq_cli.backend.domain.partitions import (
@@ -201,7 +201,7 @@ class Maintenance(QueueChores):
                 f"(activities of the partitions dropped would never be claimed again)")
         who = values.one_line_text(actor, "actor", max_chars=200) if actor is not None \
             else _os_user()
-        strays = {FIELD: {"$exists": False}}
+        strays = {FIELD: None}  # absent or null, as doctor counts them (partition_1__id_1)
         if not write:
             pending = self._ctx.activities.count_documents(strays) if count > 1 else 0
             return PartitionChange(before, count, pending, written=False)

@@ -15,10 +15,13 @@ forgotten every FORGET_AFTER seconds, so the list follows the types in use.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from bson.regex import Regex
 
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.store.driver import Collection
@@ -43,16 +46,20 @@ class PendingTypes:
             if self._clock() - self._since > FORGET_AFTER:
                 self._known, self._since = set(), self._clock()
             known = set(self._known)
+        odd: list[Any] = []  # values of malformed activities' types, stepped over
         for _ in range(MOST_TYPES):
-            query = queries.pending_types_beyond(known | paused)
+            query = queries.pending_types_beyond(known | paused, odd)
             doc: dict[str, Any] | None = activities.find_one(
                 query.filter, {"activity_type": 1, "_id": 0}, sort=query.sort_list)
             if doc is None:
                 break
             found = doc.get("activity_type")
-            if not isinstance(found, str):  # a malformed type: the claim sets it aside
-                break
-            known.add(found)
+            if isinstance(found, str):
+                known.add(found)
+            elif found in odd or isinstance(found, Regex | re.Pattern):
+                break  # a regex in $nin would match strings: stop rather than hide them
+            else:  # null, missing, a number...: malformed (left pending while paused)
+                odd.append(found)
         with self._lock:
             self._known |= known
         return sorted(known - paused)

@@ -347,3 +347,70 @@ def test_token_file_serves_and_token_on_the_command_line_is_warned_of(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def _signed_get(port: int, **headers: str) -> tuple[int, float]:
+    """A request from the dribblers' own address (the operator shares it on loopback)."""
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10,
+                                      source_address=("127.0.0.1", 0))
+    try:
+        conn.request("GET", "/api/info", headers=headers)
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def test_a_signed_in_operator_is_answered_while_anonymous_clients_hold_their_slots(
+        backend: RunnerQ) -> None:
+    c = Console(backend, token=TOKEN, max_per_address=4, signed_in_slots=3)
+    held: list[socket.socket] = []
+    try:
+        code, headers, _ = c.request("GET", f"/?token={TOKEN}")
+        assert code == 303
+        cookie = headers["Set-Cookie"].split(";")[0]
+        wait_until(lambda: not c.server._by_address, timeout=5)  # the login's, ended
+        held += [_dribbler(c.port) for _ in range(4)]  # the address's share, held
+        wait_until(lambda: c.server._by_address.get("127.0.0.1") == 4, timeout=5)
+        # anonymous: refused at once; the token or the session's cookie: answered at once
+        assert _signed_get(c.port)[0] == 503
+        for credentials in ({"Authorization": f"Bearer {TOKEN}"}, {"Cookie": cookie}):
+            status, took = _signed_get(c.port, **credentials)
+            assert status == 200 and took < 1.0
+        # anonymous clients that take the kept slots too are closed to make room
+        held += [_dribbler(c.port) for _ in range(3)]
+        wait_until(lambda: len(c.server._kept) == 3, timeout=5)
+        status, took = _signed_get(c.port, Cookie=cookie)
+        assert status == 200 and took < 1.0
+        assert c.server._by_address["127.0.0.1"] == 4  # their share untouched
+    finally:
+        for sock in held:
+            sock.close()
+        c.close()
+
+
+def test_kept_slots_hold_an_anonymous_client_briefly_and_none_without_a_token(
+        backend: RunnerQ) -> None:
+    c = Console(backend, token=TOKEN, max_per_address=1, signed_in_slots=1,
+                signed_in_deadline=0.3)
+    plain = Console(backend, max_per_address=1)
+    held: list[socket.socket] = []
+    try:
+        held.append(_dribbler(c.port))
+        wait_until(lambda: c.server._by_address.get("127.0.0.1") == 1, timeout=5)
+        late = _dribbler(c.port)  # in the kept slot, its headers unfinished: cut short
+        held.append(late)
+        reply = late.recv(200)
+        assert reply.startswith(b"HTTP/1.1 408")
+        wait_until(lambda: not c.server._kept, timeout=5)
+        # a console without a token has no one signed in: past the limits is refused
+        held.append(_dribbler(plain.port))
+        wait_until(lambda: plain.server._by_address.get("127.0.0.1") == 1, timeout=5)
+        assert _signed_get(plain.port)[0] == 503
+    finally:
+        for sock in held:
+            sock.close()
+        c.close()
+        plain.close()

@@ -125,6 +125,27 @@ def test_worker_id_refused_at_the_command_line(run_cli: Any) -> None:
     assert "Traceback" not in refused.stderr
 
 
+@pytest.mark.parametrize("key", ["pending", "dead_letter"])
+def test_runnerq_lists_count_the_malformed_documents_they_leave_out(
+        key: str, console: Console, backend: RunnerQ) -> None:
+    good = uuid.uuid4()
+    if key == "pending":
+        backend.context.activities.insert_many([
+            _activity(good), _activity(uuid.uuid4(), priority="high"),
+            _activity(uuid.uuid4(), created_at="yesterday"), _activity(MARKUP)])
+    else:
+        dead = {**_activity(good, "dead_letter"), "_id": uuid.uuid4(), "activity_id": good}
+        backend.context.activities.insert_one(_activity(good, "dead_letter"))
+        backend.context.dead_letter.insert_many([
+            {"_id": uuid.uuid4(), "activity": "not-a-document"}, dead])
+    code, headers, body = console.request("GET", f"/api/observability/activities/{key}")
+    listed = json.loads(body)
+    assert code == 200
+    # every document of the page is a row or counted: the count agrees with the rows
+    shown = len(listed)
+    assert headers["X-RunnerQ-Skipped"] == ("3" if key == "pending" else str(2 - shown))
+
+
 # ------------------------------------------------------------------ slots no client can hold
 
 

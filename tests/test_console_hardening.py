@@ -239,6 +239,31 @@ def test_streams_are_capped_across_queues_with_slots_kept_for_requests(
         c.close()
 
 
+def test_refused_streams_free_their_connections_for_plain_requests(backend: RunnerQ) -> None:
+    from tests.test_console_api import Sse
+
+    backend.for_queue("other").enqueue("job", {})
+    c = Console(backend, max_connections=8, max_streams=100)  # 6 streams: 2 kept
+    streams = []
+    try:
+        for n in range(6):
+            streams.append(Sse(c.port, "/api/stream" + ("?queue=other" if n % 2 else "")))
+            assert streams[-1].status == 200
+        # more streams asked for: each refused, and its connection closed, not kept idle
+        refused = [Sse(c.port, "/api/stream?queue=other") for _ in range(4)]
+        streams += refused
+        assert [r.status for r in refused] == [503] * 4
+        for r in refused:  # the body, then the end: closed by the console, not kept idle
+            r.sock.settimeout(2)
+            assert b"too many" in r.file.read()
+        status, took = _timed_get(c.port, source="127.0.0.1")
+        assert status == 200 and took < 1.0
+    finally:
+        for stream in streams:
+            stream.close()
+        c.close()
+
+
 def test_one_write_per_response(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
     import socketserver
 

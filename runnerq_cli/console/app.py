@@ -481,6 +481,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         except HttpError as exc:
             if self.command == "POST":
                 self.close_connection = True  # its body may be unread
+            if exc.status == 503:  # refused for want of room: its connection freed too, or
+                self.close_connection = True  # refused streams would hold the kept quarter
             self._send(exc.status, to_json({"error": str(exc)}), "application/json",
                        exc.headers)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):

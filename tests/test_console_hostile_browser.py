@@ -197,6 +197,18 @@ def test_format_characters_are_shown_visibly(browser: Any, our_console: Console,
     assert "a\\u202eb" in text(browser, "#payload")
 
 
+def test_invisible_format_characters_are_shown_too(browser: Any, our_console: Console,
+                                                   rq: RunnerQ) -> None:
+    # A zero-width space, a word joiner and a BOM: `job` and `job\u200b` must not look alike.
+    aid = str(rq.enqueue("job\u200b\u2060\ufeff", {"note": "a\u200bb\U000e0041"}).activity_id)
+    _open(browser, our_console, f"#/activity/{aid}", "#activity #payload")
+    assert "job\\u200b\\u2060\\ufeff" in text(browser, "#activity h1")
+    assert "a\\u200bb\\U000e0041" in text(browser, "#payload")
+    shown = text(browser, "#activity")
+    assert not any(c in shown for c in "\u200b\u2060\ufeff\U000e0041")
+    _no_script_errors(browser)
+
+
 @pytest.mark.parametrize("route", ["#/constructor", "#/__proto__", "#/list/constructor",
                                    "#/toString"])
 def test_hash_routes_that_are_not_views_say_so(browser: Any, our_console: Console,

@@ -219,7 +219,8 @@ class Views:
         problem), and the summary `stats` shows: one read of the schedules."""
         rq = self.backend(params.get("queue"))
         infos = rq.schedule_views.infos()
-        return {"schedules": [i.to_json() for i in infos],
+        return {"schedules": [{**i.to_json(), "actionable": _actionable(i.name)}
+                              for i in infos],
                 "summary": rq.schedule_views.summary(infos)}
 
     def doctor(self, params: dict[str, str]) -> dict[str, Any]:
@@ -313,3 +314,15 @@ class Views:
                 "skipped": page.skipped,
                 "malformed": [{"id": i, "problem": p} for i, p in malformed]}
 
+
+def _actionable(name: Any) -> bool:
+    """Whether the schedule actions can name this schedule: another program may have
+    stored one under a name our rule refuses (markup, spaces), which no action takes,
+    so the page offers none for it rather than buttons that can only fail."""
+    from runnerq_cli.backend.domain.schedules import check_name
+
+    try:
+        check_name(name)
+    except InvalidArgument:
+        return False
+    return True

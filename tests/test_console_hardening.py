@@ -125,6 +125,27 @@ def test_worker_id_refused_at_the_command_line(run_cli: Any) -> None:
     assert "Traceback" not in refused.stderr
 
 
+@pytest.mark.parametrize("key", ["pending", "dead_letter"])
+def test_runnerq_lists_count_the_malformed_documents_they_leave_out(
+        key: str, console: Console, backend: RunnerQ) -> None:
+    good = uuid.uuid4()
+    if key == "pending":
+        backend.context.activities.insert_many([
+            _activity(good), _activity(uuid.uuid4(), priority="high"),
+            _activity(uuid.uuid4(), created_at="yesterday"), _activity(MARKUP)])
+    else:
+        dead = {**_activity(good, "dead_letter"), "_id": uuid.uuid4(), "activity_id": good}
+        backend.context.activities.insert_one(_activity(good, "dead_letter"))
+        backend.context.dead_letter.insert_many([
+            {"_id": uuid.uuid4(), "activity": "not-a-document"}, dead])
+    code, headers, body = console.request("GET", f"/api/observability/activities/{key}")
+    listed = json.loads(body)
+    assert code == 200
+    # every document of the page is a row or counted: the count agrees with the rows
+    shown = len(listed)
+    assert headers["X-RunnerQ-Skipped"] == ("3" if key == "pending" else str(2 - shown))
+
+
 # ------------------------------------------------------------------ slots no client can hold
 
 
@@ -210,6 +231,31 @@ def test_streams_are_capped_across_queues_with_slots_kept_for_requests(
             streams.append(Sse(c.port, "/api/stream" + ("?queue=other" if n % 2 else "")))
             assert streams[-1].status == 200
         assert Sse(c.port, "/api/stream?queue=other").status == 503
+        status, took = _timed_get(c.port, source="127.0.0.1")
+        assert status == 200 and took < 1.0
+    finally:
+        for stream in streams:
+            stream.close()
+        c.close()
+
+
+def test_refused_streams_free_their_connections_for_plain_requests(backend: RunnerQ) -> None:
+    from tests.test_console_api import Sse
+
+    backend.for_queue("other").enqueue("job", {})
+    c = Console(backend, max_connections=8, max_streams=100)  # 6 streams: 2 kept
+    streams = []
+    try:
+        for n in range(6):
+            streams.append(Sse(c.port, "/api/stream" + ("?queue=other" if n % 2 else "")))
+            assert streams[-1].status == 200
+        # more streams asked for: each refused, and its connection closed, not kept idle
+        refused = [Sse(c.port, "/api/stream?queue=other") for _ in range(4)]
+        streams += refused
+        assert [r.status for r in refused] == [503] * 4
+        for r in refused:  # the body, then the end: closed by the console, not kept idle
+            r.sock.settimeout(2)
+            assert b"too many" in r.file.read()
         status, took = _timed_get(c.port, source="127.0.0.1")
         assert status == 200 and took < 1.0
     finally:
@@ -347,3 +393,70 @@ def test_token_file_serves_and_token_on_the_command_line_is_warned_of(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def _signed_get(port: int, **headers: str) -> tuple[int, float]:
+    """A request from the dribblers' own address (the operator shares it on loopback)."""
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10,
+                                      source_address=("127.0.0.1", 0))
+    try:
+        conn.request("GET", "/api/info", headers=headers)
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def test_a_signed_in_operator_is_answered_while_anonymous_clients_hold_their_slots(
+        backend: RunnerQ) -> None:
+    c = Console(backend, token=TOKEN, max_per_address=4, signed_in_slots=3)
+    held: list[socket.socket] = []
+    try:
+        code, headers, _ = c.request("GET", f"/?token={TOKEN}")
+        assert code == 303
+        cookie = headers["Set-Cookie"].split(";")[0]
+        wait_until(lambda: not c.server._by_address, timeout=5)  # the login's, ended
+        held += [_dribbler(c.port) for _ in range(4)]  # the address's share, held
+        wait_until(lambda: c.server._by_address.get("127.0.0.1") == 4, timeout=5)
+        # anonymous: refused at once; the token or the session's cookie: answered at once
+        assert _signed_get(c.port)[0] == 503
+        for credentials in ({"Authorization": f"Bearer {TOKEN}"}, {"Cookie": cookie}):
+            status, took = _signed_get(c.port, **credentials)
+            assert status == 200 and took < 1.0
+        # anonymous clients that take the kept slots too are closed to make room
+        held += [_dribbler(c.port) for _ in range(3)]
+        wait_until(lambda: len(c.server._kept) == 3, timeout=5)
+        status, took = _signed_get(c.port, Cookie=cookie)
+        assert status == 200 and took < 1.0
+        assert c.server._by_address["127.0.0.1"] == 4  # their share untouched
+    finally:
+        for sock in held:
+            sock.close()
+        c.close()
+
+
+def test_kept_slots_hold_an_anonymous_client_briefly_and_none_without_a_token(
+        backend: RunnerQ) -> None:
+    c = Console(backend, token=TOKEN, max_per_address=1, signed_in_slots=1,
+                signed_in_deadline=0.3)
+    plain = Console(backend, max_per_address=1)
+    held: list[socket.socket] = []
+    try:
+        held.append(_dribbler(c.port))
+        wait_until(lambda: c.server._by_address.get("127.0.0.1") == 1, timeout=5)
+        late = _dribbler(c.port)  # in the kept slot, its headers unfinished: cut short
+        held.append(late)
+        reply = late.recv(200)
+        assert reply.startswith(b"HTTP/1.1 408")
+        wait_until(lambda: not c.server._kept, timeout=5)
+        # a console without a token has no one signed in: past the limits is refused
+        held.append(_dribbler(plain.port))
+        wait_until(lambda: plain.server._by_address.get("127.0.0.1") == 1, timeout=5)
+        assert _signed_get(plain.port)[0] == 503
+    finally:
+        for sock in held:
+            sock.close()
+        c.close()
+        plain.close()

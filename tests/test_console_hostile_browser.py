@@ -197,6 +197,35 @@ def test_format_characters_are_shown_visibly(browser: Any, our_console: Console,
     assert "a\\u202eb" in text(browser, "#payload")
 
 
+def test_invisible_format_characters_are_shown_too(browser: Any, our_console: Console,
+                                                   rq: RunnerQ) -> None:
+    # A zero-width space, a word joiner and a BOM: `job` and `job\u200b` must not look alike.
+    aid = str(rq.enqueue("job\u200b\u2060\ufeff", {"note": "a\u200bb\U000e0041"}).activity_id)
+    _open(browser, our_console, f"#/activity/{aid}", "#activity #payload")
+    assert "job\\u200b\\u2060\\ufeff" in text(browser, "#activity h1")
+    assert "a\\u200bb\\U000e0041" in text(browser, "#payload")
+    shown = text(browser, "#activity")
+    assert not any(c in shown for c in "\u200b\u2060\ufeff\U000e0041")
+    _no_script_errors(browser)
+
+
+def test_a_schedule_stored_under_a_name_no_action_takes_offers_none(
+        browser: Any, our_console: Console, rq: RunnerQ) -> None:
+    # Another program's schedule documents: one named with markup, one of our names but
+    # malformed. The first gets no buttons that could only fail; the second keeps its own.
+    rq.context.schedules.insert_many([{"_id": MARKUP, "name": MARKUP, "paused": True},
+                                      {"_id": "half-written", "name": "half-written"}])
+    _open(browser, our_console, "#/schedules", "#schedules-count")
+    theirs = browser.find_element("css selector", 'tr[data-schedule="half-written"]')
+    assert [b.text for b in theirs.find_elements("css selector", "button")] == ["Pause…"]
+    rows = [r for r in browser.find_elements("css selector", "#schedules tr[data-schedule]")
+            if r.get_attribute("data-schedule") == MARKUP]
+    assert len(rows) == 1 and not rows[0].find_elements("css selector", "button")
+    assert rows[0].find_elements("css selector", "[data-no-actions]")
+    assert browser.execute_script("return window.__pwned") is None
+    _no_script_errors(browser)
+
+
 @pytest.mark.parametrize("route", ["#/constructor", "#/__proto__", "#/list/constructor",
                                    "#/toString"])
 def test_hash_routes_that_are_not_views_say_so(browser: Any, our_console: Console,

@@ -53,6 +53,8 @@ IDLE_TIMEOUT = 10.0  # seconds a connection may wait silent for its next request
 REQUEST_DEADLINE = 10.0  # seconds from a request's first byte to its last (headers and body)
 WRITE_TIMEOUT = 30.0  # seconds a write may wait on a client that does not read
 KEEPALIVE_SECONDS = 15.0
+SIGNED_IN_SLOTS = 16  # connections kept for requests with the token or a session's cookie
+SIGNED_IN_DEADLINE = 2.0  # seconds such a connection has to show its whole request's headers
 PLACEHOLDER = (b"<!doctype html><meta charset=utf-8><title>runnerq console</title>"
                b"<p>The console page is not installed; the API is at /api/.</p>")
 
@@ -75,6 +77,8 @@ class ConsoleConfig:
     max_per_address: int = MAX_PER_ADDRESS
     idle_timeout: float = IDLE_TIMEOUT
     request_deadline: float = REQUEST_DEADLINE
+    signed_in_slots: int = SIGNED_IN_SLOTS
+    signed_in_deadline: float = SIGNED_IN_DEADLINE
 
 
 def stream_slots(config: ConsoleConfig) -> int:
@@ -180,6 +184,11 @@ class ConsoleServer(ThreadingHTTPServer):
         self._stream_cap = stream_slots(config)
         self._by_address: dict[str, int] = {}
         self._address_lock = threading.Lock()
+        # Connections past the limits, kept for signed-in requests (a token console only):
+        # socket -> "waiting" (its request not yet read) or "signed-in"; the oldest waiting
+        # one is closed to make room (`_evicted`), so anonymous clients never hold them.
+        self._kept: dict[Any, str] = {}
+        self._evicted: set[Any] = set()
         family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         self.address_family = family
         super().__init__((config.host, config.port), RequestHandler)
@@ -231,26 +240,67 @@ class ConsoleServer(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         address = str(client_address[0])
+        refusal = None
         if not self._address_taken(address):
-            self._refuse(request, "too many connections from this address: try again")
-            return
-        if not self._slots.acquire(blocking=False):
+            refusal = "too many connections from this address: try again"
+        elif not self._slots.acquire(blocking=False):
             self._address_freed(address)
-            self._refuse(request, "too many connections: try again")
+            refusal = "too many connections: try again"
+        if refusal is not None and not self._keep(request):
+            self._refuse(request, refusal)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
-            self._address_freed(address)
+            self._release(request, address)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
-            self._address_freed(str(client_address[0]))
+            self._release(request, str(client_address[0]))
+
+    def _keep(self, request: Any) -> bool:
+        """Admit `request` to the slots kept for signed-in requests (its first request
+        must carry the token or a session within `signed_in_deadline`); when they are
+        all taken, the oldest still waiting is closed for it. False: no such slot."""
+        if self.gate.token is None or self.config.signed_in_slots <= 0:
+            return False
+        with self._address_lock:
+            if len(self._kept) >= self.config.signed_in_slots:
+                oldest = next((s for s, state in self._kept.items() if state == "waiting"),
+                              None)
+                if oldest is None:
+                    return False  # every kept slot serves a signed-in operator
+                del self._kept[oldest]
+                self._evicted.add(oldest)
+                with contextlib.suppress(OSError):
+                    oldest.shutdown(socket.SHUT_RDWR)  # its thread sees the end and leaves
+            self._kept[request] = "waiting"
+            return True
+
+    def kept_state(self, request: Any) -> str | None:
+        """"waiting" or "signed-in" for a connection of the kept slots, else None."""
+        with self._address_lock:
+            if request in self._evicted:
+                return "evicted"
+            return self._kept.get(request)
+
+    def signed_in(self, request: Any) -> None:
+        with self._address_lock:
+            if request in self._kept:
+                self._kept[request] = "signed-in"
+
+    def _release(self, request: Any, address: str) -> None:
+        with self._address_lock:
+            if request in self._evicted:
+                self._evicted.discard(request)
+                return
+            if self._kept.pop(request, None) is not None:
+                return
+        self._slots.release()
+        self._address_freed(address)
 
     def open_stream(self) -> bool:
         """Take one of the streams' slots (shared by every queue); False when none is free."""
@@ -299,7 +349,13 @@ class RequestHandler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         """The standard library's, with our limits: the request line and headers refused
         as soon as they pass them, the whole request within its deadline."""
+        kept = self.server.kept_state(self.connection)
         self.deadline = None
+        if kept == "waiting":  # a kept slot: the whole request's headers at once
+            self.deadline = time.monotonic() + self.server.config.signed_in_deadline
+        elif kept == "evicted":
+            self.close_connection = True
+            return
         try:
             self.raw_requestline = self.rfile.readline(REQUEST_LINE_MAX + 1)
             if len(self.raw_requestline) > REQUEST_LINE_MAX:
@@ -313,6 +369,11 @@ class RequestHandler(BaseHTTPRequestHandler):
                 return
             if not self.parse_request():
                 return
+            if kept is not None and not self._signed_in():
+                self.close_connection = True
+                self._send(503, to_json({"error": "too many connections: try again"}),
+                           "application/json")
+                return
             self._dispatch(self.command)
         except TimeoutError:
             self.close_connection = True
@@ -324,6 +385,17 @@ class RequestHandler(BaseHTTPRequestHandler):
                     self.send_error(408)
         finally:
             self.deadline = None
+
+    def _signed_in(self) -> bool:
+        """Whether this request, on a kept slot, carries the token or a live session (or
+        logs in with the token); marks its connection signed in when it does."""
+        gate = self.server.gate
+        parts = urlsplit(self.path)
+        given = dict(parse_qsl(parts.query)).get("token") if parts.path == "/" else None
+        if not (gate.allows(self.headers) or gate.is_token(given)):
+            return False
+        self.server.signed_in(self.connection)
+        return True
 
     def parse_request(self) -> bool:
         reader = self.rfile
@@ -409,6 +481,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         except HttpError as exc:
             if self.command == "POST":
                 self.close_connection = True  # its body may be unread
+            if exc.status == 503:  # refused for want of room: its connection freed too, or
+                self.close_connection = True  # refused streams would hold the kept quarter
             self._send(exc.status, to_json({"error": str(exc)}), "application/json",
                        exc.headers)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):

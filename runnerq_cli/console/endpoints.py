@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.models import (
-    Activity,
     MalformedDocument,
     Status,
     parse_activity_id,
@@ -117,11 +116,14 @@ class Views:
         limit = integer(params, "limit", 50, 1, LIMIT_CAP)
         inspector = self.rq.inspector
         if key == "dead_letter":
-            return obs.snapshots(r.activity for r in inspector.list_dead_letter(offset, limit))
-        lists: dict[str, Callable[[int, int], list[Activity]]] = {
-            "pending": inspector.list_pending, "processing": inspector.list_processing,
-            "scheduled": inspector.list_scheduled, "completed": inspector.list_completed}
-        return obs.snapshots(lists[key](offset, limit))
+            records, malformed = inspector.list_dead_letter_counted(offset, limit)
+            items, skipped = obs.snapshots(r.activity for r in records)
+            return items, skipped + malformed
+        statuses = {"pending": Status.PENDING, "processing": Status.PROCESSING,
+                    "scheduled": Status.SCHEDULED, "completed": Status.COMPLETED}
+        activities, malformed = inspector.list_counted(statuses[key], offset, limit)
+        items, skipped = obs.snapshots(activities)
+        return items, skipped + malformed
 
     def observability_activity(self, aid: uuid.UUID) -> dict[str, Any]:
         return obs.snapshot(self.rq.inspector.get_activity(aid))
@@ -217,7 +219,8 @@ class Views:
         problem), and the summary `stats` shows: one read of the schedules."""
         rq = self.backend(params.get("queue"))
         infos = rq.schedule_views.infos()
-        return {"schedules": [i.to_json() for i in infos],
+        return {"schedules": [{**i.to_json(), "actionable": _actionable(i.name)}
+                              for i in infos],
                 "summary": rq.schedule_views.summary(infos)}
 
     def doctor(self, params: dict[str, str]) -> dict[str, Any]:
@@ -311,3 +314,15 @@ class Views:
                 "skipped": page.skipped,
                 "malformed": [{"id": i, "problem": p} for i, p in malformed]}
 
+
+def _actionable(name: Any) -> bool:
+    """Whether the schedule actions can name this schedule: another program may have
+    stored one under a name our rule refuses (markup, spaces), which no action takes,
+    so the page offers none for it rather than buttons that can only fail."""
+    from runnerq_cli.backend.domain.schedules import check_name
+
+    try:
+        check_name(name)
+    except InvalidArgument:
+        return False
+    return True

@@ -179,6 +179,10 @@ class Gate:
         return given is not None and hmac.compare_digest(
             given.encode("utf-8", "replace"), self.token.encode())
 
+    def is_token(self, given: str | None) -> bool:
+        """Whether `given` is this console's token (False on a console without one)."""
+        return self.token is not None and self._matches(given)
+
     def _session(self, given: str | None) -> bool:
         if not given:
             return False

@@ -67,11 +67,17 @@ class Inspection(Part):
                 "estimated": estimated}
 
     def _list(self, status: Status, offset: int, limit: int) -> list[Activity]:
+        return self.list_counted(status, offset, limit)[0]
+
+    def list_counted(self, status: Status, offset: int = 0,
+                     limit: int = 50) -> tuple[list[Activity], int]:
+        """An offset page of `status` (RunnerQ's lists), and how many of the page's
+        documents were malformed and left out, so a reader can say its rows are fewer."""
         offset, limit = _page(offset, limit)
         listing = queries.list_page(status)
         cursor = self._ctx.activities.find(listing.filter, {"outbox": 0}).sort(
             listing.sort_list).skip(offset)
-        return readable(cursor.limit(limit), Activity.from_doc, self._ctx.activities.name)[0]
+        return readable(cursor.limit(limit), Activity.from_doc, self._ctx.activities.name)
 
     def list_pending(self, offset: int = 0, limit: int = 50) -> list[Activity]:
         return self._list(Status.PENDING, offset, limit)
@@ -86,11 +92,16 @@ class Inspection(Part):
         return self._list(Status.COMPLETED, offset, limit)
 
     def list_dead_letter(self, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
+        return self.list_dead_letter_counted(offset, limit)[0]
+
+    def list_dead_letter_counted(self, offset: int = 0, limit: int = 50
+                                 ) -> tuple[list[DeadLetterRecord], int]:
+        """list_dead_letter, and how many of the page's records were malformed."""
         offset, limit = _page(offset, limit)
         listing = queries.dead_letter_list()
         cursor = self._ctx.dead_letter.find(listing.filter).sort(listing.sort_list).skip(
             offset).limit(limit)
-        return readable(cursor, DeadLetterRecord.from_doc, self._ctx.dead_letter.name)[0]
+        return readable(cursor, DeadLetterRecord.from_doc, self._ctx.dead_letter.name)
 
     def get_activity(self, activity_id: uuid.UUID | str) -> Activity:
         """The activity, or NotFound."""

@@ -19,11 +19,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.text import Text
 
-# C0 controls (tab included: it shifts columns), DEL, C1 controls, and the
-# bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069)
-# plus the invisible marks that steer them (U+200E, U+200F, U+061C). Line and
-# paragraph separators (U+2028, U+2029) break lines on some terminals.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0 controls (tab included: it shifts columns), DEL, C1 controls, line and paragraph
+# separators (U+2028, U+2029 break lines on some terminals), and every format character
+# (Unicode's category Cf, as of Unicode 15.1: the bidirectional embeddings, overrides,
+# isolates and marks that reverse what follows, and the invisible ones, zero-width space
+# and joiners, word joiner, BOM, soft hyphen, tags, by which `job\u200b` reads as `job`).
+# The console's page escapes the same set (\p{Cf}, console/static/index.html).
+_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+           "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+           "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+           "\U000e0020-\U000e007f")
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -33,11 +39,12 @@ def _escape(match: re.Match[str]) -> str:
     if named is not None:
         return named
     code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-_UNSAFE_MULTILINE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_MULTILINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}]")
 
 
 def literal(value: object, *, max_length: int | None = None, multiline: bool = False) -> str:

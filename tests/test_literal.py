@@ -38,3 +38,21 @@ def test_rich_text_is_never_markup() -> None:
 
 def test_multiline_keeps_lines_and_tabs_and_escapes_the_rest() -> None:
     assert literal("a\nb\tc\x1b[2J\r\u202e", multiline=True) == "a\nb\tc\\x1b[2J\\r\\u202e"
+
+
+def test_every_format_character_is_escaped_as_the_console_page_does() -> None:
+    """Unicode's Cf (format) characters are invisible or reorder text: `job\\u200b` would
+    read as `job`, a tag character hides text. The class, not a list: every Cf code point
+    this Python knows is escaped, and nothing else of the letters' planes is."""
+    import sys
+    import unicodedata
+
+    format_chars = [chr(c) for c in range(sys.maxunicode + 1)
+                    if unicodedata.category(chr(c)) == "Cf"]
+    assert format_chars and all(literal(ch) != ch for ch in format_chars)
+    assert literal("job\u200b") == "job\\u200b"
+    assert literal("tag\U000e0041") == "tag\\U000e0041"
+    assert literal("soft\u00adhyphen") == "soft\\xadhyphen"
+    assert literal("\u200d", multiline=True) == "\\u200d"
+    kept = "caf\u00e9 \u65e5\u672c \u0627\u0644 \U0001f600"
+    assert literal(kept) == kept

@@ -406,3 +406,45 @@ def test_change_stream_tail_sees_a_lagging_writers_enqueue_on_nx(nx_server):
         stream.stop()
     assert not thread.is_alive() and stream.mode == "change-stream"
     assert [e.event_type for e in seen] == ["Enqueued", "Enqueued"]
+
+
+def test_change_stream_tail_wakes_for_the_queues_own_records_on_nx(nx_server, monkeypatch):
+    """A pause or an operator action is a record of the queue (activity_id null) that
+    changes no activity: the activities' stream says nothing of it, the events' second
+    stream wakes the tail (with the idle read a minute away, only that stream can)."""
+    from pymongo import MongoClient
+
+    import runnerq_cli.backend.views.events as events_module
+    from runnerq_cli.backend.store.context import utc_now
+
+    monkeypatch.setattr(events_module, "IDLE_READ_EVERY", 120.0)
+    client = MongoClient(nx_server, uuidRepresentation="standard", tz_aware=True)
+    stream = None
+    try:
+        db = client["rq_nx_records"]
+        events, activities = db["runnerq_nx_events"], db["runnerq_nx_activities"]
+        activities.insert_one({"_id": "placeholder", "status": "completed"})  # it exists
+        stream = EventStream(events, activities=activities, mode="change-stream",
+                             poll_interval=0.05)
+        seen: list = []
+
+        def consume() -> None:
+            for event in stream:
+                seen.append(event)
+                stream.stop()
+
+        thread = threading.Thread(target=consume)
+        thread.start()
+        wait_until(lambda: stream.reads >= 1, message="the tail's first read")
+        now = utc_now()
+        record = ObjectId()
+        events.insert_one({"_id": record, "activity_id": None, "activity_type": None,
+                           "timestamp": now, "event_type": "Paused", "worker_id": "operator",
+                           "detail": {"types": ["t"]}, "ingested_at": now})
+        wait_until(lambda: seen, timeout=30, message="the record, woken by its stream")
+        thread.join(timeout=30)
+        assert [e.id for e in seen] == [record]
+    finally:
+        if stream is not None:
+            stream.stop()
+        client.close()

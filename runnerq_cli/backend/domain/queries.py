@@ -328,6 +328,14 @@ def tail_changes() -> list[dict[str, Any]]:
             WAKE_PROJECTION]
 
 
+def tail_record_changes() -> list[dict[str, Any]]:
+    """The tail's second wake-up, on the events collection: the queue's own records
+    (pauses, resumes, operator actions: `activity_id` null), which change no activity
+    document and so wake nothing on the activities' stream."""
+    return [{"$match": {"operationType": "insert", "fullDocument.activity_id": None}},
+            WAKE_PROJECTION]
+
+
 # ----------------------------------------------------------- windows and tails
 
 # Finished in the sense of the stats window: completed, failed or dead-lettered (a

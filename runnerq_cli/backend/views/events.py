@@ -401,11 +401,17 @@ class EventStream:
         The stream is a wake-up (store/changes.py): its events are projected down to
         their resume token, and a burst of them wakes one read (the flag is cleared
         before each read; what changes during it costs one more). With no change the
-        tail reads once per IDLE_READ_EVERY (records that change no activity: pauses,
-        operator actions)."""
+        tail reads once per IDLE_READ_EVERY. The queue's own records (pauses, operator
+        actions) change no activity: a second stream on the events collection wakes the
+        tail for them, where it opens (else they wait for that idle read)."""
         wake = threading.Event()
         changes = ChangeWake(self._watched(), queries.tail_changes(), wake.set,
                              max_await=max(self.poll_interval, 0.05), name="runnerq-tail")
+        records = None
+        if self._activities is not None:  # the events collection is not watched already
+            records = ChangeWake(self._events, queries.tail_record_changes(), wake.set,
+                                 max_await=max(self.poll_interval, 0.05),
+                                 name="runnerq-tail-records")
         if not changes.open():
             error = changes.error
             if error is not None and not changes.refused:
@@ -413,6 +419,8 @@ class EventStream:
             raise ChangeStreamsUnavailable(
                 "this server does not offer change streams (they need a replica set or a "
                 f"sharded cluster): use mode poll or auto ({str(error)[:120]})", "mode")
+        if records is not None:
+            records.open()  # best effort: without it, records wait for the idle read
         try:
             while not self._stopped:
                 wake.clear()
@@ -426,8 +434,12 @@ class EventStream:
                 deadline = time.monotonic() + max(IDLE_READ_EVERY, self.poll_interval)
                 while not self._stopped and not wake.is_set() and time.monotonic() < deadline:
                     wake.wait(min(0.25, self.poll_interval))  # stop() is seen within this
+                if records is not None:
+                    records.ensure()  # reopened (at most every 30 s) if it broke
         finally:
             changes.close()
+            if records is not None:
+                records.close()
 
 
 def _sleep_unless(stream: EventStream, seconds: float) -> None:

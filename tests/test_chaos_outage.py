@@ -128,8 +128,16 @@ def run_outage(cli_env, tmp_path, *, activities: int, workers: int, outage: floa
             assert out == "", (name, out)
         with MongoClient(uri, uuidRepresentation="standard") as client:
             acts = client[database].runnerq_tests_activities
-            wait_for(lambda: acts.count_documents({"status": "completed"}) == activities,
-                     timeout=180, what="every activity completed after the outage")
+            try:
+                wait_for(lambda: acts.count_documents({"status": "completed"}) == activities,
+                         timeout=180, what="every activity completed after the outage")
+            except AssertionError as exc:  # what stayed behind, and what the workers said
+                left = list(acts.find({"status": {"$ne": "completed"}},
+                                      {"status": 1, "lease_deadline": 1, "worker_id": 1,
+                                       "retry_count": 1, "scheduled_at": 1}))
+                logs = "\n".join(proc.log[-3000:] for proc in started[1:])
+                raise AssertionError(f"{exc}\nleft: {left}\nworker logs (ends):\n{logs}") \
+                    from None
         resumed_in = time.monotonic() - up_at
         workers_logs = []
         for proc in started[1:]:

@@ -174,7 +174,10 @@ def test_the_strict_spool_is_never_left_behind(cli_env: dict[str, str], backend:
 
     def spooling() -> bool:
         try:
-            return any(os.readlink(fd).startswith(str(spool_dir)) for fd in fds.iterdir())
+            # open and already unlinked (an O_TMPFILE's, or mkstemp's once removed:
+            # where the file system has no O_TMPFILE, tempfile names it for an instant)
+            return any(os.readlink(fd).startswith(str(spool_dir))
+                       and os.readlink(fd).endswith(" (deleted)") for fd in fds.iterdir())
         except OSError:
             return False
 

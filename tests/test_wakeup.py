@@ -221,6 +221,10 @@ def test_a_broken_stream_wakes_its_reader_and_is_reopened(nx_server: str,  # noq
     finally:
         wake.close()
         client.close()
-        if restarted is not None:
+        if restarted is not None:  # stopped whatever the load: SIGTERM, then SIGKILL
             restarted.terminate()
-            restarted.wait(10)
+            try:
+                restarted.wait(10)
+            except subprocess.TimeoutExpired:
+                restarted.kill()
+                restarted.wait(10)

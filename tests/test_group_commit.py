@@ -1,4 +1,6 @@
-"""Group commit: callers on many threads share one write, each gets its own answer."""
+"""The one group commit (runnerq_cli/group_commit.py): items handed over by many threads
+are written in shared batches, once each, one writer at a time; blocking callers
+(`Answers`) get their own answer."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import time
 
 import pytest
 
-from runnerq_cli.backend.store.group_commit import GroupCommit
+from runnerq_cli.group_commit import Answers, GroupCommit
 
 
 class Recorder:
@@ -21,7 +23,7 @@ class Recorder:
         return [ValueError(f"odd {i}") if i % 2 else i * 10 for i in items]
 
 
-def run_threads(group: GroupCommit, n: int) -> dict[int, object]:
+def run_threads(group: Answers, n: int) -> dict[int, object]:
     answers: dict[int, object] = {}
     start = threading.Barrier(n)
 
@@ -43,7 +45,7 @@ def run_threads(group: GroupCommit, n: int) -> dict[int, object]:
 
 def test_concurrent_callers_share_batches_and_get_their_own_answers() -> None:
     recorder = Recorder()
-    answers = run_threads(GroupCommit(recorder), 16)
+    answers = run_threads(Answers(recorder), 16)
     assert sorted(i for batch in recorder.batches for i in batch) == list(range(16))
     assert len(recorder.batches) < 16  # shared round trips
     for i, answer in answers.items():
@@ -55,14 +57,14 @@ def test_concurrent_callers_share_batches_and_get_their_own_answers() -> None:
 
 def test_a_lone_caller_writes_at_once() -> None:
     recorder = Recorder(delay=0)
-    group = GroupCommit(recorder)
+    group = Answers(recorder)
     assert [group.submit(0), group.submit(2)] == [0, 20]
     assert recorder.batches == [[0], [2]]
 
 
 def test_batches_are_bounded() -> None:
     recorder = Recorder()
-    run_threads(GroupCommit(recorder, max_batch=3), 12)
+    run_threads(Answers(recorder, max_batch=3), 12)
     assert max(len(b) for b in recorder.batches) <= 3
 
 
@@ -78,7 +80,7 @@ def test_a_failed_write_reaches_every_caller_of_its_batch_and_the_next_batch_run
             raise ConnectionError("server gone")
         return items
 
-    group: GroupCommit[int, int] = GroupCommit(write)
+    group: Answers[int, int] = Answers(write)
     results: dict[int, object] = {}
 
     def call(i: int) -> None:
@@ -99,4 +101,82 @@ def test_a_failed_write_reaches_every_caller_of_its_batch_and_the_next_batch_run
     assert isinstance(results[0], ConnectionError)
     assert results[1] == 1 and results[2] == 2
     with pytest.raises(RuntimeError):
-        GroupCommit(lambda items: []).submit(1)  # one answer per item, or an error
+        Answers(lambda items: []).submit(1)  # one answer per item, or an error
+
+
+def test_a_caller_answered_stops_writing_and_a_waiting_caller_writes_the_rest() -> None:
+    # Under a steady stream of callers nobody writes for the others for ever: the
+    # writer returns once its own answer is back, and a caller still waiting writes on.
+    writers: dict[int, set[str]] = {}
+
+    def write(items: list[int]) -> list[int]:
+        writers.setdefault(threading.get_ident(), set()).update(str(i) for i in items)
+        time.sleep(0.02)
+        return items
+
+    group: Answers[int, int] = Answers(write, max_batch=1)
+    first_back = threading.Event()
+    returned: dict[int, float] = {}
+
+    def call(i: int) -> None:
+        assert group.submit(i) == i
+        returned[i] = time.monotonic()
+        if i == 0:
+            first_back.set()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(returned) == list(range(8))
+    assert len(writers) > 1  # the batches of one at a time were not all one thread's
+
+
+def test_handed_over_items_are_written_once_each_whoever_writes() -> None:
+    written: list[int] = []
+    group: GroupCommit[int] = GroupCommit(lambda batch: written.extend(batch))
+    start = threading.Barrier(8)
+
+    def hand(base: int) -> None:
+        start.wait()
+        for i in range(base, base + 200):
+            group.hand_over(i)
+            group.write()  # returns at once while another thread writes
+
+    threads = [threading.Thread(target=hand, args=(k * 1000,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(written) == sorted(i for k in range(8) for i in range(k * 1000, k * 1000 + 200))
+    assert len(group) == 0
+
+
+def test_put_back_goes_first_and_a_hold_defers_writing_until_flush() -> None:
+    batches: list[list[str]] = []
+    group: GroupCommit[str] = GroupCommit(batches.append)
+    group.hand_over("c")
+    group.put_back(["a", "b"])  # a writer could not write these: they go first
+    group.hold(time.monotonic() + 60)
+    group.write()
+    assert batches == [] and group.held() and len(group) == 3
+    assert 59 < group.held_for() <= 60
+    group.flush()  # a worker stopping: whatever the hold
+    assert batches == [["a", "b", "c"]] and not group.held()
+
+
+def test_write_for_at_most_stops_starting_batches() -> None:
+    batches: list[list[int]] = []
+
+    def slow(batch: list[int]) -> None:
+        batches.append(batch)
+        time.sleep(0.05)
+
+    group: GroupCommit[int] = GroupCommit(slow, max_batch=1)
+    for i in range(10):
+        group.hand_over(i)
+    group.write(for_at_most=0.01)
+    assert 1 <= len(batches) < 10 and len(group) == 10 - len(batches)
+    group.write()
+    assert [b[0] for b in batches] == list(range(10))

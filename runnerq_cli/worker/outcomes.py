@@ -1,20 +1,20 @@
 """Writing attempts' outcomes: one writer at a time, successes in batches, retried.
 
 The slots and the lease keeper hand outcomes over (`hand_over`); any thread may
-then call `write` (a slot after its attempt, the claim loop): one writes at a
-time, everything waiting, and loops while more arrives, so nothing handed over
-is left behind and nobody waits. All successes go in one `ack_success_many` (two
-commands however many), failures one by one; batches grow with the load by
-themselves. An outcome the server does not take (it is away) is tried again
-after a back-off (the claim loop wakes for it), for up to TIMING.ack_retry_for;
-after that the lease runs out and the reaper hands the activity to another worker.
-An outcome the server refuses is recorded on its own, with an error saying why, and
+then call `write` (a slot after its attempt, the claim loop). The batching is the
+project's one group commit (runnerq_cli/group_commit.py): one thread writes at a
+time, everything waiting, and loops while more arrives, so nothing handed over is
+left behind and nobody waits. This module is the worker's policy on top of it. All
+successes go in one `ack_success_many` (two commands however many), failures one by
+one. An outcome the server does not take (it is away) is put back and tried again
+after a back-off (the claim loop wakes for it), for up to TIMING.ack_retry_for; after
+that the lease runs out and the reaper hands the activity to another worker. An
+outcome the server refuses is recorded on its own, with an error saying why, and
 never holds up the others (`_write_batch`).
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -26,6 +26,7 @@ from runnerq_cli.backend.domain.outage import retry_later as server_away
 from runnerq_cli.backend.domain.rules import retry_delay
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument
+from runnerq_cli.group_commit import GroupCommit
 from runnerq_cli.worker.logs import (
     LEVELS,
     OUTCOME_LEVEL,
@@ -76,9 +77,8 @@ class OutcomeWriter:
         self._backend = backend
         self._flights = flights
         self._force = force  # stopping at once: give up on unwritten outcomes
-        self._finished: collections.deque[tuple[Flight, Outcome]] = collections.deque()
-        self._lock = threading.Lock()  # one writer of outcomes at a time
-        self._retry_at = 0.0  # after a failed write, the next try
+        # The outcomes handed over and not yet written; held during a back-off.
+        self._waiting: GroupCommit[tuple[Flight, Outcome]] = GroupCommit(self._write_batch)
         self._backoff = ACK_BACKOFF_FIRST
         self._backlogged = False  # claims held back for outcomes to be written
 
@@ -87,22 +87,22 @@ class OutcomeWriter:
     def backlogged(self) -> bool:
         """Outcomes are written more slowly than handlers finish: claim nothing until
         they are (a claim's lease is not renewed once it has finished)."""
-        if len(self._finished) >= OUTCOME_BACKLOG * self._flights.concurrency:
+        if len(self._waiting) >= OUTCOME_BACKLOG * self._flights.concurrency:
             self._backlogged = True
             return True
         return False
 
     def retry_pending(self) -> bool:
         """A failed write waits for its back-off (the server is away)."""
-        return self._retry_at > time.monotonic()
+        return self._waiting.held()
 
     def sleep_bound(self, seconds: float) -> float | None:
         """How long the claim loop may sleep while outcomes wait: `seconds`, or less
         until the next retry, or None for no sleep (outcomes wait and nobody writes)."""
-        retry_in = self._retry_at - time.monotonic()
-        if self._finished and retry_in > 0:
+        retry_in = self._waiting.held_for()
+        if len(self._waiting) and retry_in > 0:
             return min(seconds, retry_in)
-        if self._finished and not self._lock.locked():
+        if len(self._waiting) and not self._waiting.writing:
             return None
         return seconds
 
@@ -114,34 +114,20 @@ class OutcomeWriter:
         if not self._flights.take(flight):
             return False
         flight.finished = time.monotonic()
-        self._finished.append((flight, outcome))
+        self._waiting.hand_over((flight, outcome))
         return True
 
     def write(self, for_at_most: float | None = None) -> None:
         """Write the outcomes handed over, unless another thread is writing them."""
-        until = None if for_at_most is None else time.monotonic() + for_at_most
-        while self._finished and time.monotonic() >= self._retry_at:
-            if until is not None and time.monotonic() >= until:
-                return  # the claim loop has more to do (the pause); it comes back at once
-            if not self._lock.acquire(blocking=False):
-                return
-            try:
-                self._write_batch()
-            finally:
-                self._lock.release()
-            if self._backlogged:
-                self._backlogged = False
-                self._flights.wake.set()  # the claim loop may claim again
+        self._waiting.write(for_at_most)
 
     def write_now(self) -> None:
         """At shutdown: write what is waiting at once, back-off or not (after a slot's
         write in progress): an outcome not written now would run the activity again."""
-        with self._lock:
-            self._retry_at = 0.0
-        self.write()
+        self._waiting.flush()
 
-    def _write_batch(self) -> None:
-        """Write what is waiting; while the server is away, keep the rest for _retry_later.
+    def _write_batch(self, batch: list[tuple[Flight, Outcome]]) -> None:
+        """Write a batch; while the server is away, keep the rest for _retry_later.
 
         An outcome the server refuses never holds up the others: a refused result
         (backend: answered alone, InvalidArgument) is recorded as a non-retryable
@@ -149,7 +135,6 @@ class OutcomeWriter:
         (`_ack_failure`); one that cannot be written at all is given up and counted
         (`unacknowledged`): its lease runs out and the reaper requeues it.
         """
-        batch = [self._finished.popleft() for _ in range(len(self._finished))]
         successes = [(flight, outcome) for flight, outcome in batch if outcome[0] == "ok"]
         failures = [(flight, outcome) for flight, outcome in batch if outcome[0] != "ok"]
         away: Exception | None = None
@@ -187,6 +172,9 @@ class OutcomeWriter:
             self._retry_later(unwritten, away)
         else:
             self._backoff = ACK_BACKOFF_FIRST
+        if self._backlogged:
+            self._backlogged = False
+            self._flights.wake.set()  # the claim loop may claim again
 
     def _ack_failure(self, flight: Flight, outcome: Outcome) -> None:
         """Record a failed attempt; raises only while the server is away. A failure the
@@ -249,6 +237,6 @@ class OutcomeWriter:
                 self._give_up(flight, error)
             else:
                 keep.append((flight, outcome))
-        self._finished.extendleft(reversed(keep))
-        self._retry_at = now + self._backoff
+        self._waiting.put_back(keep)
+        self._waiting.hold(now + self._backoff)
         self._backoff = min(self._backoff * 2, ACK_BACKOFF_MAX)

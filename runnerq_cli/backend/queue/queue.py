@@ -42,7 +42,6 @@ from runnerq_cli.backend.queue.pending_types import PendingTypes
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY
-from runnerq_cli.backend.store.group_commit import GroupCommit
 from runnerq_cli.backend.store.servertime import ServerTime, When, server_update, write_time
 from runnerq_cli.backend.store.statements import Statement, update_statements
 from runnerq_cli.backend.store.writes import (
@@ -57,6 +56,7 @@ from runnerq_cli.errors import (
     CommandFailed,
     InvalidArgument,
 )
+from runnerq_cli.group_commit import Answers
 
 ACK_OUTCOMES = frozenset(o.value for o in AckOutcome)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
@@ -171,14 +171,14 @@ class ActivityQueue(Enqueuer):
         """Complete the claimed activity and store its result (None is a result too).
 
         Concurrent calls from several threads share their round trips
-        (group_commit.py; a Worker batches its own outcomes and calls
-        `ack_success_many`): a success costs the activity one write and the
-        results collection one, and stores no event (Completed and
-        ResultStored are derived from completed_at).
+        (runnerq_cli/group_commit.py, the group commit the worker's outcome
+        writer uses too; it calls `ack_success_many` itself): a success costs
+        the activity one write and the results collection one, and stores no
+        event (Completed and ResultStored are derived from completed_at).
         """
         group = self._ctx.success_acks
         if group is None:
-            group = self._ctx.success_acks = GroupCommit(self.ack_success_many)
+            group = self._ctx.success_acks = Answers(self.ack_success_many)
         return group.submit((claim, result))
 
     def ack_success_many(self, acks: Sequence[tuple[Claim, Any]],

@@ -23,7 +23,7 @@ from runnerq_cli.config import Settings
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.domain.models import AckOutcome, Claim
-    from runnerq_cli.backend.store.group_commit import GroupCommit
+    from runnerq_cli.group_commit import Answers
 
 
 def utc_now() -> datetime:
@@ -48,7 +48,7 @@ class QueueContext:
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
-    success_acks: GroupCommit[tuple[Claim, Any], AckOutcome] | None = None
+    success_acks: Answers[tuple[Claim, Any], AckOutcome] | None = None
     # The partition count (docs/design.md, "Partitions"), read through a cache
     partitions: PartitionCount = field(init=False)
     # Reads a view repeats less often than it is asked (views/metrics.py's scan of the

@@ -107,3 +107,49 @@ class StallingProxy:
     def close(self) -> None:
         self._closing.set()
         self.listener.close()
+
+
+def _command(message: bytes) -> dict:
+    """The command document of an OP_MSG (its kind-0 section), decoded."""
+    import bson
+
+    length = struct.unpack_from("<i", message, 21)[0]
+    return bson.decode(message[21:21 + length])
+
+
+def _reply(request: bytes, document: dict) -> bytes:
+    """An OP_MSG answering `request` with `document` (flags 0, one kind-0 section)."""
+    import bson
+
+    body = struct.pack("<I", 0) + b"\x00" + bson.encode(document)
+    request_id = struct.unpack_from("<i", request, 4)[0]
+    return struct.pack("<iiii", 16 + len(body), 0x5EED, request_id, 2013) + body
+
+
+class InterruptingProxy(StallingProxy):
+    """As StallingProxy, but the first `times` `update` commands on the collection named
+    `collection` are answered by the proxy itself, as a server shutting down answers a
+    batch: ok, nothing written, a write error with code 11600 (InterruptedAtShutdown)."""
+
+    def __init__(self, uri: str, collection: str, times: int) -> None:
+        super().__init__(uri, set())
+        self.collection = collection
+        self.left = times
+        self.interrupted = 0
+
+    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+        try:
+            while (message := _read_message(client)) is not None:
+                if (self.left > 0 and _command_name(message) == "update"
+                        and _command(message).get("update") == self.collection):
+                    self.left -= 1
+                    self.interrupted += 1
+                    client.sendall(_reply(message, {"ok": 1.0, "n": 0, "nModified": 0,
+                        "writeErrors": [{"index": 0, "code": 11600,
+                                         "errmsg": "interrupted at shutdown"}]}))
+                    continue
+                server.sendall(message)
+        except OSError:
+            pass
+        finally:
+            server.close()

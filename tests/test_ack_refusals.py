@@ -158,3 +158,50 @@ def test_concurrent_ack_success_calls_sharing_a_batch_get_their_own_answers(back
         answers = list(pool.map(ack, range(8)))
     assert isinstance(answers[5], InvalidArgument) and "NaN or Infinity" in str(answers[5])
     assert [a for i, a in enumerate(answers) if i != 5] == [AckOutcome.COMPLETED] * 7
+
+
+def test_an_ack_the_server_interrupts_is_written_later_not_recorded_as_failed(backend):
+    """A server shutting down or stepping down answers a batch with write errors of a
+    "not now" code (11600 InterruptedAtShutdown here, injected by a proxy): an outage,
+    not a refusal. The worker keeps the success and writes it once the server takes it;
+    the attempt is never recorded as failed (it once was: "the result cannot be stored")."""
+    import dataclasses
+
+    from runnerq_cli.backend.api import RunnerQ
+    from tests.stalling_proxy import InterruptingProxy
+
+    proxy = InterruptingProxy(backend.settings.uri, backend.context.names.results, times=2)
+    try:
+        through = RunnerQ(dataclasses.replace(backend.settings,
+                                              uri=proxy.uri(backend.settings.uri)))
+        registry = HandlerRegistry()
+        registry.add("job", lambda payload: {"done": payload["i"]})
+        through.enqueue(queue_module.ActivitySpec("job", {"i": 7}))
+        worker = Worker(through, registry, burst=True, concurrency=1, poll_interval=0.2)
+        worker.start()
+        assert worker.join(timeout=60) is WorkerEnd.STOPPED
+    finally:
+        proxy.close()
+    assert proxy.interrupted == 2  # both answered "not now"; the third try went through
+    assert worker.counters["succeeded"] == 1 and worker.counters["failed"] == 0
+    act = backend.db[backend.context.names.activities].find_one({})
+    assert act["status"] == "completed" and "last_error" not in act
+    assert backend.db[backend.context.names.results].find_one({})["data"] == {"done": 7}
+
+
+def test_interrupted_codes_are_outages_wherever_they_come(backend):
+    """The same codes in a command's error or a bulk write's errors: to be tried later."""
+    from pymongo.errors import BulkWriteError, WriteError
+
+    from runnerq_cli.backend.domain.outage import retry_later
+    from runnerq_cli.backend.store.driver import failure, refusal
+    from runnerq_cli.errors import WriteRefused, WriteUnconfirmed
+
+    for code in (91, 189, 10107, 11600, 11602):
+        assert retry_later(failure(OperationFailure("not now", code)))
+        bulk = BulkWriteError({"writeErrors": [{"index": 0, "code": code, "errmsg": "x"}]})
+        assert isinstance(refusal(bulk), WriteUnconfirmed)
+        assert isinstance(refusal(WriteError("x", code, {"errmsg": "x"})), WriteUnconfirmed)
+    assert not retry_later(failure(OperationFailure("bad hint", 2)))
+    validation = BulkWriteError({"writeErrors": [{"index": 0, "code": 121, "errmsg": "no"}]})
+    assert isinstance(refusal(validation), WriteRefused)

@@ -53,6 +53,38 @@ Document = dict[str, Any]
 P = ParamSpec("P")
 T = TypeVar("T")
 DUPLICATE_KEY = 11000  # the server's code for a key a unique index holds already
+# The codes by which a server says it did not do the write *now* (it is shutting down,
+# stepping down, not the primary, or lost its network), not that it refuses it: the
+# retryable-writes specification's list. A write answered so is tried again later, as
+# after a lost connection, wherever the code comes: a command's error or a write error
+# inside a batch's reply (a stepdown interrupts some statements of an unordered batch).
+INTERRUPTED_CODES = frozenset({
+    6,      # HostUnreachable
+    7,      # HostNotFound
+    89,     # NetworkTimeout
+    91,     # ShutdownInProgress
+    189,    # PrimarySteppedDown
+    262,    # ExceededTimeLimit
+    9001,   # SocketException
+    10107,  # NotWritablePrimary
+    11600,  # InterruptedAtShutdown
+    11602,  # InterruptedDueToReplStateChange
+    13435,  # NotPrimaryNoSecondaryOk
+    13436,  # NotPrimaryOrSecondary
+})
+
+
+def interrupted(write_errors: list[dict[str, Any]]) -> WriteUnconfirmed | None:
+    """A batch's write errors that say "not now" (INTERRUPTED_CODES) as one error to try
+    the whole batch again later (its writes are fenced: a repeat changes nothing), or
+    None when every error is a refusal of what was sent."""
+    codes = [e.get("code") for e in write_errors if e.get("code") in INTERRUPTED_CODES]
+    if not codes:
+        return None
+    first = next(e for e in write_errors if e.get("code") in INTERRUPTED_CODES)
+    return WriteUnconfirmed(f"the server interrupted the write (code {first.get('code')}): "
+                            f"{str(first.get('errmsg') or 'no reason given')[:300]}",
+                            {"writeErrors": write_errors})
 
 
 def refusal(exc: BaseException) -> RunnerQError | None:
@@ -65,14 +97,16 @@ def refusal(exc: BaseException) -> RunnerQError | None:
     if isinstance(exc, mongo_errors.BulkWriteError):
         refusals = [{"index": e.get("index"), "code": e.get("code"),
                      "errmsg": e.get("errmsg", "")} for e in exc.details.get("writeErrors", [])]
+        if (later := interrupted(refusals)) is not None:
+            return later
         if not refusals:  # applied; only the write concern failed
             return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
                                     dict(exc.details or {}))
         return refused(refusals)
     if isinstance(exc, mongo_errors.WriteError):  # DuplicateKeyError included
         details = exc.details or {}
-        return refused([{"index": 0, "code": exc.code,
-                         "errmsg": details.get("errmsg", str(exc))}])
+        one = [{"index": 0, "code": exc.code, "errmsg": details.get("errmsg", str(exc))}]
+        return interrupted(one) or refused(one)
     return None
 
 
@@ -83,8 +117,9 @@ def failure(exc: BaseException) -> CommandFailed:
     code = getattr(exc, "code", None)
     details = getattr(exc, "details", None) or {}
     name = details.get("codeName") if isinstance(details, dict) else None
-    retryable = isinstance(exc, mongo_errors.PyMongoError) and bool(
-        exc.has_error_label("RetryableWriteError") or exc.timeout)
+    retryable = code in INTERRUPTED_CODES or (isinstance(exc, mongo_errors.PyMongoError)
+                                               and bool(exc.has_error_label("RetryableWriteError")
+                                                        or exc.timeout))
     kind = CommandTimedOut if isinstance(exc, mongo_errors.ExecutionTimeout) else CommandFailed
     return kind(f"MongoDB error: {redact_uri(str(exc))[:1000]}",
                 code if isinstance(code, int) else None,

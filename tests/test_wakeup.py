@@ -118,9 +118,54 @@ class StreamedBackend(RunnerQ):
         self.wakes.append(wake)
         return wake
 
+    def watch_pauses(self, on_change: Any, max_await: float = 1.0) -> Any:
+        wake = ChangeWake(self.signals.database["runnerq_tests_control"],
+                          queries.pause_changes(), on_change, max_await=max_await)
+        self.wakes.append(wake)
+        return wake
+
     def dequeue(self, *args: Any, **kwargs: Any) -> Any:
         self.claims_sent += 1
         return super().dequeue(*args, **kwargs)
+
+
+@pytest.mark.proof  # watches an idle worker for a second of real time
+def test_a_paused_idle_worker_stays_on_its_streams_and_a_resume_wakes_it(settings,
+                                                                          nx) -> None:
+    """A resume changes no activity: the pause document's own stream wakes the worker
+    (it used to poll, one claim per poll interval, for as long as any type was paused)."""
+    from runnerq_cli.worker.engine import Worker
+
+    backend = StreamedBackend(settings)
+    backend.maintenance.init_indexes()
+    backend.signals, backend.wakes = nx["runnerq_tests_activities"], []
+    signals = nx["runnerq_tests_control"]
+    backend.control.pause(["echo"], reason="test")
+    signals.insert_one({"_id": "pause", "all": False, "types": ["echo"]})
+    aid = backend.enqueue("echo", {"n": 1}).activity_id
+    worker = Worker(backend, worker_handlers.registry, burst=False, poll_interval=0.2)
+    worker.start()
+    try:
+        assert worker.running.wait(10)
+        wait_until(lambda: len(backend.wakes) == 2 and all(w.live for w in backend.wakes),
+                   message="both streams")
+        idle_from = backend.claims_sent
+        threading.Event().wait(1.0)  # five poll intervals: polling would claim about five times
+        assert backend.claims_sent - idle_from <= 1
+        assert backend.get_activity(aid).status == Status.PENDING
+        backend.control.resume(["echo"])
+        signals.delete_one({"_id": "pause"})
+        wait_until(lambda: backend.get_activity(aid).status == Status.COMPLETED, timeout=5,
+                   message="the resume to wake the worker")
+        # A write to another control document (the partition count) wakes nobody.
+        before = backend.wakes[1].changes
+        signals.insert_one({"_id": "partitions", "count": 1})
+        signals.insert_one({"_id": "pause", "all": True, "types": []})
+        wait_until(lambda: backend.wakes[1].changes > before, message="the pause to wake")
+        assert backend.wakes[1].changes == before + 1
+    finally:
+        worker.stop()
+        worker.join(10)
 
 
 @pytest.mark.proof  # watches an idle worker for a second of real time

@@ -74,8 +74,10 @@ class Claimer:
         self.handler_loop: asyncio.AbstractEventLoop | None = None
         self._pause_active = False
         # Idle waits end when the server reports work (backend/store/changes.py), where
-        # it offers change streams; None in burst mode (it never idles).
+        # it offers change streams; None in burst mode (it never idles). The second
+        # stream reports pauses and resumes, which change no activity.
         self._changes: WakeUp | None = None
+        self._pause_changes: WakeUp | None = None
 
     def _reserve(self, most: int) -> int:
         """Room for up to `most` claims (flights.py), none while too many outcomes wait
@@ -89,12 +91,21 @@ class Claimer:
         if not self._burst:
             self._changes = self._backend.watch_claimable(self._types, self._flights.wake.set,
                                                           max_await=self._poll_interval)
+            self._pause_changes = self._backend.watch_pauses(self._pause_changed,
+                                                             max_await=self._poll_interval)
             self._changes.open()  # False (quietly) where there are none: polling
+            self._pause_changes.open()
         try:
             self._loop()
         finally:
-            if self._changes is not None:
-                self._changes.close()
+            for stream in (self._changes, self._pause_changes):
+                if stream is not None:
+                    stream.close()
+
+    def _pause_changed(self) -> None:
+        """The pause document changed (or its stream opened or broke): read it now."""
+        self._pause.expire()
+        self._flights.wake.set()
 
     def _loop(self) -> None:
         flights = self._flights
@@ -108,6 +119,10 @@ class Claimer:
             # A stream open before the claim reports every change after it: an empty
             # claim may then wait for a wake-up instead of polling.
             streaming = self._changes is not None and self._changes.ensure()
+            # With the pause document's stream open, a pause or a resume wakes this loop
+            # (_pause_changed): the state is read then, not every poll interval.
+            told_of_pauses = self._pause_changes is not None and self._pause_changes.ensure()
+            self._pause.every = STREAM_IDLE_WAIT if told_of_pauses else self._poll_interval
             self._writer.write(for_at_most=self._poll_interval)
             # Refreshed every turn (the slots claim under it too): a pause takes effect
             # within a poll interval even while the slots keep themselves busy.
@@ -115,7 +130,7 @@ class Claimer:
             if scope is None:  # everything this worker claims is paused
                 if self._burst and not len(flights):
                     return
-                self.sleep(self._poll_interval)
+                self.sleep(STREAM_IDLE_WAIT if told_of_pauses else self._poll_interval)
                 continue
             capacity = self._reserve(self.slots.available())
             if capacity == 0:
@@ -147,8 +162,8 @@ class Claimer:
                 swept = self._sweep()
                 continue
             swept = False
-            if streaming and not self._pause_active and self._changes is not None \
-                    and self._changes.live:
+            if streaming and (told_of_pauses or not self._pause_active) \
+                    and self._changes is not None and self._changes.live:
                 self.sleep(STREAM_IDLE_WAIT)  # no claims while idle: the server tells
                 continue
             self.sleep(idle)
@@ -164,7 +179,8 @@ class Claimer:
     def _claim_scope(self) -> Scope | None:
         """What to claim, or None when paused (read once per poll interval)."""
         state, changed = self._pause.current()
-        self._pause_active = state.active  # a resume changes no activity: poll meanwhile
+        # A resume changes no activity: without the pause document's stream, poll meanwhile
+        self._pause_active = state.active
         if changed:
             if state.covers(self._types):
                 log.info("queue paused: claiming nothing"

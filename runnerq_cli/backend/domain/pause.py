@@ -15,6 +15,8 @@ from typing import Any
 
 from runnerq_cli.backend.domain.models import display_time, to_jsonable
 
+PAUSE_ID = "pause"  # the control document of the pause (docs/design.md, "Control")
+
 
 @dataclass(frozen=True)
 class TypePause:
@@ -162,14 +164,20 @@ class PauseWatch:
 
     def __init__(self, read: Callable[[], PauseState], every: float) -> None:
         self._read = read
-        self._every = every
+        # Seconds a state read is used for; a worker whose change stream on the control
+        # document is open sets it longer (a change calls `expire`).
+        self.every = every
         self._state = PauseState()
         self._read_at: float | None = None
+
+    def expire(self) -> None:
+        """The state may have changed (the server said so): read it at the next call."""
+        self._read_at = None
 
     def current(self) -> tuple[PauseState, bool]:
         """(the state, whether it changed at this read)."""
         now = time.monotonic()
-        if self._read_at is not None and now - self._read_at < self._every:
+        if self._read_at is not None and now - self._read_at < self.every:
             return self._state, False
         try:
             state = self._read()

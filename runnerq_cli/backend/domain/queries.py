@@ -28,6 +28,7 @@ from runnerq_cli.backend.domain.models import (
     display_status,
 )
 from runnerq_cli.backend.domain.partitions import term as partition_term
+from runnerq_cli.backend.domain.pause import PAUSE_ID
 from runnerq_cli.backend.domain.timing import TIMING
 
 if TYPE_CHECKING:
@@ -319,6 +320,13 @@ def claimable_changes(types: Iterable[str] = ()) -> list[dict[str, Any]]:
     if type_list:
         match["fullDocument.activity_type"] = {"$in": [*type_list, None]}
     return [{"$match": match}, WAKE_PROJECTION]
+
+
+def pause_changes() -> list[dict[str, Any]]:
+    """The change-stream pipeline on the control collection of an idle worker: every
+    write to the pause document (a pause, a resume: docs/design.md, "Control"), which
+    changes no activity and so wakes nothing on the activities' stream."""
+    return [{"$match": {"documentKey._id": PAUSE_ID}}, WAKE_PROJECTION]
 
 
 def tail_changes() -> list[dict[str, Any]]:

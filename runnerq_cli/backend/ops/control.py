@@ -30,12 +30,12 @@ from typing import Any
 
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.models import EventType
+from runnerq_cli.backend.domain.pause import PAUSE_ID as PAUSE_ID  # re-exported
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import InvalidArgument, NotFound
 
-PAUSE_ID = "pause"
 TYPE_MAX = 200
 # The finished history can be long: a type is looked for in each index for at most this
 # long; past it the type counts as seen (never refused on a guess).

@@ -165,6 +165,13 @@ class ActivityQueue(Enqueuer):
         return ChangeWake(self._ctx.activities, queries.claimable_changes(types), on_change,
                           max_await=max_await, name="runnerq-wake")
 
+    def watch_pauses(self, on_change: Callable[[], None], max_await: float = 1.0) -> ChangeWake:
+        """A wake-up calling `on_change` when the pause document changes (a pause, a
+        resume): an idle worker that obeys a pause stays on its streams instead of polling
+        for the resume, which changes no activity. Not opened yet, as watch_claimable."""
+        return ChangeWake(self._ctx.control, queries.pause_changes(), on_change,
+                          max_await=max_await, name="runnerq-pause-wake")
+
     # ------------------------------------------------------------ acknowledge
 
     def ack_success(self, claim: Claim, result: Any = None) -> AckOutcome:

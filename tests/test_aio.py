@@ -401,3 +401,49 @@ def test_an_attempt_whose_loop_stops_fails_instead_of_holding_its_claim(
         worker.stop()
         assert worker.join(10) is WorkerEnd.STOPPED
         loop.close()
+
+
+def test_an_async_handler_enqueues_without_blocking_the_loop(backend: RunnerQ) -> None:
+    """`await ctx.enqueue_async(...)`: the follow-up is enqueued (and counted in the
+    worker's metrics, as ctx.enqueue is) while the loop runs other coroutines."""
+    from prometheus_client import CollectorRegistry
+
+    from runnerq_cli.worker import metrics as m
+    from runnerq_cli.worker.metrics import PrometheusMetrics
+
+    registry = HandlerRegistry()
+    ticks: list[int] = []
+
+    @registry.handler("parent")
+    async def parent(payload: dict[str, Any], ctx: Any) -> str:
+        done = False
+
+        async def ticker() -> None:
+            while not done:
+                ticks.append(1)
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0)
+        before = len(ticks)
+        child = await ctx.enqueue_async("child", {"from": str(ctx.activity_id)})
+        during = len(ticks) - before
+        done = True
+        await task
+        return f"{child.activity_id} {during}"
+
+    registry.add("child", lambda payload: payload)
+    sink = PrometheusMetrics(CollectorRegistry())
+
+    async def scenario() -> WorkerEnd:
+        worker = _worker(backend, registry, burst=True, metrics=sink)
+        await worker.start()
+        return await worker.wait()
+
+    pid = backend.enqueue("parent", {}).activity_id
+    assert _run(scenario()) is WorkerEnd.STOPPED
+    child_id, during = backend.get_result(pid).data.split()
+    assert int(during) > 0  # the loop ran the ticker while the enqueue's round trip went on
+    assert backend.get_activity(child_id).status == Status.COMPLETED
+    assert sink.registry.get_sample_value(
+        m.ACTIVITY_ENQUEUED, {"queue": backend.queue, "activity_type": "child"}) == 1

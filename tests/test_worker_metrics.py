@@ -162,3 +162,34 @@ def test_backend_errors_counted_by_operation(backend, operation) -> None:
     got = families(sink)
     assert value(got["runnerq_backend_error"], queue=backend.queue, operation=operation) == 1
     assert value(got["runnerq_activity_dequeue_error"], queue=backend.queue) == 1
+
+
+def test_an_applications_own_enqueues_are_counted_through_metered_enqueues(backend) -> None:
+    """RunnerQ counts every enqueue through its engine; an application that enqueues
+    outside a handler wraps its queue once (worker/metrics.py MeteredEnqueues)."""
+    from runnerq_cli import ActivitySpec
+    from runnerq_cli.errors import InvalidArgument
+    from runnerq_cli.worker.metrics import MeteredEnqueues
+
+    sink = PrometheusMetrics(CollectorRegistry())
+    queue = MeteredEnqueues(backend, sink)
+    queue.enqueue("mail", {"to": "a"}, idempotency_key="k1")
+    queue.enqueue("mail", {"to": "a"}, idempotency_key="k1")  # the same one: not new
+    with pytest.raises(InvalidArgument):
+        queue.enqueue("mail", {"to": "a"}, priority=9)
+    queue.enqueue("sms", {}, idempotency_key="k2")
+    answers = queue.enqueue_many([ActivitySpec("sms", {}), ActivitySpec("sms", {}),
+                                  ActivitySpec("sms", {}, idempotency_key="k2",
+                                               on_duplicate="no-reuse")])  # refused alone
+    assert not any(isinstance(a, Exception) for a in answers[:2])
+    assert isinstance(answers[2], Exception)
+    q = backend.queue
+
+    def count(name: str, kind: str) -> float:
+        return sink.registry.get_sample_value(name, {"queue": q, "activity_type": kind}) or 0
+
+    assert count(m.ACTIVITY_ENQUEUED, "mail") == 1
+    assert count(m.ACTIVITY_ENQUEUE_ERROR, "mail") == 1
+    assert count(m.ACTIVITY_ENQUEUED, "sms") == 3  # k2's, then the two of the batch
+    assert count(m.ACTIVITY_ENQUEUE_ERROR, "sms") == 1
+    assert queue.get_activity(answers[0].activity_id).activity_type == "sms"  # the queue's own

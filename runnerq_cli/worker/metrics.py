@@ -23,13 +23,18 @@ handler_not_found count a cause, and the same attempt is counted by its outcome 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["BUCKETS", "LABELS", "MetricsSink", "NoopMetrics", "PrometheusMetrics"]
+    from runnerq_cli.backend.domain.models import EnqueueResult
+    from runnerq_cli.backend.domain.specs import ActivitySpec
+    from runnerq_cli.backend.traits import QueueBackend
+
+__all__ = ["BUCKETS", "LABELS", "MeteredEnqueues", "MetricsSink", "NoopMetrics",
+           "PrometheusMetrics"]
 
 # ------------------------------------------------- RunnerQ's names (src/runner/metrics.rs)
 
@@ -99,7 +104,9 @@ BUCKETS: dict[str, tuple[float, ...]] = {
 }
 
 HELP = {
-    ACTIVITY_ENQUEUED: "Activities enqueued by handlers through ctx.enqueue.",
+    ACTIVITY_ENQUEUED: "Activities enqueued (new ones, not an idempotency key's repeat) by "
+                       "handlers through ctx.enqueue, and by the application through "
+                       "MeteredEnqueues.",
     ACTIVITY_STARTED: "Attempts started (claimed and handed to a handler).",
     ACTIVITY_COMPLETED: "Attempts that completed their activity.",
     ACTIVITY_RETRY: "Attempts that failed and left the activity to be retried.",
@@ -113,7 +120,8 @@ HELP = {
                     "RetryableError nor NonRetryableError; also counted by outcome).",
     ACTIVITY_HANDLER_NOT_FOUND: "Attempts of a type without a handler (also counted by "
                                 "outcome).",
-    ACTIVITY_ENQUEUE_ERROR: "ctx.enqueue calls that raised.",
+    ACTIVITY_ENQUEUE_ERROR: "Enqueues that raised or were refused (ctx.enqueue, "
+                            "MeteredEnqueues).",
     ACTIVITY_DEQUEUE_ERROR: "Claims (dequeue) that failed.",
     RESULT_STORE_ERROR: "Results the server refused to store (the attempt then fails "
                         "non-retryably, saying why).",
@@ -269,3 +277,51 @@ class _WorkerGauges:
 
     def describe(self) -> Iterator[Any]:
         return iter(())
+
+
+class MeteredEnqueues:
+    """An application's own enqueues, counted as a worker counts its handlers' (RunnerQ
+    counts every enqueue through its engine): `runnerq_activity_enqueued_total` for each
+    new activity, `runnerq_activity_enqueue_error_total` for each one that raised or that
+    `enqueue_many` answered with an error. A web process that only enqueues wraps its queue
+    once, `MeteredEnqueues(connect(...), PrometheusMetrics(registry))`, and calls
+    `enqueue` and `enqueue_many` on it; anything else is the queue's own attribute."""
+
+    def __init__(self, queue: QueueBackend, metrics: MetricsSink) -> None:
+        self._queue = queue
+        self._metrics = metrics
+        self._queue_name = queue.queue
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+    def _count(self, name: str, spec: str | ActivitySpec) -> None:
+        kind = getattr(spec, "activity_type", spec)
+        self._metrics.inc_counter(name, 1, {"queue": self._queue_name,
+                                            "activity_type": str(kind)})
+
+    def enqueue(self, activity_type: str | ActivitySpec,
+                payload: Mapping[str, Any] | None = None, **options: Any) -> EnqueueResult:
+        try:
+            result = self._queue.enqueue(activity_type, payload, **options)
+        except Exception:
+            self._count(ACTIVITY_ENQUEUE_ERROR, activity_type)
+            raise
+        if result.created:
+            self._count(ACTIVITY_ENQUEUED, activity_type)
+        return result
+
+    def enqueue_many(self, specs: Sequence[ActivitySpec]) -> list[EnqueueResult | Exception]:
+        specs = list(specs)
+        try:
+            results = self._queue.enqueue_many(specs)
+        except Exception:
+            for spec in specs:
+                self._count(ACTIVITY_ENQUEUE_ERROR, spec)
+            raise
+        for spec, result in zip(specs, results, strict=True):
+            if isinstance(result, Exception):
+                self._count(ACTIVITY_ENQUEUE_ERROR, spec)
+            elif result.created:
+                self._count(ACTIVITY_ENQUEUED, spec)
+        return results

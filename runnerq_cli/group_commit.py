@@ -109,9 +109,6 @@ class GroupCommit(Generic[Item]):
         self.write()
 
     def _write_one_batch(self) -> None:
-        # Let threads about to hand over (a handler that has just returned) join this
-        # batch: a yield of the interpreter lock, not a wait.
-        time.sleep(0)
         take = len(self._queue) if self._max_batch is None else min(
             len(self._queue), self._max_batch)
         batch = [self._queue.popleft() for _ in range(take)]
@@ -147,6 +144,10 @@ class Answers(Generic[Item, Answer]):
     def submit(self, item: Item) -> Answer:
         ticket = _Ticket(item)
         self._group.hand_over(ticket)
+        # Let threads about to submit join this batch: a yield of the interpreter lock,
+        # not a wait. (Not in GroupCommit itself: the worker's writer never slept, and
+        # under libfaketime a sleep may fail with EINVAL.)
+        time.sleep(0)
         answered = ticket.done.is_set
         while not answered():
             self._group.write(stop=answered)  # writes, or another thread is writing

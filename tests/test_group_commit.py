@@ -180,3 +180,29 @@ def test_write_for_at_most_stops_starting_batches() -> None:
     assert 1 <= len(batches) < 10 and len(group) == 10 - len(batches)
     group.write()
     assert [b[0] for b in batches] == list(range(10))
+
+
+def test_a_hold_set_while_a_writer_waited_for_the_lock_defers_its_write() -> None:
+    # A writer looks at the hold, then takes the writer's lock. In between another writer
+    # may fail, put its batch back and hold writing (the server is away): the first must
+    # not write it again at once, or the back-off is skipped (and doubled for nothing).
+    calls: list[list[int]] = []
+    group: GroupCommit[int]
+
+    def write(batch: list[int]) -> None:
+        calls.append(list(batch))
+        group.put_back(batch)
+        group.hold(time.monotonic() + 60)
+
+    group = GroupCommit(write)
+    group.hand_over(1)
+
+    def stop() -> bool:  # runs between the look at the hold and the lock: widens the gap
+        if not calls:
+            other = threading.Thread(target=group.write)
+            other.start()
+            other.join()
+        return False
+
+    group.write(stop=stop)
+    assert calls == [[1]] and group.held() and len(group) == 1

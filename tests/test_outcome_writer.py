@@ -1,6 +1,6 @@
 """The worker's outcome writer (runnerq_cli/worker/outcomes.py) on the group commit, with
 a backend of its own (no server): every outcome handed over is written once, whoever
-writes, through outages and back-offs."""
+writes, through outages and back-offs; a claim loop held back for a backlog is woken."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 import runnerq_cli.worker.outcomes as outcomes
 from runnerq_cli.backend.domain.models import AckOutcome
 from runnerq_cli.errors import Unavailable
+from runnerq_cli.group_commit import GroupCommit
 from runnerq_cli.worker.flights import Flight, Flights
 
 
@@ -62,6 +63,30 @@ def flight(flights: Flights, lease: str) -> Flight:
 def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(outcomes, "ACK_BACKOFF_FIRST", 0.001)
     monkeypatch.setattr(outcomes, "ACK_BACKOFF_MAX", 0.004)
+
+
+def test_a_backlog_written_while_the_claimer_looked_wakes_it() -> None:
+    # The claim loop counts the outcomes waiting; a writer takes and writes them all
+    # before the loop notes that it is held back for them. Nothing then wakes the loop
+    # (the writer looked for a held-back claimer before there was one): it slept a whole
+    # poll interval with nothing waiting and every slot idle.
+    flights = Flights(1, None)
+    writer = outcomes.OutcomeWriter(Backend(0, away=0.0), flights,  # type: ignore[arg-type]
+                                    threading.Event())
+    for lease in ("a", "b"):  # OUTCOME_BACKLOG per slot
+        writer.hand_over(flight(flights, lease), ("ok", None))
+
+    class WrittenMeanwhile(GroupCommit[Any]):
+        def __len__(self) -> int:
+            waiting = super().__len__()
+            self.__class__ = GroupCommit  # once: the writer gets in between, then as usual
+            writer.write()
+            return waiting
+
+    writer._waiting.__class__ = WrittenMeanwhile
+    flights.wake.clear()
+    assert not writer.backlogged() or flights.wake.is_set()
+    assert len(flights) == 0
 
 
 @pytest.mark.usefixtures("quick_backoff")

@@ -91,6 +91,11 @@ class GroupCommit(Generic[Item]):
             if not self._writer.acquire(blocking=False):
                 return  # the writer looks again once it lets go: it takes ours too
             try:
+                # Looked at again with the lock: the writer that let go of it since the
+                # look above may have put its batch back and held writing (the server is
+                # away), or answered ours; writing now would skip the back-off.
+                if self.held() or (stop is not None and stop()):
+                    return
                 self._write_one_batch()
             finally:
                 self._writer.release()

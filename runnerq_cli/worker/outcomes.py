@@ -86,11 +86,16 @@ class OutcomeWriter:
 
     def backlogged(self) -> bool:
         """Outcomes are written more slowly than handlers finish: claim nothing until
-        they are (a claim's lease is not renewed once it has finished)."""
-        if len(self._waiting) >= OUTCOME_BACKLOG * self._flights.concurrency:
-            self._backlogged = True
-            return True
-        return False
+        they are (a claim's lease is not renewed once it has finished).
+
+        Counted again once the claimer is noted as held back: a writer that took the
+        backlog between the first count and the note found no claimer to wake, and the
+        claim loop would sleep a poll interval with nothing waiting."""
+        backlog = OUTCOME_BACKLOG * self._flights.concurrency
+        if len(self._waiting) < backlog:
+            return False
+        self._backlogged = True
+        return len(self._waiting) >= backlog
 
     def retry_pending(self) -> bool:
         """A failed write waits for its back-off (the server is away)."""

@@ -194,11 +194,13 @@ def test_interrupted_codes_are_outages_wherever_they_come(backend):
     from pymongo.errors import BulkWriteError, WriteError
 
     from runnerq_cli.backend.domain.outage import retry_later
+    from runnerq_cli.backend.store.connection import server_away
     from runnerq_cli.backend.store.driver import failure, refusal
     from runnerq_cli.errors import WriteRefused, WriteUnconfirmed
 
     for code in (91, 189, 10107, 11600, 11602):
         assert retry_later(failure(OperationFailure("not now", code)))
+        assert server_away(OperationFailure("not now", code))  # below the boundary too
         bulk = BulkWriteError({"writeErrors": [{"index": 0, "code": code, "errmsg": "x"}]})
         assert isinstance(refusal(bulk), WriteUnconfirmed)
         assert isinstance(refusal(WriteError("x", code, {"errmsg": "x"})), WriteUnconfirmed)

@@ -216,8 +216,11 @@ def server_away(exc: BaseException) -> bool:
     if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
                   | mongo_errors.ExecutionTimeout):
         return True
+    from runnerq_cli.backend.store.driver import INTERRUPTED_CODES  # (driver imports us)
+
     return isinstance(exc, mongo_errors.PyMongoError) and bool(
-        exc.has_error_label("RetryableWriteError") or exc.timeout)
+        exc.has_error_label("RetryableWriteError") or exc.timeout
+        or getattr(exc, "code", None) in INTERRUPTED_CODES)
 
 
 def answered(uri: str) -> None:

@@ -158,6 +158,27 @@ def test_scheduler_once_fires_what_is_due(run_cli, schedules):
     assert run_cli("scheduler", "--once").stdout == ""  # nothing due: nothing said
 
 
+def test_buffer_one_from_the_command_line_holds_a_fire_and_shows_it(run_cli, schedules):
+    assert run_cli("schedule", "add", "b", "--type", "t", "--every", "1m",
+                   "--overlap", "buffer_one").code == 0
+
+    def due_now() -> None:
+        doc = schedules.find_one({"_id": "b"})
+        schedules.update_one({"_id": "b"}, {"$set": {"next_fire_at": doc["created_at"]}})
+
+    due_now()
+    assert json.loads(run_cli("scheduler", "--once", "-o", "jsonl").stdout)["fired"] == 1
+    due_now()  # due again while the first fire's activity is pending: held back
+    assert run_cli("scheduler", "--once").code == 0
+    shown = run_cli("schedule", "show", "b")
+    assert "overlap=buffer_one" in shown.stdout
+    assert "buffered:" in shown.stdout and "waits for the last fire's activity" in shown.stdout
+    [row] = json.loads(run_cli("schedule", "list", "-o", "json").stdout)
+    assert row["buffered"]["kind"] == "on_time"
+    r = run_cli("schedule", "add", "c", "--type", "t", "--every", "1m", "--overlap", "queue")
+    assert r.code == 2 and "buffer_one" in r.stderr  # the policies named in the error
+
+
 def test_every_change_is_audited_with_its_command(run_cli, tmp_path):
     assert run_cli("schedule", "add", "a", "--type", "t", "--every", "1m").code == 0
     assert run_cli("schedule", "pause", "a", "--reason", "freeze").code == 0

@@ -166,6 +166,128 @@ def test_overlap_skip_waits_for_the_previous_activity(queue, at_t0):
     assert len(activities(queue, "busy")) == 2
 
 
+def test_overlap_skip_keeps_skipping_while_the_same_activity_runs(queue, at_t0):
+    """A skipped fire keeps the previous fire's activity in last_fire: the next fire is
+    judged against the same one (it used to go ahead after one skip)."""
+    queue.schedules.add(every("busy", 60, overlap="skip"))
+    at_t0.advance(60)
+    queue.schedules.fire_due()
+    [first] = activities(queue, "busy")
+    for _ in range(3):
+        at_t0.advance(60)
+        assert queue.schedules.fire_due()["skipped"] == 1
+        last = queue.schedules.get_schedule("busy").last_fire
+        assert last.kind == "skipped" and last.activity_id == first["_id"]
+    assert len(activities(queue, "busy")) == 1
+    assert queue.schedules.get_schedule("busy").schedule.skipped_fires == 3
+
+
+def _finish(queue, status: str = "ok") -> None:
+    claim = queue.dequeue("w", types=["report"])[0]
+    if status == "ok":
+        queue.ack_success(claim, {"ok": True})
+    else:
+        queue.ack_failure(claim, "boom", retryable=False)
+
+
+def test_overlap_buffer_one_holds_one_fire_until_the_previous_ends(queue, at_t0):
+    queue.schedules.add(every("one", 60, overlap="buffer_one"))
+    at_t0.advance(60)  # 12:01: fires
+    assert queue.schedules.fire_due()["fired"] == 1
+    at_t0.advance(60)  # 12:02: the first still pending: buffered
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0,
+                                          "malformed": 0, "lost": 0}
+    info = queue.schedules.get_schedule("one")
+    assert info.schedule.buffered.at == T0 + timedelta(minutes=2)
+    assert info.to_json()["buffered"] == {"at": "2027-01-04T12:02:00.000Z", "kind": "on_time"}
+    assert info.next_fire_at == T0 + timedelta(minutes=3)
+    at_t0.advance(120)  # 12:04: one buffered already: 12:04 skipped (12:03 is missed)
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 1, "skipped": 1,
+                                          "malformed": 0, "lost": 0}
+    assert len(activities(queue, "one")) == 1
+    # Nothing due and the previous still runs: the buffered fire costs no write.
+    revision = queue.schedules.get_schedule("one").schedule
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0,
+                                          "malformed": 0, "lost": 0}
+    assert queue.schedules.get_schedule("one").schedule == revision
+    _finish(queue, "failed")  # finished (failed counts as finished): the buffered one goes
+    assert queue.schedules.fire_due()["fired"] == 1
+    fired = [a["metadata"]["runnerq_fire_at"][11:16] for a in activities(queue, "one")]
+    assert fired == ["12:01", "12:02"]
+    info = queue.schedules.get_schedule("one")
+    assert info.schedule.buffered is None and info.last_fire.kind == "on_time"
+    assert info.last_fire.activity_id == activities(queue, "one")[1]["_id"]
+    assert queue.schedules.fire_due()["fired"] == 0  # released once, and that one runs
+    at_t0.advance(60)  # 12:05 due while 12:02's activity runs: buffered in its turn
+    queue.schedules.fire_due()
+    assert queue.schedules.get_schedule("one").schedule.buffered.at == \
+        T0 + timedelta(minutes=5)
+    assert queue.schedules.get_schedule("one").schedule.skipped_fires == 1
+
+
+def test_buffer_one_catch_up_runs_one_buffers_one_and_skips_the_rest(queue, at_t0):
+    queue.schedules.add(every("cu", 60, overlap="buffer_one", missed="all", max_catchup=5))
+    at_t0.advance(60 * 4 + 90)  # 12:05:30: 12:01 .. 12:05 due, all but the newest late
+    counts = queue.schedules.fire_due()
+    assert counts["fired"] == 1 and counts["skipped"] == 3
+    [act] = activities(queue, "cu")
+    assert act["metadata"]["runnerq_fire_at"][11:16] == "12:01"
+    held = queue.schedules.get_schedule("cu").schedule.buffered
+    assert held.at == T0 + timedelta(minutes=2) and held.kind == "catchup"
+    _finish(queue)
+    assert queue.schedules.fire_due()["fired"] == 1
+    assert [a["metadata"]["runnerq_fire"] for a in activities(queue, "cu")] == \
+        ["catchup", "catchup"]
+
+
+def test_a_buffered_fire_released_by_racing_firers_is_one_activity(queue, at_t0):
+    queue.schedules.add(every("race", 60, overlap="buffer_one"))
+    at_t0.advance(60)
+    queue.schedules.fire_due()
+    at_t0.advance(30)
+    at_t0.advance(30)
+    queue.schedules.fire_due()  # 12:02 buffered
+    _finish(queue)
+    results: list[dict] = []
+    start = threading.Barrier(4)
+
+    def fire() -> None:
+        start.wait()
+        results.append(queue.schedules.fire_due())
+
+    threads = [threading.Thread(target=fire) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(activities(queue, "race")) == 2
+    assert sum(r["fired"] for r in results) == 1  # the compare-and-set that won
+    assert queue.schedules.get_schedule("race").schedule.fires == 2
+
+
+def test_a_change_of_definition_drops_the_buffered_fire(queue, at_t0):
+    queue.schedules.add(every("chg", 60, overlap="buffer_one"))
+    at_t0.advance(60)
+    queue.schedules.fire_due()
+    at_t0.advance(60)
+    queue.schedules.fire_due()
+    assert queue.schedules.get_schedule("chg").schedule.buffered is not None
+    queue.schedules.pause("chg")
+    queue.schedules.resume("chg")  # kept by pause and resume
+    assert queue.schedules.get_schedule("chg").schedule.buffered is not None
+    queue.schedules.add(every("chg", 120, overlap="buffer_one"), replace=True)
+    assert queue.schedules.get_schedule("chg").schedule.buffered is None
+
+
+@pytest.mark.parametrize("held", [5, "x", {"kind": "on_time"}, {"at": "2027-01-01"}])
+def test_a_malformed_buffered_fire_makes_the_schedule_malformed(queue, at_t0, held):
+    queue.schedules.add(every("bad", 60, overlap="buffer_one"))
+    queue.db[f"runnerq_{queue.queue}_schedules"].update_one({"_id": "bad"},
+                                                            {"$set": {"buffered": held}})
+    info = queue.schedules.get_schedule("bad")
+    assert info.schedule is None and "buffered" in info.problem
+
+
 def test_pause_resume_trigger_remove_are_audited(queue, at_t0):
     queue.schedules.add(every())
     assert queue.schedules.pause("tick", reason="deploy") is True

@@ -240,10 +240,13 @@ def live_workers(now: datetime, stale_after: float) -> Query:
 
 
 def due_schedules(now: datetime) -> Query:
-    """Schedules whose next fire is due (the firing chore; design.md, "Schedules"). The
+    """Schedules whose next fire is due, or that hold back a fire (`overlap: buffer_one`):
+    the firing chore (design.md, "Firing"). Each branch has its index; the sparse one of
+    buffered fires holds only those, so its branch is one seek when there is none. The
     `$gte` keeps out a null `next_fire_at`, which some servers match with `$lte`."""
     return Query("due schedules", "schedules",
-                 {"next_fire_at": {"$gte": EVER, "$lte": now}, "paused": False},
+                 {"$or": [{"next_fire_at": {"$gte": EVER, "$lte": now}, "paused": False},
+                          {"buffered.at": {"$gte": EVER}, "paused": False}]},
                  (("next_fire_at", 1),), "due schedules")
 
 

@@ -38,7 +38,7 @@ from runnerq_cli.errors import InvalidArgument
 NAME_MAX = 200
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 MISSED_POLICIES = ("skip", "latest", "all")
-OVERLAP_POLICIES = ("allow", "skip")
+OVERLAP_POLICIES = ("allow", "skip", "buffer_one")
 DEFAULT_MAX_CATCHUP = 10
 MAX_CATCHUP_BOUND = 1000
 DEFAULT_GRACE = 60.0
@@ -48,7 +48,7 @@ CRON_NAMES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0
               "@hourly": "0 * * * *"}
 # Metadata a fired activity carries (design.md, "What a fired activity carries").
 META_SCHEDULE, META_FIRE_AT, META_FIRE = "runnerq_schedule", "runnerq_fire_at", "runnerq_fire"
-# Statuses of a previous fire's activity that `overlap: skip` waits for.
+# Statuses of a previous fire's activity that `overlap: skip` and `buffer_one` wait for.
 UNFINISHED = ("pending", "scheduled", "processing")
 _MS = timedelta(milliseconds=1)
 # How far ahead a cron is looked at for its first instant (one that matches only on
@@ -453,6 +453,18 @@ class LastFire:
 
 
 @dataclass(frozen=True)
+class Buffered:
+    """The one fire `overlap: buffer_one` holds back while the previous fire's activity is
+    unfinished (design.md, "The policies"): its instant and on_time or catchup."""
+
+    at: datetime
+    kind: str = "on_time"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"at": self.at, "kind": self.kind}
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A stored schedule: its definition and its firing state."""
 
@@ -467,6 +479,7 @@ class Schedule:
     missed_fires: int = 0
     skipped_fires: int = 0
     pause_reason: str | None = None
+    buffered: Buffered | None = None
 
     @property
     def name(self) -> str:
@@ -530,10 +543,18 @@ class Schedule:
                     last.get("activity_id"), uuid.UUID) else None,
                 last.get("activity_type") if isinstance(last.get("activity_type"), str)
                 else None, int(last["count"]) if isinstance(last.get("count"), int) else 1)
+        held = doc.get("buffered")
+        buffered = None
+        if held is not None:
+            if not isinstance(held, Mapping) or not isinstance(held.get("at"), datetime):
+                raise _Malformed("buffered is not a document with a date 'at'")
+            buffered = Buffered(_aware(held["at"]),
+                                "catchup" if held.get("kind") == "catchup" else "on_time")
         reason = doc.get("pause_reason")
         return cls(definition, paused, revision, _aware(created_at),
                    optional_dates["updated_at"], optional_dates["next_fire_at"], last_fire,
-                   pause_reason=reason if isinstance(reason, str) else None, **counters)
+                   pause_reason=reason if isinstance(reason, str) else None,
+                   buffered=buffered, **counters)
 
 
 class _Malformed(Exception):
@@ -607,6 +628,43 @@ def plan_fire(schedule: Schedule, now: datetime) -> FirePlan:
         chosen = newest[:bound]
     return FirePlan(tuple((i, kind(i)) for i in reversed(chosen)), total - len(chosen),
                     timeline.after(now))
+
+
+@dataclass(frozen=True)
+class OverlapDecision:
+    """What the overlap policy makes of a fire's plan (design.md, "The policies")."""
+
+    enqueue: tuple[tuple[datetime, str], ...]  # (instant, kind) to enqueue, oldest first
+    buffered: Buffered | None  # held back after this fire (buffer_one only)
+    skipped: int  # instants not enqueued because a previous activity runs
+
+
+def decide_overlap(schedule: Schedule, plan: FirePlan, busy: bool) -> OverlapDecision:
+    """The plan's instants by the overlap policy, `busy` telling whether the previous
+    fire's activity is unfinished (read only for `skip` and `buffer_one`).
+
+    `buffer_one`, in this order: a buffered fire whose previous activity has finished is
+    enqueued (it is the previous fire from then on); then, while a previous activity is
+    unfinished, the oldest due instant is buffered if nothing is (the rest skipped); with
+    none unfinished, the oldest is enqueued and the next one buffered."""
+    policy, instants = schedule.definition.overlap, list(plan.instants)
+    if policy == "skip":
+        if instants and busy:
+            return OverlapDecision((), None, len(instants))
+        return OverlapDecision(tuple(instants), None, 0)
+    if policy != "buffer_one":
+        return OverlapDecision(tuple(instants), None, 0)
+    enqueue: list[tuple[datetime, str]] = []
+    held = schedule.buffered
+    if held is not None and not busy:
+        enqueue.append((held.at, held.kind))
+        held, busy = None, True
+    if instants and not busy:
+        enqueue.append(instants.pop(0))
+        busy = True
+    if instants and held is None:
+        held = Buffered(*instants.pop(0))
+    return OverlapDecision(tuple(enqueue), held, len(instants))
 
 
 def _take(items: Iterator[datetime], count: int) -> Iterator[datetime]:

@@ -33,11 +33,11 @@ from runnerq_cli.backend.domain.models import EnqueueResult, to_jsonable
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.domain.schedules import (
     UNFINISHED,
-    FirePlan,
     LastFire,
     Schedule,
     ScheduleDef,
     check_name,
+    decide_overlap,
     fire_key,
     iso,
     jitter_for,
@@ -140,6 +140,8 @@ class ScheduleInfo:
                 "activity_type": last.activity_type, "status": self.last_status},
             "fires": s.fires, "missed_fires": s.missed_fires,
             "skipped_fires": s.skipped_fires,
+            "buffered": None if s.buffered is None else {
+                "at": _json_time(s.buffered.at), "kind": s.buffered.kind},
             "activity": to_jsonable(d.activity.to_doc())})
         return out
 
@@ -297,7 +299,8 @@ class Schedules:
             {"_id": definition.name},
             {"$set": {**definition.definition(), "updated_at": now, "next_fire_at": first,
                       "created_at": created_at},
-             "$unset": {"problem": ""}, "$inc": {"revision": 1}})
+             # a fire held back under the old definition is not the new one's
+             "$unset": {"problem": "", "buffered": ""}, "$inc": {"revision": 1}})
 
     def apply(self, definitions: Sequence[ScheduleDef], *, prune: bool = False,
               dry_run: bool = False, reason: str | None = None,
@@ -439,28 +442,32 @@ class Schedules:
 
     def _fire_one(self, doc: dict[str, Any], now: datetime, counts: dict[str, int]) -> None:
         schedule, problem = Schedule.from_doc(doc)
+        buffered = doc.get("buffered")
         fence = {"_id": doc["_id"], "next_fire_at": doc.get("next_fire_at"),
-                 "revision": doc.get("revision")}
-        plan = None
+                 "revision": doc.get("revision"),
+                 "buffered.at": buffered.get("at") if isinstance(buffered, dict) else None}
+        decision = None
         if schedule is not None:
             try:
                 plan = plan_fire(schedule, now)
-                specs = self._specs(schedule, plan)
+                busy = schedule.definition.overlap != "allow" and bool(
+                    plan.instants or schedule.buffered) and self._busy(schedule)
+                decision = decide_overlap(schedule, plan, busy)
+                specs = self._specs(schedule, decision.enqueue)
             except (InvalidArgument, ValueError, OverflowError, RecursionError) as exc:
                 # cronsim or a template refusing what the checks let through: this
                 # schedule is set aside, the others fire.
                 schedule, problem = None, f"cannot fire: {exc}"
-        if schedule is None or plan is None:
+        if schedule is None or decision is None:
             counts["malformed"] += self._set_aside(fence, str(problem))
             return
+        due = schedule.next_fire_at is not None and schedule.next_fire_at <= now
+        if not due and not decision.enqueue:
+            return  # found for a buffered fire whose previous activity still runs
         template = schedule.definition.activity
         last: LastFire | None = None
-        fired = skipped = 0
-        if plan.instants and schedule.definition.overlap == "skip" and self._busy(schedule):
-            newest = plan.instants[-1][0]
-            last = LastFire(newest, now, "skipped", None, template.activity_type, 0)
-            skipped = len(plan.instants)
-        elif plan.instants:
+        fired = 0
+        if specs:
             results = self._queue.enqueue_many(specs)
             errors = [r for r in results if isinstance(r, Exception)]
             if errors:  # the server refuses its activity: it would be refused at every tick
@@ -471,19 +478,28 @@ class Schedules:
             if not self._exist([r for r in done if not r.created]):
                 return  # a key whose activity is still being inserted: the fire stays due
             fired = len(done)
-            newest, kind = plan.instants[-1]
+            newest, kind = decision.enqueue[-1]
             last = LastFire(newest, now, kind, done[-1].activity_id, template.activity_type,
                             fired)
+        elif decision.skipped:  # gave way to the previous fire's activity, kept as such
+            previous = schedule.last_fire.activity_id if schedule.last_fire else None
+            last = LastFire(plan.instants[-1][0], now, "skipped", previous,
+                            template.activity_type, 0)
         update: dict[str, Any] = {
             "$set": {"next_fire_at": plan.next_fire_at,
-                     **({"last_fire": last.to_doc()} if last else {})},
-            "$inc": {"fires": fired, "missed_fires": plan.missed, "skipped_fires": skipped}}
+                     **({"last_fire": last.to_doc()} if last else {}),
+                     **({"buffered": decision.buffered.to_doc()} if decision.buffered
+                        else {})},
+            "$inc": {"fires": fired, "missed_fires": plan.missed,
+                     "skipped_fires": decision.skipped}}
+        if decision.buffered is None and buffered is not None:
+            update["$unset"] = {"buffered": ""}
         if not self._coll.update_one(fence, update).matched_count:
             counts["lost"] += 1
             return
         counts["fired"] += fired
         counts["missed"] += plan.missed
-        counts["skipped"] += skipped
+        counts["skipped"] += decision.skipped
 
     def _set_aside(self, fence: dict[str, Any], problem: str) -> int:
         """A schedule that cannot fire stops being due (fenced on what was read), its
@@ -495,13 +511,14 @@ class Schedules:
         return int(moved.modified_count)
 
     @staticmethod
-    def _specs(schedule: Schedule, plan: FirePlan) -> list[ActivitySpec]:
+    def _specs(schedule: Schedule,
+               instants: Sequence[tuple[datetime, str]]) -> list[ActivitySpec]:
         """The activities of a fire's instants, each with its key and jitter."""
         name, d = schedule.name, schedule.definition
         return [d.activity.spec(instant, name, kind,
                                 jitter_for(name, instant, d.jitter_seconds),
                                 fire_key(name, instant))
-                for instant, kind in plan.instants]
+                for instant, kind in instants]
 
     def _busy(self, schedule: Schedule) -> bool:
         """Whether the previous fire's activity is still pending, scheduled or running."""

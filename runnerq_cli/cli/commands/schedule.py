@@ -111,8 +111,9 @@ def add(
     grace: str | None = typer.Option(None, "--grace", metavar="DURATION",
                                      help="How late a fire is still on time [default: 1m]."),
     overlap: str | None = typer.Option(None, "--overlap", metavar="POLICY",
-                                       help="allow, or skip while the last fire's activity "
-                                            "is unfinished [default: allow]."),
+                                       help="allow; skip while the last fire's activity "
+                                            "is unfinished; or buffer_one: hold one fire "
+                                            "back until it ends [default: allow]."),
     paused: bool = typer.Option(False, "--paused", help="Add it paused."),
     replace: bool = typer.Option(False, "--replace",
                                  help="Replace a schedule of that name (else exit 5)."),
@@ -210,6 +211,9 @@ def show(
         lines.append(("last fire", f"{_time(last.at)} ({last.kind})"))
         lines.append(("activity", f"{last.activity_id} ({info.last_status or 'gone'})"
                       if last.activity_id else "none"))
+    if s.buffered is not None:
+        lines.append(("buffered", f"{_time(s.buffered.at)} ({s.buffered.kind}): waits for "
+                                  "the last fire's activity to end"))
     if info.problem:
         lines.append(("problem", info.problem))
     from runnerq_cli.cli.words import screen_width, wrap

@@ -55,6 +55,8 @@ def console(env: dict[str, str], rq: RunnerQ) -> Any:
     (claim,) = rq.dequeue("seed-worker", types=["ping"])
     rq.ack_success(claim, "ok")
     assert claim.activity.id == fired.activity_id
+    rq.db["runnerq_tests_schedules"].update_one({"_id": "tick"}, {"$set": {  # buffer_one's
+        "buffered": {"at": datetime(2027, 1, 4, 12, 0, tzinfo=UTC), "kind": "catchup"}}})
     rq.db["runnerq_tests_schedules"].insert_one({
         "_id": "broken", "activity": {"activity_type": HOSTILE}, "every_seconds": "often",
         "paused": False, "revision": 1, "created_at": datetime.now(UTC)})
@@ -79,6 +81,8 @@ def test_the_schedules_view_shows_each_with_its_fires(browser: Any, console: Con
     assert "Europe/Berlin" in nightly and "30 2 * * *" in nightly and "never" in nightly
     tick = text(browser, '#schedules tr[data-schedule="tick"]')
     assert "trigger" in tick and "completed" in tick  # the last fire and how it ended
+    assert "1 fire buffered (2027-01-04 12:00:00.000Z)" in tick  # one held back
+    assert len(browser.find_elements("css selector", "#schedules [data-buffered]")) == 1
     held = text(browser, '#schedules tr[data-schedule="held"]')
     assert "paused" in held and HOSTILE in held  # the reason, as text
     assert rows(browser, '#schedules tr[data-schedule="broken"]', "data-malformed") == [["1"]]

@@ -457,3 +457,32 @@ def test_a_null_partition_is_a_stray_that_init_indexes_stamps(queue) -> None:
 def test_the_documented_partition_of_a_key() -> None:
     """docs/design.md's worked example of the hash (The `partition` field)."""
     assert of_key("email", "order-17", 4) == 0 and of_key("email", "order-18", 4) == 3
+
+
+def test_an_idle_claimer_of_four_partitions_asks_once_per_poll(recorded) -> None:
+    """Once every partition was found empty, the next claim first asks whether any
+    partition has work (one find), and claims partition by partition only when one has:
+    an idle poll is one command, not one empty claim per partition."""
+    ctx, recorder = recorded
+    Maintenance(ctx).set_partitions(4)
+    Maintenance(ctx).init_indexes()
+    queue = ActivityQueue(ctx)
+    assert queue.dequeue("w") == []  # the first idle poll: each partition once
+
+    def sent() -> Counter[str]:  # the commands on the activities (not the count's reads)
+        return Counter(next(iter(c)) for c in recorder.commands
+                       if next(iter(c)) in ("find", "findAndModify")
+                       and c[next(iter(c))] == ctx.names.activities)
+
+    recorder.commands.clear()
+    for _ in range(3):
+        assert queue.dequeue("w") == []
+    assert sent() == {"find": 3}  # the probe alone, however many partitions
+    aid = queue.enqueue("t", {}).activity_id
+    recorder.commands.clear()
+    [claim] = queue.dequeue("w")  # work in some partition: the probe, then the claims
+    assert claim.activity_id == aid
+    assert sent()["find"] == 1 and 1 <= sent()["findAndModify"] <= 4
+    recorder.commands.clear()
+    assert queue.dequeue("w") == []  # it had work last time: claims again, then dry
+    assert sent() == {"findAndModify": 4}

@@ -119,6 +119,18 @@ def claim(types: Iterable[str] | None = None,
     return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
 
 
+def claimable_anywhere(types: Iterable[str] | None = None,
+                       exclude_types: Iterable[str] | None = None,
+                       present: Iterable[str] = ()) -> Query:
+    """Whether any partition has a claimable activity: the claim's filter without its
+    partition term, one document, no sort. An idle worker of a partitioned queue asks it
+    before claiming again (one command, one seek per shard) instead of one empty claim
+    per partition (docs/design.md, "How a worker spreads over partitions")."""
+    base = claim(types, exclude_types, present)
+    return Query("any claimable (an idle partitioned claimer)", "activities", base.filter,
+                 (), base.purpose)
+
+
 def pending_types_beyond(known: Iterable[str], odd: Iterable[Any] = ()) -> Query:
     """The first pending activity type not in `known` (the types found so far and the
     paused ones), read from index keys alone: `$nin` on the index led by the type gives

@@ -78,6 +78,9 @@ class ActivityQueue(Enqueuer):
     acknowledge, leases, results, and the outbox buffer their writes go through."""
 
     _pending_types: PendingTypes | None = None  # claims around paused types (made on use)
+    # The last dequeue of a partitioned queue found every partition empty: the next one
+    # asks once whether any has work before claiming partition by partition.
+    _all_dry = False
 
     # ------------------------------------------------------------------ claim
 
@@ -104,6 +107,10 @@ class ActivityQueue(Enqueuer):
                 return []  # nothing pending beyond the paused types
         count = self._ctx.partitions.current()
         claimable = queries.claim(types, exclude_types, present)
+        if count > 1 and self._all_dry:
+            probe = queries.claimable_anywhere(types, exclude_types, present)
+            if self._ctx.activities.find_one(probe.filter, {"_id": 1}) is None:
+                return []  # still idle: one command, not one empty claim per partition
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))
         claims: list[Claim] = []
         dry: set[int] = set()  # partitions this call found empty: not asked again
@@ -155,6 +162,8 @@ class ActivityQueue(Enqueuer):
             claims.append(claim)
             if on_claim is not None:
                 on_claim(claim)
+        if count > 1:
+            self._all_dry = not claims and len(dry) >= count
         return claims
 
     def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],

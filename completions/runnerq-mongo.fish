@@ -547,7 +547,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l jitter -x
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l missed -x -d 'Missed fires: skip, latest or all [default: skip].'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l max-catchup -x -d 'With --missed all: at most N missed fires [default: 10].'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l grace -x -d 'How late a fire is still on time [default: 1m].'
-complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l overlap -x -d 'allow, or skip while the last fire\'s activity is unfinished [default: allow].'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l overlap -x -d 'allow; skip while the last fire\'s activity is unfinished; or buffer_one: hold one fire...'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l paused -d 'Add it paused.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l replace -d 'Replace a schedule of that name (else exit 5).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'schedule add\'' -l reason -x -d 'Why (recorded in the audit trail).'

@@ -4,6 +4,7 @@ between its enqueue and its compare-and-set loses nothing and doubles nothing.""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import sys
@@ -158,3 +159,34 @@ def test_a_restart_of_every_worker_applies_the_missed_fire_policy(settings, cli_
             # A firer that reads the schedule past the grace may count as missed an
             # instant a racing firer enqueued (design.md, "Firing"): never both lost.
             assert row.fires <= len(instants) <= row.fires + row.missed_fires
+
+
+@pytest.mark.proof
+def test_buffer_one_under_a_fleet_never_overlaps_and_fires_each_instant_once(settings,
+                                                                              cli_env):
+    """A schedule every second whose activity takes 1.5 s, with overlap buffer_one,
+    fired by three workers and two schedulers: its activities run one after another
+    (each starts after the previous completed), no instant is enqueued twice, and the
+    instants that came while one ran and one waited are counted skipped."""
+    rq = RunnerQ(settings)
+    rq.maintenance.init_indexes()
+    rq.schedules.add(ScheduleDef("slow", Template("slow"), every_seconds=1,
+                                 overlap="buffer_one"))
+    procs = [_spawn(cli_env, "worker", "--exec", "slow=sleep 1.5", "--poll-interval", "0.1",
+                    "--concurrency", "2") for _ in range(3)]
+    procs += [_spawn(cli_env, "scheduler", "--interval", "0.05") for _ in range(2)]
+    acts = rq.context.activities
+    try:
+        wait_until(lambda: acts.count_documents({"status": "completed"}) >= 4, timeout=90,
+                   interval=0.2, message="four activities run")
+    finally:
+        _stop(procs)
+    docs = list(acts.find({}))
+    counts = Counter(d["metadata"]["runnerq_fire_at"] for d in docs)
+    assert max(counts.values()) == 1, counts.most_common(3)  # no fire twice
+    ran = sorted((d for d in docs if d.get("started_at")), key=lambda d: d["started_at"])
+    for before, after in itertools.pairwise(ran):
+        assert before.get("completed_at") is not None, before["_id"]
+        assert after["started_at"] >= before["completed_at"], (before, after)
+    row = rq.schedules.get_schedule("slow").schedule
+    assert row.skipped_fires > 0 and row.fires == len(docs)

@@ -42,7 +42,7 @@ def at_t0(clock):
 def test_add_list_show_next_and_last_fire(queue, at_t0):
     info = queue.schedules.add(cron("*/5 * * * *"))
     assert info.next_fire_at == T0 + timedelta(minutes=5)
-    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0,
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0, "buffered": 0,
                                           "malformed": 0, "lost": 0}
     at_t0.advance(300)
     assert queue.schedules.fire_due()["fired"] == 1
@@ -195,19 +195,19 @@ def test_overlap_buffer_one_holds_one_fire_until_the_previous_ends(queue, at_t0)
     at_t0.advance(60)  # 12:01: fires
     assert queue.schedules.fire_due()["fired"] == 1
     at_t0.advance(60)  # 12:02: the first still pending: buffered
-    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0,
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0, "buffered": 1,
                                           "malformed": 0, "lost": 0}
     info = queue.schedules.get_schedule("one")
     assert info.schedule.buffered.at == T0 + timedelta(minutes=2)
     assert info.to_json()["buffered"] == {"at": "2027-01-04T12:02:00.000Z", "kind": "on_time"}
     assert info.next_fire_at == T0 + timedelta(minutes=3)
     at_t0.advance(120)  # 12:04: one buffered already: 12:04 skipped (12:03 is missed)
-    assert queue.schedules.fire_due() == {"fired": 0, "missed": 1, "skipped": 1,
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 1, "skipped": 1, "buffered": 0,
                                           "malformed": 0, "lost": 0}
     assert len(activities(queue, "one")) == 1
     # Nothing due and the previous still runs: the buffered fire costs no write.
     revision = queue.schedules.get_schedule("one").schedule
-    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0,
+    assert queue.schedules.fire_due() == {"fired": 0, "missed": 0, "skipped": 0, "buffered": 0,
                                           "malformed": 0, "lost": 0}
     assert queue.schedules.get_schedule("one").schedule == revision
     _finish(queue, "failed")  # finished (failed counts as finished): the buffered one goes
@@ -299,7 +299,7 @@ def test_pause_resume_trigger_remove_are_audited(queue, at_t0):
     assert act["_id"] == result.activity_id and act["metadata"]["runnerq_fire"] == "trigger"
     assert queue.schedules.resume("tick") is True
     at_t0.advance(30)  # the instant 12:02 is 30 s late: on time; 12:01 missed (skip)
-    assert queue.schedules.fire_due() == {"fired": 1, "missed": 1, "skipped": 0,
+    assert queue.schedules.fire_due() == {"fired": 1, "missed": 1, "skipped": 0, "buffered": 0,
                                           "malformed": 0, "lost": 0}
     queue.schedules.remove("tick")
     assert queue.schedules.list_schedules() == []
@@ -331,7 +331,7 @@ def test_a_malformed_schedule_is_set_aside_once(queue, at_t0):
                      "paused": False, "revision": 1, "created_at": T0,
                      "next_fire_at": T0})
     at_t0.advance(60)
-    assert queue.schedules.fire_due() == {"fired": 1, "missed": 0, "skipped": 0,
+    assert queue.schedules.fire_due() == {"fired": 1, "missed": 0, "skipped": 0, "buffered": 0,
                                           "malformed": 1, "lost": 0}
     bad = coll.find_one({"_id": "bad"})
     assert "next_fire_at" not in bad and "activity_type is 7" in bad["problem"]

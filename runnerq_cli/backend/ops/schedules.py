@@ -428,12 +428,13 @@ class Schedules:
 
         One indexed query; nothing due, nothing written. Returns {"fired": activities
         enqueued, "missed": instants dropped by the missed-fire policy, "skipped": fires
-        skipped by the overlap policy, "malformed": schedules set aside, "lost": fires
-        another firer made first}.
+        skipped by the overlap policy, "buffered": fires held back by `buffer_one`,
+        "malformed": schedules set aside, "lost": fires another firer made first}.
         """
         now = self._ctx.clock()
         query = queries.due_schedules(now)
-        counts = {"fired": 0, "missed": 0, "skipped": 0, "malformed": 0, "lost": 0}
+        counts = {"fired": 0, "missed": 0, "skipped": 0, "buffered": 0, "malformed": 0,
+                  "lost": 0}
         for doc in self._coll.find(query.filter).sort(query.sort_list).limit(limit):
             self._fire_one(doc, now, counts)
         if any(counts.values()):
@@ -500,6 +501,8 @@ class Schedules:
         counts["fired"] += fired
         counts["missed"] += plan.missed
         counts["skipped"] += decision.skipped
+        if decision.buffered is not None and decision.buffered != schedule.buffered:
+            counts["buffered"] += 1
 
     def _set_aside(self, fence: dict[str, Any], problem: str) -> int:
         """A schedule that cannot fire stops being due (fenced on what was read), its

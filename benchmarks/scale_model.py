@@ -97,7 +97,8 @@ class Row:
     events_gb: float       # the events collection at `rate` (failures only), whole TTL
     heartbeats: float      # registry writes/s (primary shard)
     registry_keys: float   # registry index keys read/s (each heartbeat counts the live)
-    idle_claims: float     # claims/s of an idle fleet (each tries every partition)
+    idle_claims: float     # shard queries/s of an idle polling fleet (one probe per
+                           # worker per poll, asked of every shard holding activities)
     chore_commands: float  # shard commands/s of the shared chores
 
 
@@ -131,14 +132,14 @@ def evaluate(point: Point, costs: Costs = Costs(), ha: Assumptions = Assumptions
     per_second = 1.0 + 1 / 15 + 1 / 15 + 1 / 600  # scheduler, reaper, repair, retention
     chore_commands = max(1.0, w / ha.chores_counted) * per_second * holding
     return Row(point, rate, bound, shard_rate, worker_rate, busiest, oplog_hours, events_gb,
-               heartbeats, heartbeats * w, w * n, chore_commands)
+               heartbeats, heartbeats * w, w * holding, chore_commands)
 
 
 def table(rows: list[Row]) -> str:
     """The markdown table docs/scale.md shows."""
     out = ["| partitions | shards | workers | activities/s | bound by | busiest shard's share "
            "| oplog window (h) | events kept (GB) | registry writes/s | registry keys read/s "
-           "| idle claims/s | chore commands/s |",
+           "| idle polls (shard queries/s) | chore commands/s |",
            "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         p = r.point

@@ -470,3 +470,16 @@ def test_a_schedule_set_aside_with_a_buffered_fire_is_due_no_more(queue, at_t0, 
     at_t0.advance(30)
     assert queue.schedules.fire_due()["malformed"] == 0  # not found: nothing sent
     assert "problem" in coll.find_one({"_id": "aside"})
+
+
+def test_the_buffered_fires_index_holds_only_schedules_with_a_buffered_fire() -> None:
+    """design.md, "Firing": the second branch's index holds only the schedules with a
+    buffered fire. MongoDB's sparse rule for a compound index is "indexed when the document
+    has any of its keys": with `paused` (which every schedule has) among them, it held every
+    schedule. Only keys under `buffered` keep it to those."""
+    from runnerq_cli.backend.domain.index_specs import index_plan
+    from runnerq_cli.config import Settings
+
+    [spec] = [s for s in index_plan(Settings()) if s.why.startswith("buffered fires")]
+    assert spec.options.get("sparse") is True
+    assert all(key.startswith("buffered.") for key, _ in spec.keys), spec.keys

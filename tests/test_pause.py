@@ -207,3 +207,24 @@ def test_pause_bad_input(run_cli, backend: RunnerQ, args: list[str]) -> None:
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
     assert backend.context.control.count_documents({}) == 0
     assert backend.audit_log.audit() == []
+
+
+def test_a_pause_reported_while_the_state_is_read_is_read_again() -> None:
+    """The pause stream's `expire` can land while `current` reads the document (the read
+    answered before the pause was written, the change reported before the read returned):
+    the next call must read again, or a worker on its streams (every = 5 minutes) claims
+    paused work until the safety net."""
+    from runnerq_cli.backend.domain.pause import PauseWatch
+
+    states = [PauseState(), PauseState(all=True)]
+    watch: PauseWatch
+
+    def read() -> PauseState:
+        state = states.pop(0)
+        if not state.active:
+            watch.expire()  # the change arrives mid-read
+        return state
+
+    watch = PauseWatch(read, every=300.0)
+    assert watch.current()[0].active is False
+    assert watch.current() == (PauseState(all=True), True)

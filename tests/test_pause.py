@@ -228,3 +228,25 @@ def test_a_pause_reported_while_the_state_is_read_is_read_again() -> None:
     watch = PauseWatch(read, every=300.0)
     assert watch.current()[0].active is False
     assert watch.current() == (PauseState(all=True), True)
+
+
+def test_a_failed_pause_read_leaves_the_state_not_fresh() -> None:
+    """A resume reported by the stream whose read then fails: the worker keeps the paused
+    state and must poll (the claim loop waits 5 minutes only on a fresh state), not wait
+    for a stream that has already told it."""
+    from runnerq_cli.backend.domain.pause import PauseWatch
+
+    answers: list[PauseState | Exception] = [PauseState(all=True), OSError("away"),
+                                             PauseState()]
+
+    def read() -> PauseState:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    watch = PauseWatch(read, every=300.0)
+    assert watch.current()[0].all and watch.fresh
+    watch.expire()  # the resume
+    assert watch.current()[0].all and not watch.fresh  # the read failed: paused, stale
+    assert watch.current() == (PauseState(), True) and watch.fresh

@@ -179,6 +179,14 @@ class PauseWatch:
         self._expiries += 1
         self._read_at = None
 
+    @property
+    def fresh(self) -> bool:
+        """Whether the state was read and nothing said since that it changed: False after
+        a read that failed (the state kept is the last known, which a resume reported in
+        the meantime may have ended), so the worker polls instead of waiting for a stream
+        that already told it."""
+        return self._read_at is not None
+
     def current(self) -> tuple[PauseState, bool]:
         """(the state, whether it changed at this read)."""
         now = time.monotonic()

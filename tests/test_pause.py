@@ -207,3 +207,46 @@ def test_pause_bad_input(run_cli, backend: RunnerQ, args: list[str]) -> None:
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
     assert backend.context.control.count_documents({}) == 0
     assert backend.audit_log.audit() == []
+
+
+def test_a_pause_reported_while_the_state_is_read_is_read_again() -> None:
+    """The pause stream's `expire` can land while `current` reads the document (the read
+    answered before the pause was written, the change reported before the read returned):
+    the next call must read again, or a worker on its streams (every = 5 minutes) claims
+    paused work until the safety net."""
+    from runnerq_cli.backend.domain.pause import PauseWatch
+
+    states = [PauseState(), PauseState(all=True)]
+    watch: PauseWatch
+
+    def read() -> PauseState:
+        state = states.pop(0)
+        if not state.active:
+            watch.expire()  # the change arrives mid-read
+        return state
+
+    watch = PauseWatch(read, every=300.0)
+    assert watch.current()[0].active is False
+    assert watch.current() == (PauseState(all=True), True)
+
+
+def test_a_failed_pause_read_leaves_the_state_not_fresh() -> None:
+    """A resume reported by the stream whose read then fails: the worker keeps the paused
+    state and must poll (the claim loop waits 5 minutes only on a fresh state), not wait
+    for a stream that has already told it."""
+    from runnerq_cli.backend.domain.pause import PauseWatch
+
+    answers: list[PauseState | Exception] = [PauseState(all=True), OSError("away"),
+                                             PauseState()]
+
+    def read() -> PauseState:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    watch = PauseWatch(read, every=300.0)
+    assert watch.current()[0].all and watch.fresh
+    watch.expire()  # the resume
+    assert watch.current()[0].all and not watch.fresh  # the read failed: paused, stale
+    assert watch.current() == (PauseState(), True) and watch.fresh

@@ -445,3 +445,41 @@ def test_the_documented_key_and_jitter_of_a_fire() -> None:
     instant = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
     assert fire_key("nightly", instant) == "schedule:nightly:2027-03-28T01:00:00.000Z"
     assert jitter_for("nightly", instant, 60) == 10.076
+
+
+@pytest.mark.parametrize("breakage", [
+    {"$set": {"last_fire": 5}},  # a malformed last_fire
+    {"$set": {"cron": "0 * * * *"}},  # both cron and every_seconds: malformed
+    {"$set": {"buffered": [{"at": T0}]}},  # a list of buffered fires: malformed
+])
+def test_a_schedule_set_aside_with_a_buffered_fire_is_due_no_more(queue, at_t0, breakage):
+    """Set aside means read once, not at every tick (design.md, "Malformed schedules"):
+    the buffered branch of the firing query must not find it again, and the set-aside's
+    fence must match whatever `buffered` it read."""
+    from runnerq_cli.backend.domain import queries
+
+    coll = queue.db[f"runnerq_{queue.queue}_schedules"]
+    queue.schedules.add(every("aside", 60, overlap="buffer_one"))
+    at_t0.advance(60)
+    queue.schedules.fire_due()  # 12:01 fires (pending)
+    at_t0.advance(60)
+    queue.schedules.fire_due()  # 12:02 buffered
+    coll.update_one({"_id": "aside"}, breakage)
+    assert queue.schedules.fire_due()["malformed"] == 1
+    assert coll.count_documents(queries.due_schedules(at_t0.now).filter) == 0
+    at_t0.advance(30)
+    assert queue.schedules.fire_due()["malformed"] == 0  # not found: nothing sent
+    assert "problem" in coll.find_one({"_id": "aside"})
+
+
+def test_the_buffered_fires_index_holds_only_schedules_with_a_buffered_fire() -> None:
+    """design.md, "Firing": the second branch's index holds only the schedules with a
+    buffered fire. MongoDB's sparse rule for a compound index is "indexed when the document
+    has any of its keys": with `paused` (which every schedule has) among them, it held every
+    schedule. Only keys under `buffered` keep it to those."""
+    from runnerq_cli.backend.domain.index_specs import index_plan
+    from runnerq_cli.config import Settings
+
+    [spec] = [s for s in index_plan(Settings()) if s.why.startswith("buffered fires")]
+    assert spec.options.get("sparse") is True
+    assert all(key.startswith("buffered.") for key, _ in spec.keys), spec.keys

@@ -127,6 +127,9 @@ class Claimer:
             # Refreshed every turn (the slots claim under it too): a pause takes effect
             # within a poll interval even while the slots keep themselves busy.
             scope = self._scope = self._claim_scope()
+            # A pause read that failed keeps the last state known: the change that asked
+            # for it was told already, so poll until a read succeeds.
+            told_of_pauses = told_of_pauses and self._pause.fresh
             if scope is None:  # everything this worker claims is paused
                 if self._burst and not len(flights):
                     return

@@ -95,7 +95,9 @@ def index_plan(settings: Settings, partitions: int = 1) -> list[IndexSpec]:
                   why="stale worker entries expire"),
         IndexSpec("schedules", (("next_fire_at", 1), ("paused", 1)),
                   why="due schedules (the firing chore)"),
-        IndexSpec("schedules", (("buffered.at", 1), ("paused", 1)), {"sparse": True},
+        # `buffered.at` alone: a compound sparse index holds every document with any of
+        # its keys, and every schedule has `paused`.
+        IndexSpec("schedules", (("buffered.at", 1),), {"sparse": True},
                   why="buffered fires (overlap buffer_one; the firing chore)"),
         *(partition_indexes() if partitions > 1 else ()),
     ]

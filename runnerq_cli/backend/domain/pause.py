@@ -169,21 +169,35 @@ class PauseWatch:
         self.every = every
         self._state = PauseState()
         self._read_at: float | None = None
+        # Counts `expire` calls: one that lands during a read (another thread, the
+        # stream's) must not be overwritten by that read's time.
+        self._expiries = 0
 
     def expire(self) -> None:
-        """The state may have changed (the server said so): read it at the next call."""
+        """The state may have changed (the server said so): read it at the next call,
+        even when a read is under way now (it may have been answered before the change)."""
+        self._expiries += 1
         self._read_at = None
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the state was read and nothing said since that it changed: False after
+        a read that failed (the state kept is the last known, which a resume reported in
+        the meantime may have ended), so the worker polls instead of waiting for a stream
+        that already told it."""
+        return self._read_at is not None
 
     def current(self) -> tuple[PauseState, bool]:
         """(the state, whether it changed at this read)."""
         now = time.monotonic()
         if self._read_at is not None and now - self._read_at < self.every:
             return self._state, False
+        expiries = self._expiries
         try:
             state = self._read()
         except Exception:
             return self._state, False
-        self._read_at = now
+        self._read_at = now if self._expiries == expiries else None
         changed = (state.all, state.types) != (self._state.all, self._state.types)
         self._state = state
         return state, changed

@@ -444,9 +444,11 @@ class Schedules:
     def _fire_one(self, doc: dict[str, Any], now: datetime, counts: dict[str, int]) -> None:
         schedule, problem = Schedule.from_doc(doc)
         buffered = doc.get("buffered")
+        # `buffered` whole and as read (null matches it absent): a fence on `buffered.at`
+        # never matched a malformed one such as a list, which the firing query's branch
+        # finds through the array, so the schedule could not even be set aside.
         fence = {"_id": doc["_id"], "next_fire_at": doc.get("next_fire_at"),
-                 "revision": doc.get("revision"),
-                 "buffered.at": buffered.get("at") if isinstance(buffered, dict) else None}
+                 "revision": doc.get("revision"), "buffered": buffered}
         decision = None
         if schedule is not None:
             try:
@@ -506,11 +508,14 @@ class Schedules:
 
     def _set_aside(self, fence: dict[str, Any], problem: str) -> int:
         """A schedule that cannot fire stops being due (fenced on what was read), its
-        problem stored for the views; 1 if done. Read once, not at every tick."""
+        problem stored for the views; 1 if done. Read once, not at every tick: its
+        buffered fire goes too, or the firing query's second branch would find it at
+        every tick (the fix, `add --replace` or `apply`, drops it anyway)."""
         log.warning("schedules: a schedule that cannot fire is set aside",
                     extra={"fields": {"schedule": fence["_id"], "problem": problem}})
         moved = self._coll.update_one(fence, {"$set": {"problem": problem},
-                                              "$unset": {"next_fire_at": ""}})
+                                              "$unset": {"next_fire_at": "",
+                                                         "buffered": ""}})
         return int(moved.modified_count)
 
     @staticmethod

@@ -33,6 +33,24 @@ def activities(queue, name: str) -> list[dict]:
         {"metadata.runnerq_schedule": name}).sort("metadata.runnerq_fire_at", 1))
 
 
+def fire_racing(queue, firers: int) -> list[dict[str, int]]:
+    """`fire_due` from `firers` threads released at once: each one's counts."""
+    start = threading.Barrier(firers)
+    counts: list[dict[str, int]] = []
+
+    def fire() -> None:
+        start.wait()
+        counts.append(queue.schedules.fire_due())
+
+    threads = [threading.Thread(target=fire) for _ in range(firers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    return counts
+
+
 @pytest.fixture
 def at_t0(clock):
     clock.now = T0
@@ -149,12 +167,18 @@ def test_skip_fires_nothing_late_and_latest_fires_late(queue, at_t0):
     assert queue.schedules.get_schedule("s").schedule.missed_fires == 3
 
 
-def test_overlap_skip_waits_for_the_previous_activity(queue, at_t0):
-    queue.schedules.add(every("busy", 60, overlap="skip"))
-    at_t0.advance(60)
+def fire_twice(queue, clock, definition: ScheduleDef) -> dict[str, int]:
+    """Add `definition` (every minute), fire its first instant, then its second while
+    the first one's activity is still pending: the second fire's counts."""
+    queue.schedules.add(definition)
+    clock.advance(60)
     queue.schedules.fire_due()
-    at_t0.advance(60)
-    counts = queue.schedules.fire_due()
+    clock.advance(60)
+    return queue.schedules.fire_due()
+
+
+def test_overlap_skip_waits_for_the_previous_activity(queue, at_t0):
+    counts = fire_twice(queue, at_t0, every("busy", 60, overlap="skip"))
     assert counts == {**counts, "fired": 0, "skipped": 1}
     assert len(activities(queue, "busy")) == 1
     assert queue.schedules.get_schedule("busy").last_fire.kind == "skipped"
@@ -248,29 +272,14 @@ def test_a_buffered_fire_released_by_racing_firers_is_one_activity(queue, at_t0)
     at_t0.advance(30)
     queue.schedules.fire_due()  # 12:02 buffered
     _finish(queue)
-    results: list[dict] = []
-    start = threading.Barrier(4)
-
-    def fire() -> None:
-        start.wait()
-        results.append(queue.schedules.fire_due())
-
-    threads = [threading.Thread(target=fire) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    results = fire_racing(queue, 4)
     assert len(activities(queue, "race")) == 2
     assert sum(r["fired"] for r in results) == 1  # the compare-and-set that won
     assert queue.schedules.get_schedule("race").schedule.fires == 2
 
 
 def test_a_change_of_definition_drops_the_buffered_fire(queue, at_t0):
-    queue.schedules.add(every("chg", 60, overlap="buffer_one"))
-    at_t0.advance(60)
-    queue.schedules.fire_due()
-    at_t0.advance(60)
-    queue.schedules.fire_due()
+    fire_twice(queue, at_t0, every("chg", 60, overlap="buffer_one"))
     assert queue.schedules.get_schedule("chg").schedule.buffered is not None
     queue.schedules.pause("chg")
     queue.schedules.resume("chg")  # kept by pause and resume
@@ -349,18 +358,7 @@ def test_racing_firers_enqueue_one_activity_per_fire(queue, at_t0):
     """Eight threads fire the same due instants at once, several times over."""
     queue.schedules.add(every("race", 60, missed="all", max_catchup=5))
     at_t0.advance(60 * 5)
-    barrier = threading.Barrier(8)
-    counts: list[dict[str, int]] = []
-
-    def fire() -> None:
-        barrier.wait()
-        counts.append(queue.schedules.fire_due())
-
-    threads = [threading.Thread(target=fire) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    counts = fire_racing(queue, 8)
     acts = activities(queue, "race")
     assert [a["metadata"]["runnerq_fire_at"][11:16] for a in acts] == [
         "12:01", "12:02", "12:03", "12:04", "12:05"]

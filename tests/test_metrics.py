@@ -37,6 +37,8 @@ FAMILIES = {
     "runnerq_schedule_last_fire_timestamp_seconds": "gauge",
     "runnerq_schedule_fires": "gauge",
     "runnerq_schedule_missed_fires": "gauge",
+    "runnerq_schedule_skipped_fires": "gauge",
+    "runnerq_schedule_buffered": "gauge",
     "runnerq_schedule_paused": "gauge",
     "runnerq_schedule_malformed": "gauge",
 }

@@ -153,7 +153,9 @@ def test_prometheus_and_openmetrics_expose_each_schedule(run_cli, schedules):
     add(run_cli, "held", "--type", "report", "--every", "1m")
     assert run_cli("schedule", "pause", "held").code == 0
     assert run_cli("schedule", "trigger", "hourly").code == 0
-    schedules.update_one({"_id": "hourly"}, {"$set": {"missed_fires": 2}})
+    schedules.update_one({"_id": "hourly"}, {"$set": {
+        "missed_fires": 2, "skipped_fires": 3, "overlap": "buffer_one",
+        "buffered": {"at": datetime(2027, 1, 4, 12, 0, tzinfo=UTC), "kind": "on_time"}}})
     malformed(schedules)
     text = run_cli("stats", "-o", "prometheus").stdout
     series = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
@@ -167,6 +169,9 @@ def test_prometheus_and_openmetrics_expose_each_schedule(run_cli, schedules):
     assert f"runnerq_schedule_last_fire_timestamp_seconds{label}" in series
     assert series[f"runnerq_schedule_missed_fires{label}"] == 2
     assert series[f"runnerq_schedule_fires{label}"] == 1
+    assert series[f"runnerq_schedule_skipped_fires{label}"] == 3
+    assert series[f"runnerq_schedule_buffered{label}"] == 1
+    assert series[f"runnerq_schedule_buffered{held}"] == 0
     assert series[f"runnerq_schedule_paused{held}"] == 1
     assert series[f"runnerq_schedule_paused{label}"] == 0
     assert f"runnerq_schedule_last_fire_timestamp_seconds{held}" not in series  # never fired

@@ -74,6 +74,8 @@ class _Families(NamedTuple):
     schedule_last: GaugeMetricFamily
     schedule_fires: GaugeMetricFamily
     schedule_missed: GaugeMetricFamily
+    schedule_skipped: GaugeMetricFamily
+    schedule_buffered: GaugeMetricFamily
     schedule_paused: GaugeMetricFamily
     schedule_malformed: GaugeMetricFamily
 
@@ -165,6 +167,12 @@ def _schedule_families() -> tuple[GaugeMetricFamily, ...]:
         GaugeMetricFamily("runnerq_schedule_missed_fires",
                           "Fire instants the missed-fire policy dropped (all workers down, "
                           "the schedule paused).", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_skipped_fires",
+                          "Fire instants the overlap policy skipped (the previous fire's "
+                          "activity still unfinished).", labels=labels),
+        GaugeMetricFamily("runnerq_schedule_buffered",
+                          "1 when a fire is held back until the previous fire's activity "
+                          "ends (overlap buffer_one), else 0.", labels=labels),
         GaugeMetricFamily("runnerq_schedule_paused",
                           "1 when the schedule is paused, else 0.", labels=labels),
         GaugeMetricFamily("runnerq_schedule_malformed",
@@ -207,6 +215,8 @@ def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:
                 family.add_metric(labels, value)
         out.schedule_fires.add_metric(labels, row["fires"])
         out.schedule_missed.add_metric(labels, row["missed_fires"])
+        out.schedule_skipped.add_metric(labels, row.get("skipped_fires", 0))
+        out.schedule_buffered.add_metric(labels, 1.0 if row.get("buffered") else 0.0)
         out.schedule_paused.add_metric(labels, 1.0 if row["paused"] else 0.0)
         out.schedule_malformed.add_metric(labels, 1.0 if row["problem"] else 0.0)
 

@@ -62,7 +62,8 @@ def series(infos: Iterable[ScheduleInfo]) -> list[dict[str, Any]]:
             else None,
             "last_fire_timestamp": _timestamp(last.at) if last is not None else None,
             "fires": s.fires if s else 0, "missed_fires": s.missed_fires if s else 0,
-            "skipped_fires": s.skipped_fires if s else 0})
+            "skipped_fires": s.skipped_fires if s else 0,
+            "buffered": bool(s and s.buffered is not None)})
     return out
 
 

@@ -481,3 +481,17 @@ def test_the_buffered_fires_index_holds_only_schedules_with_a_buffered_fire() ->
     [spec] = [s for s in index_plan(Settings()) if s.why.startswith("buffered fires")]
     assert spec.options.get("sparse") is True
     assert all(key.startswith("buffered.") for key, _ in spec.keys), spec.keys
+
+
+def test_a_full_page_of_waiting_buffered_fires_hides_no_due_schedule(queue, at_t0):
+    """Three ended schedules whose buffered fires wait (null next_fire_at: first in the
+    order) fill a page of 3: the next page still finds the due one."""
+    coll = queue.db[f"runnerq_{queue.queue}_schedules"]
+    for n in range(3):
+        fire_twice(queue, at_t0, every(f"w{n}", 60, overlap="buffer_one"))
+        coll.update_one({"_id": f"w{n}"}, {"$set": {"next_fire_at": None}})
+    queue.schedules.add(every("due", 60))
+    at_t0.advance(60)
+    counts = queue.schedules.fire_due(limit=3)
+    assert counts["fired"] == 1
+    assert len(activities(queue, "due")) == 1

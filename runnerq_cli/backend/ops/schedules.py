@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.queue.queue import ActivityQueue
 
 log = logging.getLogger(LOGGER_NAME)
-FIRE_BATCH = 100  # due schedules one chore call fires at most
+FIRE_BATCH = 100  # due schedules one query of the chore returns at most
+FIRE_PAGES = 10  # queries one chore call runs at most, while each comes back full
 AUDIT_ACTION = "schedule"  # the audit records' action prefix: "schedule add", ...
 
 
@@ -424,9 +425,12 @@ class Schedules:
     # ------------------------------------------------------------------ the firing chore
 
     def fire_due(self, limit: int = FIRE_BATCH) -> dict[str, int]:
-        """Fire every due schedule (at most `limit`); counts of what was done.
+        """Fire every due schedule (`limit` per query); counts of what was done.
 
-        One indexed query; nothing due, nothing written. Returns {"fired": activities
+        One indexed query; nothing due, nothing written. A full page is followed by the
+        next (those seen left out, up to FIRE_PAGES): a page of buffered fires that still
+        wait (they stay found, and an ended schedule's null `next_fire_at` sorts first)
+        never hides the due schedules behind it. Returns {"fired": activities
         enqueued, "missed": instants dropped by the missed-fire policy, "skipped": fires
         skipped by the overlap policy, "buffered": fires held back by `buffer_one`,
         "malformed": schedules set aside, "lost": fires another firer made first}.
@@ -435,8 +439,16 @@ class Schedules:
         query = queries.due_schedules(now)
         counts = {"fired": 0, "missed": 0, "skipped": 0, "buffered": 0, "malformed": 0,
                   "lost": 0}
-        for doc in self._coll.find(query.filter).sort(query.sort_list).limit(limit):
-            self._fire_one(doc, now, counts)
+        seen: list[Any] = []
+        for _ in range(FIRE_PAGES):
+            found = query.filter if not seen else {
+                "$and": [query.filter, {"_id": {"$nin": seen}}]}
+            page = list(self._coll.find(found).sort(query.sort_list).limit(limit))
+            for doc in page:
+                self._fire_one(doc, now, counts)
+                seen.append(doc["_id"])
+            if len(page) < limit:
+                break
         if any(counts.values()):
             log.info("schedules: fired the due schedules", extra={"fields": counts})
         return counts

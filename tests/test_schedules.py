@@ -495,3 +495,21 @@ def test_a_full_page_of_waiting_buffered_fires_hides_no_due_schedule(queue, at_t
     counts = queue.schedules.fire_due(limit=3)
     assert counts["fired"] == 1
     assert len(activities(queue, "due")) == 1
+
+
+def test_a_trigger_racing_a_release_leaves_the_released_fire_as_the_previous(
+        queue, at_t0, monkeypatch):
+    """A trigger that read the schedule before a buffered fire was released records
+    nothing (its activity stands): the released activity stays the one the next fire
+    waits for."""
+    fire_twice(queue, at_t0, every("tr", 60, overlap="buffer_one"))
+    stale = queue.schedules.get_schedule("tr")
+    assert stale.schedule.buffered is not None
+    _finish(queue)
+    assert queue.schedules.fire_due()["fired"] == 1  # the release
+    released = queue.schedules.get_schedule("tr").last_fire.activity_id
+    monkeypatch.setattr(queue.schedules, "get_schedule", lambda name: stale)
+    triggered = queue.schedules.trigger("tr")
+    monkeypatch.undo()
+    assert queue.schedules.get_schedule("tr").last_fire.activity_id == released
+    assert queue.get_activity(triggered.activity_id).status == "pending"

@@ -417,8 +417,11 @@ class Schedules:
                                                        trigger_key(name)))
             run.progress([result.activity_id])  # the activity it enqueued, as actions list theirs
             last = LastFire(now, now, "trigger", result.activity_id, template.activity_type)
+            # Fenced on buffered too: a release of a held fire meanwhile (it moves only
+            # `buffered`) keeps its activity as the previous fire, not this trigger's.
             self._coll.update_one({"_id": name, "revision": info.schedule.revision,
-                                   "next_fire_at": info.schedule.next_fire_at},
+                                   "next_fire_at": info.schedule.next_fire_at,
+                                   "buffered": info.raw.get("buffered")},
                                   {"$set": {"last_fire": last.to_doc()}, "$inc": {"fires": 1}})
         return result
 

@@ -411,11 +411,13 @@ def _signed_get(port: int, **headers: str) -> tuple[int, float]:
 
 def test_a_signed_in_operator_is_answered_while_anonymous_clients_hold_their_slots(
         backend: RunnerQ) -> None:
-    # Anonymous clients in the kept slots are held for signed_in_deadline: long here, so
-    # that the three are there at once however slowly a loaded machine accepts them (at
-    # the default 2 s the first was cut short before the third came in, once under CI).
+    # Every hold is long here (the kept slots' signed_in_deadline, the address share's
+    # request deadline and idle timeout), so that all the clients are there at once
+    # however slowly a loaded machine runs the test: under CI the address share's four
+    # were cut at the 10 s request deadline before the kept slots filled, and the three
+    # that came next took the freed share instead.
     c = Console(backend, token=TOKEN, max_per_address=4, signed_in_slots=3,
-                signed_in_deadline=30.0)
+                signed_in_deadline=60.0, request_deadline=60.0, idle_timeout=60.0)
     held: list[socket.socket] = []
     try:
         code, headers, _ = c.request("GET", f"/?token={TOKEN}")

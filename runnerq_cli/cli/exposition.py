@@ -152,32 +152,34 @@ def _empty_families() -> _Families:
                      in_flight, paused, type_paused, malformed, *_schedule_families())
 
 
+# The schedules' families, in the exposition's order: (name, help), each a gauge with a
+# series per schedule of each queue.
+SCHEDULE_FAMILIES = (
+    ("runnerq_schedule_next_fire_timestamp_seconds",
+     "When the schedule fires next (Unix time, the server's clock); no series when it "
+     "never fires again or is malformed."),
+    ("runnerq_schedule_last_fire_timestamp_seconds",
+     "The instant of the schedule's last fire (Unix time); no series before its first."),
+    ("runnerq_schedule_fires", "Activities the schedule's fires have enqueued."),
+    ("runnerq_schedule_missed_fires",
+     "Fire instants the missed-fire policy dropped (all workers down, the schedule "
+     "paused)."),
+    ("runnerq_schedule_skipped_fires",
+     "Fire instants the overlap policy skipped (the previous fire's activity still "
+     "unfinished)."),
+    ("runnerq_schedule_buffered",
+     "1 when a fire is held back until the previous fire's activity ends (overlap "
+     "buffer_one), else 0."),
+    ("runnerq_schedule_paused", "1 when the schedule is paused, else 0."),
+    ("runnerq_schedule_malformed",
+     "1 when the schedule is malformed or set aside (not firing), else 0."),
+)
+
+
 def _schedule_families() -> tuple[GaugeMetricFamily, ...]:
     """The schedules' families: a series per schedule of each queue (docs/cli.md)."""
-    labels = ["queue", "schedule"]
-    return (
-        GaugeMetricFamily("runnerq_schedule_next_fire_timestamp_seconds",
-                          "When the schedule fires next (Unix time, the server's clock); no "
-                          "series when it never fires again or is malformed.", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_last_fire_timestamp_seconds",
-                          "The instant of the schedule's last fire (Unix time); no series "
-                          "before its first.", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_fires",
-                          "Activities the schedule's fires have enqueued.", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_missed_fires",
-                          "Fire instants the missed-fire policy dropped (all workers down, "
-                          "the schedule paused).", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_skipped_fires",
-                          "Fire instants the overlap policy skipped (the previous fire's "
-                          "activity still unfinished).", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_buffered",
-                          "1 when a fire is held back until the previous fire's activity "
-                          "ends (overlap buffer_one), else 0.", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_paused",
-                          "1 when the schedule is paused, else 0.", labels=labels),
-        GaugeMetricFamily("runnerq_schedule_malformed",
-                          "1 when the schedule is malformed or set aside (not firing), else 0.",
-                          labels=labels))
+    return tuple(GaugeMetricFamily(name, text, labels=["queue", "schedule"])
+                 for name, text in SCHEDULE_FAMILIES)
 
 
 def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:

@@ -219,36 +219,41 @@ def test_headers_are_refused_as_soon_as_they_pass_the_limit(console: Console) ->
         assert sock.recv(4096).startswith(b"HTTP/1.1 414")
 
 
-def test_streams_are_capped_across_queues_with_slots_kept_for_requests(
-        backend: RunnerQ) -> None:
+@contextlib.contextmanager
+def six_streams(backend: RunnerQ) -> Iterator[tuple[Console, list[Any]]]:
+    """A console of 8 connections whose 6 stream slots (2 kept for plain requests) are
+    all taken, over two queues; the console and its streams (append more to close
+    them too), closed at the end."""
     from tests.test_console_api import Sse
 
     backend.for_queue("other").enqueue("job", {})
-    c = Console(backend, max_connections=8, max_streams=100)  # 6 streams: 2 kept
-    streams = []
+    c = Console(backend, max_connections=8, max_streams=100)
+    streams: list[Any] = []
     try:
         for n in range(6):
             streams.append(Sse(c.port, "/api/stream" + ("?queue=other" if n % 2 else "")))
             assert streams[-1].status == 200
-        assert Sse(c.port, "/api/stream?queue=other").status == 503
-        status, took = _timed_get(c.port, source="127.0.0.1")
-        assert status == 200 and took < 1.0
+        yield c, streams
     finally:
         for stream in streams:
             stream.close()
         c.close()
 
 
+def test_streams_are_capped_across_queues_with_slots_kept_for_requests(
+        backend: RunnerQ) -> None:
+    from tests.test_console_api import Sse
+
+    with six_streams(backend) as (c, _streams):
+        assert Sse(c.port, "/api/stream?queue=other").status == 503
+        status, took = _timed_get(c.port, source="127.0.0.1")
+        assert status == 200 and took < 1.0
+
+
 def test_refused_streams_free_their_connections_for_plain_requests(backend: RunnerQ) -> None:
     from tests.test_console_api import Sse
 
-    backend.for_queue("other").enqueue("job", {})
-    c = Console(backend, max_connections=8, max_streams=100)  # 6 streams: 2 kept
-    streams = []
-    try:
-        for n in range(6):
-            streams.append(Sse(c.port, "/api/stream" + ("?queue=other" if n % 2 else "")))
-            assert streams[-1].status == 200
+    with six_streams(backend) as (c, streams):
         # more streams asked for: each refused, and its connection closed, not kept idle
         refused = [Sse(c.port, "/api/stream?queue=other") for _ in range(4)]
         streams += refused
@@ -258,10 +263,6 @@ def test_refused_streams_free_their_connections_for_plain_requests(backend: Runn
             assert b"too many" in r.file.read()
         status, took = _timed_get(c.port, source="127.0.0.1")
         assert status == 200 and took < 1.0
-    finally:
-        for stream in streams:
-            stream.close()
-        c.close()
 
 
 def test_one_write_per_response(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:

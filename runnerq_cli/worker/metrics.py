@@ -304,7 +304,7 @@ class MeteredEnqueues:
                 payload: Mapping[str, Any] | None = None, **options: Any) -> EnqueueResult:
         try:
             result = self._queue.enqueue(activity_type, payload, **options)
-        except Exception:
+        except BaseException:  # whatever stopped it (as the worker's ctx.enqueue counted)
             self._count(ACTIVITY_ENQUEUE_ERROR, activity_type)
             raise
         if result.created:
@@ -315,7 +315,7 @@ class MeteredEnqueues:
         specs = list(specs)
         try:
             results = self._queue.enqueue_many(specs)
-        except Exception:
+        except BaseException:
             for spec in specs:
                 self._count(ACTIVITY_ENQUEUE_ERROR, spec)
             raise

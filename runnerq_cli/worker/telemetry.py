@@ -170,6 +170,10 @@ class InstrumentedBackend:
     def __init__(self, backend: WorkerBackend, telemetry: Telemetry) -> None:
         self._backend = backend
         self._t = telemetry
+        # ctx.enqueue counted as an application's own enqueues are (metrics.py), when
+        # there is a sink (telemetry may be tracing alone)
+        self._enqueues: Any = backend if telemetry.sink is None else m.MeteredEnqueues(
+            backend, telemetry.sink)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
@@ -230,18 +234,12 @@ class InstrumentedBackend:
 
     def enqueue(self, activity_type: Any, payload: Mapping[str, Any] | None = None,
                 **options: Any) -> Any:
-        """ctx.enqueue: a handler's follow-up activity."""
-        kind = getattr(activity_type, "activity_type", activity_type)
-        labels = {"queue": self._t.queue, "activity_type": str(kind)}
+        """ctx.enqueue: a handler's follow-up activity, counted (MeteredEnqueues)."""
         try:
-            result = self._backend.enqueue(activity_type, payload, **options)
+            return self._enqueues.enqueue(activity_type, payload, **options)
         except BaseException as exc:
-            self._t.count(m.ACTIVITY_ENQUEUE_ERROR, labels)
             self._failed("enqueue", exc)
             raise
-        if result.created:
-            self._t.count(m.ACTIVITY_ENQUEUED, labels)
-        return result
 
     def process_scheduled(self, *args: Any, **kwargs: Any) -> Any:
         return self._tick("process_scheduled", m.SCHEDULER_TICK, m.SCHEDULER_POLL_ERROR,

@@ -216,11 +216,10 @@ def server_away(exc: BaseException) -> bool:
     if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
                   | mongo_errors.ExecutionTimeout):
         return True
-    from runnerq_cli.backend.store.driver import INTERRUPTED_CODES  # (driver imports us)
+    from runnerq_cli.backend.store.driver import failure  # (driver imports us)
 
-    return isinstance(exc, mongo_errors.PyMongoError) and bool(
-        exc.has_error_label("RetryableWriteError") or exc.timeout
-        or getattr(exc, "code", None) in INTERRUPTED_CODES)
+    # Retryable as the boundary judges it (a label, a timeout, an interrupted code).
+    return isinstance(exc, mongo_errors.PyMongoError) and failure(exc).retryable
 
 
 def answered(uri: str) -> None:

@@ -78,10 +78,9 @@ def interrupted(write_errors: list[dict[str, Any]]) -> WriteUnconfirmed | None:
     """A batch's write errors that say "not now" (INTERRUPTED_CODES) as one error to try
     the whole batch again later (its writes are fenced: a repeat changes nothing), or
     None when every error is a refusal of what was sent."""
-    codes = [e.get("code") for e in write_errors if e.get("code") in INTERRUPTED_CODES]
-    if not codes:
+    first = next((e for e in write_errors if e.get("code") in INTERRUPTED_CODES), None)
+    if first is None:
         return None
-    first = next(e for e in write_errors if e.get("code") in INTERRUPTED_CODES)
     return WriteUnconfirmed(f"the server interrupted the write (code {first.get('code')}): "
                             f"{str(first.get('errmsg') or 'no reason given')[:300]}",
                             {"writeErrors": write_errors})

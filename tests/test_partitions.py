@@ -486,3 +486,31 @@ def test_an_idle_claimer_of_four_partitions_asks_once_per_poll(recorded) -> None
     recorder.commands.clear()
     assert queue.dequeue("w") == []  # it had work last time: claims again, then dry
     assert sent() == {"findAndModify": 4}
+
+
+@pytest.mark.parametrize("stray", [{"partition": 7}, {"partition": -1}, {"partition": None},
+                                   {}, {"partition": "1"}])
+def test_a_stray_that_no_claim_takes_keeps_an_idle_claimer_idle(recorded, stray) -> None:
+    """A pending activity outside every partition's claim (no partition, one beyond the
+    count, text) is never claimed, so the probe does not find it either: an idle poll
+    stays one find, never N empty claims at every poll."""
+    ctx, recorder = recorded
+    Maintenance(ctx).set_partitions(4)
+    Maintenance(ctx).init_indexes()
+    queue = ActivityQueue(ctx)
+    raw = ctx.activities
+    aid = queue.enqueue("t", {}).activity_id
+    raw.update_one({"_id": aid}, {"$unset": {"partition": ""}} if not stray
+                   else {"$set": stray})
+    assert queue.dequeue("w") == []  # the first idle poll: each partition once
+    recorder.commands.clear()
+    for _ in range(3):
+        assert queue.dequeue("w") == []
+    sent = Counter(next(iter(c)) for c in recorder.commands
+                   if next(iter(c)) in ("find", "findAndModify")
+                   and c[next(iter(c))] == ctx.names.activities)
+    assert sent == {"find": 3}
+    assert raw.find_one({"_id": aid})["status"] == "pending"  # left for doctor
+    good = queue.enqueue("t", {}).activity_id  # and real work is still seen at once
+    [claim] = queue.dequeue("w")
+    assert claim.activity_id == good

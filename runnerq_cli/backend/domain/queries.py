@@ -119,16 +119,19 @@ def claim(types: Iterable[str] | None = None,
     return Query("claim", "activities", query, CLAIM_ORDER, "claim order")
 
 
-def claimable_anywhere(types: Iterable[str] | None = None,
+def claimable_anywhere(count: int, types: Iterable[str] | None = None,
                        exclude_types: Iterable[str] | None = None,
                        present: Iterable[str] = ()) -> Query:
-    """Whether any partition has a claimable activity: the claim's filter without its
-    partition term, one document, no sort. An idle worker of a partitioned queue asks it
-    before claiming again (one command, one seek per shard) instead of one empty claim
-    per partition (docs/design.md, "How a worker spreads over partitions")."""
-    base = claim(types, exclude_types, present)
-    return Query("any claimable (an idle partitioned claimer)", "activities", base.filter,
-                 (), base.purpose)
+    """Whether any of `count` partitions has a claimable activity: the claim's filter
+    with `partition: {$in: [0, ..., count-1]}` for its partition term, one document, no
+    sort. An idle worker of a partitioned queue asks it before claiming again (one
+    command, one seek per partition on each shard) instead of one empty claim per
+    partition (docs/design.md, "How a worker spreads over partitions"). The `$in` is
+    the union of the claims' own terms, so a stray that no claim takes (no partition,
+    or one outside the count) never makes an idle worker claim again."""
+    base = partition_claim(0, types, exclude_types, present)
+    return replace(base, name="any claimable (an idle partitioned claimer)",
+                   filter={**base.filter, "partition": {"$in": list(range(count))}})
 
 
 def pending_types_beyond(known: Iterable[str], odd: Iterable[Any] = ()) -> Query:
@@ -145,11 +148,12 @@ def pending_types_beyond(known: Iterable[str], odd: Iterable[Any] = ()) -> Query
 
 
 def partition_claim(partition: int, types: Iterable[str] | None = None,
-                    exclude_types: Iterable[str] | None = None) -> Query:
+                    exclude_types: Iterable[str] | None = None,
+                    present: Iterable[str] = ()) -> Query:
     """`claim` of one partition, naming the partition's own claim index (the one that
     makes an empty partition cheap to skip): what doctor explains for a partitioned
     queue."""
-    plain = claim(types, exclude_types, partition=partition)
+    plain = claim(types, exclude_types, present, partition=partition)
     purpose = "partition claims limited" if plain.purpose == "claims limited" else \
         "partition claim order"
     return replace(plain, name=f"{plain.name}, one partition", purpose=purpose)
@@ -537,5 +541,7 @@ def representative_queries(settings: Settings, now: datetime,
     ]
     if partitions > 1:
         queries += [partition_claim(0), partition_claim(0, types=SAMPLE_TYPES),
-                    partition_claim(0, exclude_types=SAMPLE_PAUSED)]
+                    partition_claim(0, exclude_types=SAMPLE_PAUSED),
+                    claimable_anywhere(partitions),
+                    claimable_anywhere(partitions, types=SAMPLE_TYPES)]
     return queries

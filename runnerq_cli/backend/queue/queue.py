@@ -108,7 +108,7 @@ class ActivityQueue(Enqueuer):
         count = self._ctx.partitions.current()
         claimable = queries.claim(types, exclude_types, present)
         if count > 1 and self._all_dry:
-            probe = queries.claimable_anywhere(types, exclude_types, present)
+            probe = queries.claimable_anywhere(count, types, exclude_types, present)
             if self._ctx.activities.find_one(probe.filter, {"_id": 1}) is None:
                 return []  # still idle: one command, not one empty claim per partition
         lease = timedelta(seconds=_lease_seconds(lease_seconds, self._ctx.settings.lease))

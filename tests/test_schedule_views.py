@@ -5,6 +5,7 @@ schedule checks, `explain` of a fired activity, and `metrics serve`'s collector.
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -252,6 +253,47 @@ def test_console_schedules_view_and_guarded_actions(backend: RunnerQ, schedules,
         assert entries[2]["reason"] == "freeze"
     finally:
         c.close()
+
+
+def test_a_fired_activitys_enqueue_step_names_its_fire(run_cli, schedules):
+    """`events`, `show` and the tail say which schedule and which fire enqueued an
+    activity, on its Enqueued step (its Scheduled step when the fire delays it); an
+    activity enqueued by hand, or one whose metadata holds other types under those keys
+    (another program's), shows its step as before."""
+    add(run_cli, "nightly", "--type", "report", "--cron", "0 3 * * *")
+    add(run_cli, "later", "--type", "report", "--every", "1h", "--delay", "10m")
+    fired = json.loads(run_cli("schedule", "trigger", "nightly", "-o", "json").stdout)
+    delayed = json.loads(run_cli("schedule", "trigger", "later", "-o", "json").stdout)
+    hand = json.loads(run_cli("enqueue", "report", "-m", "runnerq_fire=x", "-o", "json").stdout)
+    odd = json.loads(run_cli("enqueue", "report", "-o", "json").stdout)
+    schedules.database["runnerq_tests_activities"].update_one(
+        {"_id": uuid.UUID(odd["id"])},
+        {"$set": {"metadata": {"runnerq_schedule": 7, "runnerq_fire": ["x"]}}})
+
+    def enqueue_step(aid: str) -> dict:
+        r = run_cli("events", aid, "-o", "json")
+        assert r.code == 0, r.stderr
+        [step] = [e for e in json.loads(r.stdout)["events"]
+                  if e["event_type"] in ("Enqueued", "Scheduled")]
+        return step
+
+    step = enqueue_step(fired["activity_id"])
+    assert step["event_type"] == "Enqueued"
+    assert step["detail"]["schedule"] == "nightly" and step["detail"]["fire"] == "trigger"
+    assert step["detail"]["fire_at"].endswith("Z")
+    later = enqueue_step(delayed["activity_id"])
+    assert later["event_type"] == "Scheduled" and later["detail"]["schedule"] == "later"
+    for aid in (hand["id"], odd["id"]):
+        assert set(enqueue_step(aid)["detail"]) == {"priority"}
+    text = run_cli("events", fired["activity_id"]).stdout
+    assert "schedule=nightly" in text and "fire=trigger" in text
+    assert "schedule=nightly" in run_cli("show", fired["activity_id"]).stdout
+    tail = run_cli("tail", "events", "--since", "1h", "--no-follow", "--activity",
+                   fired["activity_id"], "-o", "jsonl")
+    assert tail.code == 0, tail.stderr
+    [tailed] = [json.loads(line) for line in tail.stdout.splitlines()
+                if json.loads(line).get("event_type") == "Enqueued"]
+    assert tailed["detail"] == step["detail"]  # one step reads the same everywhere
 
 
 def test_a_hostile_schedule_name_is_shown_literally(run_cli, schedules):

@@ -32,7 +32,7 @@ from typing import Any
 
 from bson import ObjectId
 
-from runnerq_cli.backend.domain.models import EventType, Status
+from runnerq_cli.backend.domain.models import FIRE_DETAIL, EventType, Status, fired_by
 from runnerq_cli.backend.domain.shapes import ACTIVITY, EVENT
 
 # The order of steps that share one timestamp (one write may record several).
@@ -46,7 +46,9 @@ DERIVE_FIELDS = {"_id": 1, "activity_type": 1, "priority": 1, "status": 1, "crea
                  "scheduled_at": 1, "started_at": 1, "completed_at": 1, "worker_id": 1,
                  "last_worker_id": 1, "retry_count": 1, "max_retries": 1,
                  "timeout_seconds": 1, "retry_delay_seconds": 1, "lease_id": 1,
-                 "lease_deadline": 1, "last_error_at": 1, "claims": 1}
+                 "lease_deadline": 1, "last_error_at": 1, "claims": 1,
+                 # the fire a schedule's activity came from: its enqueue step shows it
+                 **{f"metadata.{key}": 1 for key in FIRE_DETAIL}}
 # Stored events whose detail keeps a value that a later write overwrote.
 _PREVIOUS_PRIORITY = ("PriorityChanged",)
 _PREVIOUS_SCHEDULE = ("Rescheduled", "RunNow", "Retrying", "Requeued", "Retried", "Redriven")
@@ -170,11 +172,13 @@ def derive(doc: dict[str, Any], stored: Iterable[dict[str, Any]] = (),
     created = doc.get("created_at")
     if created is not None:
         priority, scheduled_at = _original(doc, stored)
+        fire = fired_by(doc.get("metadata"))  # a schedule's fire: which one
         if scheduled_at is not None:  # delayed at enqueue (later changes are undone above)
             out.append(_event(doc, EventType.SCHEDULED.value, created, None, priority=priority,
-                              scheduled_at=scheduled_at))
+                              scheduled_at=scheduled_at, **fire))
         else:
-            out.append(_event(doc, EventType.ENQUEUED.value, created, None, priority=priority))
+            out.append(_event(doc, EventType.ENQUEUED.value, created, None, priority=priority,
+                              **fire))
     started = doc.get("started_at")
     status = doc.get("status")
     if started is not None:

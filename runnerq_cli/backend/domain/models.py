@@ -270,6 +270,22 @@ EXPORT_INFO_FIELDS = ("original_id", "queue", "status", "error", "attempts", "re
                       "original_idempotency_key")
 
 
+# Metadata a fired activity carries (design.md, "What a fired activity carries"), and the
+# names its enqueue step shows them under (derived.derive: `events`, `show`, the tail).
+META_SCHEDULE, META_FIRE_AT, META_FIRE = "runnerq_schedule", "runnerq_fire_at", "runnerq_fire"
+FIRE_DETAIL = {META_SCHEDULE: "schedule", META_FIRE: "fire", META_FIRE_AT: "fire_at"}
+
+
+def fired_by(metadata: Any) -> dict[str, str]:
+    """The schedule fire an activity's metadata names, as its enqueue step's detail
+    (`schedule`, `fire`, `fire_at`): {} for an activity no schedule fired. Only text is
+    taken (another program's metadata may hold anything under these keys)."""
+    if not isinstance(metadata, dict) or not isinstance(metadata.get(META_SCHEDULE), str):
+        return {}
+    return {shown: metadata[key] for key, shown in FIRE_DETAIL.items()
+            if isinstance(metadata.get(key), str)}
+
+
 def check_metadata_key(key: str) -> str:
     """A metadata key that can be stored and filtered on as `metadata.KEY`.
 

@@ -27,7 +27,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from runnerq_cli import values
-from runnerq_cli.backend.domain.models import Priority, check_metadata_key
+from runnerq_cli.backend.domain.models import (
+    META_FIRE,
+    META_FIRE_AT,
+    META_SCHEDULE,
+    Priority,
+    check_metadata_key,
+)
 from runnerq_cli.backend.domain.specs import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_SECONDS,
@@ -46,8 +52,6 @@ DEFAULT_GRACE = 60.0
 CRON_NAMES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
               "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
               "@hourly": "0 * * * *"}
-# Metadata a fired activity carries (design.md, "What a fired activity carries").
-META_SCHEDULE, META_FIRE_AT, META_FIRE = "runnerq_schedule", "runnerq_fire_at", "runnerq_fire"
 # Statuses of a previous fire's activity that `overlap: skip` and `buffer_one` wait for.
 UNFINISHED = ("pending", "scheduled", "processing")
 _MS = timedelta(milliseconds=1)

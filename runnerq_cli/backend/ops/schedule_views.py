@@ -13,13 +13,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain.schedules import (
-    META_FIRE,
-    META_FIRE_AT,
-    META_SCHEDULE,
-    Schedule,
-    iso,
-)
+from runnerq_cli.backend.domain.models import META_FIRE, META_FIRE_AT, META_SCHEDULE
+from runnerq_cli.backend.domain.schedules import Schedule, iso
 from runnerq_cli.backend.ops.schedules import ScheduleInfo, Schedules
 from runnerq_cli.backend.store.context import QueueContext
 

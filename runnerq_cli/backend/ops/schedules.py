@@ -13,7 +13,7 @@ The views (stats, console, doctor, explain, metrics, queues) read `list_schedule
 one `ScheduleInfo` per schedule, with its next fire, last fire and that fire's
 activity's status, in two reads whatever the number of schedules (`to_json()` is the
 shape every front end prints; `ended`, `late_by(now)`, `problem` are doctor's). An
-activity from a schedule carries `domain.schedules.META_SCHEDULE`, `META_FIRE_AT` and
+activity from a schedule carries `domain.models.META_SCHEDULE`, `META_FIRE_AT` and
 `META_FIRE` in its metadata (explain).
 """
 

@@ -4,8 +4,10 @@ cluster, checked against a history of every claim and acknowledgement.
 
 Enabled by RUNNERQ_TOPOLOGY_URI (a replica set or a mongos; CONTRIBUTING.md, "Every
 topology with Docker") with RUNNERQ_TOPOLOGY naming the case: `stepdown` (the primary
-is stepped down twice while two worker processes drain the queue), `sharded` (the
-activities collection sharded on {partition: 1, _id: 1} first) or `plain` (the same
+is stepped down twice while two worker processes drain the queue), `sharded` (a queue
+of 4 partitions whose activities collection is sharded on {partition: 1, _id: 1} first,
+one zone of two partitions per shard; each partition's claim must go to its one shard)
+or `plain` (the same
 check on any server: the standalone and the authenticated jobs). Without them the module
 is skipped: no machine here has a replica set to step down or a mongos.
 
@@ -41,17 +43,67 @@ pytestmark = [
 ]
 ROOT = Path(__file__).resolve().parent.parent
 COUNT = int(os.environ.get("RUNNERQ_TOPOLOGY_ACTIVITIES", "300"))
+PARTITIONS = 4  # the sharded case's queue: two partitions per shard
 QUEUE = "topology"
 
 
-def _shard(client: Any, database: str) -> None:
+def _shard(client: Any, database: str) -> dict[int, str]:
     """The activities collection sharded on {partition: 1, _id: 1} (docs/design.md's
-    shard key of a partitioned queue), before anything is written to it."""
+    shard key of a partitioned queue), before anything is written to it, with the
+    layout design.md asks for on 7.0 ("Sharding a partitioned queue"): one zone per
+    shard, each holding whole partitions (4 on 2 shards: two each), set before the
+    collection is sharded so that its first chunks follow the zones. Returns the shard
+    meant to own each partition."""
+    from bson import MinKey
+
     name = f"runnerq_{QUEUE}_activities"
+    namespace = f"{database}.{name}"
     client.admin.command("enableSharding", database)
+    shards = sorted(s["_id"] for s in client.admin.command("listShards")["shards"])
+    assert PARTITIONS % len(shards) == 0, (PARTITIONS, shards)
+    per_shard = PARTITIONS // len(shards)
+    owners: dict[int, str] = {}
+    for n, shard in enumerate(shards):
+        zone = f"runnerq-{n}"
+        client.admin.command("addShardToZone", shard, zone=zone)
+        client.admin.command(
+            "updateZoneKeyRange", namespace, zone=zone,
+            min={"partition": n * per_shard, "_id": MinKey()},
+            max={"partition": (n + 1) * per_shard, "_id": MinKey()})
+        owners.update({p: shard for p in range(n * per_shard, (n + 1) * per_shard)})
     client[database][name].create_index([("partition", 1), ("_id", 1)])
-    client.admin.command("shardCollection", f"{database}.{name}",
-                         key={"partition": 1, "_id": 1})
+    client.admin.command("shardCollection", namespace, key={"partition": 1, "_id": 1})
+    return owners
+
+
+def _shards_named(value: Any) -> set[str]:
+    """Every `shardName` in a mongos explain (its winning plan lists the shards the
+    command goes to), wherever the version nests it."""
+    if isinstance(value, dict):
+        found = {value["shardName"]} if isinstance(value.get("shardName"), str) else set()
+        return found.union(*(_shards_named(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_shards_named(v) for v in value))
+    return set()
+
+
+def _check_routing(client: Any, database: str, owners: dict[int, str]) -> None:
+    """Every partition's claim goes to the one shard that owns the partition (a
+    findAndModify with the shard key's prefix: what MongoDB 7.0 requires), and the
+    queue's activities are spread over every partition."""
+    from runnerq_cli.backend.domain import queries
+
+    name = f"runnerq_{QUEUE}_activities"
+    for partition, owner in owners.items():
+        claim = queries.claim(partition=partition)
+        plan = client[database].command(
+            "explain", {"findAndModify": name, "query": claim.filter,
+                        "sort": dict(claim.sort), "update": {"$set": {"probe": 1}}},
+            verbosity="queryPlanner")
+        assert _shards_named(plan.get("queryPlanner", plan)) == {owner}, (partition, plan)
+    spread = collections.Counter(
+        d.get("partition") for d in client[database][name].find({}, {"partition": 1}))
+    assert set(spread) == set(owners), spread  # every activity in a partition, each used
 
 
 def _step_down(client: Any, stop: threading.Event, completed: Any) -> list[str]:
@@ -89,9 +141,11 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
     workers: list[subprocess.Popen[str]] = []
     followers: list[subprocess.Popen[str]] = []
     try:
-        if CASE == "sharded":
-            _shard(client, database)
+        owners: dict[int, str] = {}
         queue = connect(URI, database=database, queue=QUEUE)
+        if CASE == "sharded":  # a partitioned queue on its sharded collection
+            owners = _shard(client, database)
+            queue.maintenance.set_partitions(PARTITIONS)
         queue.maintenance.init_indexes()
         ids = {str(queue.enqueue("record", {"n": n}).activity_id) for n in range(COUNT)}
         # Long-running commands ride the stepdown out (domain/outage.py): a tail that
@@ -170,6 +224,9 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.args  # still following
             proc.terminate()
             assert proc.wait(30) == 0, (tmp_path / "stats.out").read_text()[-3000:]
+
+        if CASE == "sharded":
+            _check_routing(client, database, owners)
 
         # The server's side: one terminal transition each, as users see it.
         docs = list(activities.find({}, {"status": 1}))

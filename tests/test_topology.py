@@ -2,14 +2,16 @@
 ends exactly once on a real deployment while its primary steps down, or on a sharded
 cluster, checked against a history of every claim and acknowledgement.
 
-Enabled by RUNNERQ_TOPOLOGY_URI (a replica set or a mongos; CONTRIBUTING.md, "Every
-topology with Docker") with RUNNERQ_TOPOLOGY naming the case: `stepdown` (the primary
-is stepped down twice while two worker processes drain the queue), `sharded` (a queue
-of 4 partitions whose activities collection is sharded on {partition: 1, _id: 1} first,
-one zone of two partitions per shard; each partition's claim must go to its one shard)
-or `plain` (the same
-check on any server: the standalone and the authenticated jobs). Without them the module
-is skipped: no machine here has a replica set to step down or a mongos.
+Pointed at a deployment by RUNNERQ_TOPOLOGY_URI (a replica set or a mongos;
+CONTRIBUTING.md, "Every topology with Docker") with RUNNERQ_TOPOLOGY naming the case:
+`stepdown` (the primary is stepped down twice while two worker processes drain the
+queue), `sharded` (a queue of 4 partitions whose activities collection is sharded on
+{partition: 1, _id: 1} first, one zone of two partitions per shard; each partition's
+claim must go to its one shard) or `plain` (the same check on any server: the
+standalone and the authenticated jobs). Without them the `plain` case runs on the
+suite's own server with fewer activities, so the proof's harness (the history, the
+tail's count, the followers) is itself proven wherever the suite runs, before a public
+run depends on it.
 
 The history: each attempt's handler appends `claim ID ATTEMPT PID` to a file
 (tests/topology_handlers.py); each worker's JSON log records every acknowledged outcome.
@@ -27,7 +29,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +42,14 @@ URI = os.environ.get("RUNNERQ_TOPOLOGY_URI", "")
 CASE = os.environ.get("RUNNERQ_TOPOLOGY", "")
 pytestmark = [
     pytest.mark.proof,
-    pytest.mark.skipif(not URI or CASE not in ("stepdown", "sharded", "plain"),
-                       reason="a topology proof: set RUNNERQ_TOPOLOGY_URI and "
-                              "RUNNERQ_TOPOLOGY=stepdown|sharded|plain (the public workflow does)"),
+    pytest.mark.skipif(bool(URI) and CASE not in ("stepdown", "sharded", "plain"),
+                       reason="RUNNERQ_TOPOLOGY_URI needs RUNNERQ_TOPOLOGY="
+                              "stepdown|sharded|plain (the public workflow sets both)"),
 ]
 ROOT = Path(__file__).resolve().parent.parent
 COUNT = int(os.environ.get("RUNNERQ_TOPOLOGY_ACTIVITIES", "300"))
 PARTITIONS = 4  # the sharded case's queue: two partitions per shard
+TOKEN = "topology-console-token-0123456789"
 QUEUE = "topology"
 
 
@@ -106,13 +112,13 @@ def _check_routing(client: Any, database: str, owners: dict[int, str]) -> None:
     assert set(spread) == set(owners), spread  # every activity in a partition, each used
 
 
-def _step_down(client: Any, stop: threading.Event, completed: Any) -> list[str]:
+def _step_down(client: Any, stop: threading.Event, completed: Any, count: int) -> list[str]:
     """Step the primary down twice, once a third and once two thirds are done."""
     from pymongo.errors import AutoReconnect, OperationFailure
 
     done: list[str] = []
     for share in (1 / 3, 2 / 3):
-        while not stop.is_set() and completed() < COUNT * share:
+        while not stop.is_set() and completed() < count * share:
             time.sleep(0.05)
         if stop.is_set():
             break
@@ -127,36 +133,82 @@ def _step_down(client: Any, stop: threading.Event, completed: Any) -> list[str]:
     return done
 
 
-def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
+def _address(out: Path) -> str:
+    """The line of a server command's output that gives its address (it prints it once
+    it listens)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        lines = [line for line in out.read_text().splitlines() if "http://" in line]
+        if lines:
+            return lines[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no address in {out.name}: {out.read_text()[-2000:]}")
+
+
+def _get(url: str) -> tuple[int, str]:
+    """GET url with the console's token: the status and the body."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:  # not listening (yet)
+        return 0, str(exc)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    uri: str
+    case: str
+    count: int  # activities to drain
+
+
+@pytest.fixture
+def deployment(request: pytest.FixtureRequest) -> Deployment:
+    """RUNNERQ_TOPOLOGY_URI with its case (the public workflow), else the suite's own
+    server, `plain`, with fewer activities (the dev server takes about 100 a second)."""
+    if URI:
+        return Deployment(URI, CASE, COUNT)
+    return Deployment(request.getfixturevalue("server").uri, "plain", 60)
+
+
+def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment) -> None:
     from pymongo import MongoClient
 
     from runnerq_cli import connect
 
     database = f"topology_{uuid.uuid4().hex[:8]}"
     history = tmp_path / "history.txt"
-    client: MongoClient[dict[str, Any]] = MongoClient(URI, uuidRepresentation="standard")
+    client: MongoClient[dict[str, Any]] = MongoClient(deployment.uri, uuidRepresentation="standard")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")},
-           "RUNNERQ_MONGO_URI": URI, "RUNNERQ_DATABASE": database, "RUNNERQ_QUEUE": QUEUE,
-           "RUNNERQ_TOPOLOGY_HISTORY": str(history), "PYTHONPATH": str(ROOT)}
+           "RUNNERQ_MONGO_URI": deployment.uri, "RUNNERQ_DATABASE": database,
+           "RUNNERQ_QUEUE": QUEUE,
+           "RUNNERQ_TOPOLOGY_HISTORY": str(history), "PYTHONPATH": str(ROOT),
+           "RUNNERQ_CONSOLE_TOKEN": TOKEN}
     workers: list[subprocess.Popen[str]] = []
-    followers: list[subprocess.Popen[str]] = []
+    followers: dict[str, subprocess.Popen[str]] = {}
     try:
         owners: dict[int, str] = {}
-        queue = connect(URI, database=database, queue=QUEUE)
-        if CASE == "sharded":  # a partitioned queue on its sharded collection
+        queue = connect(deployment.uri, database=database, queue=QUEUE)
+        if deployment.case == "sharded":  # a partitioned queue on its sharded collection
             owners = _shard(client, database)
             queue.maintenance.set_partitions(PARTITIONS)
         queue.maintenance.init_indexes()
-        ids = {str(queue.enqueue("record", {"n": n}).activity_id) for n in range(COUNT)}
+        ids = {str(queue.enqueue("record", {"n": n}).activity_id) for n in range(deployment.count)}
         # Long-running commands ride the stepdown out (domain/outage.py): a tail that
-        # prints every event once, and stats --watch; both still running at the end.
+        # prints every event once, stats --watch, metrics serve and the console; all
+        # still running and answering at the end.
         for name, args in (("tail", ("tail", "events", "--since", "1h", "-o", "jsonl")),
-                           ("stats", ("stats", "--watch", "--interval", "1s"))):
+                           ("stats", ("stats", "--watch", "--interval", "1s")),
+                           ("metrics", ("metrics", "serve", "--port", "0",
+                                        "--min-interval", "0s")),
+                           ("console", ("console", "--port", "0"))):
             with open(tmp_path / f"{name}.out", "w") as out:  # (the child keeps its copy)
-                followers.append(subprocess.Popen(
+                followers[name] = subprocess.Popen(
                     [sys.executable, "-m", "runnerq_cli", *args], cwd=ROOT, env=env,
-                    stdout=out, stderr=subprocess.STDOUT, text=True))
-        workers += followers  # (killed at the end whatever happens)
+                    stdout=out, stderr=subprocess.STDOUT, text=True)
+        workers += followers.values()  # (killed at the end whatever happens)
         logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
         for log in logs:
             with open(log, "w") as out:
@@ -168,7 +220,7 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
         activities = client[database][f"runnerq_{QUEUE}_activities"]
         stop = threading.Event()
         stepdowns: list[str] = []
-        if CASE == "stepdown":
+        if deployment.case == "stepdown":
             def completed() -> int:
                 try:
                     return activities.count_documents({"status": "completed"})
@@ -176,12 +228,12 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
                     return 0
 
             thread = threading.Thread(target=lambda: stepdowns.extend(
-                _step_down(client, stop, completed)), daemon=True)
+                _step_down(client, stop, completed, deployment.count)), daemon=True)
             thread.start()
         for proc in workers[len(followers):]:
             assert proc.wait(timeout=600) == 0, "".join(log.read_text() for log in logs)
         stop.set()
-        if CASE == "stepdown":
+        if deployment.case == "stepdown":
             thread.join(30)
             assert stepdowns.count("stepped down") >= 1, stepdowns
 
@@ -220,18 +272,28 @@ def test_every_activity_ends_exactly_once(tmp_path: Path) -> None:
         while set(tailed()) != ids and time.monotonic() < deadline:
             time.sleep(0.5)
         assert set(tailed()) == ids and set(tailed().values()) == {1}
-        for proc in followers:
-            assert proc.poll() is None, proc.args  # still following
+        scrape = _address(tmp_path / "metrics.out").split(" on ")[1].strip()
+        page = _address(tmp_path / "console.out").split(": ", 1)[1].strip()
+        api = page.split("?")[0] + "api/stats"
+        scraped = f'runnerq_scrape_success{{queue="{QUEUE}"}} 1.0'
+        deadline = time.monotonic() + 60  # both answer from the primary now in office
+        while time.monotonic() < deadline and not (
+                _get(api)[0] == 200 and scraped in _get(scrape)[1]):
+            time.sleep(0.5)
+        assert _get(api)[0] == 200, _get(api)
+        assert scraped in _get(scrape)[1], _get(scrape)
+        for name, proc in followers.items():
+            assert proc.poll() is None, name  # still following
             proc.terminate()
-            assert proc.wait(30) == 0, (tmp_path / "stats.out").read_text()[-3000:]
+            assert proc.wait(30) == 0, (tmp_path / f"{name}.out").read_text()[-3000:]
 
-        if CASE == "sharded":
+        if deployment.case == "sharded":
             _check_routing(client, database, owners)
 
         # The server's side: one terminal transition each, as users see it.
         docs = list(activities.find({}, {"status": 1}))
-        assert len(docs) == COUNT and {d["status"] for d in docs} == {"completed"}
-        assert client[database][f"runnerq_{QUEUE}_results"].count_documents({}) == COUNT
+        assert len(docs) == deployment.count and {d["status"] for d in docs} == {"completed"}
+        assert client[database][f"runnerq_{QUEUE}_results"].count_documents({}) == deployment.count
         for aid in ids:
             shown = [e.event_type for e in queue.get_activity_events(aid)]
             assert shown.count("Completed") == 1, (aid, shown)

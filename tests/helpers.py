@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -212,3 +214,16 @@ def sigterm_after_first_batch(cli_env: dict[str, str], args: tuple[str, ...],
         if proc.poll() is None:
             proc.kill()
     return proc.returncode, out, err
+
+
+def http_get(url: str, token: str, timeout: float = 30) -> tuple[int, str]:
+    """GET `url` with a bearer token (the console's): the status and the body; status 0
+    while nothing listens (a server command restarting, or not up yet)."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)

@@ -15,8 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +22,7 @@ import pytest
 
 from runnerq_cli.backend.domain.outage import OutageWatch, unavailable_line
 from runnerq_cli.errors import InvalidArgument, Unavailable
+from tests.helpers import http_get
 from tests.waiting import LineReader, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,12 +111,7 @@ def _spawn(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], Line
 
 
 def _get(url: str) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return http_get(url, TOKEN)
 
 
 @pytest.mark.proof

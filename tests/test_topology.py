@@ -29,14 +29,14 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import http_get
 
 URI = os.environ.get("RUNNERQ_TOPOLOGY_URI", "")
 CASE = os.environ.get("RUNNERQ_TOPOLOGY", "")
@@ -146,15 +146,7 @@ def _address(out: Path) -> str:
 
 
 def _get(url: str) -> tuple[int, str]:
-    """GET url with the console's token: the status and the body."""
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError as exc:  # not listening (yet)
-        return 0, str(exc)
+    return http_get(url, TOKEN)
 
 
 @dataclass(frozen=True)

@@ -305,10 +305,15 @@ def test_an_activity_opens_with_its_timeline_and_result(browser: WebDriver, cons
                timeout=WAIT, message="the activity found by its prefix")
     assert browser.current_url.endswith(f"#/activity/{activity_id}")
     assert attrs(browser, "#timeline li", "data-event") == [e["event_type"] for e in events]
+    page = browser.find_element(By.CSS_SELECTOR, "#activity").get_attribute("textContent")
+    assert f"Timeline ({len(events)} events, merged" in str(page)
     assert json.loads(text(browser, "#result")) == {
         "sent_to": "user0@example.com"}
     assert attr(browser, "#activity", "data-status") == "completed"
     assert fits_the_width(browser)
+    open_view(browser, console, f"#/activity/{seeded['pending'][0]}", "#activity #timeline li")
+    page = browser.find_element(By.CSS_SELECTOR, "#activity").get_attribute("textContent")
+    assert "Timeline (1 event, merged" in str(page)  # its one step: Enqueued
 
 
 def test_hostile_text_is_shown_as_text(browser: WebDriver, console: Console,

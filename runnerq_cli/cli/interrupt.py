@@ -8,10 +8,9 @@ batch in progress, stops before the next one, records the run as
 interrupted in the audit with what it did, and the command prints that and
 exits 130 (ExitCode.INTERRUPTED). A second signal stops at once
 (KeyboardInterrupt: the batch in progress is abandoned; the audit record
-keeps the intent and the progress of the batches before it). Once the work
-has ended, `finishing()` makes further signals do nothing, so the report that
-names what was done comes out whole; after an interruption that stays so when
-the block ends (the command only reports and exits 130).
+keeps the intent and the progress of the batches before it). After an
+interruption, signals are ignored once the block ends, so the report that names
+what was done comes out whole (the command only reports and exits 130).
 
 `stop_on_signal(at_once=False)` (`enqueue --from`, `dlq import`): every signal only
 sets the flag. A line stream cannot be rerun by id like a bulk action: a batch cut
@@ -39,7 +38,7 @@ class StopFlag:
 
     def __init__(self, *, at_once: bool = True) -> None:
         self._event = threading.Event()
-        self._finishing = not at_once
+        self._at_once = at_once
         self.signal_name: str | None = None
 
     def is_set(self) -> bool:
@@ -49,17 +48,11 @@ class StopFlag:
         """True once set; waits at most `timeout` seconds (a serving loop's tick)."""
         return self._event.wait(timeout)
 
-    def finishing(self) -> None:
-        """The work is done, only its report is left to print: signals from now on are
-        ignored, so the report (which names the last line or id written) comes out
-        whole instead of being cut, or never printed, by a second signal."""
-        self._finishing = True
-
     def handle(self, signum: int, frame: Any) -> None:
         if not self._event.is_set():
             self.signal_name = signal.Signals(signum).name
             self._event.set()
-        elif not self._finishing:
+        elif self._at_once:
             raise KeyboardInterrupt
 
 

@@ -19,7 +19,7 @@ import math
 import re
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -697,8 +697,3 @@ def _count_between(timeline: Timeline, low: datetime, high: datetime,
             break
         n += 1
     return n
-
-
-def with_definition(schedule: Schedule, definition: ScheduleDef) -> Schedule:
-    """`schedule` with another definition (apply's comparison)."""
-    return replace(schedule, definition=definition)

@@ -5,10 +5,11 @@ Pure rules, no I/O: the one-activity methods (operator.py), the batches (batches
 the selection by filter (bulk.py) all read `ACTIONS`, so an action is defined once.
 
 An action writes from the document as read (`plan_update`): the state change, the
-event's detail (the "previous" values) and the event. `is_done` says whether the
-activity is already where the action would put it (the same priority, already
-scheduled at that time): a bulk action run again after an interruption skips those
-instead of writing the same change twice (issue 23, "Reruns do nothing twice").
+event's detail (the "previous" values) and the event. An action's `done` rule says,
+as a filter, when an activity is already where the action would put it (the same
+priority, already scheduled at that time): a bulk action run again after an
+interruption skips those instead of writing the same change twice (issue 23, "Reruns
+do nothing twice").
 """
 
 from __future__ import annotations
@@ -126,12 +127,6 @@ def action(name: str) -> Action:
     if found is None:
         raise InvalidArgument(f"unknown action {name!r}: use one of {', '.join(ACTIONS)}")
     return found
-
-
-def is_done(name: str, doc: Doc, params: Params) -> bool:
-    """Whether `doc` is already where the action would put it (nothing left to do)."""
-    rule = ACTIONS[name].done
-    return rule is not None and all(doc.get(k) == v for k, v in rule(params).items())
 
 
 @dataclass(frozen=True)

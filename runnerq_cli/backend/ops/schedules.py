@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -573,9 +572,3 @@ def _stored_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_stored_value(v) for v in value]
     return value
-
-
-def schedule_ids(infos: Iterable[ScheduleInfo]) -> list[uuid.UUID]:
-    """The last fires' activity ids (for views that read more of them)."""
-    return [i.last_fire.activity_id for i in infos
-            if i.last_fire is not None and i.last_fire.activity_id is not None]

@@ -1,0 +1,257 @@
+"""A second implementation of the data contract (tests/second_impl.py, raw pymongo,
+written from docs/design.md alone) racing and interoperating with the project's code:
+schedules fired by either side, a partitioned queue written and claimed by either side,
+trace context passed by another producer."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from runnerq_cli.backend.domain.schedules import ScheduleDef, Template
+from tests import second_impl as mine
+
+T0 = datetime(2027, 1, 4, 12, 0, 0, tzinfo=UTC)  # a Monday, 12:00 UTC
+
+
+@pytest.fixture
+def at_t0(clock):
+    clock.now = T0
+    return clock
+
+
+def firer(queue, clock, **hooks: Any) -> mine.Firer:
+    return mine.Firer(queue.db, queue.queue, clock, **hooks)
+
+
+def fired(queue, name: str) -> list[dict[str, Any]]:
+    return list(queue.db[f"runnerq_{queue.queue}_activities"].find(
+        {"metadata.runnerq_schedule": name}).sort("metadata.runnerq_fire_at", 1))
+
+
+def schedule_doc(queue, name: str) -> dict[str, Any]:
+    doc = queue.db[f"runnerq_{queue.queue}_schedules"].find_one({"_id": name})
+    assert doc is not None
+    return doc
+
+
+def finish_all(queue, name: str) -> None:
+    queue.db[f"runnerq_{queue.queue}_activities"].update_many(
+        {"metadata.runnerq_schedule": name},
+        {"$set": {"status": "completed", "completed_at": queue.now()}})
+
+
+# --- schedules: one side writes, the other fires ---------------------------------------
+
+
+def test_mine_fires_a_schedule_ours_added_as_ours_would(queue, at_t0):
+    queue.schedules.add(ScheduleDef("tick", Template("report", {"n": 1}, priority=3),
+                                    cron="*/5 * * * *"))
+    at_t0.advance(300)
+    assert firer(queue, at_t0).fire_due()["fired"] == 1
+    [act] = fired(queue, "tick")
+    assert act["idempotency_key"] == "schedule:tick:2027-01-04T12:05:00.000Z"
+    assert act["payload"] == {"n": 1} and act["priority"] == 3
+    assert act["metadata"] == {"runnerq_schedule": "tick",
+                               "runnerq_fire_at": "2027-01-04T12:05:00.000Z",
+                               "runnerq_fire": "on_time"}
+    # Ours reads what mine wrote: the next instant, the last fire and its activity.
+    [row] = queue.schedules.list_schedules()
+    assert row.next_fire_at == T0 + timedelta(minutes=10)
+    assert row.last_fire is not None and row.last_fire.kind == "on_time"
+    assert row.to_json()["last_fire"]["activity_id"] == str(act["_id"])
+    assert row.problem is None
+    # And fires nothing more for that instant.
+    assert queue.schedules.fire_due()["fired"] == 0
+    at_t0.advance(300)
+    assert queue.schedules.fire_due()["fired"] == 1
+    assert len(fired(queue, "tick")) == 2
+
+
+def test_ours_fires_a_schedule_mine_wrote_and_shows_it(queue, at_t0, run_cli):
+    mine.insert_schedule(queue.db, queue.queue, "every-minute", "report", now=T0,
+                         every_seconds=60, overlap="skip", missed="all", max_catchup=3)
+    [row] = queue.schedules.list_schedules()
+    assert row.problem is None and row.next_fire_at == T0 + timedelta(minutes=1)
+    at_t0.advance(60)
+    assert queue.schedules.fire_due()["fired"] == 1
+    doc = schedule_doc(queue, "every-minute")
+    assert doc["last_fire"]["kind"] == "on_time" and doc["fires"] == 1
+    assert doc["next_fire_at"].replace(tzinfo=UTC) == T0 + timedelta(minutes=2)
+
+
+def test_racing_firers_of_both_sides_enqueue_one_activity_per_fire(queue, at_t0):
+    queue.schedules.add(ScheduleDef("race", Template("report"), every_seconds=60,
+                                    missed="all", max_catchup=5))
+    at_t0.advance(60 * 3)  # three instants due
+    start = threading.Barrier(4)
+    answers: list[dict[str, int]] = []
+
+    def ours() -> None:
+        start.wait()
+        answers.append(queue.schedules.fire_due())
+
+    def theirs() -> None:
+        start.wait()
+        answers.append(firer(queue, at_t0).fire_due())
+
+    threads = [threading.Thread(target=f) for f in (ours, theirs, ours, theirs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    keys = [a["idempotency_key"] for a in fired(queue, "race")]
+    assert keys == [f"schedule:race:2027-01-04T12:0{m}:00.000Z" for m in (1, 2, 3)]
+    doc = schedule_doc(queue, "race")
+    assert doc["fires"] == 3 and doc["next_fire_at"].replace(tzinfo=UTC) == T0 + timedelta(
+        minutes=4)
+    assert sum(a["fired"] for a in answers) == 3
+
+
+def test_mine_killed_between_enqueue_and_compare_and_set_ours_doubles_nothing(
+        queue, at_t0):
+    queue.schedules.add(ScheduleDef("crash", Template("report"), every_seconds=60))
+    at_t0.advance(60)
+
+    def die(name: str) -> None:
+        raise SystemExit("killed")
+
+    with pytest.raises(SystemExit):
+        firer(queue, at_t0, after_enqueue=die).fire_due()
+    assert len(fired(queue, "crash")) == 1
+    assert schedule_doc(queue, "crash")["next_fire_at"].replace(tzinfo=UTC) == T0 + timedelta(
+        minutes=1)
+    assert queue.schedules.fire_due()["fired"] == 1  # ours moves it, answered the same one
+    assert len(fired(queue, "crash")) == 1
+    assert schedule_doc(queue, "crash")["last_fire"]["activity_id"] == fired(
+        queue, "crash")[0]["_id"]
+
+
+def test_buffer_one_buffered_by_one_side_is_released_by_the_other(queue, at_t0):
+    queue.schedules.add(ScheduleDef("buf", Template("report"), every_seconds=60,
+                                    overlap="buffer_one"))
+    at_t0.advance(60)
+    assert firer(queue, at_t0).fire_due()["fired"] == 1  # 12:01 runs
+    at_t0.advance(60)
+    queue.schedules.fire_due()  # 12:02 buffered by ours: 12:01 unfinished
+    doc = schedule_doc(queue, "buf")
+    assert doc["buffered"]["at"].replace(tzinfo=UTC) == T0 + timedelta(minutes=2)
+    at_t0.advance(60)
+    firer(queue, at_t0).fire_due()  # 12:03 skipped by mine: one buffered already
+    doc = schedule_doc(queue, "buf")
+    assert doc["skipped_fires"] == 1 and len(fired(queue, "buf")) == 1
+    finish_all(queue, "buf")
+    firer(queue, at_t0).fire_due()  # mine releases 12:02
+    acts = fired(queue, "buf")
+    assert [a["metadata"]["runnerq_fire_at"] for a in acts] == [
+        "2027-01-04T12:01:00.000Z", "2027-01-04T12:02:00.000Z"]
+    assert "buffered" not in schedule_doc(queue, "buf")
+    # Ours agrees: nothing more to release or fire now.
+    assert queue.schedules.fire_due()["fired"] == 0
+    [row] = queue.schedules.list_schedules()
+    assert row.last_fire is not None and row.last_fire.activity_id == acts[1]["_id"]
+
+
+# --- partitions -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def four(backend):
+    backend.maintenance.set_partitions(4)
+    backend.maintenance.init_indexes()
+    return backend
+
+
+def test_keyed_partition_of_mine_is_the_one_ours_chooses(four):
+    enq = mine.Enqueuer(four.db, four.queue, mine.ServerClock(four.db))
+    for n in range(6):
+        key = f"order-{n}"
+        answer = enq.enqueue("email", {"n": n}, idempotency_key=key)
+        doc = four.db[f"runnerq_{four.queue}_activities"].find_one({"_id": answer.id})
+        assert doc is not None
+        assert doc["partition"] == mine.partition_of_key("email", key, 4)
+        theirs = four.enqueue("sms", {"n": n}, idempotency_key=key)
+        ours = four.db[f"runnerq_{four.queue}_activities"].find_one({"_id": theirs.activity_id})
+        assert ours is not None
+        assert ours["partition"] == mine.partition_of_key("sms", key, 4)
+    assert mine.partition_of_key("email", "order-17", 4) == 0
+    assert mine.partition_of_key("email", "order-18", 4) == 3
+
+
+def test_mine_claims_ours_from_one_partition_and_ours_claims_mine(four):
+    enq = mine.Enqueuer(four.db, four.queue, mine.ServerClock(four.db))
+    mine_ids = {enq.enqueue("job", {"n": n}).id for n in range(4)}
+    ours_ids = {four.enqueue("job", {"n": n}).activity_id for n in range(4)}
+    docs = list(four.db[f"runnerq_{four.queue}_activities"].find())
+    assert {d["partition"] for d in docs if d["_id"] in mine_ids} == {0, 1, 2, 3}
+    # Mine claims every partition (all eight); acknowledges ours, hands mine back.
+    got: set[uuid.UUID] = set()
+    handed_back: list[uuid.UUID] = []
+    for p in range(4):
+        while (claimed := mine.claim(four.db, four.queue, p, "second-impl",
+                                     types=["job"])) is not None:
+            assert claimed["partition"] == p
+            if claimed["_id"] in ours_ids:
+                assert mine.ack_success(four.db, four.queue, claimed, {"ok": p},
+                                        "second-impl")
+                got.add(claimed["_id"])
+            else:
+                handed_back.append(claimed["_id"])
+    assert sorted(handed_back) == sorted(mine_ids)
+    four.db[f"runnerq_{four.queue}_activities"].update_many(
+        {"_id": {"$in": handed_back}},
+        {"$set": {"status": "pending"},
+         "$unset": {"worker_id": "", "lease_id": "", "lease_deadline": "", "started_at": ""}})
+    assert got == ours_ids
+    for aid in ours_ids:
+        assert four.get_result(aid) is not None
+    claims = four.dequeue("w1", types=["job"], limit=10)
+    assert {c.activity_id for c in claims} == mine_ids
+    stats = four.stats()
+    assert stats["by_status"]["completed"] == 4 and stats["by_status"]["processing"] == 4
+
+
+# --- 64-bit integers: "a 32- or 64-bit integer" -----------------------------------------
+
+
+def test_a_partition_count_stored_as_int64_is_read_by_ours(backend):
+    """Another program (Go's int64, Java's long) stores the count as a 64-bit integer."""
+    from bson.int64 import Int64
+
+    backend.maintenance.set_partitions(4)
+    control = backend.db[f"runnerq_{backend.queue}_control"]
+    control.update_one({"_id": "partitions"}, {"$set": {"count": Int64(4)}})
+    assert mine.partition_count(backend.db, backend.queue) == 4
+    fresh = backend.for_queue(backend.queue)
+    aid = fresh.enqueue("job", {}, idempotency_key="k-1").activity_id
+    doc = backend.db[f"runnerq_{backend.queue}_activities"].find_one({"_id": aid})
+    assert doc is not None and doc["partition"] == mine.partition_of_key("job", "k-1", 4)
+
+
+def test_an_int64_partition_and_claim_number_written_by_mine_are_read_by_ours(
+        four, clock=None):
+    from bson.int64 import Int64
+
+    enq = mine.Enqueuer(four.db, four.queue, mine.ServerClock(four.db))
+    aid = enq.enqueue("job", {"n": 1}).id
+    acts = four.db[f"runnerq_{four.queue}_activities"]
+    doc = acts.find_one({"_id": aid})
+    assert doc is not None
+    acts.update_one({"_id": aid}, {"$set": {"partition": Int64(doc["partition"])}})
+    assert four.get_activity(aid).to_json()["partition"] == doc["partition"]
+    claimed = mine.claim(four.db, four.queue, doc["partition"], "second-impl")
+    assert claimed is not None and claimed["_id"] == aid
+    assert mine.fail_for_good(four.db, four.queue, claimed, "no such file", "second-impl",
+                              claim_number=Int64(claimed["claims"]))
+    # Readers do not wait for the copy; the repair copies it.
+    result = four.get_result(aid)
+    assert result is not None and result.state == "Err"
+    assert four.maintenance.repair_outboxes(grace_seconds=0) == 1
+    assert "outbox" not in acts.find_one({"_id": aid})
+    stored = four.db[f"runnerq_{four.queue}_results"].find_one({"_id": aid})
+    assert stored is not None and stored["claim"] == claimed["claims"]
+    assert [e.event_type for e in four.get_activity_events(aid)][:1] == ["Failed"]

@@ -367,7 +367,8 @@ class Malformed(Exception):
 
 
 def _number(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 def _in(value: Any, low: float, high: float) -> bool:
@@ -408,11 +409,13 @@ class Schedule:
         if not isinstance(kind, str) or not 1 <= len(kind) <= 200 or not kind.strip():
             raise Malformed("activity.activity_type is missing or not a type")
         priority = activity.get("priority")
-        if priority is not None and (type(priority) is not int or not 1 <= priority <= 4):
+        if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)
+                                     or not 1 <= priority <= 4):
             raise Malformed("activity.priority is out of range")
         for key, low in (("max_retries", 0), ("timeout_seconds", 1)):
             value = activity.get(key)
-            if value is not None and (type(value) is not int or value < low):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < low):
                 raise Malformed(f"activity.{key} is out of range")
         delay = activity.get("delay_seconds")
         if delay is not None and not (_number(delay) and delay >= 0):
@@ -420,10 +423,14 @@ class Schedule:
         for key in ("payload", "metadata"):
             if activity.get(key) is not None and not isinstance(activity[key], dict):
                 raise Malformed(f"activity.{key} is not a document")
+        for key, value in (activity.get("metadata") or {}).items():
+            if (not 1 <= len(key) <= 100 or "." in key or key.startswith("$")
+                    or not isinstance(value, str) or len(value.encode()) > 4096):
+                raise Malformed(f"activity.metadata.{key} is not a metadata entry")
         cron, every = doc.get("cron"), doc.get("every_seconds")
         if (cron is None) == (every is None):
             raise Malformed("exactly one of cron and every_seconds")
-        zone_name = doc.get("timezone") or "UTC"
+        zone_name = "UTC" if doc.get("timezone") is None else doc["timezone"]
         if not isinstance(zone_name, str) or zone_name.startswith("/") or len(zone_name) > 100:
             raise Malformed("timezone")
         try:
@@ -435,8 +442,14 @@ class Schedule:
             if not isinstance(cron, str) or len(cron) > 200:
                 raise Malformed("cron is not text")
             cron = " ".join(cron.split())
-            if cron.lower() == "@reboot":
-                raise Malformed("cron @reboot")
+            if cron.startswith("@"):  # names in any case, as Debian cron reads them
+                names = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *",
+                         "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+                         "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+                         "@hourly": "0 * * * *"}
+                if cron.lower() not in names:
+                    raise Malformed(f"cron {cron} is no name")
+                cron = names[cron.lower()]
             try:
                 CronSim(cron, datetime(2000, 1, 1, tzinfo=zone))
             except CronSimError as exc:
@@ -446,7 +459,7 @@ class Schedule:
                 raise Malformed("every_seconds is out of range")
             every_ms = max(1, round(every * 1000))
         dates = {}
-        for key in ("start_at", "end_at", "created_at"):
+        for key in ("start_at", "end_at", "created_at", "updated_at", "next_fire_at"):
             value = doc.get(key)
             if value is not None and not isinstance(value, datetime):
                 raise Malformed(f"{key} is not a date")
@@ -465,17 +478,20 @@ class Schedule:
             values[key] = value
         catchup = doc.get("max_catchup")
         catchup = 10 if catchup is None else catchup
-        if type(catchup) is not int or not 1 <= catchup <= 1000:
+        if not isinstance(catchup, int) or isinstance(catchup, bool) or not 1 <= catchup <= 1000:
             raise Malformed("max_catchup is out of range")
-        missed = doc.get("missed") or "skip"
-        overlap = doc.get("overlap") or "allow"
+        missed = "skip" if doc.get("missed") is None else doc["missed"]
+        overlap = "allow" if doc.get("overlap") is None else doc["overlap"]
         if missed not in ("skip", "latest", "all") or overlap not in ("allow", "skip",
                                                                        "buffer_one"):
             raise Malformed("a policy is none of its names")
         if type(doc.get("paused")) is not bool:
             raise Malformed("paused is not a boolean")
-        if type(doc.get("revision")) is not int:
-            raise Malformed("revision is not an int")
+        for key in ("revision", "fires", "missed_fires", "skipped_fires"):
+            value = doc.get(key)
+            if (value is not None or key == "revision") and (
+                    not isinstance(value, int) or isinstance(value, bool)):
+                raise Malformed(f"{key} is not an int")
         last = doc.get("last_fire")
         if last is not None and not (isinstance(last, dict)
                                      and isinstance(last.get("at"), datetime)):
@@ -518,7 +534,11 @@ class Schedule:
         keep = max(self.max_catchup, 1) + 1
         found: list[datetime] = []
         count = 0
-        moment: datetime | None = first
+        # The timeline's instants from `first` on (design.md: `first` itself only when
+        # the timeline has none up to now, a `next_fire_at` another writer put off it).
+        moment: datetime | None = self.after(first - timedelta(milliseconds=1))
+        if moment is None or moment > now:
+            return [first], 1
         while moment is not None and moment <= now and count <= 100_000:
             found.append(moment)
             count += 1
@@ -638,6 +658,8 @@ class Firer:
                         skipped = chosen[2:]
         else:
             fire = [(i, kind_of(i)) for i in chosen]
+        if not fire and (first is None or first > now):
+            return  # found for a buffered fire whose previous activity runs: no write
         # Enqueue, each fire with its key.
         ids: list[Any] = []
         answered_existing: list[Any] = []

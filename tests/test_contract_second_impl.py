@@ -255,3 +255,151 @@ def test_an_int64_partition_and_claim_number_written_by_mine_are_read_by_ours(
     stored = four.db[f"runnerq_{four.queue}_results"].find_one({"_id": aid})
     assert stored is not None and stored["claim"] == claimed["claims"]
     assert [e.event_type for e in four.get_activity_events(aid)][:1] == ["Failed"]
+
+
+# --- what counts as a malformed schedule: both sides agree -----------------------------
+
+NAN = float("nan")
+LONG = "x" * 201
+_BASE = dict(every_seconds=60)
+# (name, fields changed from a good interval schedule, or a cron one with "cron")
+VARIANTS: list[tuple[str, dict[str, Any]]] = [
+    ("good", {}),
+    ("tz-empty", {"timezone": ""}),
+    ("tz-slash", {"timezone": "/etc/UTC"}),
+    ("tz-unknown", {"timezone": "Mars/Olympus"}),
+    ("tz-berlin", {"timezone": "Europe/Berlin"}),
+    ("missed-empty", {"missed": ""}),
+    ("overlap-bad", {"overlap": "SKIP"}),
+    ("prio-0", {"activity": {"activity_type": "report", "priority": 0}}),
+    ("prio-5", {"activity": {"activity_type": "report", "priority": 5}}),
+    ("prio-double", {"activity": {"activity_type": "report", "priority": 3.0}}),
+    ("prio-text", {"activity": {"activity_type": "report", "priority": "3"}}),
+    ("prio-int64", {"activity": {"activity_type": "report", "priority": "int64:3"}}),
+    ("retries-neg", {"activity": {"activity_type": "report", "max_retries": -1}}),
+    ("timeout-0", {"activity": {"activity_type": "report", "timeout_seconds": 0}}),
+    ("timeout-double", {"activity": {"activity_type": "report", "timeout_seconds": 30.0}}),
+    ("delay-neg", {"activity": {"activity_type": "report", "delay_seconds": -1}}),
+    ("delay-nan", {"activity": {"activity_type": "report", "delay_seconds": NAN}}),
+    ("type-blank", {"activity": {"activity_type": "   "}}),
+    ("type-long", {"activity": {"activity_type": LONG}}),
+    ("type-missing", {"activity": {"payload": {}}}),
+    ("payload-list", {"activity": {"activity_type": "report", "payload": [1]}}),
+    ("meta-int", {"activity": {"activity_type": "report", "metadata": {"a": 1}}}),
+    ("meta-dollar", {"activity": {"activity_type": "report", "metadata": {"$a": "b"}}}),
+    ("meta-dot", {"activity": {"activity_type": "report", "metadata": {"a.b": "c"}}}),
+    ("template-extra", {"activity": {"activity_type": "report", "queue": 7}}),
+    ("every-tiny", {"every_seconds": 0.0005}),
+    ("every-bool", {"every_seconds": True}),
+    ("every-text", {"every_seconds": "60"}),
+    ("both", {"cron": "* * * * *"}),
+    ("neither", {"every_seconds": None}),
+    ("jitter-neg", {"jitter_seconds": -1}),
+    ("jitter-big", {"jitter_seconds": 31_622_401}),
+    ("grace-0", {"grace_seconds": 0}),
+    ("grace-half", {"grace_seconds": 0.5}),
+    ("catchup-0", {"max_catchup": 0}),
+    ("catchup-1001", {"max_catchup": 1001}),
+    ("catchup-double", {"max_catchup": 10.0}),
+    ("paused-text", {"paused": "false"}),
+    ("revision-double", {"revision": 1.0}),
+    ("revision-missing", {"revision": None}),
+    ("created-text", {"created_at": "2027-01-04"}),
+    ("updated-text", {"updated_at": "yesterday"}),
+    ("fires-double", {"fires": 1.0}),
+    ("start-after-end", {"start_at": "T0+120", "end_at": "T0+60"}),
+    ("last-fire-list", {"last_fire": []}),
+    ("last-fire-no-at", {"last_fire": {"kind": "on_time"}}),
+    ("last-fire-odd", {"last_fire": {"at": "T0", "kind": 5, "count": "x"}}),
+    ("buffered-odd-kind", {"buffered": {"at": "T0+60", "kind": 7}}),
+    ("buffered-list", {"buffered": [{"at": "T0+60"}]}),
+    ("pause-reason-int", {"pause_reason": 5}),
+    ("name-bad", {"_id": "bad name!"}),
+    ("cron-feb30", {"every_seconds": None, "cron": "0 0 30 2 *"}),
+    ("cron-reboot", {"every_seconds": None, "cron": "@reboot"}),
+    ("cron-four", {"every_seconds": None, "cron": "* * * *"}),
+    ("cron-DAILY", {"every_seconds": None, "cron": "@DAILY"}),
+    ("cron-spaces", {"every_seconds": None, "cron": "  */5   *  * * * "}),
+    ("cron-L", {"every_seconds": None, "cron": "0 0 L * *"}),
+    ("cron-long", {"every_seconds": None, "cron": "0 " * 101}),
+]
+
+
+def _value(value: Any) -> Any:
+    from bson.int64 import Int64
+
+    if isinstance(value, str) and value.startswith("T0"):
+        return T0 + timedelta(seconds=int(value[3:] or 0))
+    if isinstance(value, str) and value.startswith("int64:"):
+        return Int64(int(value[6:]))
+    if isinstance(value, dict):
+        return {k: _value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_value(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("name,change", VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_both_sides_agree_on_what_makes_a_schedule_malformed(queue, at_t0, name, change):
+    from runnerq_cli.backend.domain.schedules import Schedule as Ours
+
+    doc: dict[str, Any] = {
+        "_id": "s", "activity": {"activity_type": "report"}, "cron": None,
+        "every_seconds": 60, "timezone": "UTC", "start_at": None, "end_at": None,
+        "jitter_seconds": 0, "missed": "skip", "max_catchup": 10, "grace_seconds": 60,
+        "overlap": "allow", "paused": False, "pause_reason": None, "created_at": T0,
+        "updated_at": T0, "revision": 1, "next_fire_at": T0 + timedelta(seconds=60),
+        "fires": 0, "missed_fires": 0, "skipped_fires": 0}
+    doc.update(_value(change))
+    schedules = queue.db[f"runnerq_{queue.queue}_schedules"]
+    schedules.insert_one(doc)
+    stored = schedules.find_one({"_id": doc["_id"]})
+    assert stored is not None
+    ours, problem = Ours.from_doc(stored)
+    try:
+        mine.Schedule.read(stored)
+        mine_problem = None
+    except mine.Malformed as exc:
+        mine_problem = str(exc)
+    assert (ours is None) == (mine_problem is not None), (problem, mine_problem)
+
+
+# --- the instants of a fire -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("late", [0, 90], ids=["only-T", "timeline-after-T"])
+def test_a_next_fire_off_the_timeline_is_fired_alike_by_both(queue, at_t0, late):
+    """A `next_fire_at` another writer put off the timeline (every 60 s from T0, T at
+    T0+30 s): both fire the same instants, so racing firers take the same keys."""
+    for name in ("ours", "mine"):
+        mine.insert_schedule(queue.db, queue.queue, name, "report", now=T0,
+                             every_seconds=60, missed="all")
+        queue.db[f"runnerq_{queue.queue}_schedules"].update_one(
+            {"_id": name}, {"$set": {"next_fire_at": T0 + timedelta(seconds=30)}})
+    at_t0.advance(30 + late)
+    queue.schedules.fire_due()  # fires both; re-fire "mine" alone with mine
+    queue.db[f"runnerq_{queue.queue}_activities"].delete_many(
+        {"metadata.runnerq_schedule": "mine"})
+    queue.db[f"runnerq_{queue.queue}_idempotency"].delete_many(
+        {"key": {"$regex": "^schedule:mine:"}})
+    queue.db[f"runnerq_{queue.queue}_schedules"].update_one(
+        {"_id": "mine"}, {"$set": {"next_fire_at": T0 + timedelta(seconds=30),
+                                   "fires": 0, "missed_fires": 0},
+                          "$unset": {"last_fire": ""}})
+    firer(queue, at_t0).fire_due()
+    times = {n: [a["metadata"]["runnerq_fire_at"] for a in fired(queue, n)]
+             for n in ("ours", "mine")}
+    assert times["ours"] == times["mine"] and times["ours"]
+    docs = {n: schedule_doc(queue, n) for n in ("ours", "mine")}
+    for key in ("next_fire_at", "fires", "missed_fires"):
+        assert docs["ours"][key] == docs["mine"][key], key
+
+
+def test_missed_fires_of_one_fire_are_at_most_ten_thousand(queue, at_t0):
+    """An outage of 10,001 instants of a `skip` schedule whose newest is late too."""
+    queue.schedules.add(ScheduleDef("long", Template("report"), every_seconds=2,
+                                    grace_seconds=1))
+    at_t0.advance(2 * 10_001 + 1.5)
+    assert queue.schedules.fire_due()["missed"] == 10_000
+    assert schedule_doc(queue, "long")["missed_fires"] == 10_000
+    assert not fired(queue, "long")

@@ -403,3 +403,57 @@ def test_missed_fires_of_one_fire_are_at_most_ten_thousand(queue, at_t0):
     assert queue.schedules.fire_due()["missed"] == 10_000
     assert schedule_doc(queue, "long")["missed_fires"] == 10_000
     assert not fired(queue, "long")
+
+
+# --- trace context ------------------------------------------------------------------------
+
+GOOD_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+TRACE_VECTORS = [
+    (GOOD_PARENT, "congo=t61rcWkgMzE"),
+    (GOOD_PARENT.upper(), None),
+    ("ff" + GOOD_PARENT[2:], None),
+    ("00-" + "0" * 32 + GOOD_PARENT[35:], None),
+    (GOOD_PARENT[:36] + "0" * 16 + "-01", None),
+    (GOOD_PARENT + "-extra", None),
+    ("01" + GOOD_PARENT[2:] + "-later-fields", "a=b"),
+    ("01" + GOOD_PARENT[2:] + "-\rcarriage", None),
+    ("01" + GOOD_PARENT[2:] + "-\nnewline", None),
+    ("01" + GOOD_PARENT[2:] + "-" + "x" * 200, None),
+    (GOOD_PARENT, "   "),
+    (GOOD_PARENT, "a=b\tc"),
+    (GOOD_PARENT, "x" * 513),
+    (GOOD_PARENT, ""),
+]
+
+
+@pytest.mark.parametrize("parent,state", TRACE_VECTORS)
+def test_both_sides_keep_and_drop_the_same_trace_contexts(parent, state):
+    from runnerq_cli.backend.domain import tracecontext
+
+    given: dict[str, Any] = {"traceparent": parent}
+    if state is not None:
+        given["tracestate"] = state
+    assert mine.checked_trace_context(parent, state) == tracecontext.clean(given)
+
+
+def test_ours_runs_mines_activity_in_the_trace_mine_passed(backend):
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from runnerq_cli.worker.engine import Worker
+    from tests import worker_handlers
+
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    enq = mine.Enqueuer(backend.db, backend.queue, mine.ServerClock(backend.db))
+    context = mine.checked_trace_context(GOOD_PARENT, "congo=t61rcWkgMzE")
+    aid = enq.enqueue("echo", {"x": 1}, trace_context=context).id
+    Worker(backend, worker_handlers.registry, burst=True, poll_interval=0.2,
+           tracer_provider=provider).run(install_signals=False)
+    assert backend.get_activity(aid).status == "completed"
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "process echo"]
+    assert f"{span.context.trace_id:032x}" == GOOD_PARENT[3:35]
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == GOOD_PARENT[36:52]
+    assert span.context.trace_state.to_header() == "congo=t61rcWkgMzE"

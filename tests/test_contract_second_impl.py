@@ -457,3 +457,84 @@ def test_ours_runs_mines_activity_in_the_trace_mine_passed(backend):
     assert f"{span.context.trace_id:032x}" == GOOD_PARENT[3:35]
     assert span.parent is not None and f"{span.parent.span_id:016x}" == GOOD_PARENT[36:52]
     assert span.context.trace_state.to_header() == "congo=t61rcWkgMzE"
+
+
+# --- the CLI sees what the second implementation wrote -----------------------------------
+
+
+def test_cli_pause_stats_doctor_and_schedule_list_see_what_mine_wrote(backend, run_cli):
+    import json
+
+    assert run_cli("init-indexes", "--partitions", "4").code == 0
+    db, q = backend.db, backend.queue
+    enq = mine.Enqueuer(db, q, mine.ServerClock(db))
+    for n in range(4):
+        enq.enqueue("slow", {"n": n})
+        enq.enqueue("fast", {"n": n}, idempotency_key=f"k{n}")
+    now = mine.ServerClock(db)()
+    mine.insert_schedule(db, q, "mine-hourly", "report", now=now, cron="0 * * * *")
+    mine.insert_schedule(db, q, "mine-broken", "report", now=now - timedelta(minutes=2),
+                         every_seconds=60)
+    db[f"runnerq_{q}_schedules"].update_one({"_id": "mine-broken"},
+                                            {"$set": {"timezone": "Mars/Olympus"}})
+    assert mine.Firer(db, q, mine.ServerClock(db)).fire_due()["malformed"] == 1
+    # Ours pauses a type; mine obeys it in every partition.
+    assert run_cli("pause", "-t", "slow", "--reason", "deploy").code == 0
+    assert mine.paused(db, q) == (False, ["slow"])
+    claimed = [c for p in range(4)
+               if (c := mine.claim(db, q, p, "second-impl")) is not None]
+    assert claimed and all(c["activity_type"] == "fast" for c in claimed)
+    while any((c := mine.claim(db, q, p, "second-impl")) for p in range(4)):
+        assert c["activity_type"] == "fast"
+    # The readers see the queue whole.
+    stats = json.loads(run_cli("stats", "-o", "json").stdout)
+    counts = stats["by_status"]
+    assert counts["pending"] == 4 and counts.get("processing", counts.get("running")) == 4
+    listed = json.loads(run_cli("schedule", "list", "-o", "json").stdout)
+    rows = {r["name"]: r for r in (listed["schedules"] if isinstance(listed, dict) else listed)}
+    assert rows["mine-broken"]["problem"] and not rows["mine-hourly"].get("problem")
+    report = json.loads(run_cli("doctor", "-o", "json").stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["partitions"]["status"] == "ok", checks["partitions"]
+    assert [a["schedule"] for a in checks["schedule documents"]["facts"]["set_aside"]] == [
+        "mine-broken"]
+    assert checks["pause"]["facts"]["paused"]["types"] == ["slow"]
+    assert checks["coverage"]["status"] == "ok"
+
+
+def test_the_scheduler_process_and_mine_racing_fire_each_instant_once(
+        backend, run_cli, cli_env):
+    """`runnerq-mongo scheduler` and the second implementation's firer both fire one
+    schedule every 0.5 s for a few seconds, on the server's clock: every instant once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    assert run_cli("schedule", "add", "race", "-t", "report", "--every", "0.5s",
+                   "--missed", "all", "--max-catchup", "1000").code == 0
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "scheduler",
+                             "--interval", "0.1s"], env=cli_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        own = mine.Firer(backend.db, backend.queue, mine.ServerClock(backend.db))
+        mine_fired = 0
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            mine_fired += own.fire_due()["fired"]
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode in (0, 130, 143, -signal.SIGTERM), err
+    own.fire_due()  # whatever came due since
+    acts = fired(backend, "race")
+    at = [datetime.fromisoformat(a["metadata"]["runnerq_fire_at"]) for a in acts]
+    assert len(at) >= 4, os.linesep.join([str(at), err.decode()[-2000:]])
+    assert len(set(at)) == len(at)
+    assert all(b - a == timedelta(milliseconds=500) for a, b in zip(at, at[1:], strict=False))
+    doc = schedule_doc(backend, "race")
+    assert doc["fires"] == len(acts) and doc["missed_fires"] == 0
+    print(f"mine won {mine_fired} of {len(acts)} fires")
+    assert doc["next_fire_at"].replace(tzinfo=UTC) == at[-1] + timedelta(milliseconds=500)

@@ -5,6 +5,7 @@ trace context passed by another producer."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -533,7 +534,7 @@ def test_the_scheduler_process_and_mine_racing_fire_each_instant_once(
     at = [datetime.fromisoformat(a["metadata"]["runnerq_fire_at"]) for a in acts]
     assert len(at) >= 4, os.linesep.join([str(at), err.decode()[-2000:]])
     assert len(set(at)) == len(at)
-    assert all(b - a == timedelta(milliseconds=500) for a, b in zip(at, at[1:], strict=False))
+    assert all(b - a == timedelta(milliseconds=500) for a, b in itertools.pairwise(at))
     doc = schedule_doc(backend, "race")
     assert doc["fires"] == len(acts) and doc["missed_fires"] == 0
     print(f"mine won {mine_fired} of {len(acts)} fires")

@@ -265,7 +265,7 @@ def claim(db: Database[Any], queue: str, partition: int, worker_id: str, *,
             return None
         query["activity_type"] = {"$in": wanted}
     elif paused_types:
-        wanted = pending_types(db, queue, partition, paused_types)
+        wanted = pending_types(db, queue, None, paused_types)  # queue-wide, as design.md
         if not wanted:
             return None
         query["activity_type"] = {"$in": wanted}
@@ -283,8 +283,7 @@ def claim(db: Database[Any], queue: str, partition: int, worker_id: str, *,
 def pending_types(db: Database[Any], queue: str, partition: int | None,
                   paused_types: Sequence[str]) -> list[str]:
     """The pending types not paused, one covered look at a time ("Claims around paused
-    types"). The text gives the look without a partition term; a claimer of one partition
-    adds it, so that it finds the types pending in its own partition."""
+    types"), queue-wide (`partition` None) in a partitioned queue too, as ours."""
     known: list[Any] = list(paused_types)
     found: list[str] = []
     for _ in range(1000):

@@ -539,3 +539,20 @@ def test_the_scheduler_process_and_mine_racing_fire_each_instant_once(
     assert doc["fires"] == len(acts) and doc["missed_fires"] == 0
     print(f"mine won {mine_fired} of {len(acts)} fires")
     assert doc["next_fire_at"].replace(tzinfo=UTC) == at[-1] + timedelta(milliseconds=500)
+
+
+def test_a_jittered_fire_of_mine_is_delayed_as_ours_delays_it(queue, at_t0):
+    from runnerq_cli.backend.domain.schedules import jitter_for
+
+    instant = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
+    assert mine.jitter_of("nightly", instant, 60) == jitter_for("nightly", instant, 60) \
+        == 10.076
+    queue.schedules.add(ScheduleDef("j", Template("report", delay_seconds=1.5),
+                                    every_seconds=60, jitter_seconds=30))
+    at_t0.advance(60)
+    firer(queue, at_t0).fire_due()
+    [act] = fired(queue, "j")
+    expected = 1.5 + jitter_for("j", T0 + timedelta(minutes=1), 30)
+    assert act["status"] == "scheduled"
+    delay = (act["scheduled_at"] - act["created_at"]).total_seconds()
+    assert delay == pytest.approx(expected, abs=0.0015)

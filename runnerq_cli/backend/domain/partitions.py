@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
-from typing import Any
+from typing import Any, TypeGuard
 
 from runnerq_cli.backend.domain.models import MalformedDocument
 
@@ -49,7 +49,7 @@ def term_of(doc: dict[str, Any] | None) -> dict[str, Any]:
     return {FIELD: doc[FIELD]}
 
 
-def stored_int(value: Any) -> bool:
+def stored_int(value: Any) -> TypeGuard[int]:
     """A BSON int32 or int64 as pymongo decodes it (`int`, or `Int64`, a subclass of it),
     never a boolean or a double: what "an int" means for the stored count and
     partition. A 64-bit integer is what a program in Go (int64), Java (long) or Node.js

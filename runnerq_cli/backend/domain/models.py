@@ -412,7 +412,9 @@ class Activity:
         """The partition of a partitioned queue's activity (docs/design.md, "Partitions");
         None in a one-partition queue."""
         value = self.extra.get("partition")
-        return value if type(value) is int else None
+        # int32 or int64 (Int64 is a subclass of int), never a boolean: a fence must carry
+        # another program's 64-bit partition too.
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
     def attempts(self) -> int:

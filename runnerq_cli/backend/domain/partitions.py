@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
-from typing import Any
+from typing import Any, TypeGuard
 
 from runnerq_cli.backend.domain.models import MalformedDocument
 
@@ -49,6 +49,14 @@ def term_of(doc: dict[str, Any] | None) -> dict[str, Any]:
     return {FIELD: doc[FIELD]}
 
 
+def stored_int(value: Any) -> TypeGuard[int]:
+    """A BSON int32 or int64 as pymongo decodes it (`int`, or `Int64`, a subclass of it),
+    never a boolean or a double: what "an int" means for the stored count and
+    partition. A 64-bit integer is what a program in Go (int64), Java (long) or Node.js
+    (Long) writes."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def count_of(doc: dict[str, Any] | None) -> int:
     """The count a control document stores (1 without one); MalformedDocument for one
     that is no int from 1 to MAX_PARTITIONS: guessing would put activities where no
@@ -56,11 +64,11 @@ def count_of(doc: dict[str, Any] | None) -> int:
     if doc is None:
         return 1
     count = doc.get("count")
-    if type(count) is not int or not 1 <= count <= MAX_PARTITIONS:
+    if not stored_int(count) or not 1 <= count <= MAX_PARTITIONS:
         raise MalformedDocument(
             f"control document {PARTITIONS_ID!r}: count is {count!r}, not an int from 1 "
             f"to {MAX_PARTITIONS}; fix it with init-indexes --partitions N")
-    return count
+    return int(count)
 
 
 def check_count(count: int) -> int:

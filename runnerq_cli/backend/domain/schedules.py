@@ -630,8 +630,10 @@ def plan_fire(schedule: Schedule, now: datetime) -> FirePlan:
         chosen = [i for i in newest[:1] if kind(i) == "on_time"]
     else:
         chosen = newest[:bound]
-    return FirePlan(tuple((i, kind(i)) for i in reversed(chosen)), total - len(chosen),
-                    timeline.after(now))
+    # At most MISSED_COUNT_MAX for one fire (design.md), `skip` with a late newest
+    # instant too (the count capped above, plus the newest).
+    return FirePlan(tuple((i, kind(i)) for i in reversed(chosen)),
+                    min(MISSED_COUNT_MAX, total - len(chosen)), timeline.after(now))
 
 
 @dataclass(frozen=True)

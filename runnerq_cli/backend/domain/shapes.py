@@ -156,7 +156,7 @@ def outbox_problem(doc: dict[str, Any]) -> str | None:
     if any("_id" not in event for event in box.get("events") or ()):
         return "outbox: an event has no _id"
     claim = (box.get("result") or {}).get("claim")
-    if claim is not None and type(claim) is not int:
+    if claim is not None and (not isinstance(claim, int) or isinstance(claim, bool)):
         return f"outbox: result claim is {neutral(claim)}, not an integer"
     if box.get("dead_letter") is not None \
             and not isinstance(box["dead_letter"].get("failed_at"), datetime):

@@ -296,6 +296,21 @@ def test_a_fired_activitys_enqueue_step_names_its_fire(run_cli, schedules):
     assert tailed["detail"] == step["detail"]  # one step reads the same everywhere
 
 
+@pytest.mark.parametrize("kind", [5, None, ["on_time"]])
+def test_a_last_fire_kind_of_another_type_reads_as_null(run_cli, schedules, kind):
+    """design.md: the fields of `last_fire` other than `at` of another type are read as
+    null: shown as null in JSON and as unknown in text, never as "5" or "None"."""
+    add(run_cli, "nightly", "--type", "report", "--cron", "0 3 * * *")
+    schedules.update_one({"_id": "nightly"}, {"$set": {"last_fire": {
+        "at": datetime.now(UTC), "kind": kind, "count": 1}}})
+    shown = json.loads(run_cli("schedule", "show", "nightly", "-o", "json").stdout)
+    assert shown["last_fire"]["kind"] is None
+    text = run_cli("schedule", "show", "nightly").stdout
+    assert "(kind unknown)" in text and "(None)" not in text and "(5)" not in text
+    listed = run_cli("schedule", "list").stdout
+    assert "None" not in listed and " 5 " not in listed
+
+
 def test_a_hostile_schedule_name_is_shown_literally(run_cli, schedules):
     malformed(schedules, "evil\x1b[2J\u202ename")
     for args in (("doctor",), ("stats",), ("queues",)):

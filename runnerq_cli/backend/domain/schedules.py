@@ -445,7 +445,7 @@ class LastFire:
 
     at: datetime
     fired_at: datetime | None
-    kind: str  # on_time, catchup, trigger, skipped
+    kind: str | None  # on_time, catchup, trigger, skipped (None: not a string as stored)
     activity_id: uuid.UUID | None
     activity_type: str | None
     count: int = 1
@@ -543,7 +543,8 @@ class Schedule:
             last_fire = LastFire(
                 _aware(last["at"]), _aware(last["fired_at"]) if isinstance(
                     last.get("fired_at"), datetime) else None,
-                str(last.get("kind")), last.get("activity_id") if isinstance(
+                last.get("kind") if isinstance(last.get("kind"), str) else None,
+                last.get("activity_id") if isinstance(
                     last.get("activity_id"), uuid.UUID) else None,
                 last.get("activity_type") if isinstance(last.get("activity_type"), str)
                 else None, int(last["count"]) if isinstance(last.get("count"), int) else 1)

@@ -56,7 +56,7 @@ def _print_list(rows: list[ScheduleInfo]) -> None:
     table = []
     for row in rows:
         last = row.last_fire
-        status = "-" if last is None else (last.kind if last.activity_id is None
+        status = "-" if last is None else ((last.kind or "-") if last.activity_id is None
                                            else row.last_status or "gone")
         state_text = ("malformed: " + str(row.problem)) if row.problem else (
             "paused" + (f" ({row.schedule.pause_reason})" if row.schedule
@@ -208,7 +208,7 @@ def show(
                        f"{s.skipped_fires} skipped")]
     last = s.last_fire
     if last is not None:  # two lines: each fits 80 columns
-        lines.append(("last fire", f"{_time(last.at)} ({last.kind})"))
+        lines.append(("last fire", f"{_time(last.at)} ({last.kind or 'kind unknown'})"))
         lines.append(("activity", f"{last.activity_id} ({info.last_status or 'gone'})"
                       if last.activity_id else "none"))
     if s.buffered is not None:

@@ -153,3 +153,48 @@ class InterruptingProxy(StallingProxy):
             pass
         finally:
             server.close()
+
+
+# Commands a server stepping down still answers: the handshake, monitoring, auth.
+_STEPDOWN_ANSWERED = {"hello", "isMaster", "ismaster", "ping", "buildInfo", "buildinfo",
+                      "saslStart", "saslContinue", "endSessions", ""}
+_WRITES = {"insert", "update", "delete", "findAndModify", "createIndexes", "dropIndexes",
+           "drop", "create", "collMod", "commitTransaction", "abortTransaction"}
+
+
+class SteppingDownProxy(StallingProxy):
+    """As StallingProxy, but `step_down(seconds)` makes it answer, for that long, every
+    command as a replica set member that is no longer primary does: a write with
+    NotWritablePrimary (10107), anything else with NotPrimaryNoSecondaryOk (13435), the
+    handshake and monitoring passed through. Nothing refused reaches the server, as
+    nothing a stepped-down member refuses is applied. A one-server stand-in for a
+    primary's stepdown (the public workflow steps a real one down)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri, set())
+        self.refusing_until = 0.0
+        self.refused: dict[str, int] = {}
+
+    def step_down(self, seconds: float) -> str:
+        self.refusing_until = time.monotonic() + seconds
+        return "stepped down"
+
+    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+        try:
+            while (message := _read_message(client)) is not None:
+                name = _command_name(message)
+                if time.monotonic() < self.refusing_until and name not in _STEPDOWN_ANSWERED:
+                    write = name in _WRITES
+                    self.refused[name] = self.refused.get(name, 0) + 1
+                    client.sendall(_reply(message, {
+                        "ok": 0.0, "code": 10107 if write else 13435,
+                        "codeName": "NotWritablePrimary" if write
+                        else "NotPrimaryNoSecondaryOk",
+                        "errmsg": "not primary" if write
+                        else "not primary and secondaryOk=false"}))
+                    continue
+                server.sendall(message)
+        except OSError:
+            pass
+        finally:
+            server.close()

@@ -8,10 +8,12 @@ CONTRIBUTING.md, "Every topology with Docker") with RUNNERQ_TOPOLOGY naming the 
 queue), `sharded` (a queue of 4 partitions whose activities collection is sharded on
 {partition: 1, _id: 1} first, one zone of two partitions per shard; each partition's
 claim must go to its one shard) or `plain` (the same check on any server: the
-standalone and the authenticated jobs). Without them the `plain` case runs on the
-suite's own server with fewer activities, so the proof's harness (the history, the
-tail's count, the followers) is itself proven wherever the suite runs, before a public
-run depends on it.
+standalone and the authenticated jobs). Without them it runs on the suite's own server
+with fewer activities, behind a proxy that simulates the stepdowns (for 2 s every
+command is answered "not primary", as a member that stepped down answers it): the
+proof's harness (the history, the tail's count, the followers) and the code's handling
+of "not primary" answers are proven wherever the suite runs, before a public run
+depends on them.
 
 The history: each attempt's handler appends `claim ID ATTEMPT PID` to a file
 (tests/topology_handlers.py); each worker's JSON log records every acknowledged outcome.
@@ -30,6 +32,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import http_get
+from tests.stalling_proxy import SteppingDownProxy
 
 URI = os.environ.get("RUNNERQ_TOPOLOGY_URI", "")
 CASE = os.environ.get("RUNNERQ_TOPOLOGY", "")
@@ -112,37 +116,42 @@ def _check_routing(client: Any, database: str, owners: dict[int, str]) -> None:
     assert set(spread) == set(owners), spread  # every activity in a partition, each used
 
 
-def _step_down(client: Any, stop: threading.Event, completed: Any, count: int) -> list[str]:
-    """Step the primary down twice, once a third and once two thirds are done."""
+def _replset_step_down(client: Any) -> str:
+    """Step a real primary down (an election follows)."""
     from pymongo.errors import AutoReconnect, OperationFailure
 
+    try:
+        client.admin.command("replSetStepDown", 10, secondaryCatchUpPeriodSecs=5)
+    except AutoReconnect:
+        pass  # the primary closes its connections as it steps down
+    except OperationFailure as exc:
+        return f"refused: {exc}"
+    return "stepped down"
+
+
+def _step_down_twice(step_down: Callable[[], str], stop: threading.Event,
+                     completed: Callable[[], int], count: int) -> list[str]:
+    """Step the primary down twice, once a third and once two thirds are done."""
     done: list[str] = []
     for share in (1 / 3, 2 / 3):
         while not stop.is_set() and completed() < count * share:
             time.sleep(0.05)
         if stop.is_set():
             break
-        try:
-            client.admin.command("replSetStepDown", 10, secondaryCatchUpPeriodSecs=5)
-        except AutoReconnect:
-            pass  # the primary closes its connections as it steps down
-        except OperationFailure as exc:
-            done.append(f"refused: {exc}")
-            continue
-        done.append("stepped down")
+        done.append(step_down())
     return done
 
 
-def _address(out: Path) -> str:
-    """The line of a server command's output that gives its address (it prints it once
-    it listens)."""
+def _line(out: Path, needle: str) -> str:
+    """The first line of a command's output that holds `needle`, waiting for it (a
+    server's address once it listens, stats' first view)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        lines = [line for line in out.read_text().splitlines() if "http://" in line]
+        lines = [line for line in out.read_text().splitlines() if needle in line]
         if lines:
             return lines[0]
         time.sleep(0.2)
-    raise AssertionError(f"no address in {out.name}: {out.read_text()[-2000:]}")
+    raise AssertionError(f"no {needle!r} in {out.name}: {out.read_text()[-2000:]}")
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -151,18 +160,33 @@ def _get(url: str) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class Deployment:
-    uri: str
+    uri: str  # the test's own reads and checks
     case: str
     count: int  # activities to drain
+    served: str  # the URI of the processes under test
+    # One stepdown of the primary, given the test's client ("stepped down" or why not);
+    # None: the case steps nothing down.
+    step_down: Callable[[Any], str] | None
+    proxy: SteppingDownProxy | None = None  # the simulated stepdown's: what it refused
 
 
 @pytest.fixture
-def deployment(request: pytest.FixtureRequest) -> Deployment:
+def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     """RUNNERQ_TOPOLOGY_URI with its case (the public workflow), else the suite's own
-    server, `plain`, with fewer activities (the dev server takes about 100 a second)."""
+    server behind a SteppingDownProxy (a stepdown simulated: for 2 s every command is
+    answered "not primary"), with fewer activities (the dev server takes about 100 a
+    second)."""
     if URI:
-        return Deployment(URI, CASE, COUNT)
-    return Deployment(request.getfixturevalue("server").uri, "plain", 60)
+        yield Deployment(URI, CASE, COUNT, URI,
+                         _replset_step_down if CASE == "stepdown" else None)
+        return
+    uri = request.getfixturevalue("server").uri
+    proxy = SteppingDownProxy(uri)
+    try:
+        yield Deployment(uri, "simulated stepdown", 60, proxy.uri(uri),
+                         lambda _client: proxy.step_down(2.0), proxy)
+    finally:
+        proxy.close()
 
 
 def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment) -> None:
@@ -174,9 +198,9 @@ def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment
     history = tmp_path / "history.txt"
     client: MongoClient[dict[str, Any]] = MongoClient(deployment.uri, uuidRepresentation="standard")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RUNNERQ_")},
-           "RUNNERQ_MONGO_URI": deployment.uri, "RUNNERQ_DATABASE": database,
+           "RUNNERQ_MONGO_URI": deployment.served, "RUNNERQ_DATABASE": database,
            "RUNNERQ_QUEUE": QUEUE,
-           "RUNNERQ_TOPOLOGY_HISTORY": str(history), "PYTHONPATH": str(ROOT),
+           "TOPOLOGY_HISTORY_FILE": str(history), "PYTHONPATH": str(ROOT),
            "RUNNERQ_CONSOLE_TOKEN": TOKEN}
     workers: list[subprocess.Popen[str]] = []
     followers: dict[str, subprocess.Popen[str]] = {}
@@ -201,6 +225,11 @@ def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment
                     [sys.executable, "-m", "runnerq_cli", *args], cwd=ROOT, env=env,
                     stdout=out, stderr=subprocess.STDOUT, text=True)
         workers += followers.values()  # (killed at the end whatever happens)
+        # Each has answered once before anything steps down: a command whose very first
+        # read fails exits with its code at once (the one-shot rule, domain/outage.py).
+        _line(tmp_path / "stats.out", "refresh 1")
+        _line(tmp_path / "metrics.out", "http://")
+        _line(tmp_path / "console.out", "http://")
         logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
         for log in logs:
             with open(log, "w") as out:
@@ -212,22 +241,27 @@ def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment
         activities = client[database][f"runnerq_{QUEUE}_activities"]
         stop = threading.Event()
         stepdowns: list[str] = []
-        if deployment.case == "stepdown":
+        step_down = deployment.step_down
+        if step_down is not None:
             def completed() -> int:
                 try:
                     return activities.count_documents({"status": "completed"})
                 except Exception:  # an election: ask again
                     return 0
 
-            thread = threading.Thread(target=lambda: stepdowns.extend(
-                _step_down(client, stop, completed, deployment.count)), daemon=True)
+            thread = threading.Thread(target=lambda: stepdowns.extend(_step_down_twice(
+                lambda: step_down(client), stop, completed, deployment.count)), daemon=True)
             thread.start()
         for proc in workers[len(followers):]:
             assert proc.wait(timeout=600) == 0, "".join(log.read_text() for log in logs)
         stop.set()
-        if deployment.case == "stepdown":
+        if step_down is not None:
             thread.join(30)
             assert stepdowns.count("stepped down") >= 1, stepdowns
+        if deployment.proxy is not None:  # the workers met it: claims and writes refused
+            refused = deployment.proxy.refused
+            print("refused while stepped down:", refused)
+            assert refused.get("findAndModify", 0) + refused.get("update", 0) > 0, refused
 
         # The history: every claim (the handler's lines), every acknowledgement (the logs).
         claims: dict[str, int] = collections.Counter()
@@ -264,8 +298,8 @@ def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment
         while set(tailed()) != ids and time.monotonic() < deadline:
             time.sleep(0.5)
         assert set(tailed()) == ids and set(tailed().values()) == {1}
-        scrape = _address(tmp_path / "metrics.out").split(" on ")[1].strip()
-        page = _address(tmp_path / "console.out").split(": ", 1)[1].strip()
+        scrape = _line(tmp_path / "metrics.out", "http://").split(" on ")[1].strip()
+        page = _line(tmp_path / "console.out", "http://").split(": ", 1)[1].strip()
         api = page.split("?")[0] + "api/stats"
         scraped = f'runnerq_scrape_success{{queue="{QUEUE}"}} 1.0'
         deadline = time.monotonic() + 60  # both answer from the primary now in office

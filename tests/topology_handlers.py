@@ -1,5 +1,5 @@
 """The handler of the topology proofs (tests/test_topology.py): each run of an attempt
-appends one line to the history file RUNNERQ_TOPOLOGY_HISTORY (`claim ID ATTEMPT PID`),
+appends one line to the history file TOPOLOGY_HISTORY_FILE (`claim ID ATTEMPT PID`),
 a whole line per write (O_APPEND), so workers of several processes share one file."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ registry = HandlerRegistry()
 @registry.handler("record")
 def record(payload, ctx):
     line = f"claim {ctx.activity_id} {ctx.attempt} {os.getpid()}\n".encode()
-    fd = os.open(os.environ["RUNNERQ_TOPOLOGY_HISTORY"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = os.open(os.environ["TOPOLOGY_HISTORY_FILE"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
     finally:

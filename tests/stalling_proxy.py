@@ -15,6 +15,7 @@ import socket
 import struct
 import threading
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -109,7 +110,7 @@ class StallingProxy:
         self.listener.close()
 
 
-def _command(message: bytes) -> dict:
+def _command(message: bytes) -> dict[str, Any]:
     """The command document of an OP_MSG (its kind-0 section), decoded."""
     import bson
 
@@ -117,7 +118,7 @@ def _command(message: bytes) -> dict:
     return bson.decode(message[21:21 + length])
 
 
-def _reply(request: bytes, document: dict) -> bytes:
+def _reply(request: bytes, document: dict[str, Any]) -> bytes:
     """An OP_MSG answering `request` with `document` (flags 0, one kind-0 section)."""
     import bson
 

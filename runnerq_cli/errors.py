@@ -159,6 +159,13 @@ class ConnectionInterrupted(Unavailable):
     """
 
 
+class NoPrimary(ConnectionInterrupted):
+    """The server answered that it is not the primary (NotWritablePrimary,
+    NotPrimaryNoSecondaryOk and the like): an election is under way (a stepdown, a
+    failover, a member restarting). The driver finds the new primary within seconds;
+    long-running commands wait for it, a one-shot command exits 6 at once."""
+
+
 class TimedOut(Unavailable):
     """The server was reached but did not answer one command within `socket_timeout`.
 

@@ -100,6 +100,31 @@ def test_the_consoles_line_says_since_when() -> None:
         "the database is unavailable since 03:04:05 UTC (8 s): retrying")
 
 
+def test_a_one_shot_command_during_an_election_says_so(cli_env: dict[str, str],
+                                                       server: Any) -> None:
+    """A server that answers "not primary" (a stepdown, a failover) is no server to
+    start: a one-shot command exits 6 with one line that says an election is under way
+    and to try again, not "unreachable" with the driver's whole reply."""
+    from tests.stalling_proxy import SteppingDownProxy
+
+    proxy = SteppingDownProxy(server.uri)
+    try:
+        env = {**cli_env, "RUNNERQ_MONGO_URI": proxy.uri(server.uri)}
+        assert subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"],
+                              env=env, capture_output=True, timeout=60).returncode == 0
+        proxy.step_down(60)
+        for args in (("stats",), ("enqueue", "job"), ("list", "pending")):
+            done = subprocess.run([sys.executable, "-m", "runnerq_cli", *args], env=env,
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 6, (args, done.stderr)
+            [line] = done.stderr.splitlines()
+            assert "has no primary to take the command (" in line, line
+            assert "an election is under way; try again in a few seconds" in line, line
+            assert "full error" not in line and "dev-server" not in line, line
+    finally:
+        proxy.close()
+
+
 # ------------------------------------------------------------ under a real outage
 
 def _spawn(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], LineReader,

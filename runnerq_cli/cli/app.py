@@ -249,6 +249,10 @@ SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --ur
                "RUNNERQ_MONGO_URI at your server")
 
 
+NO_PRIMARY_HINT = ("try again in a few seconds, once the new primary is elected "
+                   "(long-running commands wait for it)")
+
+
 SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-size for bulk "
                     "actions and imports, or a longer socket_timeout (RUNNERQ_SOCKET_TIMEOUT); "
                     "docs/operations.md, \"In batches\"")
@@ -328,11 +332,13 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        from runnerq_cli.errors import TimedOut, Unavailable
+        from runnerq_cli.errors import NoPrimary, TimedOut, Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
         if isinstance(exc, TimedOut):
             hint = f"; {SLOW_SERVER_HINT}"
+        elif isinstance(exc, NoPrimary):
+            hint = f"; {NO_PRIMARY_HINT}"
         error_line(f"{message_of(exc)}{hint}")
         code = exit_code_of(exc)
     except BrokenPipeError:

@@ -13,6 +13,7 @@ from pymongo import errors as mongo_errors
 from runnerq_cli.errors import (
     ConnectionInterrupted,
     InvalidArgument,
+    NoPrimary,
     TimedOut,
     Unavailable,
 )
@@ -194,6 +195,13 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         return TimedOut(f"MongoDB at {redact_uri(uri)} timed out{after}: it stopped "
                         "answering during this command (the driver's check of the server "
                         "had no answer within connect_timeout and cancelled it)", seconds)
+    if isinstance(exc, mongo_errors.NotPrimaryError):  # answered: "not the primary"
+        details = exc.details
+        said = (details.get("codeName") or details.get("errmsg")) \
+            if isinstance(details, dict) else None
+        said = redact_uri(str(said))[:100] if said else driver_message(exc)
+        return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
+                         f"({said}): an election is under way")
     if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
                   | mongo_errors.ConnectionFailure):
         kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)

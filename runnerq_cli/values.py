@@ -486,15 +486,6 @@ def _unknown_uri_options(uri: str) -> str:
 # ------------------------------------------------------------------ paths
 
 
-def readable_file(value: str, what: str) -> str:
-    """A path to an existing file that is not a directory."""
-    if os.path.isdir(value):
-        raise InvalidArgument(f"{what}: cannot read {shown(value)}: it is a directory")
-    if not os.path.exists(value):
-        raise InvalidArgument(f"{what}: cannot read {shown(value)}: no such file")
-    return value
-
-
 def writable_file(value: str, what: str) -> str:
     """A path where a regular file can be created or replaced (its directory exists, is
     writable); returns the path to write, a symlink's target (written through: replacing

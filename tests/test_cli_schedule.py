@@ -109,6 +109,19 @@ BAD_FILES = [
     (b"- name: a\n  type: t\n  every: 1m\n  payload: [1]\n", "payload must be a mapping"),
     (b"- name: a\n  type: t\n  every: 1m\n  priority: 9\n", "priority"),
     (b"- {name: a, type: t, every: 1m, max_catchup: 0}\n", "max_catchup"),
+    # YAML as a class, read as the config file is (one loader): an alias bomb expanded
+    # for ever, a key twice kept the last silently, deep nesting and a 5000-digit
+    # integer were internal errors (exit 1)
+    (b"- name: a\n  type: t\n  every: 1m\n  payload:\n    a: &a [x, x, x, x, x, x, x]\n"
+     + b"".join(b"    %c: &%c [%s]\n" % (c, c, b", ".join([b"*" + bytes([c - 1])] * 9))
+                for c in b"bcdefghij"), "aliases (*name) are not allowed"),
+    (b"- name: a\n  type: t\n  every: 1m\n  every: 1h\n", "duplicate key 'every'"),
+    (b"- name: a\n  type: t\n  every: 1m\n  payload: " + b"[" * 20000 + b"]" * 20000
+     + b"\n", "nested too deeply"),
+    (b"- {name: a, type: t, every: 1m, payload: {n: " + b"9" * 5000 + b"}}\n",
+     "malformed YAML"),
+    (b"- {name: a, type: t, every: 1m}\n---\n- {name: b, type: t, every: 1m}\n",
+     "malformed YAML"),
 ]
 
 

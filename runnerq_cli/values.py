@@ -332,6 +332,30 @@ def nested_deeper_than(value: Mapping[str, Any], limit: int = JSON_MAX_DEPTH) ->
     return True
 
 
+def json_data(value: Any, what: str = "payload") -> None:
+    """Raise unless `value` is JSON data: mappings with text keys, lists, text, finite
+    numbers, booleans and null. For data from YAML, which also has NaN and infinities
+    (`.nan`), bytes (`!!binary`), dates, times and sets, none of them JSON: a payload
+    is a JSON object, whatever file it was written in."""
+    if nested_deeper_than(value if isinstance(value, Mapping) else {"": value}):
+        raise InvalidArgument(f"{what}: nested deeper than {JSON_MAX_DEPTH} levels")
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            for key in item:
+                if not isinstance(key, str):
+                    raise InvalidArgument(f"{what}: a key must be text, got {shown(key)}")
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidArgument(f"{what}: numbers must be finite, got {shown(item)}")
+        elif not (item is None or isinstance(item, str | int | float)):  # bool is an int
+            raise InvalidArgument(f"{what}: {shown(item)} is not JSON (a "
+                                  f"{type(item).__name__}); quote it to make it text")
+
+
 def payload(value: Any, what: str = "payload") -> None:
     """Raise unless `value` can be stored as an activity payload in MongoDB.
 

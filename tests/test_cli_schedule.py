@@ -122,6 +122,13 @@ BAD_FILES = [
      "malformed YAML"),
     (b"- {name: a, type: t, every: 1m}\n---\n- {name: b, type: t, every: 1m}\n",
      "malformed YAML"),
+    # a payload is a JSON object: YAML's other values are refused, never stored
+    (b"- {name: a, type: t, every: 1m, payload: {n: .nan}}\n", "finite"),
+    (b"- {name: a, type: t, every: 1m, payload: {n: [1, {m: -.inf}]}}\n", "finite"),
+    (b"- {name: a, type: t, every: 1m, payload: {b: !!binary aGVsbG8=}}\n", "not JSON"),
+    (b"- {name: a, type: t, every: 1m, payload: {at: 2030-01-01T00:00:00Z}}\n", "not JSON"),
+    (b"- {name: a, type: t, every: 1m, payload: {s: !!set {x}}}\n", "not JSON"),
+    (b"- {name: a, type: t, every: 1m, payload: {1: one}}\n", "key must be text"),
 ]
 
 

@@ -151,6 +151,7 @@ class Template:
             raise InvalidArgument("activity type must be 1-200 characters", "activity_type")
         for key in self.metadata:
             check_metadata_key(key)
+        values.json_data(self.payload)  # `apply`'s YAML has more than JSON (.nan, !!binary)
         # The whole spec's checks (payload size and shape, numbers, metadata bounds).
         self.spec(datetime(2000, 1, 1, tzinfo=UTC), "schedule", "on_time", 0.0, "k")
 

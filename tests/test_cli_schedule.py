@@ -129,6 +129,8 @@ BAD_FILES = [
     (b"- {name: a, type: t, every: 1m, payload: {at: 2030-01-01T00:00:00Z}}\n", "not JSON"),
     (b"- {name: a, type: t, every: 1m, payload: {s: !!set {x}}}\n", "not JSON"),
     (b"- {name: a, type: t, every: 1m, payload: {1: one}}\n", "key must be text"),
+    # accepted once and ignored: the schedule fired all the same
+    (b"- {name: a, type: t, every: 1m, paused: true}\n", "schedule pause NAME"),
 ]
 
 

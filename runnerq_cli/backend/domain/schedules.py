@@ -272,12 +272,15 @@ def definition_from_data(data: Any, *, where: str = "") -> ScheduleDef:
 
 FILE_FIELDS = ("name", "type", "activity_type", "payload", "priority", "metadata",
                "max_retries", "timeout", "delay", "cron", "every", "timezone", "start",
-               "end", "jitter", "missed", "max_catchup", "grace", "overlap", "paused")
+               "end", "jitter", "missed", "max_catchup", "grace", "overlap")
 
 
 def _definition(data: Any) -> ScheduleDef:
     if not isinstance(data, Mapping):
         raise InvalidArgument("expected a mapping of a schedule's fields")
+    if "paused" in data:  # once accepted and ignored: the schedule fired all the same
+        raise InvalidArgument("paused is not a field of the file: pause a schedule with "
+                              "`schedule pause NAME` (a pause outlives every apply)", "paused")
     unknown = sorted(str(k) for k in data if k not in FILE_FIELDS)
     if unknown:
         raise InvalidArgument(f"unknown field {values.shown(unknown[0])} (known: "

@@ -148,6 +148,15 @@ def test_bad_apply_file_is_one_line_exit_2_and_nothing_written(run_cli, schedule
     assert list(schedules.find({}).sort("_id")) == before
 
 
+def test_apply_shows_the_file_name_as_text(run_cli, tmp_path):
+    """The name comes from the command line: an ESC in it is shown, never sent."""
+    path = tmp_path / "sched\x1b[2Jules.yaml"
+    path.write_text(GOOD_FILE)
+    assert run_cli("schedule", "apply", str(path)).code == 0
+    r = run_cli("schedule", "apply", str(path))
+    assert "\x1b" not in r.stdout and "sched\\x1b[2Jules.yaml" in r.stdout, r.stdout
+
+
 def test_apply_twice_says_nothing_changed_prune_and_dry_run(run_cli, schedules, tmp_path):
     path = tmp_path / "schedules.yaml"
     path.write_text(GOOD_FILE)

@@ -379,7 +379,7 @@ def apply(
         ("create", "created"), ("update", "updated"), ("remove", "removed"),
         ("unchanged", "unchanged")) if report.count(a))
     if not report.changed:
-        typer.echo(f"nothing changed: {len(report.changes)} schedules as in {path}"
+        typer.echo(f"nothing changed: {len(report.changes)} schedules as in {_lit(path)}"
                    if report.changes else "nothing changed: no schedules")
     else:
         typer.echo(("dry run, nothing written: " if dry_run else "") + counts)

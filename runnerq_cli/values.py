@@ -191,7 +191,7 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
     if seconds > maximum:
         raise InvalidArgument(f"{what}: at most {_limit(maximum)}, got {shown(value)}")
     if seconds < minimum:
-        raise InvalidArgument(f"{what}: must be at least {format_duration(minimum)}, "
+        raise InvalidArgument(f"{what}: must be at least {_limit(minimum)}, "
                               f"got {shown(value)}")
     if whole:
         if seconds != int(seconds):
@@ -201,8 +201,11 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
 
 
 def _limit(seconds: float) -> str:
-    """A duration limit for a message: "100 years", "1d", "1h"."""
+    """A duration limit for a message: "100 years", "1d", "1h", "10ms" (exact: a limit
+    rounded to format_duration's tenths of a second would be another limit, 10ms "0s")."""
     year = 365 * 86400
+    if 0 < seconds < 1:
+        return f"{round(seconds * 1000, 3):g}ms"
     return f"{seconds / year:g} years" if seconds >= year else format_duration(seconds)
 
 

@@ -77,6 +77,13 @@ NUMBERS = [
      "--poll-interval"),
     ("worker --poll-interval nan", ["worker", "--burst", "--poll-interval", "nan"], USAGE,
      "--poll-interval"),
+    # a bound under a second is named as it is (it read "at least 0s" for 10ms)
+    ("worker --poll-interval 5ms", ["worker", "--burst", "--poll-interval", "5ms"], USAGE,
+     "--poll-interval: must be at least 10ms, got"),
+    ("scheduler --interval 40ms", ["scheduler", "--once", "--interval", "40ms"], USAGE,
+     "--interval: must be at least 50ms, got"),
+    ("stats --interval 50ms", ["stats", "--watch", "--interval", "50ms"], USAGE,
+     "--interval: must be at least 100ms, got"),
     ("worker --shutdown-timeout inf", ["worker", "--burst", "--shutdown-timeout", "inf"],
      USAGE, "--shutdown-timeout"),
     ("worker --concurrency huge", ["worker", "--burst", "--concurrency", HUGE_INT], USAGE,

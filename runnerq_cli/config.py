@@ -303,50 +303,14 @@ def _flatten(data: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _yaml_loader() -> type:
-    """yaml's SafeLoader refusing aliases: an alias bomb (a few hundred bytes that
-    expand to gigabytes) fails at once, and no config file needs one."""
-    import yaml
-
-    class NoAliasLoader(yaml.SafeLoader):
-        """No aliases, no duplicate keys."""
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()  # type: ignore[no-untyped-call]
-                raise yaml.composer.ComposerError(
-                    None, None, "aliases (*name) are not allowed in the config file",
-                    event.start_mark)
-            return super().compose_node(parent, index)
-
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            """A key given twice is refused: YAML would keep the last silently, so a
-            second `lease:` further down would win over the one the reader sees."""
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                try:
-                    duplicate = key in seen
-                except TypeError:  # an unhashable key: the base class refuses it
-                    break
-                if duplicate:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {values.shown(key)}", key_node.start_mark)
-                seen.add(key)
-            return super().construct_mapping(node, deep)
-
-    return NoAliasLoader
-
-
 def read_config_file(path: Path) -> dict[str, Any]:
     """Flat {dotted key: raw value} from a YAML file; a one-line ConfigError if invalid."""
-    import yaml
+    from runnerq_cli.inputs import Unreadable, YAMLRefused, load_yaml, read_input
 
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(CONFIG_FILE_MAX + 1)
-    except OSError as exc:
-        raise ConfigError(f"config {path}: cannot read it ({exc.strerror or exc})") from None
+        raw = read_input(str(path), "config", CONFIG_FILE_MAX)
+    except Unreadable as exc:
+        raise ConfigError(f"config {path}: cannot read it ({exc.reason})") from None
     if len(raw) > CONFIG_FILE_MAX:
         raise ConfigError(f"config {path}: larger than {CONFIG_FILE_MAX} bytes; "
                           "is it the right file?")
@@ -356,18 +320,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config {path}: not UTF-8 text (invalid byte at offset "
                           f"{exc.start})") from None
     try:
-        data = yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"config {path}: malformed YAML{where}: "
-                          f"{values.shown(problem)[1:-1]}") from None
-    except RecursionError:
-        raise ConfigError(f"config {path}: malformed YAML: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise ConfigError(f"config {path}: malformed YAML: "
-                          f"{values.shown(' '.join(str(exc).split()))[1:-1]}") from None
+        data = load_yaml(text, "the config file")
+    except YAMLRefused as exc:
+        raise ConfigError(f"config {path}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

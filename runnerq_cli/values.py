@@ -191,7 +191,7 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
     if seconds > maximum:
         raise InvalidArgument(f"{what}: at most {_limit(maximum)}, got {shown(value)}")
     if seconds < minimum:
-        raise InvalidArgument(f"{what}: must be at least {format_duration(minimum)}, "
+        raise InvalidArgument(f"{what}: must be at least {_limit(minimum)}, "
                               f"got {shown(value)}")
     if whole:
         if seconds != int(seconds):
@@ -201,8 +201,11 @@ def duration(value: Any, what: str = "duration", *, minimum: float = 0.0,
 
 
 def _limit(seconds: float) -> str:
-    """A duration limit for a message: "100 years", "1d", "1h"."""
+    """A duration limit for a message: "100 years", "1d", "1h", "10ms" (exact: a limit
+    rounded to format_duration's tenths of a second would be another limit, 10ms "0s")."""
     year = 365 * 86400
+    if 0 < seconds < 1:
+        return f"{round(seconds * 1000, 3):g}ms"
     return f"{seconds / year:g} years" if seconds >= year else format_duration(seconds)
 
 
@@ -330,6 +333,30 @@ def nested_deeper_than(value: Mapping[str, Any], limit: int = JSON_MAX_DEPTH) ->
         if not level:
             return False
     return True
+
+
+def json_data(value: Any, what: str = "payload") -> None:
+    """Raise unless `value` is JSON data: mappings with text keys, lists, text, finite
+    numbers, booleans and null. For data from YAML, which also has NaN and infinities
+    (`.nan`), bytes (`!!binary`), dates, times and sets, none of them JSON: a payload
+    is a JSON object, whatever file it was written in."""
+    if nested_deeper_than(value if isinstance(value, Mapping) else {"": value}):
+        raise InvalidArgument(f"{what}: nested deeper than {JSON_MAX_DEPTH} levels")
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            for key in item:
+                if not isinstance(key, str):
+                    raise InvalidArgument(f"{what}: a key must be text, got {shown(key)}")
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidArgument(f"{what}: numbers must be finite, got {shown(item)}")
+        elif not (item is None or isinstance(item, str | int | float)):  # bool is an int
+            raise InvalidArgument(f"{what}: {shown(item)} is not JSON (a "
+                                  f"{type(item).__name__}); quote it to make it text")
 
 
 def payload(value: Any, what: str = "payload") -> None:
@@ -484,15 +511,6 @@ def _unknown_uri_options(uri: str) -> str:
 
 
 # ------------------------------------------------------------------ paths
-
-
-def readable_file(value: str, what: str) -> str:
-    """A path to an existing file that is not a directory."""
-    if os.path.isdir(value):
-        raise InvalidArgument(f"{what}: cannot read {shown(value)}: it is a directory")
-    if not os.path.exists(value):
-        raise InvalidArgument(f"{what}: cannot read {shown(value)}: no such file")
-    return value
 
 
 def writable_file(value: str, what: str) -> str:

@@ -77,6 +77,13 @@ NUMBERS = [
      "--poll-interval"),
     ("worker --poll-interval nan", ["worker", "--burst", "--poll-interval", "nan"], USAGE,
      "--poll-interval"),
+    # a bound under a second is named as it is (it read "at least 0s" for 10ms)
+    ("worker --poll-interval 5ms", ["worker", "--burst", "--poll-interval", "5ms"], USAGE,
+     "--poll-interval: must be at least 10ms, got"),
+    ("scheduler --interval 40ms", ["scheduler", "--once", "--interval", "40ms"], USAGE,
+     "--interval: must be at least 50ms, got"),
+    ("stats --interval 50ms", ["stats", "--watch", "--interval", "50ms"], USAGE,
+     "--interval: must be at least 100ms, got"),
     ("worker --shutdown-timeout inf", ["worker", "--burst", "--shutdown-timeout", "inf"],
      USAGE, "--shutdown-timeout"),
     ("worker --concurrency huge", ["worker", "--burst", "--concurrency", HUGE_INT], USAGE,
@@ -304,6 +311,74 @@ def test_bad_file_or_path(run_cli, database, input_files, args: list[str], code:
     result = run_cli(*argv)
     assert_clean_error(result, code, fragment, time.monotonic() - started)
     assert snapshot(database) == before
+
+
+# Every option that reads a file, as ({path} is the file): the command, its exit code.
+FILE_INPUTS = [
+    ("schedule apply", ["schedule", "apply", "{path}"], USAGE),
+    ("--payload @FILE", ["enqueue", "t", "-p", "@{path}"], USAGE),
+    ("enqueue --from", ["enqueue", "--from", "{path}"], USAGE),
+    ("dlq import", ["dlq", "import", "{path}"], USAGE),
+    ("--config", ["--config", "{path}", "stats"], CONFIG),
+    ("console --token-file", ["console", "--port", "0", "--token-file", "{path}"], USAGE),
+    ("console --ui", ["console", "--port", "0", "--ui", "{path}"], USAGE),
+]
+
+
+def _run_waiting(cli_env, argv: list[str], **options) -> tuple[object, float]:
+    """The CLI in a process of its own, so that a hang is a failed test, not a stuck run."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "runnerq_cli", *argv], capture_output=True,
+                          env=cli_env, timeout=30, **options)
+    result = type("R", (), {"code": proc.returncode, "stdout": proc.stdout.decode(),
+                            "stderr": proc.stderr.decode()})
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize(("args", "code"), [pytest.param(a, c, id=i) for i, a, c in FILE_INPUTS])
+@pytest.mark.parametrize("kind", ["FIFO without a writer", "device"])
+def test_a_file_that_would_hang_is_refused_at_once(cli_env, database, tmp_path: Path,
+                                                   args: list[str], code: int,
+                                                   kind: str) -> None:
+    """Opening a FIFO nothing writes to blocks until a writer comes (and SIGTERM does not
+    end the wait); /dev/zero never ends. Both are one line and the input's exit code."""
+    if kind == "device":
+        path = "/dev/zero"
+    else:
+        path = str(tmp_path / "input.fifo")
+        os.mkfifo(path)
+    before = snapshot(database)
+    result, elapsed = _run_waiting(cli_env, [a.replace("{path}", path) for a in args])
+    fragment = "nothing writing to it" if kind != "device" else "a device, not a file"
+    assert_clean_error(result, code, fragment, elapsed)
+    assert snapshot(database) == before
+
+
+def test_a_pipe_with_a_writer_reads_as_a_file(cli_env, database) -> None:
+    """`<(command)` (a pipe as /dev/fd/N) still works: written before the open, or after
+    it (a writer there, nothing written yet, then the schedules)."""
+    import threading
+
+    schedules = b"- {name: piped, type: t, every: 10m}\n"
+    for late in (False, True):
+        read_end, write_end = os.pipe()
+        if not late:
+            os.write(write_end, schedules)
+            os.close(write_end)
+        else:
+            def write_later(fd: int = write_end) -> None:
+                time.sleep(0.5)
+                os.write(fd, schedules)
+                os.close(fd)
+
+            threading.Thread(target=write_later, daemon=True).start()
+        try:
+            result, _ = _run_waiting(cli_env, ["schedule", "apply", f"/dev/fd/{read_end}",
+                                               "--dry-run"], pass_fds=(read_end,))
+        finally:
+            os.close(read_end)
+        assert result.code == 0, result.stderr
+        assert "would create piped" in result.stdout
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")

@@ -109,6 +109,28 @@ BAD_FILES = [
     (b"- name: a\n  type: t\n  every: 1m\n  payload: [1]\n", "payload must be a mapping"),
     (b"- name: a\n  type: t\n  every: 1m\n  priority: 9\n", "priority"),
     (b"- {name: a, type: t, every: 1m, max_catchup: 0}\n", "max_catchup"),
+    # YAML as a class, read as the config file is (one loader): an alias bomb expanded
+    # for ever, a key twice kept the last silently, deep nesting and a 5000-digit
+    # integer were internal errors (exit 1)
+    (b"- name: a\n  type: t\n  every: 1m\n  payload:\n    a: &a [x, x, x, x, x, x, x]\n"
+     + b"".join(b"    %c: &%c [%s]\n" % (c, c, b", ".join([b"*" + bytes([c - 1])] * 9))
+                for c in b"bcdefghij"), "aliases (*name) are not allowed"),
+    (b"- name: a\n  type: t\n  every: 1m\n  every: 1h\n", "duplicate key 'every'"),
+    (b"- name: a\n  type: t\n  every: 1m\n  payload: " + b"[" * 20000 + b"]" * 20000
+     + b"\n", "nested too deeply"),
+    (b"- {name: a, type: t, every: 1m, payload: {n: " + b"9" * 5000 + b"}}\n",
+     "malformed YAML"),
+    (b"- {name: a, type: t, every: 1m}\n---\n- {name: b, type: t, every: 1m}\n",
+     "malformed YAML"),
+    # a payload is a JSON object: YAML's other values are refused, never stored
+    (b"- {name: a, type: t, every: 1m, payload: {n: .nan}}\n", "finite"),
+    (b"- {name: a, type: t, every: 1m, payload: {n: [1, {m: -.inf}]}}\n", "finite"),
+    (b"- {name: a, type: t, every: 1m, payload: {b: !!binary aGVsbG8=}}\n", "not JSON"),
+    (b"- {name: a, type: t, every: 1m, payload: {at: 2030-01-01T00:00:00Z}}\n", "not JSON"),
+    (b"- {name: a, type: t, every: 1m, payload: {s: !!set {x}}}\n", "not JSON"),
+    (b"- {name: a, type: t, every: 1m, payload: {1: one}}\n", "key must be text"),
+    # accepted once and ignored: the schedule fired all the same
+    (b"- {name: a, type: t, every: 1m, paused: true}\n", "schedule pause NAME"),
 ]
 
 
@@ -124,6 +146,15 @@ def test_bad_apply_file_is_one_line_exit_2_and_nothing_written(run_cli, schedule
     assert r.code == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
     assert list(schedules.find({}).sort("_id")) == before
+
+
+def test_apply_shows_the_file_name_as_text(run_cli, tmp_path):
+    """The name comes from the command line: an ESC in it is shown, never sent."""
+    path = tmp_path / "sched\x1b[2Jules.yaml"
+    path.write_text(GOOD_FILE)
+    assert run_cli("schedule", "apply", str(path)).code == 0
+    r = run_cli("schedule", "apply", str(path))
+    assert "\x1b" not in r.stdout and "sched\\x1b[2Jules.yaml" in r.stdout, r.stdout
 
 
 def test_apply_twice_says_nothing_changed_prune_and_dry_run(run_cli, schedules, tmp_path):

@@ -362,6 +362,17 @@ def test_token_file_keeps_it_out_of_ps(run_cli: Any, tmp_path: Any) -> None:
     assert missing.code == 2 and "--token-file" in missing.stderr
 
 
+def test_token_file_whose_first_line_is_too_long_is_refused(run_cli: Any,
+                                                           tmp_path: Any) -> None:
+    """Cut at 4096 bytes, the token would not be the file's: a client sending the whole
+    line would be refused with no word why."""
+    long = tmp_path / "long"
+    long.write_text(TOKEN * (5000 // len(TOKEN) + 1) + "\n")
+    refused = run_cli("console", "--port", "0", "--token-file", str(long))
+    assert refused.code == 2 and refused.stderr.count("\n") == 1
+    assert "longer than 4096 bytes" in refused.stderr and TOKEN not in refused.stderr
+
+
 def test_token_file_serves_and_token_on_the_command_line_is_warned_of(
         cli_env: dict[str, str], tmp_path: Any) -> None:
     import signal

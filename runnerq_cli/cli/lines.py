@@ -21,8 +21,6 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from runnerq_cli.errors import InvalidArgument
-
 STOP_POLL = 0.05  # seconds: how soon a stop is heard while the input is silent
 CHUNK = 1 << 16
 
@@ -56,14 +54,13 @@ def read_lines(path: str, what: str = "FILE",
     file is refused before anything is written.
     """
     from runnerq_cli import values
+    from runnerq_cli.inputs import open_input
 
     stop = should_stop or (lambda: False)
+    head = b""
     if path != "-":
-        values.readable_file(path, what)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise InvalidArgument(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+        opened = open_input(path, what)  # never blocks: a FIFO without a writer is refused
+        fd, head = opened.fd, opened.take_head()
         close = True
     else:
         stdin: Any = getattr(sys.stdin, "buffer", None) or sys.stdin
@@ -75,7 +72,8 @@ def read_lines(path: str, what: str = "FILE",
             return lines
         close = False
     lines = InputLines(_size_left(fd))
-    lines._lines = _fd_lines(fd, values.PAYLOAD_TEXT_MAX, stop, close=close, into=lines)
+    lines._lines = _fd_lines(fd, values.PAYLOAD_TEXT_MAX, stop, close=close, into=lines,
+                             head=head)
     return lines
 
 
@@ -105,11 +103,11 @@ def _readable(fd: int, stop: Callable[[], bool]) -> bool:
 
 
 def _fd_lines(fd: int, limit: int, stop: Callable[[], bool], *,
-              close: bool, into: InputLines) -> Iterator[bytes | None]:
-    """Lines of a descriptor, through a buffer of at most `limit` + CHUNK bytes; `into`
-    learns where each line given out ends."""
-    buf = bytearray()
-    read = 0  # bytes read from `fd`
+              close: bool, into: InputLines, head: bytes = b"") -> Iterator[bytes | None]:
+    """Lines of a descriptor (after `head`, its bytes already read), through a buffer of
+    at most `limit` + CHUNK bytes; `into` learns where each line given out ends."""
+    buf = bytearray(head)
+    read = len(head)  # bytes read from `fd`
     scanned = 0  # bytes of `buf` known to hold no line break
     too_long = False  # the line in progress passed `limit`: its bytes are dropped
     try:

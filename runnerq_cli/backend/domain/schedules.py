@@ -155,6 +155,7 @@ class Template:
             raise InvalidArgument("activity type must be 1-200 characters", "activity_type")
         for key in self.metadata:
             check_metadata_key(key)
+        values.json_data(self.payload)  # `apply`'s YAML has more than JSON (.nan, !!binary)
         # The whole spec's checks (payload size and shape, numbers, metadata bounds).
         self.spec(datetime(2000, 1, 1, tzinfo=UTC), "schedule", "on_time", 0.0, "k")
 
@@ -275,12 +276,15 @@ def definition_from_data(data: Any, *, where: str = "") -> ScheduleDef:
 
 FILE_FIELDS = ("name", "type", "activity_type", "payload", "priority", "metadata",
                "max_retries", "timeout", "delay", "cron", "every", "timezone", "start",
-               "end", "jitter", "missed", "max_catchup", "grace", "overlap", "paused")
+               "end", "jitter", "missed", "max_catchup", "grace", "overlap")
 
 
 def _definition(data: Any) -> ScheduleDef:
     if not isinstance(data, Mapping):
         raise InvalidArgument("expected a mapping of a schedule's fields")
+    if "paused" in data:  # once accepted and ignored: the schedule fired all the same
+        raise InvalidArgument("paused is not a field of the file: pause a schedule with "
+                              "`schedule pause NAME` (a pause outlives every apply)", "paused")
     unknown = sorted(str(k) for k in data if k not in FILE_FIELDS)
     if unknown:
         raise InvalidArgument(f"unknown field {values.shown(unknown[0])} (known: "

@@ -125,15 +125,18 @@ def _check_binding(host: str, token: str | None, flag: str = "--token") -> None:
 
 def _read_token(path: str) -> str:
     """--token-file's first line, without its line end (the file's other lines ignored)."""
-    from runnerq_cli import values
     from runnerq_cli.cli.output import fail
+    from runnerq_cli.inputs import Unreadable, read_input
 
-    readable = values.readable_file(path, "--token-file")
     try:
-        with open(readable, "rb") as handle:
-            first = handle.read(4096).split(b"\n", 1)[0].rstrip(b"\r")
-    except OSError as exc:
-        fail(f"--token-file {path}: {exc.strerror or exc}", ExitCode.USAGE)
+        head = read_input(path, "--token-file", 4096)
+    except Unreadable as exc:
+        fail(f"--token-file {path}: {exc.reason}", ExitCode.USAGE)
+    first, newline, _ = head.partition(b"\n")
+    if not newline and len(head) > 4096:  # cut here, the token would not be the file's
+        fail(f"--token-file {path}: the first line is longer than 4096 bytes",
+             ExitCode.USAGE)
+    first = first.rstrip(b"\r")
     token = first.decode("utf-8", "replace").strip()
     if not token:
         fail(f"--token-file {path}: the first line is empty", ExitCode.USAGE)
@@ -142,15 +145,13 @@ def _read_token(path: str) -> str:
 
 def _read_ui(ui: str) -> bytes:
     """The page of --ui, read whole (at most 8 MB: anything larger is not a page)."""
-    from runnerq_cli import values
     from runnerq_cli.cli.output import fail
+    from runnerq_cli.inputs import Unreadable, read_input
 
-    path = values.readable_file(ui, "--ui")
     try:
-        with open(path, "rb") as handle:
-            page = handle.read(8 * 1024 * 1024 + 1)
-    except OSError as exc:
-        fail(f"--ui {ui}: {exc.strerror or exc}", ExitCode.USAGE)
+        page = read_input(ui, "--ui", 8 * 1024 * 1024)
+    except Unreadable as exc:
+        fail(f"--ui {ui}: {exc.reason}", ExitCode.USAGE)
     if len(page) > 8 * 1024 * 1024:
         fail(f"--ui {ui}: larger than 8 MB: is it a page?", ExitCode.USAGE)
     return page

@@ -75,13 +75,13 @@ def read_payload(payload: str | None) -> dict[str, Any]:
         if name == "-":
             return values.json_object(_read_payload_text(_stdin(), "payload from stdin"),
                                       "payload from stdin")
-        values.readable_file(name, "--payload")
-        try:
-            with open(name, "rb") as handle:
+        from runnerq_cli.inputs import Unreadable, open_input
+
+        with open_input(name, "--payload") as handle:
+            try:
                 text = _read_payload_text(handle, f"--payload file {name}")
-        except OSError as exc:
-            raise InvalidArgument(f"--payload: cannot read {name}: "
-                                  f"{exc.strerror or exc}") from None
+            except OSError as exc:
+                raise Unreadable("--payload", name, exc.strerror or str(exc)) from None
         return values.json_object(text, f"--payload file {name}")
     return values.json_object(payload, "--payload")
 

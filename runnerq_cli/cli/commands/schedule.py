@@ -26,6 +26,7 @@ schedule_app = typer.Typer(
     help="Recurring schedules: cron or intervals that fire exactly once across the fleet.",
     no_args_is_help=True)
 
+SCHEDULE_FILE_MAX = 4 * 1024 * 1024  # bytes: far more than any fleet's schedules
 REASON_HELP = "Why (recorded in the audit trail)."
 ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
 
@@ -317,28 +318,20 @@ def trigger(
 def read_schedule_file(path: str) -> list[Any]:
     """`apply`'s YAML file: a list of schedules, or a mapping with `schedules:`. Each
     refusal is one line naming the file (and the entry); nothing is written."""
-    import yaml
-
     from runnerq_cli.backend.domain.schedules import definition_from_data
+    from runnerq_cli.inputs import YAMLRefused, load_yaml, read_input
 
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(4 * 1024 * 1024 + 1)
-    except OSError as exc:
-        raise InvalidArgument(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > 4 * 1024 * 1024:
+    raw = read_input(path, "FILE", SCHEDULE_FILE_MAX)  # a FIFO without a writer: refused
+    if len(raw) > SCHEDULE_FILE_MAX:
         raise InvalidArgument(f"{path}: more than 4 MiB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidArgument(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise InvalidArgument(f"{path}: malformed YAML{where}: {problem}") from None
+        data = load_yaml(text, "a schedules file")
+    except YAMLRefused as exc:
+        raise InvalidArgument(f"{path}: {exc}") from None
     if isinstance(data, dict) and set(data) <= {"schedules"}:
         data = data.get("schedules") or []
     if data is None:
@@ -386,7 +379,7 @@ def apply(
         ("create", "created"), ("update", "updated"), ("remove", "removed"),
         ("unchanged", "unchanged")) if report.count(a))
     if not report.changed:
-        typer.echo(f"nothing changed: {len(report.changes)} schedules as in {path}"
+        typer.echo(f"nothing changed: {len(report.changes)} schedules as in {_lit(path)}"
                    if report.changes else "nothing changed: no schedules")
     else:
         typer.echo(("dry run, nothing written: " if dry_run else "") + counts)

@@ -179,6 +179,25 @@ def test_apply_twice_says_nothing_changed_prune_and_dry_run(run_cli, schedules, 
     assert actions == ["schedule apply"] * 2
 
 
+@pytest.mark.parametrize("empty", ["", "[]\n", "schedules: []\n", "# rendered nothing\n"])
+def test_prune_with_a_file_of_no_schedules_is_refused(run_cli, schedules, tmp_path, empty):
+    """An empty file (a template that rendered nothing, a truncated file) with --prune
+    would remove every schedule: refused, exit 2, nothing written; --dry-run still
+    shows that plan, and without --prune the empty file changes nothing."""
+    path = tmp_path / "schedules.yaml"
+    path.write_text(GOOD_FILE)
+    assert run_cli("schedule", "apply", str(path)).code == 0
+    path.write_text(empty)
+    r = run_cli("schedule", "apply", str(path), "--prune")
+    assert r.code == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "would remove all 2" in r.stderr, r.stderr
+    assert schedules.count_documents({}) == 2
+    r = run_cli("schedule", "apply", str(path), "--prune", "--dry-run")
+    assert r.code == 0 and "would remove heartbeat" in r.stdout
+    assert run_cli("schedule", "apply", str(path)).code == 0
+    assert schedules.count_documents({}) == 2
+
+
 def test_scheduler_once_fires_what_is_due(run_cli, schedules):
     assert run_cli("schedule", "add", "t", "--type", "t", "--every", "1m").code == 0
     schedules.update_one({"_id": "t"}, {"$set": {"next_fire_at": schedules.find_one(

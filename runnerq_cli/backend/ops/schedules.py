@@ -341,6 +341,13 @@ class Schedules:
             keep = set(names)
             changes += [ApplyChange(str(n), "remove") for n in sorted(stored, key=str)
                         if n not in keep]
+            if not definitions and stored and not dry_run:
+                # An empty file is more often a template that rendered nothing, or a
+                # file truncated in a pipeline, than a wish to remove every schedule.
+                raise InvalidArgument(
+                    f"the file defines no schedules: with prune it would remove all "
+                    f"{len(stored)} of the queue's; remove them by name instead "
+                    f"(schedule remove NAME)")
         report = ApplyReport(tuple(changes), dry_run)
         if dry_run or not report.changed:
             return report

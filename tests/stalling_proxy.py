@@ -127,33 +127,49 @@ def _reply(request: bytes, document: dict[str, Any]) -> bytes:
     return struct.pack("<iiii", 16 + len(body), 0x5EED, request_id, 2013) + body
 
 
-class InterruptingProxy(StallingProxy):
-    """As StallingProxy, but the first `times` `update` commands on the collection named
-    `collection` are answered by the proxy itself, as a server shutting down answers a
-    batch: ok, nothing written, a write error with code 11600 (InterruptedAtShutdown)."""
+class AnsweringProxy(StallingProxy):
+    """As StallingProxy, but a command for which `answer(message)` returns a reply
+    document is answered by the proxy itself and never reaches the server."""
 
-    def __init__(self, uri: str, collection: str, times: int) -> None:
+    def __init__(self, uri: str) -> None:
         super().__init__(uri, set())
-        self.collection = collection
-        self.left = times
-        self.interrupted = 0
+
+    def answer(self, message: bytes) -> dict[str, Any] | None:
+        return None
 
     def _upstream(self, client: socket.socket, server: socket.socket) -> None:
         try:
             while (message := _read_message(client)) is not None:
-                if (self.left > 0 and _command_name(message) == "update"
-                        and _command(message).get("update") == self.collection):
-                    self.left -= 1
-                    self.interrupted += 1
-                    client.sendall(_reply(message, {"ok": 1.0, "n": 0, "nModified": 0,
-                        "writeErrors": [{"index": 0, "code": 11600,
-                                         "errmsg": "interrupted at shutdown"}]}))
+                reply = self.answer(message)
+                if reply is not None:
+                    client.sendall(_reply(message, reply))
                     continue
                 server.sendall(message)
         except OSError:
             pass
         finally:
             server.close()
+
+
+class InterruptingProxy(AnsweringProxy):
+    """The first `times` `update` commands on the collection named `collection` are
+    answered by the proxy itself, as a server shutting down answers a batch: ok, nothing
+    written, a write error with code 11600 (InterruptedAtShutdown)."""
+
+    def __init__(self, uri: str, collection: str, times: int) -> None:
+        super().__init__(uri)
+        self.collection = collection
+        self.left = times
+        self.interrupted = 0
+
+    def answer(self, message: bytes) -> dict[str, Any] | None:
+        if (self.left > 0 and _command_name(message) == "update"
+                and _command(message).get("update") == self.collection):
+            self.left -= 1
+            self.interrupted += 1
+            return {"ok": 1.0, "n": 0, "nModified": 0, "writeErrors": [
+                {"index": 0, "code": 11600, "errmsg": "interrupted at shutdown"}]}
+        return None
 
 
 # Commands a server stepping down still answers: the handshake, monitoring, auth.
@@ -163,16 +179,16 @@ _WRITES = {"insert", "update", "delete", "findAndModify", "createIndexes", "drop
            "drop", "create", "collMod", "commitTransaction", "abortTransaction"}
 
 
-class SteppingDownProxy(StallingProxy):
-    """As StallingProxy, but `step_down(seconds)` makes it answer, for that long, every
-    command as a replica set member that is no longer primary does: a write with
-    NotWritablePrimary (10107), anything else with NotPrimaryNoSecondaryOk (13435), the
-    handshake and monitoring passed through. Nothing refused reaches the server, as
-    nothing a stepped-down member refuses is applied. A one-server stand-in for a
-    primary's stepdown (the public workflow steps a real one down)."""
+class SteppingDownProxy(AnsweringProxy):
+    """`step_down(seconds)` makes it answer, for that long, every command as a replica
+    set member that is no longer primary does: a write with NotWritablePrimary (10107),
+    anything else with NotPrimaryNoSecondaryOk (13435), the handshake and monitoring
+    passed through. Nothing refused reaches the server, as nothing a stepped-down
+    member refuses is applied. A one-server stand-in for a primary's stepdown (the
+    public workflow steps a real one down)."""
 
     def __init__(self, uri: str) -> None:
-        super().__init__(uri, set())
+        super().__init__(uri)
         self.refusing_until = 0.0
         self.refused: dict[str, int] = {}
 
@@ -180,22 +196,13 @@ class SteppingDownProxy(StallingProxy):
         self.refusing_until = time.monotonic() + seconds
         return "stepped down"
 
-    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
-        try:
-            while (message := _read_message(client)) is not None:
-                name = _command_name(message)
-                if time.monotonic() < self.refusing_until and name not in _STEPDOWN_ANSWERED:
-                    write = name in _WRITES
-                    self.refused[name] = self.refused.get(name, 0) + 1
-                    client.sendall(_reply(message, {
-                        "ok": 0.0, "code": 10107 if write else 13435,
-                        "codeName": "NotWritablePrimary" if write
-                        else "NotPrimaryNoSecondaryOk",
-                        "errmsg": "not primary" if write
-                        else "not primary and secondaryOk=false"}))
-                    continue
-                server.sendall(message)
-        except OSError:
-            pass
-        finally:
-            server.close()
+    def answer(self, message: bytes) -> dict[str, Any] | None:
+        name = _command_name(message)
+        if time.monotonic() >= self.refusing_until or name in _STEPDOWN_ANSWERED:
+            return None
+        self.refused[name] = self.refused.get(name, 0) + 1
+        if name in _WRITES:
+            return {"ok": 0.0, "code": 10107, "codeName": "NotWritablePrimary",
+                    "errmsg": "not primary"}
+        return {"ok": 0.0, "code": 13435, "codeName": "NotPrimaryNoSecondaryOk",
+                "errmsg": "not primary and secondaryOk=false"}

@@ -175,8 +175,12 @@ class SteppingDownProxy(StallingProxy):
         super().__init__(uri, set())
         self.refusing_until = 0.0
         self.refused: dict[str, int] = {}
+        self.as_mongos = False
 
-    def step_down(self, seconds: float) -> str:
+    def step_down(self, seconds: float, *, as_mongos: bool = False) -> str:
+        """`as_mongos`: answer as a mongos whose shard has no primary answers every
+        command (FailedToSatisfyReadPreference, 133), not as the member itself."""
+        self.as_mongos = as_mongos
         self.refusing_until = time.monotonic() + seconds
         return "stepped down"
 
@@ -187,6 +191,12 @@ class SteppingDownProxy(StallingProxy):
                 if time.monotonic() < self.refusing_until and name not in _STEPDOWN_ANSWERED:
                     write = name in _WRITES
                     self.refused[name] = self.refused.get(name, 0) + 1
+                    if self.as_mongos:
+                        client.sendall(_reply(message, {
+                            "ok": 0.0, "code": 133, "codeName": "FailedToSatisfyReadPreference",
+                            "errmsg": "Could not find host matching read preference "
+                                      "{ mode: \"primary\" } for set s1"}))
+                        continue
                     client.sendall(_reply(message, {
                         "ok": 0.0, "code": 10107 if write else 13435,
                         "codeName": "NotWritablePrimary" if write

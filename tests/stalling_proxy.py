@@ -191,8 +191,12 @@ class SteppingDownProxy(AnsweringProxy):
         super().__init__(uri)
         self.refusing_until = 0.0
         self.refused: dict[str, int] = {}
+        self.as_mongos = False
 
-    def step_down(self, seconds: float) -> str:
+    def step_down(self, seconds: float, *, as_mongos: bool = False) -> str:
+        """`as_mongos`: answer as a mongos whose shard has no primary answers every
+        command (FailedToSatisfyReadPreference, 133), not as the member itself."""
+        self.as_mongos = as_mongos
         self.refusing_until = time.monotonic() + seconds
         return "stepped down"
 
@@ -201,6 +205,10 @@ class SteppingDownProxy(AnsweringProxy):
         if time.monotonic() >= self.refusing_until or name in _STEPDOWN_ANSWERED:
             return None
         self.refused[name] = self.refused.get(name, 0) + 1
+        if self.as_mongos:
+            return {"ok": 0.0, "code": 133, "codeName": "FailedToSatisfyReadPreference",
+                    "errmsg": "Could not find host matching read preference "
+                              "{ mode: \"primary\" } for set s1"}
         if name in _WRITES:
             return {"ok": 0.0, "code": 10107, "codeName": "NotWritablePrimary",
                     "errmsg": "not primary"}

@@ -5,8 +5,10 @@ file, idempotence."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
+from bson import Binary
 from pymongo import MongoClient
 
 
@@ -206,6 +208,28 @@ def test_scheduler_once_fires_what_is_due(run_cli, schedules):
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["fired"] == 1
     assert run_cli("scheduler", "--once").stdout == ""  # nothing due: nothing said
+
+
+@pytest.mark.parametrize("payload", [
+    {"at": datetime(2030, 1, 1, tzinfo=UTC)},  # an earlier apply's unquoted timestamp
+    {"n": float("nan"), "raw": Binary(b"hi")},  # an earlier apply's .nan and !!binary
+])
+def test_a_stored_payload_beyond_json_still_fires(run_cli, schedules, payload):
+    """`apply` refuses YAML values that JSON lacks, at the file; a schedule already stored
+    with one (by an earlier version's apply, or another program: design.md gives the
+    payload an activity's bounds, which take any BSON) is no malformed schedule: read as
+    malformed, the firer would unset its next fire and it would never fire again."""
+    assert run_cli("schedule", "add", "t", "--type", "t", "--every", "1m").code == 0
+    schedules.update_one({"_id": "t"}, {"$set": {"activity.payload": payload}})
+    schedules.update_one({"_id": "t"}, {"$set": {"next_fire_at": schedules.find_one(
+        {"_id": "t"})["created_at"]}})
+    r = run_cli("scheduler", "--once", "-o", "jsonl")
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["fired"] == 1, r.stdout
+    doc = schedules.find_one({"_id": "t"})
+    assert "problem" not in doc and doc.get("next_fire_at") is not None, doc
+    assert json.loads(run_cli("schedule", "show", "t", "-o", "json").stdout).get(
+        "problem") is None
 
 
 def test_buffer_one_from_the_command_line_holds_a_fire_and_shows_it(run_cli, schedules):

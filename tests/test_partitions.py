@@ -514,3 +514,30 @@ def test_a_stray_that_no_claim_takes_keeps_an_idle_claimer_idle(recorded, stray)
     good = queue.enqueue("t", {}).activity_id  # and real work is still seen at once
     [claim] = queue.dequeue("w")
     assert claim.activity_id == good
+
+
+def test_doctor_explains_the_idle_probe_the_claimer_sends(recorded, clock) -> None:
+    """The idle probe is a find of one `_id`, no sort (design.md, "How a worker spreads
+    over partitions"): doctor's explain of it must be that query. With the claims' sort
+    kept, doctor explained a sorted $in over every partition, which MongoDB can only
+    merge-sort up to 200 index points: past that (256 partitions, or 101 with two
+    types) it reported an in-memory sort of a query the code never sorts."""
+    from runnerq_cli.backend.diagnosis.plans import explain_query
+    from runnerq_cli.backend.domain.queries import representative_queries
+
+    ctx, recorder = recorded
+    Maintenance(ctx).set_partitions(4)
+    Maintenance(ctx).init_indexes()
+    queue = ActivityQueue(ctx)
+    assert queue.dequeue("w") == []  # dry: the next poll probes
+    recorder.commands.clear()
+    assert queue.dequeue("w") == []
+    [sent] = [c for c in recorder.commands
+              if next(iter(c)) == "find" and c["find"] == ctx.names.activities]
+    [probe] = [q for q in representative_queries(ctx.settings, clock(), partitions=4)
+               if q.name.startswith("any claimable") and "activity_type" not in q.filter]
+    recorder.commands.clear()
+    explain_query(ctx.db, ctx.names, ctx.settings, probe)
+    [explained] = [c["explain"] for c in recorder.commands if next(iter(c)) == "explain"]
+    assert explained["filter"] == sent["filter"]
+    assert explained.get("sort") == sent.get("sort") is None, (explained, sent)

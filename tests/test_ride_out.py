@@ -100,11 +100,14 @@ def test_the_consoles_line_says_since_when() -> None:
         "the database is unavailable since 03:04:05 UTC (8 s): retrying")
 
 
+@pytest.mark.parametrize("as_mongos", [False, True])
 def test_a_one_shot_command_during_an_election_says_so(cli_env: dict[str, str],
-                                                       server: Any) -> None:
+                                                       server: Any, as_mongos: bool) -> None:
     """A server that answers "not primary" (a stepdown, a failover) is no server to
     start: a one-shot command exits 6 with one line that says an election is under way
-    and to try again, not "unreachable" with the driver's whole reply."""
+    and to try again, not "unreachable" with the driver's whole reply. A mongos says
+    the same of a shard's election as FailedToSatisfyReadPreference (133): the same
+    answer, not exit 1 with the server's error."""
     from tests.stalling_proxy import SteppingDownProxy
 
     proxy = SteppingDownProxy(server.uri)
@@ -112,7 +115,7 @@ def test_a_one_shot_command_during_an_election_says_so(cli_env: dict[str, str],
         env = {**cli_env, "RUNNERQ_MONGO_URI": proxy.uri(server.uri)}
         assert subprocess.run([sys.executable, "-m", "runnerq_cli", "init-indexes"],
                               env=env, capture_output=True, timeout=60).returncode == 0
-        proxy.step_down(60)
+        proxy.step_down(60, as_mongos=as_mongos)
         for args in (("stats",), ("enqueue", "job"), ("list", "pending")):
             done = subprocess.run([sys.executable, "-m", "runnerq_cli", *args], env=env,
                                   capture_output=True, text=True, timeout=60)
@@ -246,3 +249,20 @@ def _rest(reader: LineReader) -> list[str]:
 
 def _drain(reader: LineReader, text: str) -> bool:
     return any(text in line for line in reader.lines + _rest(reader))
+
+
+def test_a_shards_missing_primary_in_a_batch_is_not_a_refusal() -> None:
+    """A mongos reports a shard with no primary per write of a batch (code 133): the
+    batch is tried again later (WriteUnconfirmed, as NotWritablePrimary), never taken
+    as the server refusing what was sent (a worker would drop its acknowledgements)."""
+    from pymongo.errors import BulkWriteError
+
+    from runnerq_cli.backend.domain.outage import retry_later
+    from runnerq_cli.backend.store.driver import refusal
+    from runnerq_cli.errors import WriteUnconfirmed
+
+    error = BulkWriteError({"writeErrors": [{"index": 0, "code": 133, "errmsg":
+                                             "Could not find host matching read preference"}],
+                            "writeConcernErrors": [], "nInserted": 0})
+    translated = refusal(error)
+    assert isinstance(translated, WriteUnconfirmed) and retry_later(translated)

@@ -155,7 +155,6 @@ class Template:
             raise InvalidArgument("activity type must be 1-200 characters", "activity_type")
         for key in self.metadata:
             check_metadata_key(key)
-        values.json_data(self.payload)  # `apply`'s YAML has more than JSON (.nan, !!binary)
         # The whole spec's checks (payload size and shape, numbers, metadata bounds).
         self.spec(datetime(2000, 1, 1, tzinfo=UTC), "schedule", "on_time", 0.0, "k")
 
@@ -296,6 +295,9 @@ def _definition(data: Any) -> ScheduleDef:
         payload = {}
     if not isinstance(payload, Mapping):
         raise InvalidArgument("payload must be a mapping (a JSON object)")
+    # The file's YAML has more than JSON (.nan, !!binary, timestamps): refused here, at
+    # the input, never on reading a stored schedule (an activity's bounds, design.md).
+    values.json_data(payload)
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):

@@ -168,6 +168,10 @@ def probe(uri: str) -> None:
             raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {reason}")
 
 
+# FailedToSatisfyReadPreference: what a mongos answers while a shard has no primary.
+NO_SHARD_PRIMARY = 133
+
+
 def translation(exc: BaseException, uri: str) -> Unavailable | None:
     """The `Unavailable` a driver error stands for (URI redacted), or None to let it pass.
 
@@ -202,6 +206,12 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         said = redact_uri(str(said))[:100] if said else driver_message(exc)
         return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
                          f"({said}): an election is under way")
+    if isinstance(exc, mongo_errors.OperationFailure) and exc.code == NO_SHARD_PRIMARY:
+        # A mongos whose shard has no primary (its election, a member restarting) says
+        # so with this code, not "not primary": the same outage, ridden out alike.
+        return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
+                         "(a shard's: FailedToSatisfyReadPreference): an election is under "
+                         "way")
     if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
                   | mongo_errors.ConnectionFailure):
         kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)

@@ -63,6 +63,7 @@ INTERRUPTED_CODES = frozenset({
     7,      # HostNotFound
     89,     # NetworkTimeout
     91,     # ShutdownInProgress
+    133,    # FailedToSatisfyReadPreference (a mongos: a shard with no primary)
     189,    # PrimarySteppedDown
     262,    # ExceededTimeLimit
     9001,   # SocketException

@@ -163,7 +163,13 @@ class NoPrimary(ConnectionInterrupted):
     """The server answered that it is not the primary (NotWritablePrimary,
     NotPrimaryNoSecondaryOk and the like): an election is under way (a stepdown, a
     failover, a member restarting). The driver finds the new primary within seconds;
-    long-running commands wait for it, a one-shot command exits 6 at once."""
+    long-running commands wait for it, a one-shot command exits 6 at once.
+    `shutting_down`: the server said it is on its way down (a restart, also of a
+    standalone), so no election is promised."""
+
+    def __init__(self, message: str, *, shutting_down: bool = False) -> None:
+        super().__init__(message)
+        self.shutting_down = shutting_down
 
 
 class TimedOut(Unavailable):

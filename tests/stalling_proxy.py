@@ -191,12 +191,14 @@ class SteppingDownProxy(AnsweringProxy):
         super().__init__(uri)
         self.refusing_until = 0.0
         self.refused: dict[str, int] = {}
-        self.as_mongos = False
+        self.answering = "member"
 
-    def step_down(self, seconds: float, *, as_mongos: bool = False) -> str:
-        """`as_mongos`: answer as a mongos whose shard has no primary answers every
-        command (FailedToSatisfyReadPreference, 133), not as the member itself."""
-        self.as_mongos = as_mongos
+    def step_down(self, seconds: float, *, answering: str = "member") -> str:
+        """`answering`: "member", a member no longer primary ("not primary"); "mongos",
+        a mongos whose shard has no primary (FailedToSatisfyReadPreference, 133, for
+        every command); "shutdown", a server on its way down (ShutdownInProgress, 91,
+        which pymongo counts as "not primary" too: also what a standalone answers)."""
+        self.answering = answering
         self.refusing_until = time.monotonic() + seconds
         return "stepped down"
 
@@ -205,10 +207,13 @@ class SteppingDownProxy(AnsweringProxy):
         if time.monotonic() >= self.refusing_until or name in _STEPDOWN_ANSWERED:
             return None
         self.refused[name] = self.refused.get(name, 0) + 1
-        if self.as_mongos:
+        if self.answering == "mongos":
             return {"ok": 0.0, "code": 133, "codeName": "FailedToSatisfyReadPreference",
                     "errmsg": "Could not find host matching read preference "
                               "{ mode: \"primary\" } for set s1"}
+        if self.answering == "shutdown":
+            return {"ok": 0.0, "code": 91, "codeName": "ShutdownInProgress",
+                    "errmsg": "The server is in quiesce mode and will shut down"}
         if name in _WRITES:
             return {"ok": 0.0, "code": 10107, "codeName": "NotWritablePrimary",
                     "errmsg": "not primary"}

@@ -251,6 +251,7 @@ SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --ur
 
 NO_PRIMARY_HINT = ("try again in a few seconds, once the new primary is elected "
                    "(long-running commands wait for it)")
+SHUTTING_DOWN_HINT = "try again once it is back (long-running commands wait for it)"
 
 
 SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-size for bulk "
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, TimedOut):
             hint = f"; {SLOW_SERVER_HINT}"
         elif isinstance(exc, NoPrimary):
-            hint = f"; {NO_PRIMARY_HINT}"
+            hint = f"; {SHUTTING_DOWN_HINT if exc.shutting_down else NO_PRIMARY_HINT}"
         error_line(f"{message_of(exc)}{hint}")
         code = exit_code_of(exc)
     except BrokenPipeError:

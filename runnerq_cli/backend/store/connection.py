@@ -170,6 +170,17 @@ def probe(uri: str) -> None:
 
 # FailedToSatisfyReadPreference: what a mongos answers while a shard has no primary.
 NO_SHARD_PRIMARY = 133
+# "Not primary" answers (pymongo's NotPrimaryError) of a server on its way down: a
+# restart of a standalone as well as of a member, so no election is promised.
+SHUTTING_DOWN = frozenset({91, 11600})  # ShutdownInProgress, InterruptedAtShutdown
+
+
+def _no_primary(uri: str, said: str, *, shutting_down: bool = False) -> NoPrimary:
+    if shutting_down:
+        return NoPrimary(f"MongoDB at {redact_uri(uri)} is shutting down ({said}): a "
+                         "restart, or a member leaving its replica set", shutting_down=True)
+    return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
+                     f"({said}): an election is under way")
 
 
 def translation(exc: BaseException, uri: str) -> Unavailable | None:
@@ -203,15 +214,13 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         details = exc.details
         said = (details.get("codeName") or details.get("errmsg")) \
             if isinstance(details, dict) else None
-        said = redact_uri(str(said))[:100] if said else driver_message(exc)
-        return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
-                         f"({said}): an election is under way")
+        code = details.get("code") if isinstance(details, dict) else None
+        return _no_primary(uri, redact_uri(str(said))[:100] if said else driver_message(exc),
+                           shutting_down=code in SHUTTING_DOWN)
     if isinstance(exc, mongo_errors.OperationFailure) and exc.code == NO_SHARD_PRIMARY:
         # A mongos whose shard has no primary (its election, a member restarting) says
         # so with this code, not "not primary": the same outage, ridden out alike.
-        return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
-                         "(a shard's: FailedToSatisfyReadPreference): an election is under "
-                         "way")
+        return _no_primary(uri, "a shard's: FailedToSatisfyReadPreference")
     if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
                   | mongo_errors.ConnectionFailure):
         kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)

@@ -172,6 +172,12 @@ class NoPrimary(ConnectionInterrupted):
         self.shutting_down = shutting_down
 
 
+class MemberUnreachable(ConnectionInterrupted):
+    """The server answered that it could not reach another member of the deployment
+    (HostUnreachable, NetworkTimeout...: a mongos and its shards, a member and the
+    others): the command's outcome is unknown, as after a lost connection."""
+
+
 class TimedOut(Unavailable):
     """The server was reached but did not answer one command within `socket_timeout`.
 

@@ -196,7 +196,8 @@ class SteppingDownProxy(AnsweringProxy):
     def step_down(self, seconds: float, *, answering: str = "member") -> str:
         """`answering`: "member", a member no longer primary ("not primary"); "mongos",
         a mongos whose shard has no primary (FailedToSatisfyReadPreference, 133, for
-        every command); "shutdown", a server on its way down (ShutdownInProgress, 91,
+        every command); "unreached", a mongos that lost its network to a shard
+        (HostUnreachable, 6); "shutdown", a server on its way down (ShutdownInProgress, 91,
         which pymongo counts as "not primary" too: also what a standalone answers)."""
         self.answering = answering
         self.refusing_until = time.monotonic() + seconds
@@ -211,6 +212,9 @@ class SteppingDownProxy(AnsweringProxy):
             return {"ok": 0.0, "code": 133, "codeName": "FailedToSatisfyReadPreference",
                     "errmsg": "Could not find host matching read preference "
                               "{ mode: \"primary\" } for set s1"}
+        if self.answering == "unreached":
+            return {"ok": 0.0, "code": 6, "codeName": "HostUnreachable",
+                    "errmsg": "Connection refused calling s1/127.0.0.1:27101"}
         if self.answering == "shutdown":
             return {"ok": 0.0, "code": 91, "codeName": "ShutdownInProgress",
                     "errmsg": "The server is in quiesce mode and will shut down"}

@@ -107,6 +107,8 @@ def test_the_consoles_line_says_since_when() -> None:
                "FailedToSatisfyReadPreference): an election is under way; try again"),
     ("shutdown", "is shutting down (ShutdownInProgress): a restart, or a member leaving "
                  "its replica set; try again once it is back"),
+    ("unreached", "could not reach a member of the deployment (HostUnreachable): a network "
+                  "fault between a mongos and its shards, or between members; try again"),
 ])
 def test_a_one_shot_command_during_an_election_says_so(cli_env: dict[str, str],
                                                        server: Any, answering: str,

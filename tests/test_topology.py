@@ -10,10 +10,10 @@ queue), `sharded` (a queue of 4 partitions whose activities collection is sharde
 claim must go to its one shard) or `plain` (the same check on any server: the
 standalone and the authenticated jobs). Without them it runs on the suite's own server
 with fewer activities, behind a proxy that simulates the stepdowns (for 2 s every
-command is answered "not primary", as a member that stepped down answers it): the
-proof's harness (the history, the tail's count, the followers) and the code's handling
-of "not primary" answers are proven wherever the suite runs, before a public run
-depends on them.
+command is answered "not primary", as a member that stepped down answers it, then
+"host unreachable", as a mongos that lost a shard): the proof's harness (the history,
+the tail's count, the followers) and the code's handling of those answers are proven
+wherever the suite runs, before a public run depends on them.
 
 The history: each attempt's handler appends `claim ID ATTEMPT PID` to a file
 (tests/topology_handlers.py); each worker's JSON log records every acknowledged outcome.
@@ -173,18 +173,21 @@ class Deployment:
 @pytest.fixture
 def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     """RUNNERQ_TOPOLOGY_URI with its case (the public workflow), else the suite's own
-    server behind a SteppingDownProxy (a stepdown simulated: for 2 s every command is
-    answered "not primary"), with fewer activities (the dev server takes about 100 a
-    second)."""
+    server behind a SteppingDownProxy (two stepdowns simulated: for 2 s every command
+    is answered "not primary", then "a shard is unreachable"), with fewer activities
+    (the dev server takes about 100 a second)."""
     if URI:
         yield Deployment(URI, CASE, COUNT, URI,
                          _replset_step_down if CASE == "stepdown" else None)
         return
     uri = request.getfixturevalue("server").uri
     proxy = SteppingDownProxy(uri)
+    # The first as a member answers it, the second as a mongos that lost a shard.
+    answers = iter(("member", "unreached"))
     try:
         yield Deployment(uri, "simulated stepdown", 60, proxy.uri(uri),
-                         lambda _client: proxy.step_down(2.0), proxy)
+                         lambda _client: proxy.step_down(
+                             2.0, answering=next(answers, "member")), proxy)
     finally:
         proxy.close()
 

@@ -252,6 +252,8 @@ SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --ur
 NO_PRIMARY_HINT = ("try again in a few seconds, once the new primary is elected "
                    "(long-running commands wait for it)")
 SHUTTING_DOWN_HINT = "try again once it is back (long-running commands wait for it)"
+MEMBER_HINT = ("try again in a few seconds (long-running commands wait for it); if it "
+               "lasts, the deployment's own network is at fault")
 
 
 SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-size for bulk "
@@ -333,13 +335,15 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        from runnerq_cli.errors import NoPrimary, TimedOut, Unavailable
+        from runnerq_cli.errors import MemberUnreachable, NoPrimary, TimedOut, Unavailable
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
         if isinstance(exc, TimedOut):
             hint = f"; {SLOW_SERVER_HINT}"
         elif isinstance(exc, NoPrimary):
             hint = f"; {SHUTTING_DOWN_HINT if exc.shutting_down else NO_PRIMARY_HINT}"
+        elif isinstance(exc, MemberUnreachable):
+            hint = f"; {MEMBER_HINT}"
         error_line(f"{message_of(exc)}{hint}")
         code = exit_code_of(exc)
     except BrokenPipeError:

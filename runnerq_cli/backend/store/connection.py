@@ -13,6 +13,7 @@ from pymongo import errors as mongo_errors
 from runnerq_cli.errors import (
     ConnectionInterrupted,
     InvalidArgument,
+    MemberUnreachable,
     NoPrimary,
     TimedOut,
     Unavailable,
@@ -170,6 +171,9 @@ def probe(uri: str) -> None:
 
 # FailedToSatisfyReadPreference: what a mongos answers while a shard has no primary.
 NO_SHARD_PRIMARY = 133
+# A server's own network errors, reaching another member (a mongos its shards): the
+# retryable-writes list's HostUnreachable, HostNotFound, NetworkTimeout, SocketException.
+UNREACHED_MEMBER = frozenset({6, 7, 89, 9001})
 # "Not primary" answers (pymongo's NotPrimaryError) of a server on its way down: a
 # restart of a standalone as well as of a member, so no election is promised.
 SHUTTING_DOWN = frozenset({91, 11600})  # ShutdownInProgress, InterruptedAtShutdown
@@ -217,6 +221,15 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         code = details.get("code") if isinstance(details, dict) else None
         return _no_primary(uri, redact_uri(str(said))[:100] if said else driver_message(exc),
                            shutting_down=code in SHUTTING_DOWN)
+    if isinstance(exc, mongo_errors.OperationFailure) and exc.code in UNREACHED_MEMBER:
+        # A mongos (or a member) that lost its network to the others: the command's
+        # outcome is unknown, as after a lost connection, and the same outage to ride out.
+        details = exc.details if isinstance(exc.details, dict) else {}
+        said = redact_uri(str(details.get("codeName") or exc.code))[:100]
+        return MemberUnreachable(
+            f"MongoDB at {redact_uri(uri)} could not reach a member of the deployment "
+            f"({said}): a network fault between a mongos and its shards, or between "
+            f"members")
     if isinstance(exc, mongo_errors.OperationFailure) and exc.code == NO_SHARD_PRIMARY:
         # A mongos whose shard has no primary (its election, a member restarting) says
         # so with this code, not "not primary": the same outage, ridden out alike.

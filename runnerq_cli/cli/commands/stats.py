@@ -483,6 +483,13 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
             from runnerq_cli.cli.output import OutputFormat
 
             emit(OutputFormat(output.value), snap)
+    if not snap.get("total"):
+        from runnerq_cli.cli.output import warning_line
+        from runnerq_cli.cli.state import missing_queue
+
+        missing = missing_queue(backend)  # all zero: an empty queue, or not that queue?
+        if missing:
+            warning_line(missing)
     failures = evaluate(checks, check_values(snap))
     for line in failures:
         error_line(line)

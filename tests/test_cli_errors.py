@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -178,6 +179,11 @@ def test_reads_of_a_misspelt_queue_say_it_does_not_exist(run_cli, backend) -> No
         shown = run_cli(*typo, *args)
         assert_one_line_error(shown, ExitCode.NOT_FOUND, "; queue 'testz' does not exist",
                               "did you mean --queue tests?")
+    doctor = run_cli(*typo, "doctor", "-o", "json")
+    indexes = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "indexes")
+    assert indexes["status"] == "fail" and indexes["message"].startswith(
+        "queue 'testz' does not exist in database") and "--queue tests?" in indexes["message"]
+    assert indexes["fix"].startswith("check --queue and --database")
     # The queue that exists says nothing more, empty or not.
     assert run_cli("list", "failed").stderr == ""
     assert run_cli("show", "00000000").stderr == "error: no activity id starts with 00000000\n"

@@ -70,11 +70,9 @@ def missing_queue(backend: RunnerQ | None = None) -> str | None:
     """When the configured queue does not exist (no activities collection: never
     enqueued to nor init-indexes'd; a typo, say), a sentence that says so, with the
     closest queue of the database or those there; else None. Reads refuse no queue (an
-    empty queue is empty, as writes refuse a missing one: store/discovery.py), so an
+    absent queue reads as an empty one; writes refuse it: store/discovery.py), so an
     empty list, an all-zero `stats` or a NotFound asks this (one listCollections
     command) to tell "nothing there" from "not that queue"."""
-    import difflib
-
     from runnerq_cli.errors import RunnerQError
 
     if backend is None:
@@ -82,14 +80,6 @@ def missing_queue(backend: RunnerQ | None = None) -> str | None:
     if backend is None:
         return None
     try:
-        queues = backend.diagnosis.discover_queues()
+        return backend.diagnosis.absent_queue()
     except RunnerQError:  # the server away, say: nothing to add
         return None
-    if backend.queue in queues:
-        return None
-    close = difflib.get_close_matches(backend.queue, queues, n=1, cutoff=0.6)
-    known = ", ".join(queues[:10]) + (", ..." if len(queues) > 10 else "")
-    hint = (f"did you mean --queue {close[0]}?" if close
-            else f"queues there: {known}" if queues else "it has no queues yet")
-    return (f"queue {backend.queue!r} does not exist in database "
-            f"{backend.settings.database!r} ({hint})")

@@ -53,13 +53,14 @@ def require_queue(db: Database, queue: str, *, create: bool = False) -> None:
 
 def absent_queue(db: Database, queue: str) -> str | None:
     """For a read (which refuses no queue): 'queue Q does not exist in database D (did you
-    mean --queue P?)' when `queue` has no activities collection, else None."""
+    mean 'P'?)', as `require_queue` words it, when `queue` has no activities collection,
+    else None."""
     queues = discover_queues(db)
     if queue in queues:
         return None
     close = difflib.get_close_matches(queue, queues, n=1, cutoff=0.6)
     known = ", ".join(queues[:10]) + (", ..." if len(queues) > 10 else "")
-    hint = (f"did you mean --queue {close[0]}?" if close
+    hint = (f"did you mean {close[0]!r}?" if close
             else f"queues there: {known}" if queues else "it has no queues yet")
     return f"queue {queue!r} does not exist in database {db.name!r} ({hint})"
 

@@ -311,7 +311,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'dev-server\'' -l init -d 'Cr
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'dev-server\'' -s h -l help -d 'Show this message and exit.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l handler -x -d 'Python handler by import path (repeatable).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l app -x -d 'Module whose import registers handlers.'
-complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l exec -x -d 'Shell handler (repeatable); payload JSON on stdin.'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l exec -x -d 'A command, run without a shell (repeatable); payload JSON on stdin.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l types -x -d 'Claim only these of the handled types.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -l all-types -d 'Claim every type (needs a \'*\' catch-all handler).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'worker\'' -s n -l concurrency -x -d 'Activities run at once, 1 to 10,000 (default 4).'

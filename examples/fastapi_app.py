@@ -1,6 +1,7 @@
 """A FastAPI app that enqueues with `await`, waits for the result, and runs a worker.
 
-    pip install 'runnerq-mongo' fastapi uvicorn
+    pip install -e '.[dev-server]' fastapi uvicorn     # from a clone (not on PyPI yet)
+    runnerq-mongo dev-server &                          # no MongoDB? this one, on 27017
     export RUNNERQ_MONGO_URI=mongodb://localhost:27017 RUNNERQ_QUEUE=thumbnails
     uvicorn fastapi_app:app --app-dir examples
 

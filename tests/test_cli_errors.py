@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -159,3 +160,31 @@ def test_subprocess_bad_config_file(run_cli_subprocess, tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         f"error: config {config}: key 'worker.concurrency': expected a whole number, "
         "got 'lots'"]
+
+
+def test_reads_of_a_misspelt_queue_say_it_does_not_exist(run_cli, backend) -> None:
+    """A read of a queue that does not exist answers as for an empty one (reads refuse no
+    queue), and says so on stderr with the closest queue: a typo of --queue is no longer
+    "no pending activities" and exit 0 with nothing to go on."""
+    aid = str(backend.enqueue("t", {}).activity_id)  # the queue "tests" exists
+    typo = "--queue", "testz"
+    listed = run_cli(*typo, "list", "pending")
+    assert listed.code == ExitCode.OK and listed.stdout == "no pending activities\n"
+    assert listed.stderr.splitlines()[-1] == (
+        "warning: queue 'testz' does not exist in database "
+        f"'{backend.settings.database}' (did you mean 'tests'?)")
+    stats = run_cli(*typo, "stats", "-o", "json")
+    assert stats.code == ExitCode.OK and "did you mean 'tests'?" in stats.stderr
+    for args in (["show", aid], ["show", aid[:8]], ["events", aid[:8]], ["result", aid]):
+        shown = run_cli(*typo, *args)
+        assert_one_line_error(shown, ExitCode.NOT_FOUND, "; queue 'testz' does not exist",
+                              "did you mean 'tests'?")
+    doctor = run_cli(*typo, "doctor", "-o", "json")
+    indexes = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "indexes")
+    assert indexes["status"] == "fail"
+    assert indexes["message"].startswith("queue 'testz' does not exist in database")
+    assert "did you mean 'tests'?" in indexes["message"]
+    assert indexes["fix"].startswith("check --queue and --database")
+    # The queue that exists says nothing more, empty or not.
+    assert run_cli("list", "failed").stderr == ""
+    assert run_cli("show", "00000000").stderr == "error: no activity id starts with 00000000\n"

@@ -208,6 +208,28 @@ def test_scheduler_once_fires_what_is_due(run_cli, schedules):
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["fired"] == 1
     assert run_cli("scheduler", "--once").stdout == ""  # nothing due: nothing said
+    assert run_cli("scheduler", "--once").stderr == ""
+
+
+def test_scheduler_says_it_runs_on_stderr(cli_env, backend):
+    """Left running, it prints only when a round fires: its first line (stderr, so stdout
+    stays the rounds) says which queue, how often, and how to stop it."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "runnerq_cli", "scheduler",
+                             "--interval", "0.5s"], env=cli_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert first == (f"scheduler for queue tests: firing its due schedules every 0.5s, one "
+                     f"line per round that fired. Stop it with `kill {proc.pid}`.\n")
+    assert proc.returncode == 0 and out == ""
 
 
 @pytest.mark.parametrize("payload", [

@@ -444,6 +444,15 @@ def test_explain_terminal(queue: RunnerQ, state: str, start: str) -> None:
     assert found.facts["completed_at"] is not None
 
 
+def test_explain_ends_with_one_full_stop_after_an_error_ending_in_one(queue: RunnerQ) -> None:
+    aid = queue.enqueue("job", {}, max_retries=1).activity_id
+    claim = queue.dequeue("w", types=["job"], limit=1)[0]
+    queue.ack_failure(claim, "Try 'sleep --help' for more information.", retryable=True)
+    sentence = queue.diagnosis.explain(aid).sentence
+    assert sentence.startswith("Dead-lettered at ")
+    assert sentence.endswith("for more information.") and not sentence.endswith("..")
+
+
 def test_explain_paused_queue(queue: RunnerQ) -> None:
     aid = queue.enqueue("job", {}).activity_id
     assert queue.diagnosis.explain(aid).facts["paused"] is False

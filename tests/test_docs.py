@@ -74,7 +74,7 @@ def _tokens(line: str) -> list[str]:
     tokens = shlex.split(rest)
     cleaned = []
     for token in tokens:
-        token = token.removesuffix("...").strip("[]{}").removesuffix("...")
+        token = token.removesuffix("...").strip("[]{}`").removesuffix("...")
         if token:
             cleaned.append(token)
     return cleaned

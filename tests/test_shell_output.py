@@ -58,3 +58,21 @@ def test_an_exec_whose_first_word_holds_an_equals_sign_is_refused(run_cli):
     assert len(lines) == 1 and lines[0].startswith("error: command 'b=cat'")
     assert "env VAR=value COMMAND" in lines[0]
     assert run_cli("worker", "--burst", "--exec", "a=env b=1 cat").code == 0
+
+
+@pytest.mark.parametrize("command, word", [("sleep 2; cat", "2;"), ("cat | jq .", "|"),
+                                           ("make && make test", "&&"), ("./x > out", ">")])
+def test_an_exec_with_shell_syntax_is_refused_at_start(run_cli, command, word):
+    # Without a shell these words reach the program as arguments: every attempt would
+    # fail (or do something else), so the worker says so before it claims anything.
+    done = run_cli("worker", "--burst", "--exec", f"t={command}")
+    assert done.code == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: command '{command}': '{word}'")
+    assert "without a shell" in lines[0] and "sh -c" in lines[0]
+
+
+@pytest.mark.parametrize("command", ["tr '|' ,", r"find . -name x -exec true {} \;",
+                                     "sh -c 'sleep 0; cat'", "echo 'a; b'"])
+def test_quoted_or_escaped_shell_words_are_arguments(run_cli, command):
+    assert run_cli("worker", "--burst", "--exec", f"t={command}").code == 0

@@ -94,6 +94,15 @@ def test_text_view(mix, run_cli):
         assert word in res.stdout
 
 
+def test_a_history_with_nothing_finished_says_so_in_full(queue, run_cli):
+    # As a row of the 12-cell type column it read "(nothing fi…" at 80 columns.
+    queue.enqueue("t", {})
+    shown = run_cli("stats", "--since", "1h", env={"COLUMNS": "80"})
+    assert shown.code == 0 and shown.stdout.rstrip().endswith(
+        "per type, last 1h: nothing finished")
+    assert "…" not in shown.stdout
+
+
 def test_title_keeps_its_timestamp_on_one_line_on_a_terminal(queue, cli_env):
     """On a 200-column terminal the title wrapped at the narrow table's width (issue 11)."""
     import os

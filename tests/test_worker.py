@@ -219,6 +219,27 @@ def test_load_app_and_import_paths():
             build_registry(handlers={"x": bad})
 
 
+@pytest.mark.parametrize(("given", "hint"), [
+    ("examples/fastapi_app.py", "not its file: 'examples.fastapi_app' (from this directory)"),
+    ("mail.py", "not its file: 'mail' (from this directory)"),
+    ("../a/b.py", "give a module name (package.module), not a file path"),
+    ("/srv/app/tasks.py", "give a module name (package.module), not a file path"),
+])
+def test_a_file_path_for_a_module_says_what_to_give(given, hint):
+    # A newcomer's first --app/--handler is often the file: one line, with the fix.
+    with pytest.raises(InvalidArgument, match="cannot import") as app:
+        load_app(given)
+    assert str(app.value).endswith(hint)
+    with pytest.raises(InvalidArgument) as handler:
+        build_registry(handlers={"x": f"{given}:f"})
+    assert str(handler.value).endswith(hint)
+
+
+def test_a_relative_module_name_is_a_one_line_refusal():
+    with pytest.raises(InvalidArgument, match=r"cannot import module '\.tasks'"):
+        build_registry(handlers={"x": ".tasks:f"})
+
+
 def test_shell_handlers(backend, tmp_path):
     script = tmp_path / "handler.py"
     script.write_text(

@@ -313,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     click_exceptions = typer_compat.click_exceptions()
     typer_compat.install_fast_coercion()
     command = _root_command(app_for(argv if argv is not None else sys.argv[1:]))
+    from runnerq_cli.cli.state import forget_current
+
+    forget_current()
     try:
         result = command.main(args=argv, prog_name="runnerq-mongo", standalone_mode=False)
         code = int(result) if isinstance(result, int) else 0
@@ -335,7 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        from runnerq_cli.errors import MemberUnreachable, NoPrimary, TimedOut, Unavailable
+        from runnerq_cli.errors import (
+            MemberUnreachable,
+            NoPrimary,
+            NotFound,
+            TimedOut,
+            Unavailable,
+        )
 
         hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
         if isinstance(exc, TimedOut):
@@ -344,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
             hint = f"; {SHUTTING_DOWN_HINT if exc.shutting_down else NO_PRIMARY_HINT}"
         elif isinstance(exc, MemberUnreachable):
             hint = f"; {MEMBER_HINT}"
+        elif isinstance(exc, NotFound) and " database " not in str(exc):
+            from runnerq_cli.cli.state import missing_queue
+
+            missing = missing_queue()  # no such activity: perhaps not that queue
+            hint = f"; {missing}" if missing else ""
         error_line(f"{message_of(exc)}{hint}")
         code = exit_code_of(exc)
     except BrokenPipeError:

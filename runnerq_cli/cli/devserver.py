@@ -38,7 +38,8 @@ def _engine(path: Path | None) -> Any:
     except ImportError:
         raise DevServerUnavailable(
             "the dev server needs the 'mongoeco' package (Python 3.13 or newer): "
-            "pip install 'runnerq-mongo[test]'") from None
+            "pip install 'mongoeco>=4.11' (from a clone: pip install -e '.[dev-server]')"
+        ) from None
 
 
 def _proxy(engine: Any, host: str, port: int) -> Any:

@@ -46,9 +46,40 @@ class CliState:
         return self._backend
 
 
+# The state of the invocation running now: main() reads it to explain a NotFound.
+_current: CliState | None = None
+
+
 def state(ctx: typer.Context) -> CliState:
     """The CliState of this invocation (created by the root callback)."""
+    global _current
     root = ctx.find_root()
     if not isinstance(root.obj, CliState):
         root.obj = CliState()
+    _current = root.obj
     return root.obj
+
+
+def forget_current() -> None:
+    """A new invocation starts (main(); tests run many in one process)."""
+    global _current
+    _current = None
+
+
+def missing_queue(backend: RunnerQ | None = None) -> str | None:
+    """When the configured queue does not exist (no activities collection: never
+    enqueued to nor init-indexes'd; a typo, say), a sentence that says so, with the
+    closest queue of the database or those there; else None. Reads refuse no queue (an
+    absent queue reads as an empty one; writes refuse it: store/discovery.py), so an
+    empty list, an all-zero `stats` or a NotFound asks this (one listCollections
+    command) to tell "nothing there" from "not that queue"."""
+    from runnerq_cli.errors import RunnerQError
+
+    if backend is None:
+        backend = _current._backend if _current is not None else None
+    if backend is None:
+        return None
+    try:
+        return backend.diagnosis.absent_queue()
+    except RunnerQError:  # the server away, say: nothing to add
+        return None

@@ -209,12 +209,26 @@ def _importable_cwd() -> None:
         sys.path.insert(0, cwd)
 
 
+def _module_hint(module_name: str) -> str:
+    """For a file path given where a module is expected (`examples/app.py`), the module
+    name to give instead."""
+    if not (module_name.endswith(".py") or "/" in module_name or os.sep in module_name):
+        return ""
+    path = module_name.removesuffix(".py").replace(os.sep, "/").strip("/")
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts or module_name.startswith("/"):
+        return "; give a module name (package.module), not a file path"
+    return f"; give the module's name, not its file: {'.'.join(parts)!r} (from this directory)"
+
+
 def _import(module_name: str, what: str) -> Any:
     _importable_cwd()
     try:
         return importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidArgument(f"{what}: cannot import module {module_name!r}: {exc}") from None
+    except (ImportError, TypeError, ValueError) as exc:
+        # TypeError: a relative name (`.mod`, `../a.py`) without a package.
+        raise InvalidArgument(f"{what}: cannot import module {module_name!r}: {exc}"
+                              f"{_module_hint(module_name)}") from None
 
 
 def load_function(path: str) -> Callable[..., Any]:

@@ -10,7 +10,9 @@ Contract (docs/workers.md: "Shell handlers"):
 - The command is split with shlex and run without a shell; write
   `sh -c '...'` yourself if you want one. So a first word holding `=`
   (`--exec 'a=b=cat'`: type `a`, command `b=cat`) is refused: without a shell,
-  `VAR=value` is no assignment, and no program is named so.
+  `VAR=value` is no assignment, and no program is named so; and so is shell syntax
+  outside quotes (`sleep 2; cat`, `a | b`: `shell_syntax`), which would reach the
+  program as its arguments.
 - Exit 0 is success. Standard output is the result: empty means null, JSON is
   parsed, anything else becomes a string result (its last 16 KiB). Output
   longer than 16 MiB (twice a result's bound) is not kept: only its last
@@ -177,6 +179,29 @@ def parse_stdout(data: bytes) -> Any:
         return text[-STDOUT_TEXT_TAIL:]
 
 
+# Words that only a shell reads: given to a program as arguments they are a mistake
+# (`--exec x='sleep 2; cat'` runs `sleep` with `2;` and `cat`, failing every attempt).
+SHELL_OPERATORS = frozenset({"|", "||", "&&", "&", ";", ";;", ">", ">>", "<", "<<",
+                             "2>", "2>>", "&>", "2>&1", "|&"})
+
+
+def shell_syntax(command: str) -> str | None:
+    """The first unquoted word of `command` that is a shell operator (`|`, `&&`, `;`,
+    `>`, ...) or ends in an unescaped `;` (`2;`), else None. Quoted (`tr '|' ,`) or
+    escaped (`find . -exec rm {} \\;`) words are arguments, not syntax."""
+    try:
+        words = shlex.split(command, posix=False)
+    except ValueError:
+        return None
+    for word in words:
+        if word[:1] in ("'", '"'):
+            continue
+        if word in SHELL_OPERATORS or (
+                len(word) > 1 and word.endswith(";") and not word.endswith("\\;")):
+            return word
+    return None
+
+
 class ShellCommand:
     """A callable handler that runs one command per activity."""
 
@@ -196,6 +221,13 @@ class ShellCommand:
                 f"'{literal(self.argv[0], max_length=100)}' holds '=': commands run without "
                 "a shell, where VAR=value is no assignment (the type is the text before "
                 "the first '='); use 'env VAR=value COMMAND' or 'sh -c ...'", "command")
+        syntax = shell_syntax(command)
+        if syntax is not None:
+            raise InvalidArgument(
+                f"command '{literal(command, max_length=200)}': "
+                f"'{literal(syntax, max_length=40)}' is shell syntax, but commands run "
+                "without a shell (it would reach the program as an argument); write "
+                "sh -c '...' to have one", "command")
         self.command = command
 
     def __call__(self, payload: dict[str, Any], ctx: ActivityContext) -> Any:

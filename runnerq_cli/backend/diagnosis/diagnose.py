@@ -84,6 +84,12 @@ class Diagnosis:
         """Every RunnerQ queue in this database (from its collection names)."""
         return discover_queues(self._ctx.db)
 
+    def absent_queue(self) -> str | None:
+        """A sentence when this queue does not exist (a typo of --queue?), else None."""
+        from runnerq_cli.backend.store.discovery import absent_queue
+
+        return absent_queue(self._ctx.db, self._ctx.settings.queue)
+
     def require_queues(self, wanted: list[str]) -> list[str]:
         """`wanted`, each checked to exist; NotFound names the queues that do."""
         return require_queues(self._ctx.db, wanted)

@@ -164,7 +164,8 @@ def _explain_finished(act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
     reason = act.status
     ended = act.completed_at
     facts.update(completed_at=ended)
-    error = f": {act.last_error}" if act.last_error else ""
+    # The sentence ends with one full stop, also after an error that ends with its own.
+    error = f": {act.last_error.rstrip().removesuffix('.')}" if act.last_error else ""
     retries = f" after {act.retry_count} retr{'y' if act.retry_count == 1 else 'ies'}" \
         if act.retry_count else ""
     sentence = {

@@ -61,6 +61,14 @@ def check_indexes(ctx: QueueContext, reports: list[IndexReport]) -> Check:
                      f"{first.collection_name} {first.spec.name}: {first.difference}",
                      "drop the differing index, then run "
                      f"`{_init_command(ctx.settings.queue)}`", facts)
+    if missing and len(missing) == len(plain):
+        from runnerq_cli.backend.store.discovery import absent_queue
+
+        absent = absent_queue(ctx.db, ctx.settings.queue)
+        if absent is not None:  # a typo of --queue? init-indexes would make that queue
+            return Check("indexes", CheckStatus.FAIL, f"{absent}: none of its "
+                         f"{len(reports)} indexes", "check --queue and --database; for a "
+                         f"new queue, run `{_init_command(ctx.settings.queue)}`", facts)
     if missing:
         return Check("indexes", CheckStatus.FAIL,
                      f"{len(missing)} of {len(reports)} indexes missing, e.g. "
@@ -95,9 +103,11 @@ def check_ttl(ctx: QueueContext, reports: list[IndexReport]) -> Check:
         fix = (f"run `{_init_command(ctx.settings.queue)}`" if first.state.value == "missing" else
                f"drop the TTL index {first.spec.name} on {first.collection_name} (or change "
                f"the setting to match it), then run `{_init_command(ctx.settings.queue)}`")
-        return Check("ttl", CheckStatus.FAIL,
-                     f"TTL index on {first.collection_name} {first.state.value}: {what}",
-                     fix, facts)
+        others = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        said = (f"TTL index {first.spec.name} on {first.collection_name} missing{others}"
+                if first.state.value == "missing" else
+                f"TTL index on {first.collection_name} {first.state.value}: {what}{others}")
+        return Check("ttl", CheckStatus.FAIL, said, fix, facts)
     if monitor is False:
         return Check("ttl", CheckStatus.FAIL, "the server's TTL monitor is disabled: results, "
                      "idempotency keys and events never expire",

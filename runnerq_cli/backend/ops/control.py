@@ -183,7 +183,7 @@ class Control:
                 return True
             except CommandFailed as exc:  # no index: unsure (a refused hint is counted)
                 if refused_hint(exc):
-                    count_fallback(index, exc)
+                    count_fallback(index, exc, collection.name)
                 return True
             if found is not None:
                 return True

@@ -51,6 +51,20 @@ def require_queue(db: Database, queue: str, *, create: bool = False) -> None:
                    "nothing written")
 
 
+def absent_queue(db: Database, queue: str) -> str | None:
+    """For a read (which refuses no queue): 'queue Q does not exist in database D (did you
+    mean 'P'?)', as `require_queue` words it, when `queue` has no activities collection,
+    else None."""
+    queues = discover_queues(db)
+    if queue in queues:
+        return None
+    close = difflib.get_close_matches(queue, queues, n=1, cutoff=0.6)
+    known = ", ".join(queues[:10]) + (", ..." if len(queues) > 10 else "")
+    hint = (f"did you mean {close[0]!r}?" if close
+            else f"queues there: {known}" if queues else "it has no queues yet")
+    return f"queue {queue!r} does not exist in database {db.name!r} ({hint})"
+
+
 def require_queues(db: Database, wanted: list[str]) -> list[str]:
     """`wanted`, each checked to exist; NotFound names the queues that do."""
     known = discover_queues(db)

@@ -78,7 +78,7 @@ def export(
     if tmp is not None:
         handle.close()
         os.replace(tmp, out_file)
-    sys.stderr.write(f"exported {count} dead-lettered activities"
+    sys.stderr.write(f"exported {count} dead-lettered activit{'y' if count == 1 else 'ies'}"
                      + (f" to {out_file}\n" if tmp is not None else "\n"))
 
 
@@ -240,7 +240,8 @@ def _summary(report: ImportReport, output: OutputFormat,
                       "counts": report.counts, "interrupted": report.interrupted,
                       "last_line": report.last_line})
         return
-    typer.echo(f"{report.lines} lines: {_counts_text(report.counts)}"
+    typer.echo(f"{report.lines} line{'' if report.lines == 1 else 's'}: "
+               f"{_counts_text(report.counts)}"
                + (" (dry run: nothing written)" if report.dry_run else ""))
 
 

@@ -99,6 +99,13 @@ def list_cmd(
         sys.stderr.write(f"skipped {page.skipped} malformed "
                          f"activit{'y' if page.skipped == 1 else 'ies'} "
                          "(runnerq-mongo doctor names them)\n")
+    if not page.items and not page.skipped and after is None:
+        from runnerq_cli.cli.output import warning_line
+        from runnerq_cli.cli.state import missing_queue
+
+        missing = missing_queue(backend)  # nothing there, or not that queue?
+        if missing:
+            warning_line(missing)
     if output is OutputFormat.JSON:
         emit(output, {"status": parsed.value, "items": [a.to_json() for a in page.items],
                       "next_cursor": page.next_cursor, "skipped": page.skipped})

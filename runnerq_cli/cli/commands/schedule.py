@@ -410,6 +410,16 @@ def scheduler(
     from runnerq_cli.errors import Unavailable
 
     previous = signal.signal(signal.SIGTERM, stopping)
+    if not once:  # a line that says it runs: it prints nothing else until a fire
+        import sys
+
+        from runnerq_cli.cli.foreground import how_to_stop
+        from runnerq_cli.values import format_duration
+
+        sys.stderr.write(f"scheduler for queue {backend.queue}: firing its due "
+                         f"schedules every {format_duration(every)}, one line per round "
+                         f"that fired. {how_to_stop(sys.stderr)}")
+        sys.stderr.flush()
     try:
         while True:
             try:

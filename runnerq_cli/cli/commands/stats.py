@@ -185,7 +185,11 @@ def _history_view(history: History, max_types: int | None = None) -> Any:
                       _seconds(_latest(per["run_p50"])), _seconds(_latest(per["run_p95"])),
                       Text(sparkline(per["run_p95"]), style="yellow"))
     if not history["by_type"]:
-        table.add_row(Text("(nothing finished)", style="dim"), "", "", "", "", "", "")
+        # A line of its own: in the type column (12 cells) it read "(nothing fi…".
+        from rich.console import Group
+
+        return Group(Text(f"per type, last {since}: nothing finished", style="dim",
+                          no_wrap=True, overflow="ellipsis"))
     return table
 
 
@@ -448,6 +452,12 @@ def stats_cmd(
         return snap
 
     if watch:
+        from runnerq_cli.cli.output import warning_line
+        from runnerq_cli.cli.state import missing_queue
+
+        missing = missing_queue(backend)  # a live view of zeros: perhaps not that queue
+        if missing:
+            warning_line(missing)
         _watch(take, pause, iterations)
         return
     _print_once(backend, take, output, checks, latency_window)
@@ -483,6 +493,13 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
             from runnerq_cli.cli.output import OutputFormat
 
             emit(OutputFormat(output.value), snap)
+    if not snap.get("total"):
+        from runnerq_cli.cli.output import warning_line
+        from runnerq_cli.cli.state import missing_queue
+
+        missing = missing_queue(backend)  # all zero: an empty queue, or not that queue?
+        if missing:
+            warning_line(missing)
     failures = evaluate(checks, check_values(snap))
     for line in failures:
         error_line(line)

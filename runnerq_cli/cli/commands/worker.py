@@ -43,7 +43,8 @@ def worker(
     app_module: str | None = typer.Option(None, "--app", metavar="MODULE",
                                           help="Module whose import registers handlers."),
     exec_: list[str] = typer.Option([], "--exec", metavar="TYPE=COMMAND",
-                                    help="Shell handler (repeatable); payload JSON on stdin."),
+                                    help="A command, run without a shell (repeatable); "
+                                         "payload JSON on stdin."),
     types: str | None = typer.Option(None, "--types", metavar="A,B",
                                      help="Claim only these of the handled types."),
     all_types: bool = typer.Option(False, "--all-types",

@@ -53,6 +53,31 @@ def test_an_embedding_app_captures_the_worker_records(settings, caplog, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_a_worker_on_a_queue_without_its_indexes_says_so_once(settings, caplog):
+    """A queue whose `init-indexes` was never run works, but on a real server each claim
+    scans the collection: the worker warns once at start, naming the fix; with the
+    indexes made it says nothing."""
+    bare = RunnerQ(settings)
+    bare.enqueue("echo", {})
+    caplog.set_level(logging.WARNING, logger="runnerq")
+
+    def warnings() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "lack their indexes" in r.getMessage()]
+
+    worker = Worker(bare, worker_handlers.registry, burst=True, poll_interval=0.2)
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
+    [warned] = warnings()
+    assert warned.levelno == logging.WARNING
+    assert warned.fields["fix"] == f"runnerq-mongo --queue {settings.queue} init-indexes"
+    assert warned.fields["missing"] >= 4
+    caplog.clear()
+    bare.maintenance.init_indexes()
+    bare.enqueue("echo", {})
+    worker = Worker(bare, worker_handlers.registry, burst=True, poll_interval=0.2)
+    assert worker.run(install_signals=False) == WorkerEnd.STOPPED
+    assert warnings() == []
+
+
 def test_the_app_filters_by_level_on_the_runnerq_logger(settings, caplog):
     backend = _backend(settings)
     backend.enqueue("echo", {})

@@ -122,9 +122,12 @@ class WorkerEntry(Protocol):
 
 
 class WorkerChores(Protocol):
-    """The chores a worker takes its share of beside the scheduler and the reaper."""
+    """The chores a worker takes its share of beside the scheduler and the reaper, and
+    the look at the queue's indexes it takes once at start."""
 
     def repair_outboxes(self, grace_seconds: float = ...) -> int: ...
+
+    def missing_activity_indexes(self) -> list[str]: ...
 
     def purge_expired(self, limit: int = ...,
                       kinds: tuple[str, ...] = ...) -> dict[str, int]: ...

@@ -282,6 +282,7 @@ class Worker:
             return self._end(0)
         self.backend.registry.register_worker(self.worker_id, types=list(self.types),
                                               concurrency=self.concurrency)
+        self._quietly("looking at the queue's indexes", self._say_missing_indexes)
         helpers.append(self._spawn(lambda: self._keeper.run(self._background_stop),
                                    "runnerq-lease-keeper"))
         if self.maintenance:
@@ -295,6 +296,16 @@ class Worker:
         self._claimer.loop()
         self._flights.close()  # a slot (or an abandoned handler's thread) claims no more
         return self._end(self._drain())
+
+    def _say_missing_indexes(self) -> None:
+        """One warning at start when the queue's claim indexes were never made (a queue
+        without `init-indexes`): the worker runs, but each claim scans the collection."""
+        missing = self.backend.maintenance.missing_activity_indexes()
+        if missing:
+            log.warning("the queue's activities lack their indexes: every claim scans the "
+                        "collection", extra=details(
+                            queue=self.backend.queue, missing=len(missing),
+                            fix=f"runnerq-mongo --queue {self.backend.queue} init-indexes"))
 
     def _end(self, released: int) -> WorkerEnd:
         if self._force.is_set():

@@ -171,6 +171,21 @@ class Maintenance(QueueChores):
                               partitions=self._ctx.partitions.current()
                               if partitions is None else partitions)
 
+    def missing_activity_indexes(self) -> list[str]:
+        """The planned indexes the activities collection lacks, by name (one listIndexes):
+        a worker says so at start, since without them every claim, on a real server, is
+        a scan of the whole collection, however few activities are pending. An index of
+        the same keys under another name counts as present (doctor tells the rest)."""
+        from runnerq_cli.backend.domain.index_specs import index_plan
+
+        have = self._ctx.activities.list_indexes()
+        names = {ix.get("name") for ix in have}
+        keys = {tuple((k, int(v)) for k, v in ix.get("key", {}).items()) for ix in have}
+        return [spec.name for spec in index_plan(self._ctx.settings,
+                                                 self._ctx.partitions.current())
+                if spec.collection == "activities" and spec.name not in names
+                and spec.keys not in keys]
+
     def set_partitions(self, count: int, *, write: bool = True,
                        actor: str | None = None) -> PartitionChange:
         """Make the queue one of `count` partitions (docs/design.md, "Changing N"): the

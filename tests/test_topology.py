@@ -214,7 +214,11 @@ def test_every_activity_ends_exactly_once(tmp_path: Path, deployment: Deployment
             owners = _shard(client, database)
             queue.maintenance.set_partitions(PARTITIONS)
         queue.maintenance.init_indexes()
-        ids = {str(queue.enqueue("record", {"n": n}).activity_id) for n in range(deployment.count)}
+        # On a real replica set 300 activities of 20 ms drain in about a second: 100 ms
+        # each (about 4 s on 8 slots) puts both stepdowns in the middle of the work.
+        seconds = 0.1 if deployment.case == "stepdown" else 0.02
+        ids = {str(queue.enqueue("record", {"n": n, "seconds": seconds}).activity_id)
+               for n in range(deployment.count)}
         # Long-running commands ride the stepdown out (domain/outage.py): a tail that
         # prints every event once, stats --watch, metrics serve and the console; all
         # still running and answering at the end.

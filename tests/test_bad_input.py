@@ -448,6 +448,21 @@ CONFIG_CASES = [
     ("unhashable key", "? [a]\n: 1\n", "malformed YAML"),
     ("larger than 1 MiB", "# " + "x" * (1024 * 1024) + "\nlease: 30s\n", "larger than"),
     ("control character", "lease: 30s\x07\n", "malformed YAML"),
+    # text no UTF-8 can hold, from a YAML escape: refused as the key's, never exit 1 from
+    # deep inside the driver (a BSON name, the authentication) after connecting
+    ("database surrogate escape", 'database: "a\\udcff"\n', "'database': not valid UTF-8"),
+    ("uri password surrogate escape", 'uri: "mongodb://u:s3cret\\udcff@127.0.0.1:1/"\n',
+     "'uri': not valid UTF-8"),
+    ("exec type surrogate escape", 'worker:\n  exec: {"t\\ud800": cat}\n',
+     "'worker.exec': not valid UTF-8"),
+    # an empty or blank type or value in worker.exec / worker.handlers / worker.types: the
+    # key's error (exit 3), as --exec '=cat' is the flag's; never a type "  " claimed
+    ("exec empty type", 'worker:\n  exec: {"": cat}\n', "'worker.exec': an empty type"),
+    ("exec blank type", 'worker:\n  exec: {"  ": cat}\n', "'worker.exec': an empty type"),
+    ("exec empty command", 'worker:\n  exec: {t: ""}\n', "'worker.exec': type 't' has an"),
+    ("handlers empty type", 'worker:\n  handlers: {"": "m:f"}\n', "'worker.handlers'"),
+    ("handlers blank value", 'worker:\n  handlers: {t: " "}\n', "'worker.handlers'"),
+    ("types empty entry", 'worker:\n  types: ["", t]\n', "'worker.types': an empty type"),
 ]
 
 
@@ -507,6 +522,20 @@ ENV_CASES = [
      "RUNNERQ_MONGO_URI"),
     ("RUNNERQ_WORKER_LOG_FORMAT", {"RUNNERQ_WORKER_LOG_FORMAT": "xml"},
      "RUNNERQ_WORKER_LOG_FORMAT"),
+    # bytes that are not UTF-8 (Python's lone surrogates): exit 3 naming the variable, the
+    # bytes shown escaped and the password never; it was exit 1 (UnicodeEncodeError in
+    # the driver's authentication, or in a BSON name)
+    ("RUNNERQ_MONGO_URI password not UTF-8",
+     {"RUNNERQ_MONGO_URI": "mongodb://u:s3cret\udcff@127.0.0.1:1/"},
+     "RUNNERQ_MONGO_URI: not valid UTF-8"),
+    ("RUNNERQ_DATABASE not UTF-8", {"RUNNERQ_DATABASE": "a\udcff"},
+     "RUNNERQ_DATABASE: not valid UTF-8 (a\\xff)"),
+    ("RUNNERQ_WORKER_EXEC not UTF-8", {"RUNNERQ_WORKER_EXEC": "t\udcff=cat"},
+     "RUNNERQ_WORKER_EXEC: not valid UTF-8"),
+    ("RUNNERQ_WORKER_EXEC empty type", {"RUNNERQ_WORKER_EXEC": "=cat"},
+     "RUNNERQ_WORKER_EXEC: an empty type"),
+    ("RUNNERQ_WORKER_HANDLERS empty value", {"RUNNERQ_WORKER_HANDLERS": "t="},
+     "RUNNERQ_WORKER_HANDLERS: type 't' has an empty value"),
 ]
 
 

@@ -179,7 +179,33 @@ ROUGH_EDGES = [
     ("enqueue type too long", ["enqueue", "t" * 201], USAGE, "200 characters"),
 ]
 
-ARGV_CASES = NUMBERS + RANGES + TEXT + NAMES + URIS + ROUGH_EDGES
+# An empty filter value (`--type "$TYPE"` with TYPE unset) names nothing: refused, never
+# read as "no filter" (it showed every activity, tailed every event, and with a status
+# and --max cancelled every type's).
+EMPTY_FILTERS = [
+    ("tail --activity ''", ["tail", "events", "--no-follow", "--activity", ""], USAGE,
+     "--activity must not be empty"),
+    ("tail --worker blank", ["tail", "events", "--no-follow", "--worker", " "], USAGE,
+     "--worker must not be empty"),
+    ("tail --type ''", ["tail", "events", "--no-follow", "--type", ""], USAGE,
+     "--type must not be empty"),
+    ("tail --event ','", ["tail", "events", "--no-follow", "--event", ","], USAGE,
+     "--event must not be empty"),
+    ("tail --resume ''", ["tail", "events", "--no-follow", "--resume", ""], USAGE,
+     "--resume must not be empty"),
+    ("tail --cursor-file ''", ["tail", "events", "--no-follow", "--cursor-file", ""], USAGE,
+     "--cursor-file must not be empty"),
+    ("list --type ''", ["list", "pending", "--type", ""], USAGE, "--type must not be empty"),
+    ("list --after ''", ["list", "pending", "--after", ""], USAGE, "--after must not be empty"),
+    ("audit --actor ''", ["audit", "--actor", ""], USAGE, "--actor must not be empty"),
+    ("audit --action ''", ["audit", "--action", ""], USAGE, "--action must not be empty"),
+    ("dlq export --type ''", ["dlq", "export", "--type", ""], USAGE,
+     "--type must not be empty"),
+    ("redrive --type ''", ["redrive", "--type", "", "--yes"], USAGE,
+     "--type must not be empty"),
+]
+
+ARGV_CASES = NUMBERS + RANGES + TEXT + NAMES + URIS + ROUGH_EDGES + EMPTY_FILTERS
 
 
 @pytest.fixture
@@ -694,6 +720,30 @@ def test_bad_input_in_a_real_process(run_cli_subprocess, database, args: list[st
     line = assert_clean_error(result, code, "", time.monotonic() - started)
     assert "s3cret" not in line and not result.stdout
     assert snapshot(database) == before
+
+
+@pytest.mark.parametrize("types", [[""], ["  "], ["a", ""]], ids=repr)
+@pytest.mark.parametrize("action", ["cancel", "set-priority high", "delete"])
+def test_an_empty_type_never_widens_a_bulk_action(run_cli, database, types: list[str],
+                                                 action: str) -> None:
+    """`cancel --type "$TYPE" --status pending --max 100 --yes` with TYPE unset cancelled
+    every pending activity of every type (the empty type was dropped, the filter kept its
+    status): now exit 2, one line, nothing changed."""
+    for activity_type in ("a", "b"):
+        assert run_cli("enqueue", activity_type, "-q").code == 0
+    before = snapshot(database), sorted(
+        (d["activity_type"], d["status"], d["priority"])
+        for d in database["runnerq_tests_activities"].find())
+    status = "completed" if action == "delete" else "pending"
+    flags = [arg for t in types for arg in ("--type", t)]
+    words = action.split()
+    started = time.monotonic()
+    result = run_cli(words[0], *words[1:], *flags, "--status", status, "--max", "100",
+                     "--yes")
+    assert_clean_error(result, USAGE, "--type must not be empty", time.monotonic() - started)
+    assert (snapshot(database), sorted(
+        (d["activity_type"], d["status"], d["priority"])
+        for d in database["runnerq_tests_activities"].find())) == before
 
 
 def test_unknown_event_type_is_a_warning_not_an_error(run_cli) -> None:

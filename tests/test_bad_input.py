@@ -607,6 +607,20 @@ UNREACHABLE_COMMANDS = [
 ]
 
 
+@pytest.mark.parametrize("count", ["0", "-1", "257", HUGE_INT, "9" * 4000])
+@pytest.mark.parametrize("mode", [[], ["--dry-run"], ["--check"]], ids=" ".join)
+def test_partitions_out_of_range_are_refused_before_the_server(run_cli, count: str,
+                                                               mode: list[str]) -> None:
+    """An out-of-range --partitions is bad input, exit 2 at once, even with no server (it
+    was checked after connecting: exit 6 on a closed port), and a long number is cut."""
+    started = time.monotonic()
+    result = run_cli("init-indexes", "--partitions", count, *mode,
+                     env={"RUNNERQ_MONGO_URI": REFUSED_URI})
+    assert_clean_error(result, USAGE, "--partitions must be a whole number from 1 to 256",
+                       time.monotonic() - started)
+    assert "s3cret" not in result.stderr
+
+
 @pytest.mark.parametrize("command", UNREACHABLE_COMMANDS, ids=" ".join)
 def test_refused_connection_is_an_answer(run_cli, command: list[str]) -> None:
     """Nothing listens: exit 6 within about a second, in our words, with a hint."""

@@ -73,6 +73,8 @@ def _string_list(value: Any, what: str) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise InvalidArgument(f"{what}: expected a list of strings (or a comma-separated "
                               f"string), got {values.shown(value)}")
+    if not all(v.strip() for v in value):  # YAML `[a, ""]`: no type is named ""
+        raise InvalidArgument(f"{what}: an empty type in {values.shown(value)}")
     return tuple(value)
 
 
@@ -88,7 +90,14 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
     ):
         raise InvalidArgument(f"{what}: expected a mapping of strings to strings, "
                               f"got {values.shown(value)}")
-    return dict(value)
+    # As --handler/--exec TYPE=VALUE: a type and a value, each trimmed and not empty (an
+    # empty type would fail the worker later, unnamed; a blank one be claimed as "  ").
+    for key, item in value.items():
+        if not key.strip():
+            raise InvalidArgument(f"{what}: an empty type (for {values.shown(item)})")
+        if not item.strip():
+            raise InvalidArgument(f"{what}: type {values.shown(key)} has an empty value")
+    return {k.strip(): v.strip() for k, v in value.items()}
 
 
 def _choice(*choices: str) -> Callable[[Any, str], str]:
@@ -347,6 +356,26 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
     return out
 
 
+def _check_utf8(raw: Any, what: str, *, uri: bool = False, env: bool = False) -> None:
+    """Refuse text that cannot be UTF-8: an environment variable's bytes that are not
+    (Python hands them over as lone surrogates, PEP 383) or a YAML `"\\udcff"` escape.
+    Left alone, it fails deep inside whatever encodes it (the driver's authentication,
+    a BSON name: exit 1), possibly after a write; here it is the setting's error."""
+    texts = (list(raw) + list(raw.values()) if isinstance(raw, dict)
+             else list(raw) if isinstance(raw, list | tuple) else [raw])
+    for text in texts:
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = redact_uri(text) if uri else text
+            escaped = values.shown(text)[1:-1]  # a YAML escape as written: \udcff
+            if env:  # the variable's bytes as they were given: p\xff
+                escaped = repr(text.encode("utf-8", "surrogateescape")[:60])[2:-1]
+            raise InvalidArgument(f"{what}: not valid UTF-8 ({escaped})") from None
+
+
 def load_settings(
     config_path: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -387,6 +416,7 @@ def load_settings(
             what = {"flag": key.flag, "env": f"environment {key.env_var}"}.get(
                 source, f"config {path}: key {key_path!r}")
             try:
+                _check_utf8(raw, what, uri=key_path == "uri", env=source == "env")
                 parsed[key_path] = key.parse(raw, what)
             except InvalidArgument as exc:
                 message = str(exc)

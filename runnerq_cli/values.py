@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -403,6 +403,23 @@ def queue_name(value: Any) -> str:
         raise InvalidArgument(
             f"invalid queue name {shown(value)}: use only letters, digits, '_' and '-'")
     return value
+
+
+# ------------------------------------------------------------------ filters
+
+
+def filter_term(value: Any, what: str, hint: str = " (leave it out to mean any)") -> Any:
+    """A filter's value as given (None: the option was left out), refusing an empty or
+    blank one. `--type "$TYPE"` with TYPE unset must not widen an action, a listing or
+    a tail to every type: an empty value names nothing, and is never "no filter"."""
+    if isinstance(value, str) and not value.strip():
+        raise InvalidArgument(f"{what} must not be empty{hint}", what)
+    return value
+
+
+def filter_terms(items: Iterable[Any] | None, what: str) -> tuple[Any, ...]:
+    """Each of a filter's values (`--type a --type b`), as filter_term does one."""
+    return tuple(filter_term(item, what) for item in items or ())
 
 
 def worker_id(value: Any) -> str:

@@ -179,7 +179,33 @@ ROUGH_EDGES = [
     ("enqueue type too long", ["enqueue", "t" * 201], USAGE, "200 characters"),
 ]
 
-ARGV_CASES = NUMBERS + RANGES + TEXT + NAMES + URIS + ROUGH_EDGES
+# An empty filter value (`--type "$TYPE"` with TYPE unset) names nothing: refused, never
+# read as "no filter" (it showed every activity, tailed every event, and with a status
+# and --max cancelled every type's).
+EMPTY_FILTERS = [
+    ("tail --activity ''", ["tail", "events", "--no-follow", "--activity", ""], USAGE,
+     "--activity must not be empty"),
+    ("tail --worker blank", ["tail", "events", "--no-follow", "--worker", " "], USAGE,
+     "--worker must not be empty"),
+    ("tail --type ''", ["tail", "events", "--no-follow", "--type", ""], USAGE,
+     "--type must not be empty"),
+    ("tail --event ','", ["tail", "events", "--no-follow", "--event", ","], USAGE,
+     "--event must not be empty"),
+    ("tail --resume ''", ["tail", "events", "--no-follow", "--resume", ""], USAGE,
+     "--resume must not be empty"),
+    ("tail --cursor-file ''", ["tail", "events", "--no-follow", "--cursor-file", ""], USAGE,
+     "--cursor-file must not be empty"),
+    ("list --type ''", ["list", "pending", "--type", ""], USAGE, "--type must not be empty"),
+    ("list --after ''", ["list", "pending", "--after", ""], USAGE, "--after must not be empty"),
+    ("audit --actor ''", ["audit", "--actor", ""], USAGE, "--actor must not be empty"),
+    ("audit --action ''", ["audit", "--action", ""], USAGE, "--action must not be empty"),
+    ("dlq export --type ''", ["dlq", "export", "--type", ""], USAGE,
+     "--type must not be empty"),
+    ("redrive --type ''", ["redrive", "--type", "", "--yes"], USAGE,
+     "--type must not be empty"),
+]
+
+ARGV_CASES = NUMBERS + RANGES + TEXT + NAMES + URIS + ROUGH_EDGES + EMPTY_FILTERS
 
 
 @pytest.fixture
@@ -448,6 +474,21 @@ CONFIG_CASES = [
     ("unhashable key", "? [a]\n: 1\n", "malformed YAML"),
     ("larger than 1 MiB", "# " + "x" * (1024 * 1024) + "\nlease: 30s\n", "larger than"),
     ("control character", "lease: 30s\x07\n", "malformed YAML"),
+    # text no UTF-8 can hold, from a YAML escape: refused as the key's, never exit 1 from
+    # deep inside the driver (a BSON name, the authentication) after connecting
+    ("database surrogate escape", 'database: "a\\udcff"\n', "'database': not valid UTF-8"),
+    ("uri password surrogate escape", 'uri: "mongodb://u:s3cret\\udcff@127.0.0.1:1/"\n',
+     "'uri': not valid UTF-8"),
+    ("exec type surrogate escape", 'worker:\n  exec: {"t\\ud800": cat}\n',
+     "'worker.exec': not valid UTF-8"),
+    # an empty or blank type or value in worker.exec / worker.handlers / worker.types: the
+    # key's error (exit 3), as --exec '=cat' is the flag's; never a type "  " claimed
+    ("exec empty type", 'worker:\n  exec: {"": cat}\n', "'worker.exec': an empty type"),
+    ("exec blank type", 'worker:\n  exec: {"  ": cat}\n', "'worker.exec': an empty type"),
+    ("exec empty command", 'worker:\n  exec: {t: ""}\n', "'worker.exec': type 't' has an"),
+    ("handlers empty type", 'worker:\n  handlers: {"": "m:f"}\n', "'worker.handlers'"),
+    ("handlers blank value", 'worker:\n  handlers: {t: " "}\n', "'worker.handlers'"),
+    ("types empty entry", 'worker:\n  types: ["", t]\n', "'worker.types': an empty type"),
 ]
 
 
@@ -507,6 +548,20 @@ ENV_CASES = [
      "RUNNERQ_MONGO_URI"),
     ("RUNNERQ_WORKER_LOG_FORMAT", {"RUNNERQ_WORKER_LOG_FORMAT": "xml"},
      "RUNNERQ_WORKER_LOG_FORMAT"),
+    # bytes that are not UTF-8 (Python's lone surrogates): exit 3 naming the variable, the
+    # bytes shown escaped and the password never; it was exit 1 (UnicodeEncodeError in
+    # the driver's authentication, or in a BSON name)
+    ("RUNNERQ_MONGO_URI password not UTF-8",
+     {"RUNNERQ_MONGO_URI": "mongodb://u:s3cret\udcff@127.0.0.1:1/"},
+     "RUNNERQ_MONGO_URI: not valid UTF-8"),
+    ("RUNNERQ_DATABASE not UTF-8", {"RUNNERQ_DATABASE": "a\udcff"},
+     "RUNNERQ_DATABASE: not valid UTF-8 (a\\xff)"),
+    ("RUNNERQ_WORKER_EXEC not UTF-8", {"RUNNERQ_WORKER_EXEC": "t\udcff=cat"},
+     "RUNNERQ_WORKER_EXEC: not valid UTF-8"),
+    ("RUNNERQ_WORKER_EXEC empty type", {"RUNNERQ_WORKER_EXEC": "=cat"},
+     "RUNNERQ_WORKER_EXEC: an empty type"),
+    ("RUNNERQ_WORKER_HANDLERS empty value", {"RUNNERQ_WORKER_HANDLERS": "t="},
+     "RUNNERQ_WORKER_HANDLERS: type 't' has an empty value"),
 ]
 
 
@@ -550,6 +605,20 @@ UNREACHABLE_COMMANDS = [
     ["tail", "events", "--no-follow"],
     ["tail", "events"],
 ]
+
+
+@pytest.mark.parametrize("count", ["0", "-1", "257", HUGE_INT, "9" * 4000])
+@pytest.mark.parametrize("mode", [[], ["--dry-run"], ["--check"]], ids=" ".join)
+def test_partitions_out_of_range_are_refused_before_the_server(run_cli, count: str,
+                                                               mode: list[str]) -> None:
+    """An out-of-range --partitions is bad input, exit 2 at once, even with no server (it
+    was checked after connecting: exit 6 on a closed port), and a long number is cut."""
+    started = time.monotonic()
+    result = run_cli("init-indexes", "--partitions", count, *mode,
+                     env={"RUNNERQ_MONGO_URI": REFUSED_URI})
+    assert_clean_error(result, USAGE, "--partitions must be a whole number from 1 to 256",
+                       time.monotonic() - started)
+    assert "s3cret" not in result.stderr
 
 
 @pytest.mark.parametrize("command", UNREACHABLE_COMMANDS, ids=" ".join)
@@ -665,6 +734,30 @@ def test_bad_input_in_a_real_process(run_cli_subprocess, database, args: list[st
     line = assert_clean_error(result, code, "", time.monotonic() - started)
     assert "s3cret" not in line and not result.stdout
     assert snapshot(database) == before
+
+
+@pytest.mark.parametrize("types", [[""], ["  "], ["a", ""]], ids=repr)
+@pytest.mark.parametrize("action", ["cancel", "set-priority high", "delete"])
+def test_an_empty_type_never_widens_a_bulk_action(run_cli, database, types: list[str],
+                                                 action: str) -> None:
+    """`cancel --type "$TYPE" --status pending --max 100 --yes` with TYPE unset cancelled
+    every pending activity of every type (the empty type was dropped, the filter kept its
+    status): now exit 2, one line, nothing changed."""
+    for activity_type in ("a", "b"):
+        assert run_cli("enqueue", activity_type, "-q").code == 0
+    before = snapshot(database), sorted(
+        (d["activity_type"], d["status"], d["priority"])
+        for d in database["runnerq_tests_activities"].find())
+    status = "completed" if action == "delete" else "pending"
+    flags = [arg for t in types for arg in ("--type", t)]
+    words = action.split()
+    started = time.monotonic()
+    result = run_cli(words[0], *words[1:], *flags, "--status", status, "--max", "100",
+                     "--yes")
+    assert_clean_error(result, USAGE, "--type must not be empty", time.monotonic() - started)
+    assert (snapshot(database), sorted(
+        (d["activity_type"], d["status"], d["priority"])
+        for d in database["runnerq_tests_activities"].find())) == before
 
 
 def test_unknown_event_type_is_a_warning_not_an_error(run_cli) -> None:

@@ -340,11 +340,28 @@ def test_the_cookie_is_a_session_of_this_console_never_the_token(backend: Runner
     ("a" * 40, "weak"), ("abab" * 10, "weak"), ("short-but-random-1", "at least 24"),
     ("caf\u00e9-" + "x1y2z3w4" * 3, "printable ASCII"), ("with space " + "q1w2e3r4" * 3,
                                                          "printable ASCII")])
+@pytest.mark.parametrize("source", ["environment", "flag"])
 def test_a_token_that_is_no_secret_is_refused_at_start(run_cli: Any, token: str,
-                                                       said: str) -> None:
-    refused = run_cli("console", "--port", "0", env={"RUNNERQ_CONSOLE_TOKEN": token})
-    assert refused.code == 2 and refused.stderr.count("\n") == 1 and said in refused.stderr
+                                                       said: str, source: str) -> None:
+    """From RUNNERQ_CONSOLE_TOKEN it is the environment's error, named so, exit 3 (it was
+    exit 2 saying `--token:`, an option not given); from --token, exit 2."""
+    if source == "environment":
+        refused = run_cli("console", "--port", "0", env={"RUNNERQ_CONSOLE_TOKEN": token})
+        code, named = 3, "error: RUNNERQ_CONSOLE_TOKEN: "
+    else:
+        refused = run_cli("console", "--port", "0", "--token", token)
+        code, named = 2, "error: --token: "
+    lines = [line for line in refused.stderr.splitlines() if not line.startswith("warning:")]
+    assert refused.code == code and len(lines) == 1 and said in lines[0]
+    assert lines[0].startswith(named), lines
     assert token not in refused.stderr and refused.stdout == ""
+
+
+def test_a_host_that_is_no_address_is_not_told_to_change_the_port(run_cli: Any) -> None:
+    refused = run_cli("console", "--port", "0", "--host", "no-such-host.invalid",
+                      env={"RUNNERQ_CONSOLE_TOKEN": TOKEN})
+    assert refused.code == 2 and refused.stderr.count("\n") == 1
+    assert "(check --host)" in refused.stderr and "--port" not in refused.stderr
 
 
 def test_token_file_keeps_it_out_of_ps(run_cli: Any, tmp_path: Any) -> None:

@@ -137,7 +137,9 @@ def test_cli_all_types_with_a_shell_catch_all(backend, run_cli):
      "--all-types needs a catch-all handler"),
     (("--handler", "*=tests.worker_handlers:echo"), "give --all-types"),
     (("--handler", "echo=tests.worker_handlers:echo", "--types", "echo,resize"),
-     "without a handler: resize"),
+     "error: --types (worker.types) names one without a handler: resize"),
+    (("--handler", "echo=tests.worker_handlers:echo", "--types", "a,echo,b"),
+     "error: --types (worker.types) names some without a handler: a, b"),
 ])
 def test_cli_refuses_incoherent_choices_before_connecting(backend, run_cli, args, message):
     aid = backend.enqueue("echo", {}).activity_id

@@ -92,7 +92,10 @@ def claim_types(registry: HandlerRegistry, types: tuple[str, ...],
                               "give all_types to claim every type", "all_types")
     missing = [t for t in types if t not in registry]
     if missing:
-        raise InvalidArgument(f"types names types without a handler: {', '.join(missing)}",
+        # "types" once only: the CLI writes each standalone "types" as its flag
+        # ("--types (worker.types) names --types (worker.types) without a handler" was shown)
+        some = "one" if len(missing) == 1 else "some"
+        raise InvalidArgument(f"types names {some} without a handler: {', '.join(missing)}",
                               "types")
     return types or tuple(registry.types)
 

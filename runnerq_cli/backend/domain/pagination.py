@@ -52,6 +52,9 @@ class ListFilter:
     error_contains: str | None = None  # last_error contains this text (filters.py)
 
     def __post_init__(self) -> None:
+        from runnerq_cli import values
+
+        values.filter_term(self.activity_type, "activity_type")
         check_error_contains(self.error_contains)
 
     def query(self, status: Status) -> dict[str, Any]:

@@ -74,8 +74,10 @@ def count_of(doc: dict[str, Any] | None) -> int:
 def check_count(count: int) -> int:
     """A count asked for (init-indexes --partitions): ValueError when out of bounds."""
     if type(count) is not int or not 1 <= count <= MAX_PARTITIONS:
+        from runnerq_cli.values import shown  # a 4000-digit count is not printed whole
+
         raise ValueError(f"partitions must be a whole number from 1 to {MAX_PARTITIONS}, "
-                         f"got {count!r}")
+                         f"got {shown(count)}")
     return count
 
 

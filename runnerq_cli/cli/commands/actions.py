@@ -586,12 +586,14 @@ def redrive(
     batch_size: int = BATCH_OPT,
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
+    from runnerq_cli import values
     from runnerq_cli.backend.domain.sizes import MAX_BULK
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 
     if max_count is not None and not 1 <= max_count <= MAX_BULK:
         raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}, got {max_count}")
+    values.filter_terms(types, "--type")  # before the server: bad input is answered at once
     backend = _audited_backend(ctx, reason, actor)
     # The console's path: the preview bounded by the max, then exactly the ids shown.
     report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains,

@@ -35,6 +35,8 @@ def audit(
     from runnerq_cli import values
 
     when = values.optional_time(since, "--since")
+    values.filter_term(actor, "--actor")
+    values.filter_term(action, "--action")
     backend = state(ctx).backend()
     entries = backend.audit_log.audit(since=when, actor=actor, action=action, limit=limit)
     records = [e.to_json() for e in entries]

@@ -58,8 +58,13 @@ def console(
             fail("give the token once: --token (or RUNNERQ_CONSOLE_TOKEN) or --token-file",
                  ExitCode.USAGE)
         token = _read_token(token_file)
-    _check_binding(host, token, "--token-file" if token_file is not None else "--token")
     source = ctx.get_parameter_source("token")
+    from_env = token_file is None and source is not None and source.name == "ENVIRONMENT"
+    # A bad RUNNERQ_CONSOLE_TOKEN is the environment's error (exit 3, named), as every
+    # RUNNERQ_* variable's is (docs/input.md); --token's and --token-file's are exit 2.
+    _check_binding(host, token, "--token-file" if token_file is not None
+                   else "RUNNERQ_CONSOLE_TOKEN" if from_env else "--token",
+                   ExitCode.CONFIG if from_env else ExitCode.USAGE)
     if source is not None and source.name == "COMMANDLINE":  # not the environment
         from runnerq_cli.cli.output import warning_line
 
@@ -77,7 +82,11 @@ def console(
     try:
         server = serve(rq, config)
     except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port)",
+        import errno
+
+        # the advice fits the failure: a port in use, or a --host that is no address here
+        advice = "choose another --port" if exc.errno == errno.EADDRINUSE else "check --host"
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({advice})",
              ExitCode.USAGE)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                               name="console", daemon=True)
@@ -107,7 +116,8 @@ def register(app: typer.Typer) -> None:
     app.command("console", epilog=examples("console"))(console)
 
 
-def _check_binding(host: str, token: str | None, flag: str = "--token") -> None:
+def _check_binding(host: str, token: str | None, flag: str = "--token",
+                   code: ExitCode = ExitCode.USAGE) -> None:
     """A host others can reach needs a token; a token must be a secret."""
     from runnerq_cli.cli.output import fail
     from runnerq_cli.console import security
@@ -120,7 +130,7 @@ def _check_binding(host: str, token: str | None, flag: str = "--token") -> None:
     try:
         security.check_binding(host, token)
     except InvalidArgument as exc:
-        fail(f"{flag}: {exc}", ExitCode.USAGE)
+        fail(f"{flag}: {exc}", code)
 
 
 def _read_token(path: str) -> str:

@@ -124,6 +124,13 @@ def init_indexes(
 
     cli = state(ctx)
     settings = cli.settings()  # invalid queue names and config fail here, before connecting
+    if partitions is not None:  # out of range: exit 2 at once, not exit 6 with no server
+        from runnerq_cli.backend.domain.partitions import check_count
+
+        try:
+            check_count(partitions)
+        except ValueError as exc:
+            fail(f"--{exc}")
     backend = cli.backend()
     write = not (dry_run or check)
     missing_collections = set(backend.maintenance.missing_collections())

@@ -89,6 +89,8 @@ def list_cmd(
     from runnerq_cli.cli.state import state
 
     parsed = Status.parse(status)
+    values.filter_term(activity_type, "--type")
+    values.filter_term(after, "--after", " (leave it out for the first page)")
     filters = ListFilter(activity_type=activity_type,
                          since=values.optional_time(since, "--since"),
                          metadata=parse_metadata(metadata or [], "--metadata"),

@@ -22,10 +22,14 @@ tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help
 CURSOR_MAX_CHARS = 1_000_000  # far above any real cursor; bounds what a wrong file costs
 
 
-def _split(values: list[str] | None) -> tuple[str, ...]:
+def _split(values: list[str] | None, flag: str) -> tuple[str, ...]:
+    """`--type a,b --type c` as (a, b, c); an empty one (`--type ''`, `--type a,,b`) is
+    refused: it must not widen the tail to every type."""
+    from runnerq_cli.values import filter_terms
+
     out: list[str] = []
     for value in values or []:
-        out.extend(v.strip() for v in value.split(",") if v.strip())
+        out.extend(filter_terms((v.strip() for v in value.split(",")), flag))
     return tuple(out)
 
 
@@ -112,6 +116,12 @@ def tail_events(
 
     if mode not in ("auto", "change-stream", "poll"):
         raise InvalidArgument(f"--mode {mode!r}: use auto, change-stream or poll")
+    # `--resume "$CURSOR"` or `--activity "$ID"` with the variable unset: refused, never
+    # the whole history or every activity's events
+    values.filter_term(resume, "--resume", "")
+    values.filter_term(cursor_file, "--cursor-file", "")
+    values.filter_term(activity, "--activity")
+    values.filter_term(worker, "--worker")
     if since is not None and (resume or (cursor_file and os.path.exists(cursor_file))):
         raise InvalidArgument("give --since or a cursor to resume from, not both")
     if activity:  # a full id, or a prefix as text views print it (one query)
@@ -152,14 +162,14 @@ def _filters(event_type: list[str] | None, activity_type: list[str] | None,
     from runnerq_cli.backend.domain.models import EventType, parse_activity_id
     from runnerq_cli.cli.output import warning_line
 
-    events = _split(event_type)
+    events = _split(event_type, "--event")
     known = {e.value for e in EventType}
     unknown = [e for e in events if e not in known]
     if unknown:
         warning_line(f"unknown event type(s) {', '.join(unknown)[:200]} "
                      f"(known: {', '.join(sorted(known))})")
     return EventFilter(activity_id=parse_activity_id(activity) if activity else None,
-                       event_types=events, activity_types=_split(activity_type),
+                       event_types=events, activity_types=_split(activity_type, "--type"),
                        worker_id=worker)
 
 

@@ -177,10 +177,11 @@ class Maintenance(QueueChores):
         a scan of the whole collection, however few activities are pending. An index of
         the same keys under another name counts as present (doctor tells the rest)."""
         from runnerq_cli.backend.domain.index_specs import index_plan
+        from runnerq_cli.backend.store.indexes import index_keys
 
         have = self._ctx.activities.list_indexes()
         names = {ix.get("name") for ix in have}
-        keys = {tuple((k, int(v)) for k, v in ix.get("key", {}).items()) for ix in have}
+        keys = {index_keys(ix) for ix in have}
         return [spec.name for spec in index_plan(self._ctx.settings,
                                                  self._ctx.partitions.current())
                 if spec.collection == "activities" and spec.name not in names

@@ -40,21 +40,15 @@ def require_queue(db: Database, queue: str, *, create: bool = False) -> None:
     """Return if `queue` exists (or `create`); else NotFound with the closest name."""
     if create:
         return
-    queues = discover_queues(db)
-    if queue in queues:
-        return
-    close = difflib.get_close_matches(queue, queues, n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    if not queues:
-        hint = " (it has no queues)"
-    raise NotFound(f"queue {queue!r} does not exist in database {db.name!r}{hint}; "
-                   "nothing written")
+    absent = absent_queue(db, queue)
+    if absent is not None:
+        raise NotFound(f"{absent}; nothing written")
 
 
 def absent_queue(db: Database, queue: str) -> str | None:
-    """For a read (which refuses no queue): 'queue Q does not exist in database D (did you
-    mean 'P'?)', as `require_queue` words it, when `queue` has no activities collection,
-    else None."""
+    """'queue Q does not exist in database D (did you mean 'P'?)' when `queue` has no
+    activities collection, else None: a read's note (reads refuse no queue), and the
+    start of a write's refusal (`require_queue`)."""
     queues = discover_queues(db)
     if queue in queues:
         return None

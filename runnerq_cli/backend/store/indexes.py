@@ -60,6 +60,11 @@ def _differences(spec: IndexSpec, existing: dict[str, Any]) -> str:
     return "; ".join(diffs)
 
 
+def index_keys(index: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """An index's keys as listIndexes gives them, in the plan's form (IndexSpec.keys)."""
+    return tuple((k, int(v)) for k, v in index.get("key", {}).items())
+
+
 def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
                    drop_obsolete: bool = False, partitions: int = 1) -> list[IndexReport]:
     """Create what is missing (when `write`), and report every index's state.
@@ -84,7 +89,7 @@ def ensure_indexes(db: Database, settings: Settings, *, write: bool = True,
         if collection_name not in current:
             current[collection_name] = list(db[collection_name].list_indexes())
         same_keys = [ix for ix in current[collection_name]
-                     if tuple((k, int(v)) for k, v in ix["key"].items()) == spec.keys]
+                     if index_keys(ix) == spec.keys]
         same_name = [ix for ix in current[collection_name] if ix["name"] == spec.name]
         state, difference = IndexState.MISSING, ""
         if same_keys:
@@ -113,7 +118,7 @@ def _obsolete(db: Database, plan: list[IndexSpec], names: dict[str, str],
     reports = []
     for collection_name, indexes in current.items():
         for ix in indexes:
-            keys = tuple((k, int(v)) for k, v in ix["key"].items())
+            keys = index_keys(ix)
             if ix["name"] == "_id_" or (collection_name, keys) in planned \
                     or (collection_name, ix["name"]) in planned_names:
                 continue

@@ -34,6 +34,7 @@ from runnerq_cli.backend.domain.models import (
 from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
+from runnerq_cli.backend.domain.waits import AWAITED, SPAWN_FENCE
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, write_time
 from runnerq_cli.backend.store.writes import stamped_inserts
@@ -93,7 +94,7 @@ class Enqueuer(Part):
                 if dry_run:
                     out[index] = Outcome("would_enqueue", None, first_status(spec, now))
                 else:
-                    new_docs[index] = self.new_document(spec, uuid.uuid4(), at)
+                    new_docs[index] = self.new_document(spec, _new_id(spec), at)
             else:
                 groups.setdefault(digest_of(spec), []).append(index)
         started: list[bool] = []
@@ -105,7 +106,7 @@ class Enqueuer(Part):
                 if before_write is not None:
                     before_write()
 
-        firsts = {digest: self.new_document(specs[indexes[0]], uuid.uuid4(), at)
+        firsts = {digest: self.new_document(specs[indexes[0]], _new_id(specs[indexes[0]]), at)
                   for digest, indexes in groups.items()}
         # A caller that records its writes (an audited import) or writes nothing reads the
         # keys first, so a rerun that finds them all held writes (and records) nothing;
@@ -175,6 +176,7 @@ class Enqueuer(Part):
                 else of_key(spec.activity_type, spec.idempotency_key, count)
         if spec.trace_context:
             doc[TRACE_FIELD] = dict(spec.trace_context)
+        lineage(doc, spec)
         return doc
 
     # ------------------------------------------------------------ the batch's commands
@@ -277,7 +279,7 @@ class Enqueuer(Part):
         ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         assert spec.idempotency_key is not None
         for _ in range(10):
-            new_id = uuid.uuid4()
+            new_id = _new_id(spec)
             taken, holder_id = self.check_idempotency(spec.activity_type, spec.idempotency_key,
                                                       new_id)
             if taken:
@@ -306,6 +308,27 @@ class Enqueuer(Part):
             self._release_key(spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
         return Outcome("enqueued", activity_id, doc["status"])
+
+
+def _new_id(spec: ActivitySpec) -> uuid.UUID:
+    """The id a spec asks for, else a new random one."""
+    return spec.activity_id or uuid.uuid4()
+
+
+def lineage(doc: dict[str, Any], spec: ActivitySpec) -> None:
+    """A child's fields (docs/design.md, "New fields of the activity document"): none on a
+    plain activity. A fenced spawn inserts its child `waiting`, with no wake time, until
+    the spawn confirms the fence (queue/durable.py)."""
+    if spec.parent_id is not None:
+        doc["parent_activity_id"] = spec.parent_id
+        doc[AWAITED] = True  # its parent may wait on it: its publication wakes
+    if spec.root_id is not None and spec.root_id != doc["_id"]:
+        doc["root_activity_id"] = spec.root_id
+    if spec.depth:
+        doc["depth"] = spec.depth
+    if spec.spawn_fence is not None:
+        doc["status"] = Status.WAITING.value
+        doc[SPAWN_FENCE] = spec.spawn_fence
 
 
 def _status_text(doc: dict[str, Any]) -> str:

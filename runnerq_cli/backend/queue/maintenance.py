@@ -28,6 +28,7 @@ from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE, due_waits
 from runnerq_cli.backend.queue.aside import checked, set_aside
 from runnerq_cli.backend.queue.queue import (
     LEASE_FIELDS,
@@ -36,6 +37,7 @@ from runnerq_cli.backend.queue.queue import (
 )
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import past_now, server_update, write_time
+from runnerq_cli.backend.store.statements import update_many_statements
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument
 
@@ -80,11 +82,15 @@ class QueueChores(Part):
         if limit is not None:
             ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
             query = {**query, "_id": {"$in": ids}}
-        moved = self._ctx.activities.update_many(query, {"$set": {"status": Status.PENDING.value}})
-        if moved.modified_count:
+        # One command, two statements: the due scheduled activities, and the parked ones
+        # whose wait has come to its time (docs/design.md, "Claiming a woken activity").
+        moved = update_many_statements(self._ctx.activities, [
+            (query, {"$set": {"status": Status.PENDING.value}}),
+            (due_waits(now), WAKE_UPDATE)])
+        if moved:
             log.debug("scheduler: scheduled activities due",
-                      extra={"fields": {"pending": moved.modified_count}})
-        return moved.modified_count
+                      extra={"fields": {"pending": moved}})
+        return moved
 
     def requeue_expired(self, limit: int = 100) -> dict[str, int]:
         """The reaper: expired leases count as a retryable failure without back-off.

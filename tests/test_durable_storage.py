@@ -264,3 +264,73 @@ def test_wake_repair_wakes_a_park_whose_publication_crashed(backend: RunnerQ) ->
         {"_id": p}, {"$set": {"parked.at": backend.now() - timedelta(minutes=5)}})
     assert backend.durable.repair_wakes() == 1
     assert raw(backend, p)["status"] == Status.PENDING.value
+
+
+def backdate(queue: RunnerQ, activity_id: uuid.UUID, seconds: float) -> None:
+    queue.context.activities.update_one({"_id": activity_id}, {"$set": {
+        "completed_at": queue.now() - timedelta(seconds=seconds)}})
+
+
+def finished_tree(queue: RunnerQ) -> tuple[uuid.UUID, uuid.UUID]:
+    """A completed root with a checkpoint, a signal and a completed child."""
+    root = queue.enqueue("parent", {}, idempotency_key="order-1").activity_id
+    claim = claim_one(queue, ["parent"])
+    queue.durable.checkpoint(claim, checkpoint_id(root, "run", "x"), "Ok", 1, "run:x")
+    child = queue.durable.spawn(claim, ActivitySpec("child", {})).activity_id
+    queue.durable.signal(root, "go", 1)
+    queue.ack_success(claim_one(queue, ["child"]), 2)
+    queue.ack_success(claim, 3)
+    return root, child
+
+
+def test_cleanup_sweeps_a_finished_tree_whole(backend: RunnerQ) -> None:
+    root, child = finished_tree(backend)
+    assert backend.maintenance.cleanup(3600, 3600, 100) == 0  # too young
+    backdate(backend, root, 7200)  # only the root's age counts
+    assert backend.maintenance.cleanup(3600, 3600, 100) == 1
+    ctx = backend.context
+    for aid in (root, child):
+        assert ctx.activities.find_one({"_id": aid}) is None
+        assert ctx.results.find_one({"_id": aid}) is None
+        assert ctx.events.find_one({"activity_id": aid}) is None
+        assert ctx.checkpoints.find_one({"owner_id": aid}) is None
+    assert ctx.dependencies.count_documents({}) == 0
+    assert ctx.idempotency.count_documents({}) == 0
+
+
+def test_cleanup_keeps_trees_with_live_work_and_pinned_trees(backend: RunnerQ) -> None:
+    root = backend.enqueue("parent", {}).activity_id
+    claim = claim_one(backend, ["parent"])
+    child = backend.durable.spawn(claim, ActivitySpec("child", {})).activity_id
+    backend.ack_success(claim, 1)
+    backdate(backend, root, 7200)
+    assert backend.maintenance.cleanup(3600, 3600, 100) == 0  # the child is pending
+    backend.ack_success(claim_one(backend, ["child"]), 2)
+    # Another, live tree waits on the root's result: the root is pinned.
+    backend.enqueue("other", {})
+    other = claim_one(backend, ["other"])
+    backend.durable.register_dependency(other, root)
+    assert backend.maintenance.cleanup(3600, 3600, 100) == 0
+    backend.ack_success(other, 3)
+    assert backend.maintenance.cleanup(3600, 3600, 100) == 1
+    assert backend.context.activities.find_one({"_id": child}) is None
+
+
+def test_cleanup_ages_completed_and_failed_apart_and_counts_once(backend: RunnerQ) -> None:
+    ok = backend.enqueue("t", {}).activity_id
+    backend.ack_success(claim_one(backend, ["t"]), 1)
+    bad = backend.enqueue("t", {}).activity_id
+    backend.ack_failure(claim_one(backend, ["t"]), "no", retryable=False)
+    backend.flush_outbox()
+    backdate(backend, ok, 7200)
+    backdate(backend, bad, 7200)
+    assert backend.maintenance.cleanup(3600, 0, 100) == 1  # failed ones kept (0)
+    assert backend.context.activities.find_one({"_id": bad}) is not None
+    counts = []
+    threads = [threading.Thread(target=lambda: counts.append(
+        backend.maintenance.cleanup(0, 3600, 100))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sum(counts) == 1

@@ -70,8 +70,6 @@ log = logging.getLogger("runnerq.backend")
 # their result), a page at a time, resuming where the last page ended.
 REPAIR_GRACE = timedelta(seconds=30)
 REPAIR_PAGE = 500
-# A spawn left unconfirmed by a crash is settled after this long.
-SPAWN_GRACE = timedelta(seconds=60)
 LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
 
 
@@ -316,10 +314,7 @@ class Durable(Part):
         depth = checked_depth(int(parent.get("depth") or 0) + 1)
         child_spec = replace(spec, parent_id=claim.activity_id, root_id=root, depth=depth,
                              spawn_fence=claim.lease_id)
-        [outcome] = self._queue.enqueue_batch([child_spec])
-        result = outcome.result()
-        if isinstance(result, Exception):
-            raise result
+        result = self._enqueue_child(child_spec)
         if not result.created:
             self._link(claim, result.activity_id)
             return result
@@ -329,6 +324,24 @@ class Durable(Part):
             raise claim_lost(claim)
         self._confirm_spawn(result.activity_id, claim.lease_id)
         return result
+
+    def _enqueue_child(self, spec: ActivitySpec) -> EnqueueResult:
+        """The child's enqueue. Its key naming no activity was left by a spawn that died
+        between the key and the child (of an earlier claim: this claim holds the fence
+        now), so the key is taken over at once rather than after the orphan grace."""
+        for _ in range(2):
+            [outcome] = self._queue.enqueue_batch([spec])
+            result = outcome.result()
+            if isinstance(result, Exception):
+                raise result
+            if result.created or spec.idempotency_key is None or self._ctx.activities.find_one(
+                    {"_id": result.activity_id}, {"_id": 1}) is not None:
+                return result
+            self._ctx.idempotency.delete_one(
+                {"_id": {"activity_type": spec.activity_type, "key": spec.idempotency_key},
+                 "activity_id": result.activity_id})
+        raise ClaimLost("the spawn's key keeps changing hands: another claim is spawning "
+                        "the same step")
 
     def _confirm_spawn(self, child: uuid.UUID, lease_id: str) -> None:
         """The fence held after the insert: the child becomes claimable (pending, or
@@ -362,7 +375,7 @@ class Durable(Part):
 
     # ------------------------------------------------------------------ repair
 
-    def repair_wakes(self, page: int = REPAIR_PAGE) -> int:
+    def repair_wakes(self, page: int = REPAIR_PAGE, grace: timedelta = REPAIR_GRACE) -> int:
         """Wake repair (a shared chore): waiting activities parked more than the grace ago
         whose result exists are woken; unconfirmed spawns are settled. A page of the
         waiting set per call, resuming after the last one. Returns how many it fixed."""
@@ -379,10 +392,10 @@ class Durable(Part):
         fixed = 0
         for doc in docs:
             if SPAWN_FENCE in doc:
-                fixed += self._settle_spawn(doc, now)
+                fixed += self._settle_spawn(doc, now, grace * 2)
                 continue
             parked_at = (doc.get("parked") or {}).get("at")
-            if isinstance(parked_at, datetime) and parked_at > now - REPAIR_GRACE:
+            if isinstance(parked_at, datetime) and parked_at > now - grace:
                 continue
             result_id = doc.get("waiting_result_id")
             if isinstance(result_id, uuid.UUID) and self.result_exists(result_id):
@@ -393,9 +406,11 @@ class Durable(Part):
                      extra={"fields": {"woken": fixed}})
         return fixed
 
-    def _settle_spawn(self, doc: Mapping[str, Any], now: datetime) -> int:
+    def _settle_spawn(self, doc: Mapping[str, Any], now: datetime, grace: timedelta) -> int:
+        """A spawn a crash left unconfirmed: confirmed while its parent still holds the
+        claim it was made under, withdrawn otherwise (the spawn never answered)."""
         created = doc.get("created_at")
-        if isinstance(created, datetime) and created > now - SPAWN_GRACE:
+        if isinstance(created, datetime) and created > now - grace:
             return 0
         parent = self._ctx.activities.find_one(
             {"_id": doc.get("parent_activity_id"), "status": Status.PROCESSING.value,

@@ -29,7 +29,7 @@ from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.queue.aside import checked, set_aside
-from runnerq_cli.backend.queue.queue import (
+from runnerq_cli.backend.queue.attempt_writes import (
     LEASE_FIELDS,
     dead_letter_update,
     flush_projection,

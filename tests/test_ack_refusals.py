@@ -195,8 +195,7 @@ def test_interrupted_codes_are_outages_wherever_they_come(backend):
     from pymongo.errors import BulkWriteError, WriteError
 
     from runnerq_cli.backend.domain.outage import retry_later
-    from runnerq_cli.backend.store.connection import server_away
-    from runnerq_cli.backend.store.driver import failure, refusal
+    from runnerq_cli.backend.store.driver import failure, refusal, server_away
     from runnerq_cli.errors import WriteRefused, WriteUnconfirmed
 
     for code in (91, 189, 10107, 11600, 11602):

@@ -27,9 +27,8 @@ from runnerq_cli.backend.queue.attempt_writes import (
     flush_projection,
     held_by,
 )
-from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.context import Part
-from runnerq_cli.backend.store.driver import DUPLICATE_KEY
+from runnerq_cli.backend.store.driver import DUPLICATE_KEY, server_away
 from runnerq_cli.backend.store.servertime import server_update, write_time
 from runnerq_cli.backend.store.statements import Statement, update_statements
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update, stamp

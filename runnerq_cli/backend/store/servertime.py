@@ -81,12 +81,16 @@ SERVER_NOW = ServerTime()
 When = datetime | ServerTime  # a time to write: a value, or one the server computes
 
 
+def utc_now() -> datetime:
+    """Now, truncated to milliseconds: what MongoDB stores, so values compare equal."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 def server_stamps(clock: Callable[[], datetime]) -> bool:
     """Whether the server sets the times written: yes on the default clock (`ServerClock`),
     or a clock that says so (`clock.server_stamps = True`); a clock of the caller's own
     (tests) writes its own times."""
-    from runnerq_cli.backend.store.context import utc_now
-
     return bool(getattr(clock, "server_stamps", clock is utc_now))
 
 

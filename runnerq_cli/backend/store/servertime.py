@@ -36,11 +36,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bson import Decimal128, ObjectId
+
+from runnerq_cli.backend.domain.write_times import SERVER_NOW as SERVER_NOW  # re-exported
+from runnerq_cli.backend.domain.write_times import ServerTime as ServerTime  # re-exported
+from runnerq_cli.backend.domain.write_times import When as When  # re-exported
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.store.driver import Database
@@ -49,36 +52,6 @@ log = logging.getLogger("runnerq.backend")
 
 # How long a measurement of the server's clock is trusted (then `hello` is asked again).
 REFRESH_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class ServerTime:
-    """A time the server computes as the write lands: its clock plus `offset`."""
-
-    offset: timedelta = timedelta(0)
-
-    def __add__(self, other: timedelta) -> ServerTime:
-        return ServerTime(self.offset + other)
-
-    def __sub__(self, other: timedelta) -> ServerTime:
-        return ServerTime(self.offset - other)
-
-    @property
-    def millis(self) -> int:
-        """The offset in whole milliseconds (BSON dates have no finer unit)."""
-        return round(self.offset.total_seconds() * 1000)
-
-    def expression(self) -> Any:
-        """The aggregation expression of this time (`$$NOW`, plus whole milliseconds)."""
-        return "$$NOW" if self.millis == 0 else {"$add": ["$$NOW", self.millis]}
-
-    def after(self, server_now: datetime) -> datetime:
-        """The time this marker wrote, given the `$$NOW` of its write (read back)."""
-        return server_now + timedelta(milliseconds=self.millis)
-
-
-SERVER_NOW = ServerTime()
-When = datetime | ServerTime  # a time to write: a value, or one the server computes
 
 
 def utc_now() -> datetime:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import timedelta
+from typing import Any
 
 from pymongo import ReturnDocument
 
@@ -21,7 +22,7 @@ from runnerq_cli.backend.queue.attempt_writes import held_by_lease, lease_length
 from runnerq_cli.backend.queue.pending_types import PendingTypes
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.context import Part
-from runnerq_cli.backend.store.servertime import ServerTime, server_update, write_time
+from runnerq_cli.backend.store.servertime import ServerTime, When, server_update, write_time
 from runnerq_cli.backend.store.writes import merge_updates, stamp
 from runnerq_cli.errors import CommandFailed, InvalidArgument
 
@@ -55,13 +56,9 @@ class Claims(Part):
         """
         if limit < 1:
             raise InvalidArgument("limit must be at least 1")
-        present: list[str] = []
-        if exclude_types and not types:  # around paused types: name the claimable ones
-            if self._pending_types is None:
-                self._pending_types = PendingTypes()
-            present = self._pending_types.claimable(self._ctx.activities, exclude_types)
-            if not present:
-                return []  # nothing pending beyond the paused types
+        present = self._present_types(types, exclude_types)
+        if present is None:
+            return []  # nothing pending beyond the paused types
         count = self._ctx.partitions.current()
         claimable = queries.claim(types, exclude_types, present)
         if count > 1 and self._all_dry:
@@ -87,11 +84,7 @@ class Claims(Part):
             # stamped by the server as the claim lands (a tail reads by it).
             try:
                 doc = self._ctx.activities.find_one_and_update(
-                    claimable.filter, server_update(merge_updates(
-                        {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                                  "lease_id": lease_id, "lease_deadline": deadline},
-                         "$inc": {"claims": 1}},
-                        stamp(self._ctx.clock, now, "started_at"))),
+                    claimable.filter, self._claim_update(worker_id, lease_id, deadline, now),
                     projection=CLAIM_PROJECTION, sort=claimable.sort_list,
                     return_document=ReturnDocument.AFTER)
             except CommandFailed as exc:  # a `claims` that is not a number (aside.py)
@@ -122,6 +115,26 @@ class Claims(Part):
         if count > 1:
             self._all_dry = not claims and len(dry) >= count
         return claims
+
+    def _present_types(self, types: Iterable[str] | None,
+                       exclude_types: Iterable[str] | None) -> list[str] | None:
+        """The pending types a claim around paused ones names ([] when it excludes none
+        or names its own `types`); None when nothing is pending beyond the paused types."""
+        if not (exclude_types and not types):
+            return []
+        if self._pending_types is None:
+            self._pending_types = PendingTypes()
+        return self._pending_types.claimable(self._ctx.activities, exclude_types) or None
+
+    def _claim_update(self, worker_id: str, lease_id: str, deadline: When,
+                      now: When) -> Any:
+        """The update of one claim: processing under a new lease, one more claim counted,
+        `started_at` stamped by the server as it lands (a tail reads by it)."""
+        return server_update(merge_updates(
+            {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                      "lease_id": lease_id, "lease_deadline": deadline},
+             "$inc": {"claims": 1}},
+            stamp(self._ctx.clock, now, "started_at")))
 
     def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],
                         max_await: float = 1.0) -> ChangeWake:

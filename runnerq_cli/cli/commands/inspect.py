@@ -35,6 +35,9 @@ def _print_list(status: str, items: list[Any]) -> None:
     if not items:
         console(markup=False).print(f"no {status.replace('_', '-')} activities")
         return
+    if status == "waiting":
+        _print_waiting(items)
+        return
     time_col = {"pending": "created", "scheduled": "due", "processing": "lease until"}.get(
         status, "finished")
     # The status column says something only where it differs from the one listed
@@ -56,6 +59,23 @@ def _print_list(status: str, items: list[Any]) -> None:
         del columns[3]
         for row in rows:
             del row[3]
+    print_table(columns, rows)
+
+
+def _print_waiting(items: list[Any]) -> None:
+    """`list waiting` as text: what each waits for, and when it wakes by itself."""
+    from runnerq_cli.backend.views.trees import wait_of
+    from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
+    from runnerq_cli.cli.timefmt import stamp
+
+    columns = [Column("id"), Column("type", style="bold"), Column("wakes", drop=1),
+               Column("waiting for", flexible=True)]
+    prefixes = unique_prefixes([a.id for a in items])
+    rows = []
+    for act in items:
+        wait = wait_of({**act.extra, "status": act.status, "scheduled_at": act.scheduled_at})
+        rows.append([prefixes[str(act.id)], act.activity_type, stamp(act.scheduled_at),
+                     wait.describe(stamp) if wait else ""])
     print_table(columns, rows)
 
 

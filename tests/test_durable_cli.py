@@ -136,7 +136,7 @@ def test_tree_shows_every_member_from_any_member(backend: RunnerQ, run_cli) -> N
         assert all(len(line) <= 80 for line in lines), lines
         assert lines[0].lstrip("* ").startswith(str(root)[:8]) and "waiting" in lines[0]
         assert f"waiting for child {str(child)[:8]}, processing on worker w9" in out.stdout
-        assert any(line.startswith("   ") and "running" in line and "parcel" in line
+        assert any(line.startswith("  ") and "running" in line and "parcel" in line
                    for line in lines)
         assert "run pack: ok" in out.stdout
         assert lines[-1] == f"2 activities in the tree of {root}"
@@ -173,7 +173,7 @@ def test_list_show_and_explain_say_what_a_wait_waits_for(backend: RunnerQ, run_c
     assert "sleeping until 2099-01-01 00:00:00.000Z" in run_cli("show", str(sleeper)).stdout
     explained = run_cli("explain", str(aid))
     assert explained.code == 0, explained.stderr
-    assert "waiting for signal approve" in explained.stdout
+    assert "Waiting for signal approve since" in explained.stdout
 
 
 # ---------------------------------------------------------------- operator actions
@@ -215,3 +215,4 @@ def test_run_now_wakes_a_waiting_activity_and_retry_keeps_steps(backend: RunnerQ
     run_cli("cancel", str(aid))
     assert run_cli("retry", str(aid)).code == 0
     assert [s.name for s in backend.durable.steps(aid)] == ["charge"]
+

@@ -161,12 +161,15 @@ def show_cmd(
         warning_line(str(exc))
         result = None
     events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
+    wait = backend.trees.wait({**act.extra, "status": act.status,
+                               "scheduled_at": act.scheduled_at})
     if output is not OutputFormat.TEXT:
         emit(output, {"activity": {**act.to_json(), "extra": to_jsonable(act.extra)},
+                      "waiting": wait.to_json() if wait else None,
                       "result": result.to_json() if result else None,
                       "events": [event_record(e) for e in events]})
         return
-    _print_show(act, result, events)
+    _print_show(act, result, events, wait)
 
 
 def _field_text(value: Any) -> str:
@@ -186,7 +189,7 @@ def _field_text(value: Any) -> str:
     return str(to_jsonable(value))
 
 
-def _print_show(act: Any, result: Any, events: list[Any]) -> None:
+def _print_show(act: Any, result: Any, events: list[Any], wait: Any = None) -> None:
     """`show` as text: name/value lines, the payload, last error, result and events."""
     import json
 
@@ -208,6 +211,10 @@ def _print_show(act: Any, result: Any, events: list[Any]) -> None:
         shown["priority"] = f"{Priority.label(act.priority)} ({act.priority})"
     if act.display_status != act.status:
         shown["status"] = f"{act.status} ({act.display_status})"
+    if wait is not None:  # what a parked durable activity waits for, in words
+        from runnerq_cli.cli.timefmt import stamp
+
+        shown["status"] = f"{act.status}: {wait.describe(stamp)}"
     for name, value in act.extra.items():
         shown[str(name)] = _field_text(value)
     width = max(len(literal(n)) for n in shown)

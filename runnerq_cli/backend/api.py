@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.operator import Operator
     from runnerq_cli.backend.ops.schedule_views import ScheduleViews
     from runnerq_cli.backend.ops.schedules import Schedules
+    from runnerq_cli.backend.ops.signals import Signals
     from runnerq_cli.backend.queue.durable import Durable
     from runnerq_cli.backend.queue.intake import Intake
     from runnerq_cli.backend.queue.maintenance import Maintenance
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.views.inspection import Inspector
     from runnerq_cli.backend.views.result_wait import Waiting, WaitOutcome
     from runnerq_cli.backend.views.trees import Trees
-    from runnerq_cli.backend.ops.signals import Signals
 
 
 class RunnerQ(ActivityQueue, QueueChores, Inspection):

@@ -95,7 +95,8 @@ def wait_of(doc: Mapping[str, Any], producer: Mapping[str, Any] | None = None) -
     """The wait of a waiting activity's document (None for any other status)."""
     if doc.get("status") != Status.WAITING.value:
         return None
-    parked = doc.get("parked") if isinstance(doc.get("parked"), dict) else {}
+    raw = doc.get("parked")
+    parked: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     result_id = doc.get("waiting_result_id")
     kind = str(parked.get("kind") or ("await" if result_id else "unknown"))
     since = parked.get("at") if isinstance(parked.get("at"), datetime) else None

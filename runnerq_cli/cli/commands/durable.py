@@ -48,7 +48,7 @@ def read_signal_payload(text: str | None) -> Any:
     name = text[1:]
     what = "--payload from stdin" if name == "-" else f"--payload file {name}"
     if name == "-":
-        data: bytes = (getattr(sys.stdin, "buffer", None) or sys.stdin).read(
+        data: Any = (getattr(sys.stdin, "buffer", None) or sys.stdin).read(
             SIGNAL_TEXT_MAX + 1)
     else:
         from runnerq_cli.inputs import Unreadable, open_input

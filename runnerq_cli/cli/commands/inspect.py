@@ -64,7 +64,7 @@ def _print_list(status: str, items: list[Any]) -> None:
 
 def _print_waiting(items: list[Any]) -> None:
     """`list waiting` as text: what each waits for, and when it wakes by itself."""
-    from runnerq_cli.backend.views.trees import wait_of
+    from runnerq_cli.backend.domain.waits import wait_of
     from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
 

@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge pause resume scheduler audit doctor explain queues config tail schedule dlq metrics completion'
+            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge signal tree pause resume scheduler audit doctor explain queues config tail schedule dlq metrics completion'
             flags='--local --utc --version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -58,7 +58,7 @@ _runnerq_mongo_node() {
             valopts='--stale-after -o --output' ;;
         "cancel")
             cmds=''
-            flags='--dry-run -y --yes -h --help'
+            flags='--dry-run -y --yes --cascade -h --help'
             valopts='--status -t --type --since --until -m --metadata --error-contains --worker --max --reason --actor -o --output --batch-size' ;;
         "retry")
             cmds=''
@@ -88,6 +88,14 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--dry-run -y --yes -h --help'
             valopts='--reason --actor -o --output' ;;
+        "signal")
+            cmds=''
+            flags='-h --help'
+            valopts='-p --payload --reason --actor -o --output' ;;
+        "tree")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
         "pause")
             cmds=''
             flags='--create -h --help'
@@ -508,6 +516,16 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "purge|-o"|"purge|--output")
             kind=choice; choices='text json jsonl' ;;
+        "signal|-p"|"signal|--payload")
+            kind=none; choices='' ;;
+        "signal|--reason")
+            kind=none; choices='' ;;
+        "signal|--actor")
+            kind=none; choices='' ;;
+        "signal|-o"|"signal|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "tree|-o"|"tree|--output")
+            kind=choice; choices='text json jsonl' ;;
         "pause|-t"|"pause|--type")
             kind=none; choices='' ;;
         "pause|--reason")
@@ -669,7 +687,7 @@ _runnerq_mongo_values() {
         "metrics serve|--window")
             kind=none; choices='' ;;
         "list|0")
-            kind=choice; choices='pending scheduled processing running completed failed dead-letter cancelled' ;;
+            kind=choice; choices='pending scheduled processing running waiting completed failed dead-letter cancelled' ;;
         "set-priority|0")
             kind=choice; choices='low normal high critical' ;;
         "set-priority|1")

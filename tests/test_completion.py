@@ -108,8 +108,9 @@ def test_bash_completes_commands_options_and_choices() -> None:
 @pytest.mark.skipif(not shutil.which("bash"), reason="bash not installed")
 def test_bash_completes_the_values_of_string_options() -> None:
     """Options that parse text themselves still offer their values (issue 11)."""
-    assert bash_tab("runnerq-mongo list ") == ["pending", "scheduled", "processing", "running",
-                                              "completed", "failed", "dead-letter", "cancelled"]
+    assert bash_tab("runnerq-mongo list ") == [
+        "pending", "scheduled", "processing", "running", "waiting", "completed", "failed",
+        "dead-letter", "cancelled"]
     assert bash_tab("runnerq-mongo list d") == ["dead-letter"]
     assert bash_tab("runnerq-mongo enqueue t --priority ") == ["low", "normal", "high",
                                                                "critical"]

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.operator import Operator
     from runnerq_cli.backend.ops.schedule_views import ScheduleViews
     from runnerq_cli.backend.ops.schedules import Schedules
+    from runnerq_cli.backend.ops.signals import Signals
     from runnerq_cli.backend.queue.durable import Durable
     from runnerq_cli.backend.queue.intake import Intake
     from runnerq_cli.backend.queue.maintenance import Maintenance
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.traits import InspectionBackend, WorkerBackend
     from runnerq_cli.backend.views.inspection import Inspector
     from runnerq_cli.backend.views.result_wait import Waiting, WaitOutcome
+    from runnerq_cli.backend.views.trees import Trees
 
 
 class RunnerQ(ActivityQueue, QueueChores, Inspection):
@@ -81,6 +83,18 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         fenced spawns, wakes (docs/design.md, "Durable activities")."""
         from runnerq_cli.backend.queue.durable import Durable
         return Durable(self._ctx, self)
+
+    @functools.cached_property
+    def trees(self) -> Trees:
+        """Trees of durable activities and what a waiting one waits for (reads)."""
+        from runnerq_cli.backend.views.trees import Trees
+        return Trees(self._ctx)
+
+    @functools.cached_property
+    def signals(self) -> Signals:
+        """A signal sent by an operator: refused to a finished activity, audited."""
+        from runnerq_cli.backend.ops.signals import Signals
+        return Signals(self._ctx, self.durable, self.audit_log)
 
     @functools.cached_property
     def maintenance(self) -> Maintenance:

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "stats",
     "inspect",
     "actions",
+    "durable",
     "control",
     "schedule",
     "dlq",
@@ -48,6 +49,7 @@ MODULE_OF = {
     **dict.fromkeys(("list", "show", "events", "result", "wait", "workers"), "inspect"),
     **dict.fromkeys(("cancel", "retry", "run-now", "reschedule", "set-priority", "delete",
                      "redrive", "purge"), "actions"),
+    "signal": "durable", "tree": "durable",
     "pause": "control", "resume": "control", "dlq": "dlq", "audit": "audit",
     "schedule": "schedule", "scheduler": "schedule",
     **dict.fromkeys(("doctor", "explain", "queues", "metrics"), "diagnose"),
@@ -59,10 +61,10 @@ MODULE_OF = {
 HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Set up", ("init-indexes", "dev-server", "config", "completion")),
     ("Run", ("enqueue", "worker", "schedule", "scheduler")),
-    ("Inspect", ("stats", "list", "show", "events", "result", "wait", "workers", "tail",
+    ("Inspect", ("stats", "list", "show", "tree", "events", "result", "wait", "workers", "tail",
                  "queues", "audit", "console")),
     ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",
-             "purge", "pause", "resume", "dlq")),
+             "purge", "signal", "pause", "resume", "dlq")),
     ("Diagnose", ("doctor", "explain", "metrics")),
 )
 

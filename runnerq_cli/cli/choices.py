@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-STATUSES = ("pending", "scheduled", "processing", "running", "completed", "failed",
+STATUSES = ("pending", "scheduled", "processing", "running", "waiting", "completed", "failed",
             "dead-letter", "cancelled")
 PRIORITIES = ("low", "normal", "high", "critical")
 ON_DUPLICATE = ("return-existing", "allow-reuse", "allow-reuse-on-failure", "no-reuse")

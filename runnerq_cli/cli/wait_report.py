@@ -24,7 +24,8 @@ STATUS_CODES = {
     "cancelled": ExitCode.ACTIVITY_CANCELLED,
 }
 RESULT_ERR_CODES = {"non_retryable": ExitCode.ACTIVITY_FAILED,
-                    "dead_letter": ExitCode.ACTIVITY_DEAD_LETTERED}
+                    "dead_letter": ExitCode.ACTIVITY_DEAD_LETTERED,
+                    "cancelled": ExitCode.ACTIVITY_CANCELLED}
 
 
 def code_for_result(result: Result) -> ExitCode:

@@ -159,6 +159,19 @@ def _explain_pending(ctx: QueueContext, act: Activity, live: list[WorkerInfo],
     return reason, sentence
 
 
+def _explain_waiting(ctx: Any, act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
+    """What a parked durable activity waits for, and until when (views/trees.py)."""
+    from runnerq_cli.backend.views.trees import Trees
+
+    wait = Trees(ctx).wait({**act.extra, "status": act.status,
+                            "scheduled_at": act.scheduled_at})
+    if wait is None:
+        return "waiting", "Waiting."
+    facts["waiting"] = wait.to_json()
+    text = wait.describe(_when)
+    return "waiting", text[0].upper() + text[1:] + "."
+
+
 def _explain_finished(act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
     """How and when it ended."""
     reason = act.status
@@ -289,6 +302,8 @@ class Explainer:
             reason, sentence = _explain_running(act, now, workers, live, facts)
         elif status == Status.PENDING.value:
             reason, sentence = _explain_pending(ctx, act, live, facts)
+        elif status == Status.WAITING.value:
+            reason, sentence = _explain_waiting(ctx, act, facts)
         else:
             reason, sentence = _explain_finished(act, facts)
         if pause is not None and status in WAITING_STATUSES:

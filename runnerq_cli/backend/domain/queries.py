@@ -43,6 +43,8 @@ LIST_ORDERS: dict[Status, tuple[Sort, str]] = {
     Status.PENDING: ((("priority", -1), ("created_at", 1), ("_id", 1)), "created_at"),
     Status.SCHEDULED: ((("scheduled_at", 1), ("_id", 1)), "created_at"),
     Status.PROCESSING: ((("lease_deadline", 1), ("_id", 1)), "started_at"),
+    # by wake time (scheduled_at_1__id_1_waiting); --since: when it was created
+    Status.WAITING: ((("scheduled_at", 1), ("_id", 1)), "created_at"),
     Status.COMPLETED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
     Status.FAILED: ((("completed_at", -1), ("_id", -1)), "completed_at"),
     Status.DEAD_LETTER: ((("completed_at", -1), ("_id", -1)), "completed_at"),
@@ -50,7 +52,7 @@ LIST_ORDERS: dict[Status, tuple[Sort, str]] = {
 }
 # Which index serves a status's list (finished statuses: "list finished").
 _LIST_INDEX = {Status.PENDING: "claim order", Status.SCHEDULED: "due scheduled",
-               Status.PROCESSING: "expired leases"}
+               Status.PROCESSING: "expired leases", Status.WAITING: "waits that come due"}
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ removed, so the ordinary claim takes the activity again without counting an atte
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.domain.models import Status, display_status, to_jsonable
 
 # The fields of a wait, removed by every wake.
 WAIT_FIELDS = {"waiting_result_id": "", "parked": "", "scheduled_at": ""}
@@ -77,3 +78,72 @@ def yielded_detail(kind: str, step: str, wake_at: datetime, result_id: uuid.UUID
     """The `Yielded` event's detail: exactly the spec's keys."""
     return {"kind": kind, "step": step, "wake_at": wake_at, "result_id": result_id,
             "ready": ready}
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a waiting activity waits for: `kind` sleep, signal or await (or `unknown`
+    for a wait another program wrote without `parked`)."""
+
+    kind: str
+    step: str | None
+    since: datetime | None
+    until: datetime | None  # when it wakes by itself (a sleep's end, a wait's deadline)
+    result_id: uuid.UUID | None = None
+    producer: Mapping[str, Any] | None = None  # the awaited activity, as read
+
+    def describe(self, when: Callable[[datetime | None], str]) -> str:
+        """In words: "waiting for signal approve since ..., times out ..."; "waiting for
+        child 3f2a1b2c, processing on worker w1"; "sleeping until ..."."""
+        if self.kind == "sleep":
+            return f"sleeping until {when(self.until)}" + (f" (step {self.step})"
+                                                         if self.step else "")
+        if self.kind == "signal":
+            text = f"waiting for signal {self.step}"
+        elif self.kind == "await":
+            text = f"waiting for {self._producer_text()}"
+        else:
+            text = "waiting" + (f" for result {self.result_id}" if self.result_id else "")
+        if self.since is not None:
+            text += f" since {when(self.since)}"
+        if self.until is not None:
+            text += f", times out {when(self.until)}"
+        elif self.kind != "await" or self.result_id is None:
+            text += "; no wake time: it never wakes by itself"
+        return text
+
+    def _producer_text(self) -> str:
+        short = str(self.result_id)[:8] if self.result_id else "?"
+        if self.producer is None:
+            return f"result {short} (no activity produces it: gone, or a checkpoint)"
+        status = str(self.producer.get("status"))
+        shown = "running" if status == Status.PROCESSING.value else display_status(
+            status, int(self.producer.get("retry_count") or 0))
+        text = f"child {short}, {shown}"
+        if status == Status.PROCESSING.value and self.producer.get("worker_id"):
+            text = f"child {short}, processing on worker {self.producer['worker_id']}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"kind": self.kind, "step": self.step, "since": to_jsonable(self.since),
+               "until": to_jsonable(self.until),
+               "result_id": str(self.result_id) if self.result_id else None}
+        if self.kind == "await":
+            out["producer_status"] = (str(self.producer.get("status"))
+                                      if self.producer is not None else None)
+        return out
+
+
+def wait_of(doc: Mapping[str, Any], producer: Mapping[str, Any] | None = None) -> Wait | None:
+    """The wait of a waiting activity's document (None for any other status)."""
+    if doc.get("status") != Status.WAITING.value:
+        return None
+    raw = doc.get("parked")
+    parked: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    result_id = doc.get("waiting_result_id")
+    kind = str(parked.get("kind") or ("await" if result_id else "unknown"))
+    since = parked.get("at") if isinstance(parked.get("at"), datetime) else None
+    until = doc.get("scheduled_at") if isinstance(doc.get("scheduled_at"), datetime) else None
+    step = parked.get("step") if isinstance(parked.get("step"), str) else None
+    return Wait(kind, step, since, until,
+                result_id if isinstance(result_id, uuid.UUID) else None, producer)

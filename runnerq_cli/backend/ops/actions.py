@@ -31,6 +31,7 @@ from runnerq_cli.backend.domain.models import (
 )
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.shapes import ACTIVITY, Shape
+from runnerq_cli.backend.domain.waits import WAIT_FIELDS
 from runnerq_cli.backend.store.servertime import When
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument, WrongState
@@ -52,6 +53,8 @@ FENCE_FIELDS = ("status", "priority", "completed_at", "lease_id", "retry_count")
 Expect = dict[str, Any] | None
 Doc = dict[str, Any]
 Params = dict[str, Any]
+# Cancel reaches a parked durable activity too (it holds no worker).
+CANCELLABLE = (*WAITING_STATUSES, Status.WAITING)
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,22 @@ class Action:
 
 
 def _cancel_state(doc: Doc, now: When, params: Params) -> Doc:
-    # No claim ended it: an earlier claim's late acknowledgement is a lost claim.
+    # No claim ended it: an earlier claim's late acknowledgement is a lost claim. A
+    # waiting activity's wait goes with it (nothing wakes a cancelled one).
+    unset = {"last_lease_id": ""}
+    if doc.get("status") == Status.WAITING.value:
+        unset.update(WAIT_FIELDS)
     return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
-                     "last_outcome": "cancelled"}, "$unset": {"last_lease_id": ""}}
+                     "last_outcome": "cancelled"}, "$unset": unset}
+
+
+def cancel_result(doc: Doc, now: When, reason: str | None) -> Doc:
+    """A cancelled activity's own Err result (docs/design.md, "Cancelling a tree"): its
+    waiters wake with it. It carries the claim count, so no earlier claim's late
+    result replaces it."""
+    error = "activity cancelled" + (f": {reason}" if reason else "")
+    return {"state": "Err", "data": {"error": error, "type": "cancelled", "failed_at": now},
+            "created_at": now, "claim": int(doc.get("claims") or 0)}
 
 
 def _restart_state(doc: Doc, now: When, params: Params) -> Doc:
@@ -92,14 +108,14 @@ def _restart_detail(doc: Doc, params: Params) -> Doc:
 
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
-    Action("cancel", WAITING_STATUSES, Status.CANCELLED, EventType.CANCELLED,
+    Action("cancel", CANCELLABLE, Status.CANCELLED, EventType.CANCELLED,
            state=_cancel_state,
            detail=lambda doc, params: {"previous_status": doc["status"]}),
     Action("retry", UNSUCCESSFUL_STATUSES, Status.PENDING,
            EventType.RETRIED, state=_restart_state, detail=_restart_detail),
-    Action("run-now", (Status.SCHEDULED,), Status.PENDING, EventType.RUN_NOW,
+    Action("run-now", (Status.SCHEDULED, Status.WAITING), Status.PENDING, EventType.RUN_NOW,
            state=lambda doc, now, params: {"$set": {"status": Status.PENDING.value},
-                                           "$unset": {"scheduled_at": ""}},
+                                           "$unset": dict(WAIT_FIELDS)},
            detail=lambda doc, params: {"previous_scheduled_at": doc.get("scheduled_at")}),
     Action("reschedule", WAITING_STATUSES, Status.SCHEDULED, EventType.RESCHEDULED,
            state=lambda doc, now, params: {"$set": {"status": Status.SCHEDULED.value,
@@ -165,7 +181,9 @@ def plan_update(name: str, doc: Doc, now: When, params: Params,
     event = new_event(doc["_id"], doc.get("activity_type"), row.event.value, now, OPERATOR,
                       **info)
     state = row.state(doc, now, params)
-    update = merge_updates(state, outbox_update(now, _kept_steps(doc, state, event)))
+    result = cancel_result(doc, now, note.get("reason")) if name == "cancel" else None
+    update = merge_updates(state, outbox_update(now, _kept_steps(doc, state, event),
+                                                result=result))
     return update, info, event
 
 

@@ -169,7 +169,9 @@ class Batches:
         applied: dict[uuid.UUID, dict[str, Any]] = {}
         for doc in ctx.activities.find(
                 {"_id": {"$in": list(planned)}},
-                {"outbox": 1, "activity_type": 1, "status": 1}).batch_size(len(planned) + 1):
+                # what the flush reads to wake the waiters of a cancelled one, too
+                {"outbox": 1, "activity_type": 1, "status": 1, "awaited": 1,
+                 "parent_activity_id": 1}).batch_size(len(planned) + 1):
             events = (doc.get("outbox") or {}).get("events") or []
             if any(isinstance(e, dict) and e.get("_id") in event_ids for e in events):
                 applied[doc["_id"]] = doc

@@ -59,18 +59,27 @@ class Results(Part):
                            "last_outcome": 1})
         if activity is not None and activity.get("status") not in TERMINAL_STATUSES:
             return None
-        if activity is not None and activity.get("status") == "cancelled":
-            # Cancelled before it ran again: a stored result is a retried run's.
-            return None
+        cancelled = activity is not None and activity.get("status") == "cancelled"
         doc = ((activity or {}).get("outbox") or {}).get("result")
         if doc is None:
             doc = self._ctx.results.find_one({"_id": aid})
             if doc is None:
                 return None
             lease = doc.get("lease_id")
-            if activity is not None and lease is not None and (
+            if activity is not None and lease is not None and not cancelled and (
                     lease != activity.get("last_lease_id")
                     or activity.get("last_outcome") != AckOutcome.COMPLETED.value):
                 return None  # a success nobody acknowledged (a crash, a stale claim)
+        if cancelled and not _cancellation(doc):
+            # A cancelled activity's result is its cancellation's; any other stored one
+            # is a run an operator retried before the cancel (or a cancel of an earlier
+            # version, which stored none).
+            return None
         check_fields(doc, RESULT_TYPES, "result", ("state",))  # another program's, maybe
         return Result(aid, doc["state"], doc.get("data"), doc.get("created_at"))
+
+
+def _cancellation(doc: Any) -> bool:
+    """Whether a result is an operator cancel's own (`type: "cancelled"`)."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    return isinstance(data, dict) and data.get("type") == "cancelled"

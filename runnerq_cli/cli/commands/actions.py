@@ -101,6 +101,7 @@ class Request:
     actor: str | None = None
     output: OutputFormat = OutputFormat.TEXT
     batch_size: int = 500
+    cascade: bool = False  # cancel: every cancellable descendant too
 
 
 # ----------------------------------------------------------------- parsing
@@ -130,6 +131,8 @@ def _check_request(req: Request, flt: ActivityFilter) -> None:
     check_text(req.actor, "--actor")
     if req.ids and not flt.is_empty:
         raise InvalidArgument("give activity ids or a filter, not both")
+    if req.cascade and not req.ids:
+        raise InvalidArgument("--cascade applies to activity ids, not to a filter")
     if not req.ids and flt.is_empty:
         raise InvalidArgument("give activity ids, or a filter (--status, --type, --since, "
                               "--until, --metadata, --error-contains, --worker) with --max")
@@ -156,6 +159,11 @@ def _run(ctx: typer.Context, action: str, req: Request, **params: Any) -> int:
         from runnerq_cli.cli.ids import activity_ids
 
         req.ids = activity_ids(backend, req.ids)  # id prefixes, all resolved before acting
+        if req.cascade:  # the trees below them, found before acting (oldest generation first)
+            import uuid
+
+            below = backend.trees.cancellable_descendants(uuid.UUID(i) for i in req.ids)
+            req.ids = list(dict.fromkeys([*req.ids, *(str(i) for i in below)]))
         return _by_ids(backend, action, req, params, command)
     return _by_filter(backend, action, req, flt, params, command)
 
@@ -506,12 +514,32 @@ def _filter_command(action: str, summary: str) -> Callable[..., None]:
     return command
 
 
-cancel = _filter_command(
-    "cancel", "Cancel pending or scheduled activities (running ones are refused: exit 9).")
+def cancel(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
+    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
+    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
+    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
+    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
+    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
+    batch_size: int = BATCH_OPT,
+    cascade: bool = typer.Option(
+        False, "--cascade",
+        help="With ids: also cancel every pending, scheduled or waiting descendant "
+             "(their trees; running ones are left to their workers)."),
+) -> None:
+    """Cancel pending, scheduled or waiting activities (running ones are refused: exit 9)."""
+    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
+                  max_count, dry_run, yes, reason, actor, output, batch_size, cascade)
+    raise typer.Exit(_run(ctx, "cancel", req))
+
+
 retry = _filter_command(
     "retry", "Run failed, dead-lettered or cancelled activities again, from attempt 1.")
 run_now = _filter_command(
-    "run-now", "Make scheduled activities (a delay or a retry back-off) pending now.")
+    "run-now", "Make scheduled activities (a delay or a retry back-off) or waiting ones "
+               "pending now.")
 delete = _filter_command(
     "delete", "Delete terminal activities with their results and events (recorded in the audit).")
 

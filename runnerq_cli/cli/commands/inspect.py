@@ -35,6 +35,9 @@ def _print_list(status: str, items: list[Any]) -> None:
     if not items:
         console(markup=False).print(f"no {status.replace('_', '-')} activities")
         return
+    if status == "waiting":
+        _print_waiting(items)
+        return
     time_col = {"pending": "created", "scheduled": "due", "processing": "lease until"}.get(
         status, "finished")
     # The status column says something only where it differs from the one listed
@@ -56,6 +59,23 @@ def _print_list(status: str, items: list[Any]) -> None:
         del columns[3]
         for row in rows:
             del row[3]
+    print_table(columns, rows)
+
+
+def _print_waiting(items: list[Any]) -> None:
+    """`list waiting` as text: what each waits for, and when it wakes by itself."""
+    from runnerq_cli.backend.domain.waits import wait_of
+    from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
+    from runnerq_cli.cli.timefmt import stamp
+
+    columns = [Column("id"), Column("type", style="bold"), Column("wakes", drop=1),
+               Column("waiting for", flexible=True)]
+    prefixes = unique_prefixes([a.id for a in items])
+    rows = []
+    for act in items:
+        wait = wait_of({**act.extra, "status": act.status, "scheduled_at": act.scheduled_at})
+        rows.append([prefixes[str(act.id)], act.activity_type, stamp(act.scheduled_at),
+                     wait.describe(stamp) if wait else ""])
     print_table(columns, rows)
 
 
@@ -141,12 +161,15 @@ def show_cmd(
         warning_line(str(exc))
         result = None
     events = list(reversed(backend.get_activity_events(act.id, limit=1000)))
+    wait = backend.trees.wait({**act.extra, "status": act.status,
+                               "scheduled_at": act.scheduled_at})
     if output is not OutputFormat.TEXT:
         emit(output, {"activity": {**act.to_json(), "extra": to_jsonable(act.extra)},
+                      "waiting": wait.to_json() if wait else None,
                       "result": result.to_json() if result else None,
                       "events": [event_record(e) for e in events]})
         return
-    _print_show(act, result, events)
+    _print_show(act, result, events, wait)
 
 
 def _field_text(value: Any) -> str:
@@ -166,7 +189,7 @@ def _field_text(value: Any) -> str:
     return str(to_jsonable(value))
 
 
-def _print_show(act: Any, result: Any, events: list[Any]) -> None:
+def _print_show(act: Any, result: Any, events: list[Any], wait: Any = None) -> None:
     """`show` as text: name/value lines, the payload, last error, result and events."""
     import json
 
@@ -188,6 +211,10 @@ def _print_show(act: Any, result: Any, events: list[Any]) -> None:
         shown["priority"] = f"{Priority.label(act.priority)} ({act.priority})"
     if act.display_status != act.status:
         shown["status"] = f"{act.status} ({act.display_status})"
+    if wait is not None:  # what a parked durable activity waits for, in words
+        from runnerq_cli.cli.timefmt import stamp
+
+        shown["status"] = f"{act.status}: {wait.describe(stamp)}"
     for name, value in act.extra.items():
         shown[str(name)] = _field_text(value)
     width = max(len(literal(n)) for n in shown)

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runnerq_cli.backend.domain.checkpoints import (
     Kind,
@@ -38,8 +38,25 @@ from runnerq_cli.errors import CheckpointConflict, InvalidArgument
 from runnerq_cli.worker.handlers import NonRetryableError, RetryableError
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import Claim, Result
-    from runnerq_cli.backend.queue.durable import Durable
+    from runnerq_cli.backend.domain.models import Claim, EnqueueResult, Result
+
+
+class DurableStore(Protocol):
+    """What the replay needs of the durable storage (`RunnerQ.durable`, the backend's
+    backend/queue/durable.py): the worker depends on this shape, not on the backend."""
+
+    def checkpoint(self, claim: Claim, result_id: uuid.UUID, state: str, data: Any,
+                   step: str | None) -> None: ...
+
+    def register_dependency(self, claim: Claim, producer: uuid.UUID) -> None: ...
+
+    def park(self, claim: Claim, kind: str, step: str, wake_at: datetime,
+             result_id: uuid.UUID | None = None, producer: uuid.UUID | None = None
+             ) -> bool: ...
+
+    def get_result(self, result_id: uuid.UUID) -> Result | None: ...
+
+    def spawn(self, claim: Claim, spec: ActivitySpec) -> EnqueueResult: ...
 
 __all__ = ["ChildFailed", "ChildHandle", "DurableContractError", "Replay", "SignalTimeout",
            "StepFailed", "Suspended"]
@@ -118,7 +135,7 @@ class Replay:
     """One attempt's durable state and its primitives (sync; the async forms in
     durable_context.py use the same plans)."""
 
-    def __init__(self, durable: Durable, claim: Claim, timeout_at: float,
+    def __init__(self, durable: DurableStore, claim: Claim, timeout_at: float,
                  cancelled: threading.Event) -> None:
         self.durable = durable
         self.claim = claim

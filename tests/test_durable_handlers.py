@@ -347,3 +347,29 @@ def test_bad_names_and_timeouts_are_refused_with_nothing_written(backend, worker
     assert "at most 200" in answers[1] and "0 or more" in answers[2]
     assert "finite" in answers[3] and "finite" in answers[4]
     assert backend.context.checkpoints.count_documents({"owner_id": a}) == 0
+
+
+def test_the_asyncio_worker_runs_durable_handlers_on_the_applications_loop(backend) -> None:
+    from runnerq_cli.aio import AsyncRunnerQ, AsyncWorker
+
+    async def scenario() -> dict[str, Any]:
+        a = backend.enqueue("async_saga", {}, timeout_seconds=1).activity_id
+        async with AsyncWorker(registry, backend=AsyncRunnerQ(backend), concurrency=4,
+                               poll_interval=0.1):
+            async with asyncio.timeout(40):
+                while not parked_on(backend, a, "signal"):
+                    await asyncio.sleep(0.05)
+                backend.durable.signal(a, "go", "loop")
+                while raw(backend, a)["status"] not in (Status.COMPLETED, Status.FAILED):
+                    await asyncio.sleep(0.05)
+        return raw(backend, a)
+
+    doc = asyncio.run(scenario())
+    assert doc["status"] == Status.COMPLETED, doc.get("last_error")
+    assert backend.get_result(doc["_id"]).data == {"charged": 1, "child": 10,
+                                                   "signal": "loop"}
+
+
+def parked_on(backend: RunnerQ, activity_id: Any, kind: str) -> bool:
+    doc = raw(backend, activity_id)
+    return doc["status"] == "waiting" and doc["parked"]["kind"] == kind

@@ -173,6 +173,11 @@ def bad_input(payload: dict[str, Any], ctx: DurableContext) -> Any:
     return answers
 
 
+@registry.handler("unstorable")
+def unstorable(payload: dict[str, Any], ctx: DurableContext) -> Any:
+    return ctx.step("value", lambda: {"at": object()})
+
+
 @registry.handler("async_saga")
 async def async_saga(payload: dict[str, Any], ctx: DurableContext) -> Any:
     async def charge() -> int:
@@ -213,6 +218,14 @@ def test_a_non_retryable_step_error_is_memoized_and_raised_on_replay(backend, wo
     assert backend.get_result(a).data == {"replayed": "step 'charge' failed: card declined"}
     [step] = backend.durable.steps(a)
     assert (step.state, step.data) == ("Err", {"error": "card declined"})
+
+
+def test_a_step_value_that_cannot_be_stored_fails_for_good(backend, worker) -> None:
+    a = backend.enqueue("unstorable", {}).activity_id
+    doc = finished(backend, a)
+    assert doc["status"] == Status.FAILED and doc["retry_count"] == 0
+    assert "step 'value': its value cannot be stored" in doc["last_error"]
+    assert backend.context.checkpoints.count_documents({"owner_id": a}) == 0
 
 
 # ------------------------------------------------------------------------- sleeps

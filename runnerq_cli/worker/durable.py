@@ -243,7 +243,14 @@ class Replay:
         self._store(cid, "Err", {"error": message}, f"run:{name}")
 
     def step_done(self, name: str, cid: uuid.UUID, value: Any) -> Any:
-        return self._store(cid, "Ok", value, f"run:{name}")
+        """Store the step's value. One that cannot be stored (not JSON, too large) fails
+        the activity for good, as a handler's result that cannot be stored does: a
+        retry would run the step again for the same refusal."""
+        try:
+            return self._store(cid, "Ok", value, f"run:{name}")
+        except InvalidArgument as exc:
+            raise NonRetryableError(f"step {name!r}: its value cannot be stored: {exc}"
+                                    ) from None
 
     def step(self, name: Any, fn: Callable[[], Any]) -> Any:
         """Run `fn` once: its value is stored and answered on every replay."""

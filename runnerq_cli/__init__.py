@@ -31,8 +31,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "NotFound", "RunnerQError", "Unavailable",
     ),
     "runnerq_cli.worker.api": (
-        "ActivityContext", "HandlerRegistry", "NonRetryableError", "RetryableError", "Worker",
-        "WorkerEnd", "create_worker", "handler", "run_worker",
+        "ActivityContext", "ChildFailed", "ChildHandle", "DurableContext",
+        "DurableContractError", "HandlerRegistry", "NonRetryableError", "RetryableError",
+        "SignalTimeout", "StepFailed", "Worker", "WorkerEnd", "create_worker", "handler",
+        "run_worker",
     ),
     "runnerq_cli.backend.traits": ("InspectionBackend", "QueueBackend"),
 }
@@ -67,7 +69,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (explicit re-exports)
         NotFound as NotFound, RunnerQError as RunnerQError, Unavailable as Unavailable,
     )
     from runnerq_cli.worker.api import (
-        ActivityContext as ActivityContext, HandlerRegistry as HandlerRegistry,
+        ActivityContext as ActivityContext, ChildFailed as ChildFailed,
+        ChildHandle as ChildHandle, DurableContext as DurableContext,
+        DurableContractError as DurableContractError, SignalTimeout as SignalTimeout,
+        StepFailed as StepFailed, HandlerRegistry as HandlerRegistry,
         NonRetryableError as NonRetryableError, RetryableError as RetryableError, Worker as Worker,
         WorkerEnd as WorkerEnd, create_worker as create_worker, handler as handler,
         run_worker as run_worker,

@@ -23,6 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.worker.durable import (
+    ChildFailed,
+    ChildHandle,
+    DurableContractError,
+    SignalTimeout,
+    StepFailed,
+)
+from runnerq_cli.worker.durable_context import DurableContext
 from runnerq_cli.worker.engine import Worker, WorkerEnd
 from runnerq_cli.worker.handlers import (
     ActivityContext,
@@ -40,8 +48,10 @@ from runnerq_cli.worker.shell import EXIT_NON_RETRYABLE, shell_handler
 if TYPE_CHECKING:
     from runnerq_cli.backend.traits import WorkerBackend
 
-__all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "HandlerRegistry", "NonRetryableError",
-           "RetryableError", "Worker", "WorkerEnd", "create_worker", "handler", "run_worker"]
+__all__ = ["EXIT_NON_RETRYABLE", "ActivityContext", "ChildFailed", "ChildHandle",
+           "DurableContext", "DurableContractError", "HandlerRegistry", "NonRetryableError",
+           "RetryableError", "SignalTimeout", "StepFailed", "Worker", "WorkerEnd",
+           "create_worker", "handler", "run_worker"]
 
 
 def create_worker(registry: HandlerRegistry | None = None, *, backend: WorkerBackend | None = None,

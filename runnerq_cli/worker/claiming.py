@@ -18,9 +18,10 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from runnerq_cli.worker.durable import Replay
+from runnerq_cli.worker.durable_context import DurableContext
 from runnerq_cli.worker.execute import Abandoned, call
 from runnerq_cli.worker.flights import Flight, Flights, Slots
-from runnerq_cli.worker.handlers import ActivityContext
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 from runnerq_cli.worker.outcomes import brief
 
@@ -236,7 +237,7 @@ class Claimer:
     def _begin(self, claim: Claim) -> Flight:
         act = claim.activity
         now = time.monotonic()
-        ctx = ActivityContext(
+        ctx = DurableContext(
             activity_id=act.id, activity_type=act.activity_type, attempt=act.retry_count + 1,
             metadata=dict(act.metadata), worker_id=self._worker_id,
             timeout_seconds=float(act.timeout_seconds), _enqueue=self._backend.enqueue)
@@ -244,6 +245,9 @@ class Claimer:
                         timeout_at=now + act.timeout_seconds,
                         next_renew=now + self._lease / 3, lease_ends=now + self._lease)
         ctx._extend = functools.partial(self._keeper.extend, flight)
+        durable = getattr(self._backend, "durable", None)  # the replay's storage, if any
+        if durable is not None:
+            ctx._replay = Replay(durable, claim, flight.timeout_at, ctx.cancelled)
         self._flights.add(flight)
         if self._telemetry is not None:
             flight.watch = self._telemetry.attempt(flight)

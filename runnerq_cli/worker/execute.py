@@ -29,9 +29,11 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.error_text import describe, error_text
+from runnerq_cli.worker.durable import Suspended
+from runnerq_cli.worker.durable_context import broken, parked
 from runnerq_cli.worker.handlers import HandlerTimeout, NonRetryableError, RetryableError
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
-from runnerq_cli.worker.outcomes import Outcome
+from runnerq_cli.worker.outcomes import PARKED, Outcome
 
 if TYPE_CHECKING:
     from runnerq_cli.worker.flights import Flight
@@ -44,8 +46,14 @@ class Abandoned(Exception):
 
 
 def call(flight: Flight, loop: asyncio.AbstractEventLoop | None = None) -> Outcome:
-    """Run the handler: ("ok", result) | ("fatal", error) | ("retry", error); an
-    `async def` one on `loop` if given, else on a loop of its own."""
+    """Run the handler: ("ok", result) | ("fatal", error) | ("retry", error), or
+    PARKED for a durable handler that parked; an `async def` one on `loop` if given,
+    else on a loop of its own."""
+    kind, value = _call(flight, loop)
+    return _durably(flight, kind, value)
+
+
+def _call(flight: Flight, loop: asyncio.AbstractEventLoop | None) -> Outcome:
     handler = flight.handler
     act = flight.claim.activity
     if handler is None:
@@ -60,6 +68,8 @@ def call(flight: Flight, loop: asyncio.AbstractEventLoop | None = None) -> Outco
         return "ok", handler.func(*args)
     except Abandoned:
         raise
+    except Suspended:
+        return PARKED, None
     except NonRetryableError as exc:
         return "fatal", describe(exc, with_class=False)
     except RetryableError as exc:  # HandlerTimeout, shell failures, or the user's
@@ -73,6 +83,17 @@ def call(flight: Flight, loop: asyncio.AbstractEventLoop | None = None) -> Outco
             log.debug("handler raised", extra=details(
                 activity_id=str(act.id), traceback=_traceback(exc)))
         return "retry", describe(exc)
+
+
+def _durably(flight: Flight, kind: str, value: Any) -> Outcome:
+    """The outcome, unless the handler parked (the claim is over: nothing to write) or
+    broke the replay contract, even where it caught what was raised (worker/durable.py)."""
+    if parked(flight.ctx):
+        return PARKED, None
+    contract = broken(flight.ctx)
+    if contract is not None:
+        return "fatal", error_text(contract)
+    return kind, value
 
 
 def _traceback(exc: BaseException) -> str:

@@ -46,7 +46,10 @@ OUTCOME_BACKLOG = 2  # outcomes waiting to be written, per slot, before claims w
 # The worker counter each acknowledged outcome adds to.
 OUTCOME_COUNTERS = {AckOutcome.COMPLETED: "succeeded", AckOutcome.RETRYING: "retried",
                     AckOutcome.FAILED: "failed", AckOutcome.DEAD_LETTERED: "dead_lettered"}
-Outcome = tuple[str, Any]  # ("ok", result) | ("fatal", error) | ("retry", error)
+Outcome = tuple[str, Any]  # ("ok", result) | ("fatal", error) | ("retry", error) | PARKED
+# A durable handler parked (worker/durable.py): the park ended the claim without counting
+# an attempt, so there is nothing to write; the slot is free.
+PARKED = "parked"
 
 
 def log_attempt(flight: Flight, outcome: str, error: str | None,
@@ -119,6 +122,11 @@ class OutcomeWriter:
         if not self._flights.take(flight):
             return False
         flight.finished = time.monotonic()
+        if outcome[0] == PARKED:
+            self._flights.drop(flight)
+            log_attempt(flight, PARKED, None)
+            self._flights.wake.set()  # room to claim
+            return True
         self._waiting.hand_over((flight, outcome))
         return True
 

@@ -291,6 +291,20 @@ class Durable(Part):
         insert_stamped(self._ctx.events, event, "ingested_at", self._ctx.clock, now)
         return bool(woke)
 
+    def signal_by_key(self, activity_type: str, key: str, name: str, payload: Any) -> bool:
+        """`signal` to the activity holding the idempotency key (`activity_type`, `key`):
+        what a producer that enqueued with a key knows, without the id (the spec's
+        SignalByKey). NotFound when no activity holds that key (nothing stored)."""
+        name = checked_name(name, "signal name")
+        if not isinstance(activity_type, str) or not isinstance(key, str) or not key:
+            raise InvalidArgument("signal by key: the activity type and key must be text")
+        held = self._ctx.idempotency.find_one({"_id": {"activity_type": activity_type,
+                                                       "key": key}}, {"activity_id": 1})
+        if held is None or not isinstance(held.get("activity_id"), uuid.UUID):
+            raise NotFound(f"no activity of type {activity_type!r} holds the key {key!r}: "
+                           "the signal was not stored")
+        return self.signal(held["activity_id"], name, payload)
+
     # ------------------------------------------------------------------ spawning
 
     def spawn(self, claim: Claim, spec: ActivitySpec) -> EnqueueResult:

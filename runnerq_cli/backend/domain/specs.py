@@ -8,6 +8,7 @@ whole, so a line is refused once, with one message, whatever reads it.
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -49,6 +50,9 @@ class ActivitySpec:
     # W3C trace context (tracecontext.py): None takes the caller's current one, if any; a
     # malformed one is dropped, never refused (docs/design.md, "Trace context").
     trace_context: Mapping[str, str] | None = None
+    # The new activity's id, for callers that choose ids themselves (RunnerQ's SDKs and
+    # its conformance runner do); None: a new UUIDv4. An id already taken is refused.
+    activity_id: uuid.UUID | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace_context", tracecontext.current()
@@ -56,6 +60,8 @@ class ActivitySpec:
                                self.trace_context))
         object.__setattr__(self, "priority", Priority.parse(self.priority))
         object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
+        if self.activity_id is not None and not isinstance(self.activity_id, uuid.UUID):
+            raise InvalidArgument("activity_id must be a UUID")
         if not isinstance(self.activity_type, str) or not self.activity_type.strip():
             raise InvalidArgument("activity type must be a non-empty string")
         if not isinstance(self.payload, Mapping):

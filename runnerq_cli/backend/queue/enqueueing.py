@@ -93,7 +93,7 @@ class Enqueuer(Part):
                 if dry_run:
                     out[index] = Outcome("would_enqueue", None, first_status(spec, now))
                 else:
-                    new_docs[index] = self.new_document(spec, uuid.uuid4(), at)
+                    new_docs[index] = self.new_document(spec, _new_id(spec), at)
             else:
                 groups.setdefault(digest_of(spec), []).append(index)
         started: list[bool] = []
@@ -105,7 +105,7 @@ class Enqueuer(Part):
                 if before_write is not None:
                     before_write()
 
-        firsts = {digest: self.new_document(specs[indexes[0]], uuid.uuid4(), at)
+        firsts = {digest: self.new_document(specs[indexes[0]], _new_id(specs[indexes[0]]), at)
                   for digest, indexes in groups.items()}
         # A caller that records its writes (an audited import) or writes nothing reads the
         # keys first, so a rerun that finds them all held writes (and records) nothing;
@@ -260,6 +260,20 @@ class Enqueuer(Part):
         raise IdempotencyConflict(f"idempotency key {values.shown(key)} is contended; "
                                   "try again")
 
+    def key_holder(self, activity_type: str, key: str) -> uuid.UUID | None:
+        """The activity holding the idempotency key `key` of `activity_type`, or None when
+        no one does (a key past `idempotency_ttl` is free, as enqueues judge it). RunnerQ's
+        `lookup_key`."""
+        held = self._ctx.idempotency.find_one({"_id": {"activity_type": activity_type,
+                                                       "key": key}})
+        if held is None or not isinstance(held.get("created_at"), datetime):
+            return None
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        if held["created_at"] + ttl <= self._ctx.clock():
+            return None
+        holder = held.get("activity_id")
+        return holder if isinstance(holder, uuid.UUID) else None
+
     def _move_key(self, key_id: dict[str, str], held: Mapping[str, Any],
                   activity_id: uuid.UUID, now: datetime) -> bool:
         """Compare-and-set the key's holder: exactly one of racing movers wins."""
@@ -277,7 +291,7 @@ class Enqueuer(Part):
         ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         assert spec.idempotency_key is not None
         for _ in range(10):
-            new_id = uuid.uuid4()
+            new_id = _new_id(spec)
             taken, holder_id = self.check_idempotency(spec.activity_type, spec.idempotency_key,
                                                       new_id)
             if taken:
@@ -306,6 +320,11 @@ class Enqueuer(Part):
             self._release_key(spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
         return Outcome("enqueued", activity_id, doc["status"])
+
+
+def _new_id(spec: ActivitySpec) -> uuid.UUID:
+    """The id of a new activity: the one the caller chose, else a new UUIDv4."""
+    return spec.activity_id if spec.activity_id is not None else uuid.uuid4()
 
 
 def _status_text(doc: dict[str, Any]) -> str:

@@ -59,8 +59,8 @@ def test_exact_counts_and_schema(mix, run_cli):
     assert snap["history"] is None and snap["malformed"] == []
     assert snap["pause"] == {"paused": False, "all": False, "types": [], "reason": None,
                              "actor": None, "at": None, "by_type": {}}
-    assert snap["by_status"] == {"pending": 2, "scheduled": 1, "processing": 1, "completed": 2,
-                                 "failed": 1, "dead_letter": 1, "cancelled": 0}
+    assert snap["by_status"] == {"pending": 2, "scheduled": 1, "processing": 1, "waiting": 0,
+                                 "completed": 2, "failed": 1, "dead_letter": 1, "cancelled": 0}
     assert snap["total"] == 8
     assert snap["by_priority"]["critical"] == {"failed": 1, "dead_letter": 1}
     assert snap["by_priority"]["high"] == {"pending": 1, "completed": 2}  # small: exact

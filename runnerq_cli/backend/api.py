@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.operator import Operator
     from runnerq_cli.backend.ops.schedule_views import ScheduleViews
     from runnerq_cli.backend.ops.schedules import Schedules
+    from runnerq_cli.backend.queue.durable import Durable
     from runnerq_cli.backend.queue.intake import Intake
     from runnerq_cli.backend.queue.maintenance import Maintenance
     from runnerq_cli.backend.queue.workers import WorkerRegistry
@@ -73,6 +74,13 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         from runnerq_cli.backend.ops.audit import AuditLog
 
         return AuditLog(self._ctx)
+
+    @functools.cached_property
+    def durable(self) -> Durable:
+        """Durable activities' storage operations: checkpoints, dependencies, park, signal,
+        fenced spawns, wakes (docs/design.md, "Durable activities")."""
+        from runnerq_cli.backend.queue.durable import Durable
+        return Durable(self._ctx, self)
 
     @functools.cached_property
     def maintenance(self) -> Maintenance:

@@ -101,6 +101,7 @@ class ChoreScheduler:
 
     def _repair(self) -> None:
         self._backend.maintenance.repair_outboxes(TIMING.repair_grace)
+        self._backend.maintenance.repair_wakes()  # parks a crash left asleep (design.md)
 
     def _schedules(self) -> None:
         # Fire the due schedules (docs/design.md, "Schedules"); the backend logs fires.

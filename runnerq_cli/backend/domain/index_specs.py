@@ -20,6 +20,7 @@ EVER = datetime(1, 1, 1, tzinfo=UTC)
 PENDING = {"status": "pending"}
 SCHEDULED = {"status": "scheduled"}
 PROCESSING = {"status": "processing"}
+WAITING = {"status": "waiting"}
 FINISHED = {"completed_at": {"$exists": True}}
 
 
@@ -99,7 +100,30 @@ def index_plan(settings: Settings, partitions: int = 1) -> list[IndexSpec]:
         # its keys, and every schedule has `paused`.
         IndexSpec("schedules", (("buffered.at", 1),), {"sparse": True},
                   why="buffered fires (overlap buffer_one; the firing chore)"),
+        *durable_indexes(),
         *(partition_indexes() if partitions > 1 else ()),
+    ]
+
+
+def durable_indexes() -> list[IndexSpec]:
+    """Durable activities' (docs/design.md, "Indexes of durable activities"): partial or
+    sparse on fields a plain activity never has, so it adds no entry to any of them."""
+    return [
+        IndexSpec("activities", (("waiting_result_id", 1),), _partial(WAITING), label="waiting",
+                  why="waking by result; wake repair"),
+        IndexSpec("activities", (("scheduled_at", 1), ("_id", 1)), _partial(WAITING),
+                  label="waiting", why="waits that come due (the scheduler); list waiting"),
+        IndexSpec("activities", (("parent_activity_id", 1), ("created_at", 1)),
+                  {"sparse": True}, why="children of an activity"),
+        IndexSpec("activities", (("root_activity_id", 1),), {"sparse": True},
+                  why="trees; tree retention"),
+        IndexSpec("checkpoints", (("owner_id", 1), ("created_at", 1)),
+                  why="steps of an activity; deletes by owner"),
+        IndexSpec("dependencies", (("waiter_id", 1), ("result_id", 1)), {"unique": True},
+                  why="dependency upserts; what an activity waits on"),
+        IndexSpec("dependencies", (("result_id", 1),), why="who waits on a result"),
+        IndexSpec("dependencies", (("producer_id", 1),), {"sparse": True},
+                  why="pinning of trees (retention)"),
     ]
 
 

@@ -169,6 +169,7 @@ class Status(StrEnum):
     PENDING = "pending"
     SCHEDULED = "scheduled"
     PROCESSING = "processing"
+    WAITING = "waiting"  # a parked durable activity (docs/design.md, "Parking")
     COMPLETED = "completed"
     FAILED = "failed"
     DEAD_LETTER = "dead_letter"
@@ -196,7 +197,8 @@ class Status(StrEnum):
 Statuses = tuple[Status, ...]
 # Not started: operators may move them.
 WAITING_STATUSES: Statuses = (Status.PENDING, Status.SCHEDULED)
-LIVE_STATUSES: Statuses = (*WAITING_STATUSES, Status.PROCESSING)  # work to do; never ages out
+# Work to do; never ages out (a parked durable activity too)
+LIVE_STATUSES: Statuses = (*WAITING_STATUSES, Status.PROCESSING, Status.WAITING)
 # Ended without success: retention's "failed" kind, what `retry` restarts.
 UNSUCCESSFUL_STATUSES: Statuses = (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
 TERMINAL_STATUSES: Statuses = (Status.COMPLETED, *UNSUCCESSFUL_STATUSES)
@@ -257,6 +259,10 @@ class EventType(StrEnum):
     RUN_NOW = "RunNow"
     RESCHEDULED = "Rescheduled"
     PRIORITY_CHANGED = "PriorityChanged"
+    # Durable activities (docs/design.md, "Events of durable activities")
+    YIELDED = "Yielded"
+    SIGNALED = "Signaled"
+    SPAWN_LINKED = "SpawnLinked"
     # Queue-level records (activity_id null): the audit trail (audit.py), pause and resume.
     OPERATOR_ACTION = "OperatorAction"
     PAUSED = "Paused"

@@ -57,6 +57,16 @@ class CollectionNames:
         """Recurring schedules (an addition of ours; docs/design.md, "Schedules")."""
         return f"runnerq_{self.queue}_schedules"
 
+    @property
+    def checkpoints(self) -> str:
+        """Durable activities' checkpoints, sleeps and signals (docs/design.md, "Checkpoints")."""
+        return f"runnerq_{self.queue}_checkpoints"
+
+    @property
+    def dependencies(self) -> str:
+        """Which activity waits on which result (docs/design.md, "Dependencies")."""
+        return f"runnerq_{self.queue}_dependencies"
+
     def all(self) -> dict[str, str]:
         return {
             "activities": self.activities,
@@ -67,6 +77,8 @@ class CollectionNames:
             "workers": self.workers,
             "control": self.control,
             "schedules": self.schedules,
+            "checkpoints": self.checkpoints,
+            "dependencies": self.dependencies,
         }
 
 

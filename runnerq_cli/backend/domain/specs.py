@@ -50,9 +50,15 @@ class ActivitySpec:
     # W3C trace context (tracecontext.py): None takes the caller's current one, if any; a
     # malformed one is dropped, never refused (docs/design.md, "Trace context").
     trace_context: Mapping[str, str] | None = None
-    # The new activity's id, for callers that choose ids themselves (RunnerQ's SDKs and
-    # its conformance runner do); None: a new UUIDv4. An id already taken is refused.
+    # The id to give the activity (None: a new random one); the conformance driver's
+    # runner chooses ids.
     activity_id: uuid.UUID | None = None
+    # A child's lineage (docs/design.md, "Durable activities"): None for a root.
+    parent_id: uuid.UUID | None = None
+    root_id: uuid.UUID | None = None
+    depth: int = 0
+    # Set by a fenced spawn only: the parent claim's lease, held until the spawn confirms.
+    spawn_fence: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace_context", tracecontext.current()
@@ -60,8 +66,6 @@ class ActivitySpec:
                                self.trace_context))
         object.__setattr__(self, "priority", Priority.parse(self.priority))
         object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
-        if self.activity_id is not None and not isinstance(self.activity_id, uuid.UUID):
-            raise InvalidArgument("activity_id must be a UUID")
         if not isinstance(self.activity_type, str) or not self.activity_type.strip():
             raise InvalidArgument("activity type must be a non-empty string")
         if not isinstance(self.payload, Mapping):
@@ -86,6 +90,8 @@ class ActivitySpec:
             not isinstance(self.idempotency_key, str) or not self.idempotency_key
         ):
             raise InvalidArgument("idempotency key must be a non-empty string")
+        if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 0:
+            raise InvalidArgument("depth must be a whole number of at least 0")
         values.activity_limits(self)  # storable payload, bounded numbers and times
 
     def due_at(self, now: datetime | Callable[[], datetime],

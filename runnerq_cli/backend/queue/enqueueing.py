@@ -34,6 +34,7 @@ from runnerq_cli.backend.domain.models import (
 from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
+from runnerq_cli.backend.domain.waits import AWAITED, SPAWN_FENCE
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, write_time
 from runnerq_cli.backend.store.writes import stamped_inserts
@@ -175,6 +176,7 @@ class Enqueuer(Part):
                 else of_key(spec.activity_type, spec.idempotency_key, count)
         if spec.trace_context:
             doc[TRACE_FIELD] = dict(spec.trace_context)
+        lineage(doc, spec)
         return doc
 
     # ------------------------------------------------------------ the batch's commands
@@ -323,8 +325,24 @@ class Enqueuer(Part):
 
 
 def _new_id(spec: ActivitySpec) -> uuid.UUID:
-    """The id of a new activity: the one the caller chose, else a new UUIDv4."""
-    return spec.activity_id if spec.activity_id is not None else uuid.uuid4()
+    """The id a spec asks for, else a new random one."""
+    return spec.activity_id or uuid.uuid4()
+
+
+def lineage(doc: dict[str, Any], spec: ActivitySpec) -> None:
+    """A child's fields (docs/design.md, "New fields of the activity document"): none on a
+    plain activity. A fenced spawn inserts its child `waiting`, with no wake time, until
+    the spawn confirms the fence (queue/durable.py)."""
+    if spec.parent_id is not None:
+        doc["parent_activity_id"] = spec.parent_id
+        doc[AWAITED] = True  # its parent may wait on it: its publication wakes
+    if spec.root_id is not None and spec.root_id != doc["_id"]:
+        doc["root_activity_id"] = spec.root_id
+    if spec.depth:
+        doc["depth"] = spec.depth
+    if spec.spawn_fence is not None:
+        doc["status"] = Status.WAITING.value
+        doc[SPAWN_FENCE] = spec.spawn_fence
 
 
 def _status_text(doc: dict[str, Any]) -> str:

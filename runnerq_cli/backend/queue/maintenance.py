@@ -12,6 +12,7 @@ counts as the record's `fields`.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,19 +24,29 @@ from runnerq_cli import values
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
-from runnerq_cli.backend.domain.models import EventType, MalformedDocument, Status
+from runnerq_cli.backend.domain.models import (
+    UNSUCCESSFUL_STATUSES,
+    EventType,
+    MalformedDocument,
+    Status,
+)
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE, due_waits
 from runnerq_cli.backend.queue.aside import checked, set_aside
+from runnerq_cli.backend.queue.durable import Durable
 from runnerq_cli.backend.queue.queue import (
     LEASE_FIELDS,
+    ActivityQueue,
     dead_letter_update,
     flush_projection,
 )
+from runnerq_cli.backend.queue.tree_retention import TreeRetention, cutoff, retention_query
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import past_now, server_update, write_time
+from runnerq_cli.backend.store.statements import update_many_statements
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument
 
@@ -80,11 +91,15 @@ class QueueChores(Part):
         if limit is not None:
             ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
             query = {**query, "_id": {"$in": ids}}
-        moved = self._ctx.activities.update_many(query, {"$set": {"status": Status.PENDING.value}})
-        if moved.modified_count:
+        # One command, two statements: the due scheduled activities, and the parked ones
+        # whose wait has come to its time (docs/design.md, "Claiming a woken activity").
+        moved = update_many_statements(self._ctx.activities, [
+            (query, {"$set": {"status": Status.PENDING.value}}),
+            (due_waits(now), WAKE_UPDATE)])
+        if moved:
             log.debug("scheduler: scheduled activities due",
-                      extra={"fields": {"pending": moved.modified_count}})
-        return moved.modified_count
+                      extra={"fields": {"pending": moved}})
+        return moved
 
     def requeue_expired(self, limit: int = 100) -> dict[str, int]:
         """The reaper: expired leases count as a retryable failure without back-off.
@@ -268,28 +283,44 @@ class Maintenance(QueueChores):
 
     def purge_expired(self, limit: int = 1000,
                       kinds: tuple[str, ...] = ("completed", "failed")) -> dict[str, int]:
-        """Retention: delete terminal activities past their retention, with results and events.
-
-        The activity goes first, and only while it still matches (an operator
-        may retry it meanwhile); then the results and events of the ones that
-        are really gone. A crash in between leaves orphan results and events,
-        which their TTL indexes remove.
-        """
+        """Retention, by tree (tree_retention.py; docs/design.md, "Tree retention"): roots
+        past their retention go with their whole tree once nothing in it is live and no
+        live tree elsewhere waits on it; a plain activity is a tree of one. Returns the
+        roots deleted per group."""
+        trees = TreeRetention(self._ctx)
         counts = {"completed": 0, "failed": 0}
         for name, query in self.retention_queries().items():
-            if name not in kinds:
-                continue
-            ids = [d["_id"] for d in self._ctx.activities.find(query, {"_id": 1}).limit(limit)]
-            if not ids:
-                continue
-            self._ctx.activities.delete_many({**query, "_id": {"$in": ids}})
-            kept = {d["_id"] for d in self._ctx.activities.find({"_id": {"$in": ids}}, {"_id": 1})}
-            gone = [i for i in ids if i not in kept]
-            if gone:
-                self._ctx.results.delete_many({"_id": {"$in": gone}})
-                self._ctx.events.delete_many({"activity_id": {"$in": gone}})
-            counts[name] = len(gone)
+            if name in kinds:
+                counts[name] = trees.purge(query, limit)
         if any(counts.values()):
             log.info("retention purge: deleted activities past their retention",
                      extra={"fields": counts})
         return counts
+
+    def cleanup(self, completed_s: float, failed_s: float, batch: int,
+                events_s: float = 0) -> int:
+        """RunnerQ's `CleanupExpired` with its own windows (the conformance driver, tools):
+        trees past `completed_s` / `failed_s` (0: kept), oldest first, at most `batch`;
+        `events_s` (0: off) trims finished activities' older events. Roots deleted."""
+        trees = TreeRetention(self._ctx)
+        now = self._ctx.clock()
+        deleted = 0
+        for statuses, keep in (((Status.COMPLETED,), completed_s),
+                               (UNSUCCESSFUL_STATUSES, failed_s)):
+            if keep > 0 and deleted < batch:
+                deleted += trees.purge(retention_query(statuses, cutoff(now, keep)),
+                                       batch - deleted)
+        if events_s > 0:
+            trees.trim_events(cutoff(now, events_s))
+        return deleted
+
+    @functools.cached_property
+    def durable(self) -> Durable:
+        """The durable operations wake repair needs (its place in the waiting set is kept
+        between runs)."""
+        return Durable(self._ctx, ActivityQueue(self._ctx))
+
+    def repair_wakes(self) -> int:
+        """Wake repair (docs/design.md, "Waking"): a page of the parked activities whose
+        result is there, and spawns a crash left unconfirmed; run with the outbox repair."""
+        return self.durable.repair_wakes()

@@ -36,6 +36,7 @@ from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.rules import attempts_remain, retry_delay
 from runnerq_cli.backend.domain.specs import ActivitySpec as ActivitySpec  # re-exported
+from runnerq_cli.backend.domain.waits import AWAITED, WAKE_UPDATE, waiting_on
 from runnerq_cli.backend.queue.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.queue.enqueueing import Enqueuer
 from runnerq_cli.backend.queue.pending_types import PendingTypes
@@ -70,7 +71,7 @@ CLAIM_PROJECTION = {"last_lease_id": 0, "last_outcome": 0, "last_worker_id": 0,
 RESULT_TYPES: dict[str, tuple[type, ...]] = {"state": (str,),
                                              "created_at": (datetime, type(None))}
 # What an acknowledgement returns: only what the outbox flush needs.
-OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1}
+OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1, AWAITED: 1, "parent_activity_id": 1}
 
 
 class ActivityQueue(Enqueuer):
@@ -246,23 +247,41 @@ class ActivityQueue(Enqueuer):
         todo = [i for i in range(len(acks)) if answers[i] is None]
         if not todo:
             return [a for a in answers if a is not None]
-        # completed_at is stamped by the server as the update lands (a tail reads by it).
-        updates: list[Statement] = [(_held_by(acks[i][0]), merge_updates({
-            "$set": {"status": Status.COMPLETED.value,
-                     "last_lease_id": acks[i][0].lease_id, "last_worker_id": acks[i][0].worker_id,
-                     "last_outcome": AckOutcome.COMPLETED.value},
-            "$unset": LEASE_FIELDS}, stamp(self._ctx.clock, now, "completed_at")), False)
-            for i in todo]
-        matched = update_statements(self._ctx.activities, updates)[0]
+        # A claim of an activity nothing waited on when it was claimed is fenced on that
+        # too (`awaited` absent): one marked meanwhile misses here and is completed below,
+        # with its wake (docs/design.md, "Waking"). A plain success sends no wake.
+        statements: list[Statement] = [
+            ({**_held_by(acks[i][0]), **({} if awaited(acks[i][0]) else UNAWAITED)},
+             self._completion(acks[i][0], now), False) for i in todo]
+        matched = update_statements(self._ctx.activities, statements)[0]
+        woken = [acks[i][0].activity_id for i in todo if awaited(acks[i][0])]
         for i in todo:
             if matched == len(todo):
                 answers[i] = AckOutcome.COMPLETED
                 continue
-            try:  # some were not held: tell a repeat from a lost claim, one by one
-                answers[i] = self._repeat_or_lost(acks[i][0], AckOutcome.COMPLETED, acks[i][1])
+            claim = acks[i][0]
+            try:  # some were not held as read: marked awaited, a repeat, or a lost claim
+                if not awaited(claim) and self._ctx.activities.update_one(
+                        _held_by(claim), server_update(self._completion(claim, now))
+                ).matched_count:
+                    woken.append(claim.activity_id)
+                    answers[i] = AckOutcome.COMPLETED
+                    continue
+                answers[i] = self._repeat_or_lost(claim, AckOutcome.COMPLETED, acks[i][1])
             except ClaimLost as exc:
                 answers[i] = exc
+        if woken:
+            self._ctx.activities.update_many(waiting_on(woken), WAKE_UPDATE)
         return [a for a in answers if a is not None]
+
+    def _completion(self, claim: Claim, now: datetime) -> dict[str, Any]:
+        """A success's activity update; completed_at is stamped by the server as the update
+        lands (a tail reads by it)."""
+        return merge_updates({
+            "$set": {"status": Status.COMPLETED.value, "last_lease_id": claim.lease_id,
+                     "last_worker_id": claim.worker_id,
+                     "last_outcome": AckOutcome.COMPLETED.value},
+            "$unset": LEASE_FIELDS}, stamp(self._ctx.clock, now, "completed_at"))
 
     def _write_results(self, acks: Sequence[tuple[Claim, Any]],
                        now: datetime) -> dict[int, Exception]:
@@ -533,6 +552,16 @@ def flush_projection(update: dict[str, Any]) -> dict[str, int] | None:
     """What the outbox flush needs back: the outbox, or everything for a dead-letter record
     (it keeps a snapshot of the activity)."""
     return None if "outbox.dead_letter" in update.get("$set", {}) else OUTBOX_PROJECTION
+
+
+UNAWAITED = {AWAITED: {"$exists": False}}
+
+
+def awaited(claim: Claim) -> bool:
+    """Whether something waited on the claimed activity when it was claimed (a child, or
+    one marked `awaited`): its success then wakes."""
+    extra = claim.activity.extra
+    return bool(extra.get(AWAITED)) or extra.get("parent_activity_id") is not None
 
 
 def _held_by(claim: Claim) -> dict[str, Any]:

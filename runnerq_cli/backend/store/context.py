@@ -45,6 +45,8 @@ class QueueContext:
     workers: Collection
     control: Collection
     schedules: Collection
+    checkpoints: Collection
+    dependencies: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
@@ -75,6 +77,8 @@ class QueueContext:
                    idempotency=database[names.idempotency], events=events,
                    workers=database[names.workers], control=database[names.control],
                    schedules=database[names.schedules],
+                   checkpoints=database[names.checkpoints],
+                   dependencies=database[names.dependencies],
                    outbox=outbox, clock=clock)
 
     def collection(self, role: str) -> Collection:

@@ -53,6 +53,15 @@ def update_statements(collection: AnyCollection, statements: Sequence[Statement]
                                          for query, update, upsert in statements], 0)
 
 
+def update_many_statements(collection: AnyCollection,
+                           statements: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                           ) -> int:
+    """Several multi-document updates in one `update` command: documents changed. For
+    idempotent updates only (the command is retried once, as `update_statements`)."""
+    updates = [{"q": query, "u": update, "multi": True} for query, update in statements]
+    return _update_in_parts(collection, updates, 0)[0]
+
+
 def _update_in_parts(collection: AnyCollection, updates: list[dict[str, Any]], offset: int,
                      ) -> tuple[int, list[dict[str, Any]]]:
     """One command, or halves of it when the driver finds it too large to send."""

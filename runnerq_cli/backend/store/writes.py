@@ -49,6 +49,7 @@ from pymongo import ReplaceOne, UpdateMany
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import stale_outboxes
 from runnerq_cli.backend.domain.shapes import outbox_problem
+from runnerq_cli.backend.domain.waits import AWAITED, WAKE_UPDATE, waiting_on
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY, Collection, refused
 from runnerq_cli.backend.store.servertime import When, server_stamps, server_update
 from runnerq_cli.backend.store.statements import Statement, update_statements
@@ -257,6 +258,12 @@ class OutboxWriter:
             self._insert_events(events, now)
         if results:
             self._ignore_duplicates(self._results.bulk_write, results)
+            # A published result wakes whatever waits on it (docs/design.md, "Waking"):
+            # only for an activity something may wait on (a child, or `awaited`).
+            awaited = [d["_id"] for d in docs if d["outbox"].get("result") is not None
+                       and (d.get(AWAITED) or d.get("parent_activity_id") is not None)]
+            if awaited:
+                self._activities.update_many(waiting_on(awaited), WAKE_UPDATE)
         if dead_letters:
             self._dead_letter.bulk_write(dead_letters, ordered=False)
             self._withdraw_overtaken_records(

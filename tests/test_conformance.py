@@ -28,6 +28,7 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.config import Settings
 from tests.conformance.driver_process import DriverProcess, driver_env
+from tests.conformance.mapping import ScenarioLoader
 from tests.conformance.player import Player
 
 SCENARIOS = Path(__file__).parent / "conformance" / "scenarios"
@@ -57,7 +58,8 @@ PROOFS = ("mixed/concurrent-claimers-never-overlap",)
 def _scenarios() -> list[tuple[str, dict[str, Any]]]:
     found = []
     for path in sorted(SCENARIOS.glob("*/*.yaml")):
-        found.append((f"{path.parent.name}/{path.stem}", yaml.safe_load(path.read_text())))
+        scenario = yaml.load(path.read_text(), ScenarioLoader)
+        found.append((f"{path.parent.name}/{path.stem}", scenario))
     return found
 
 

@@ -6,8 +6,6 @@ naming the operation.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.specs import ActivitySpec
@@ -32,16 +30,24 @@ def durable(session: Session, op: str) -> Any:
 
 def submit_child(session: Session, args: Args, activity_type: str, payload: dict[str, Any],
                  options: dict[str, Any]) -> EnqueueResult:
-    """A submit with `parent`, `root`, `depth` and a `fence` (the parent's claim)."""
-    fields = {f.name for f in dataclasses.fields(ActivitySpec)}
-    if not {"parent_id", "root_id", "depth"} <= fields:
-        raise Unsupported("durable op submit (parent, root, depth, fence) not implemented")
+    """A submit with `parent`, `root`, `depth` and a `fence` (the parent's claim).
+
+    Fenced, it is our spawn, which takes the lineage from the parent it is fenced on (its
+    id, its root, its depth + 1): lineage arguments that say otherwise are refused rather
+    than silently replaced. Unfenced, the lineage is written as given."""
     lineage: dict[str, Any] = {"parent_id": args.optional_id("parent"),
                                "root_id": args.optional_id("root"),
                                "depth": args.integer("depth", 0, minimum=0)}
     spec = ActivitySpec(activity_type, payload, **options, **lineage)
-    fence = session.held(args, "fence")[0] if args.given("fence") else None
-    return session.rq.enqueue(spec, fence=fence)
+    if not args.given("fence"):
+        return session.rq.enqueue(spec)
+    part = durable(session, "submit (fence)")
+    fence, _ = session.held(args, "fence")
+    if lineage["parent_id"] not in (None, fence.activity_id):
+        raise InvalidArgument("parent must be the fence's activity: a spawn's parent is the "
+                              "activity whose claim fences it", "parent")
+    result: EnqueueResult = part.spawn(fence, spec)
+    return result
 
 
 def checkpoint(session: Session, args: Args) -> dict[str, Any]:
@@ -79,14 +85,3 @@ def signal(session: Session, args: Args) -> dict[str, Any]:
     return {}
 
 
-def cleanup(session: Session, args: Args) -> dict[str, Any]:
-    """Tree retention: the count of roots deleted."""
-    part = durable(session, "cleanup")
-    ages = {"completed_s": args.number("completed_s", 0), "failed_s": args.number("failed_s", 0),
-            "batch": args.integer("batch", 1000, minimum=1)}
-    events_s = args.number("events_s", 0)
-    if "events_s" in inspect.signature(part.cleanup).parameters:
-        ages["events_s"] = events_s
-    elif events_s > 0:
-        raise Unsupported("durable op cleanup (events_s) not implemented")
-    return {"count": int(part.cleanup(**ages))}

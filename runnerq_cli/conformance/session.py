@@ -9,14 +9,13 @@ durable_ops.py's.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.interop import JSON_V1, split_business_key
 from runnerq_cli.backend.domain.models import AckOutcome, Claim
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from runnerq_cli.conformance.args import Args, Unsupported
+from runnerq_cli.conformance.args import Args
 from runnerq_cli.errors import ClaimLost, InvalidArgument, NotFound
 
 if TYPE_CHECKING:
@@ -140,27 +139,13 @@ class Session:
         return {"count": sum(counts.values())}
 
     def cleanup(self, args: Args) -> dict[str, Any]:
-        """Retention by tree where the durable backend is there; else our purge, which
-        ages roots alone (without durable activities every activity is a root)."""
-        if hasattr(self.rq, "durable"):
-            from runnerq_cli.conformance.durable_ops import cleanup
-
-            return cleanup(self, args)
-        if args.number("events_s", 0) > 0:
-            raise Unsupported("durable op cleanup (events_s) not implemented")
-        from runnerq_cli.backend.api import RunnerQ
-
-        aged = RunnerQ(replace(self.rq.settings,
-                               retention_completed=args.number("completed_s", 0),
-                               retention_failed=args.number("failed_s", 0)))
-        counts = aged.maintenance.purge_expired(limit=args.integer("batch", 1000, minimum=1))
-        return {"count": sum(counts.values())}
+        """Retention by tree with the request's windows (0: off): the roots deleted."""
+        return {"count": self.rq.maintenance.cleanup(
+            args.number("completed_s", 0), args.number("failed_s", 0),
+            args.integer("batch", 1000, minimum=1), events_s=args.number("events_s", 0))}
 
     def get_result(self, args: Args) -> dict[str, Any]:
-        if hasattr(self.rq, "durable"):
-            result = self.rq.durable.get_result(args.id("id"))
-        else:
-            result = self.rq.get_result(args.id("id"))
+        result = self.rq.durable.get_result(args.id("id"))
         if result is None:
             return {"result": None}
         return {"result": {"state": "ok" if result.state == "Ok" else "error",

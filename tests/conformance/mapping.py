@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import yaml
 
 Doc = dict[str, Any]
 
@@ -95,36 +98,54 @@ def own_result(activity: Doc | None, stored: Doc | None) -> Doc | None:
     return stored
 
 
+@dataclass(frozen=True)
+class Want:
+    """A matcher of our scenario format, written as a YAML tag: `!null` (absent or null),
+    `!set`, `!future`, `!past` (a time after or before now), `!id NAME` (the id a name
+    stands for), `!token CLAIM` (a claim's token), `!checkpoint [NAME, kind, name]`."""
+
+    kind: str
+    arg: Any = None
+
+
+class ScenarioLoader(yaml.SafeLoader):
+    """YAML with our matcher tags (a plain mapping stays data: `{id: ch_1}` is a value)."""
+
+
+for _tag in ("null", "set", "future", "past"):
+    ScenarioLoader.add_constructor(f"!{_tag}", lambda loader, node, t=_tag: Want(t))
+for _tag in ("id", "token"):
+    ScenarioLoader.add_constructor(
+        f"!{_tag}", lambda loader, node, t=_tag: Want(t, loader.construct_scalar(node)))
+ScenarioLoader.add_constructor(
+    "!checkpoint", lambda loader, node: Want("checkpoint", loader.construct_sequence(node)))
+
+
 class Matcher:
-    """Our matchers: `{is: null|set|future|past}` (null: absent or null), `{id: NAME}`,
-    `{token: CLAIM}`, `{checkpoint: [NAME, kind, name]}`; anything else is a plain value."""
+    """Checks a value against what a scenario wants: a `Want`, or a plain value."""
 
     def __init__(self, ids: Callable[[str], uuid.UUID], tokens: Callable[[str], str],
                  checkpoint: Callable[[list[str]], uuid.UUID]) -> None:
         self.ids, self.tokens, self.checkpoint = ids, tokens, checkpoint
 
     def check(self, what: str, want: Any, got: Any, now: datetime | None = None) -> None:
-        if isinstance(want, dict) and len(want) == 1:
-            [(key, arg)] = want.items()
-            if key == "is":
-                self._is(what, arg, got, now or datetime.now(UTC))
+        if isinstance(want, Want):
+            if want.kind in ("null", "set", "future", "past"):
+                self._is(what, want.kind, got, now or datetime.now(UTC))
                 return
-            if key in ("id", "token", "checkpoint"):
-                want = {"id": lambda: self.ids(arg), "token": lambda: self.tokens(arg),
-                        "checkpoint": lambda: self.checkpoint(arg)}[key]()
+            want = {"id": self.ids, "token": self.tokens,
+                    "checkpoint": self.checkpoint}[want.kind](want.arg)
         assert same(want, got), f"{what} = {shown(got)}, want {shown(want)}"
 
     @staticmethod
-    def _is(what: str, arg: str | None, got: Any, now: datetime) -> None:
-        if arg is None:  # `{is: null}`
+    def _is(what: str, kind: str, got: Any, now: datetime) -> None:
+        if kind == "null":
             assert got is None, f"{what} = {shown(got)}, want null"
-        elif arg == "set":
+        elif kind == "set":
             assert got is not None, f"{what} is null"
-        elif arg in ("future", "past"):
-            assert isinstance(got, datetime), f"{what} = {shown(got)}, want a time"
-            assert (got > now) == (arg == "future"), f"{what} = {got}, want {arg} of {now}"
         else:
-            raise AssertionError(f"unknown matcher is: {arg}")
+            assert isinstance(got, datetime), f"{what} = {shown(got)}, want a time"
+            assert (got > now) == (kind == "future"), f"{what} = {got}, want {kind} of {now}"
 
 
 def same(want: Any, got: Any) -> bool:

@@ -16,6 +16,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 from runnerq_cli.backend.domain.models import AckOutcome, Status
+from runnerq_cli.backend.queue import acknowledgements
 from runnerq_cli.backend.queue import queue as queue_module
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker.engine import Worker, WorkerEnd
@@ -59,14 +60,14 @@ def test_a_batch_refused_as_a_whole_is_tried_claim_by_claim(backend, monkeypatch
     where the command is sent): each claim is tried alone, only that one is refused."""
     held = claims(backend, 4)
     poisoned = held[2].activity_id
-    send = queue_module.update_statements
+    send = acknowledgements.update_statements
 
     def refusing(collection, statements):
         if any(s[0].get("_id") == poisoned for s in statements):
             raise OperationFailure("refused: BSONObj size is invalid", 10334)
         return send(collection, statements)
 
-    monkeypatch.setattr(queue_module, "update_statements", refusing)
+    monkeypatch.setattr(acknowledgements, "update_statements", refusing)
     answers = backend.ack_success_many([(c, {"i": i}) for i, c in enumerate(held)])
     assert [a for i, a in enumerate(answers) if i != 2] == [AckOutcome.COMPLETED] * 3
     assert isinstance(answers[2], InvalidArgument)
@@ -194,8 +195,7 @@ def test_interrupted_codes_are_outages_wherever_they_come(backend):
     from pymongo.errors import BulkWriteError, WriteError
 
     from runnerq_cli.backend.domain.outage import retry_later
-    from runnerq_cli.backend.store.connection import server_away
-    from runnerq_cli.backend.store.driver import failure, refusal
+    from runnerq_cli.backend.store.driver import failure, refusal, server_away
     from runnerq_cli.errors import WriteRefused, WriteUnconfirmed
 
     for code in (91, 189, 10107, 11600, 11602):

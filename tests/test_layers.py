@@ -5,8 +5,9 @@ Within `runnerq_cli/backend/` a module's layer is its folder:
 domain < store < queue < views < ops < diagnosis < the backend's root (`api.py`,
 `traits.py`); a module imports its own layer or those below. An import under
 `if TYPE_CHECKING:` is exempt from that order (it names a type for annotations and is
-never loaded: shapes.py annotates with the store's `Collection`, inspection.py with
-`Control`), but not from the rules on the front ends below.
+never loaded: inspection.py annotates with `Control`), but not from the rules on the
+front ends below, nor from the domain's: the domain imports nothing above it, not even
+for a type, and no import closes a circle (tests/test_structure.py).
 
 The backend knows no front end: it never imports `runnerq_cli.cli`, `.console` or
 `.worker`, not even for a type. The worker depends on `QueueBackend`: it imports the
@@ -22,10 +23,10 @@ a layering that is gone is a failure, never a skip.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from pathlib import Path
 
 import runnerq_cli
+from tests.structure import Import, Package, under
 
 PACKAGE = Path(runnerq_cli.__file__).parent
 BACKEND = PACKAGE / "backend"
@@ -43,69 +44,12 @@ FRONT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 FACADE_EXCEPTIONS: set[str] = set()
 
 
-@dataclass(frozen=True)
-class Import:
-    importer: str  # dotted name of the importing module
-    target: str  # dotted name of the imported module (a name in a module counts as it)
-    type_only: bool  # under `if TYPE_CHECKING:`
-    line: int
-
-    def __str__(self) -> str:
-        kind = " (TYPE_CHECKING)" if self.type_only else ""
-        return f"{self.importer}:{self.line} imports {self.target}{kind}"
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def is_module(dotted: str) -> bool:
-    base = PACKAGE.parent.joinpath(*dotted.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def imports_of(path: Path) -> list[Import]:
-    """Every import in `path`, wherever it is (module level, functions, TYPE_CHECKING)."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: list[Import] = []
-
-    def visit(node: ast.AST, type_only: bool) -> None:
-        if isinstance(node, ast.If) and _type_checking(node.test):
-            for child in node.body:
-                visit(child, True)
-            for child in node.orelse:
-                visit(child, type_only)
-            return
-        if isinstance(node, ast.Import):
-            found.extend(Import(name, a.name, type_only, node.lineno) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            for alias in node.names:  # `from pkg import module` imports the module
-                sub = f"{base}.{alias.name}"
-                target = sub if is_module(sub) else base
-                found.append(Import(name, target, type_only, node.lineno))
-        for child in ast.iter_child_nodes(node):
-            visit(child, type_only)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")), False)
-    return [i for i in found if i.target.startswith("runnerq_cli")]
-
-
-ALL = [i for p in sorted(PACKAGE.rglob("*.py")) for i in imports_of(p)]
-
-
-def under(dotted: str, prefix: str) -> bool:
-    return dotted == prefix or dotted.startswith(prefix + ".")
+# The package's imports, read by tests/structure.py (its circles and lengths are
+# test_structure.py's): here without resolving the facade's names, so an import of
+# `runnerq_cli` by a module is seen as what it is written as.
+LAYOUT = Package(PACKAGE)
+ALL = LAYOUT.imports()
+module_name = LAYOUT.module_name
 
 
 def layer_of(dotted: str) -> int | None:

@@ -11,18 +11,15 @@ Conventions every command follows:
 from __future__ import annotations
 
 import json
-import os
 import sys
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 
 from runnerq_cli.cli.exits import ExitCode
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
+from runnerq_cli.cli.screen import colour_enabled as colour_enabled  # re-exported
+from runnerq_cli.cli.screen import console as console  # re-exported
 
 ERROR_LINE_MAX = 600
 
@@ -104,31 +101,6 @@ def emit(fmt: OutputFormat, data: Any) -> None:
             print_jsonl(item)
     else:
         print_json(data)
-
-
-def colour_enabled(stream: Any = None) -> bool:
-    stream = stream or sys.stdout
-    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
-
-
-def console(stderr: bool = False, *, markup: bool = True) -> Console:
-    """A rich Console on the current stdout (or stderr), honouring NO_COLOR and pipes.
-
-    Made per call (it is cheap) so it always writes to the current sys.stdout.
-    Commands that print data pass `markup=False`: their text carries untrusted
-    values (a reason `disk [/] full` is text, not a closing tag), so styles are
-    given as Text styles, never as markup.
-    """
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    terminal = hasattr(stream, "isatty") and stream.isatty()
-    # Piped, there is no width to fit: rich would assume 80 columns and fold
-    # tables into unreadable cells. Use COLUMNS if set, else room enough for a row.
-    width = None if terminal else int(os.environ.get("COLUMNS") or 240)
-    return Console(file=stream, stderr=stderr, no_color=not colour_enabled(stream),
-                   highlight=False, markup=markup, emoji=False, soft_wrap=not terminal,
-                   width=width)
 
 
 def one_line(message: object, limit: int = ERROR_LINE_MAX) -> str:

@@ -57,7 +57,7 @@ def wrap(first: str, text: str, indent: str, width: int) -> list[str]:
 
 def screen_width() -> int:
     """The width text is fitted to: the terminal's, else COLUMNS, else wide (console())."""
-    from runnerq_cli.cli.output import console
+    from runnerq_cli.cli.screen import console
 
     return console(markup=False).width
 

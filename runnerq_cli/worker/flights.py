@@ -14,7 +14,7 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runnerq_cli.backend.domain.error_text import describe
 from runnerq_cli.backend.domain.naming import COUNTERS  # the registry's: the heartbeat stores each
@@ -23,9 +23,23 @@ from runnerq_cli.worker.logs import WORKER_LOGGER, details
 if TYPE_CHECKING:
     from runnerq_cli.backend.domain.models import Claim
     from runnerq_cli.worker.handlers import ActivityContext, Handler
-    from runnerq_cli.worker.telemetry import AttemptWatch
 
 log = logging.getLogger(WORKER_LOGGER)
+
+
+class Watch(Protocol):
+    """What the parts call on an attempt's watch: its metrics and span (telemetry.py's
+    `AttemptWatch` is the one). Named here, not imported from there: telemetry and
+    tracing read a `Flight`, so the flights know no telemetry."""
+
+    def enter(self) -> Any:
+        """Make the attempt's span current in this thread; the token for `leave`."""
+
+    def leave(self, token: Any) -> None:
+        """Restore the span that was current before `enter`."""
+
+    def ended(self, outcome: str) -> None:
+        """The attempt's outcome is known (counted and the span ended, once)."""
 
 
 @dataclass
@@ -50,7 +64,7 @@ class Flight:
     # What went wrong, where the handler's run knows it: "timeout", "panic",
     # "handler_not_found" (execute.py, leases.py), for the metrics and the span.
     fault: str = ""
-    watch: AttemptWatch | None = None  # its metrics and span (telemetry.py), when reported
+    watch: Watch | None = None  # its metrics and span (telemetry.py), when reported
 
     @property
     def kind(self) -> str:

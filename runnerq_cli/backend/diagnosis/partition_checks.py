@@ -17,8 +17,8 @@ from runnerq_cli.backend.diagnosis.checks import activities, count
 from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.partitions import FIELD, SHARD_KEY, count_of
-from runnerq_cli.backend.store.connection import server_away
 from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.backend.store.driver import server_away
 
 # What a sharded deployment of a partitioned queue needs, by collection role.
 SHARDING: dict[str, str] = {

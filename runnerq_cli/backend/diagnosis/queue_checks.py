@@ -29,7 +29,7 @@ from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import MalformedDocument, Status, display_time
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.queries import representative_queries
-from runnerq_cli.backend.domain.shapes import MALFORMED_LIMIT, SHAPE_SCAN_LIMIT, malformed
+from runnerq_cli.backend.domain.shapes import MALFORMED_LIMIT, SHAPE_SCAN_LIMIT
 from runnerq_cli.backend.domain.sizes import ACTIVITY_TYPE_MAX
 from runnerq_cli.backend.domain.snapshots import OldestPending
 from runnerq_cli.backend.domain.timing import TIMING
@@ -37,6 +37,7 @@ from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.views.failures import FailureGroup, group_failures
+from runnerq_cli.backend.views.shape_scan import malformed
 from runnerq_cli.errors import CommandFailed
 from runnerq_cli.values import format_duration
 

@@ -5,11 +5,12 @@ a look-alike collection can store a document whose fields have the wrong type.
 Readers check the fields they use (models.check_fields, raising
 `MalformedDocument`) and lists skip such a document instead of crashing
 (`readable`); `doctor` finds them with the same tables turned into `$type`
-queries (`malformed`), bounded: live and dead-lettered activities and those of
-no known status (at most SHAPE_SCAN_LIMIT looked at per status: a malformed
-activity is dead-lettered by the claim or the reaper, docs/design.md "Malformed
-documents"), the worker
-registry and the control document, never the rest of the finished history.
+queries (`Shape.mismatch`, run by views/shape_scan.py: the domain reads no
+server), bounded: live and dead-lettered activities and those of no known
+status (at most SHAPE_SCAN_LIMIT looked at per status: a malformed activity is
+dead-lettered by the claim or the reaper, docs/design.md "Malformed
+documents"), the worker registry and the control document, never the rest of
+the finished history.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain.models import (
@@ -31,10 +32,6 @@ from runnerq_cli.backend.domain.models import (
     check_fields,
     neutral,
 )
-
-if TYPE_CHECKING:
-    from runnerq_cli.backend.store.context import QueueContext
-    from runnerq_cli.backend.store.driver import Collection
 
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection
@@ -200,58 +197,3 @@ class Malformed:
 
     def to_json(self) -> dict[str, str]:
         return {"collection": self.collection, "id": self.id, "problem": self.problem}
-
-
-def malformed(ctx: QueueContext) -> list[Malformed]:
-    """Malformed live activities, workers and control documents (bounded, see the module)."""
-    found = malformed_activities(ctx)
-    found += _named(ctx.workers, ctx.workers.find(WORKER.mismatch()).limit(MALFORMED_LIMIT),
-                    WORKER)
-    found += _named(ctx.control, ctx.control.find({"_id": "pause", **PAUSE.mismatch()}),
-                    PAUSE)
-    return found
-
-
-def malformed_activities(ctx: QueueContext) -> list[Malformed]:
-    """The activities of another shape than the table's, among live, dead-lettered and
-    those of no status of ours (at most SHAPE_SCAN_LIMIT looked at and MALFORMED_LIMIT
-    named per status): what doctor's `documents` check names."""
-    found: list[Malformed] = []
-    mismatch = ACTIVITY.mismatch()
-    # ... and those of no status of ours (none, or not text): nothing ever claims them
-    unknown = {"$nin": [s.value for s in Status]}
-    for status in (*SCANNED_STATUSES, unknown):
-        pipeline: list[dict[str, Any]] = [
-            {"$match": {"status": status}}, {"$limit": SHAPE_SCAN_LIMIT},
-            {"$match": mismatch}, {"$limit": MALFORMED_LIMIT}]
-        found += _named(ctx.activities, ctx.activities.aggregate(pipeline), ACTIVITY)
-    return found
-
-
-def set_aside_activities(ctx: QueueContext, exclude: Iterable[str] = ()) -> list[Malformed]:
-    """Dead-lettered activities a reader set aside as malformed (their `last_error` says
-    so), at most MALFORMED_LIMIT, but those of `exclude` (ids as text): one whose defect
-    was in a field the set-aside wrote (a lease field) is well formed afterwards, and
-    still counts. Served by the finished index (`status`, `completed_at`)."""
-    from runnerq_cli.backend.domain.index_specs import EVER
-
-    skip = set(exclude)
-    found: list[Malformed] = []
-    for doc in ctx.activities.find(
-            {"status": Status.DEAD_LETTER.value, "completed_at": {"$gte": EVER},
-             "last_error": {"$regex": f"^{SET_ASIDE_PREFIX}"}},
-            {"last_error": 1}).limit(MALFORMED_LIMIT + len(skip)):
-        if str(doc["_id"]) not in skip and len(found) < MALFORMED_LIMIT:
-            found.append(Malformed(ctx.activities.name, str(doc["_id"]),
-                                   "set aside: " + str(doc["last_error"])[len(SET_ASIDE_PREFIX):]))
-    return found
-
-
-def _named(collection: Collection, docs: Iterable[dict[str, Any]],
-           shape: Shape) -> list[Malformed]:
-    out = []
-    for doc in docs:
-        problem = shape.problem(doc)
-        if problem is not None:
-            out.append(Malformed(collection.name, str(doc.get("_id")), problem))
-    return out

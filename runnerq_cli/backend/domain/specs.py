@@ -25,7 +25,7 @@ from runnerq_cli.backend.domain.models import (
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.store.servertime import When  # a type only: the layer below
+    from runnerq_cli.backend.domain.write_times import When
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT_SECONDS = 300

@@ -6,7 +6,7 @@ only itself: the claim and the reaper dead-letter it, with an error naming the
 field, instead of handing it to a handler, leaving it `processing` or failing a
 whole pass on it. Readers skip it (shapes.py); `doctor` and `explain` name it.
 
-Setting aside is the ordinary dead-lettering (queue.dead_letter_update: state,
+Setting aside is the ordinary dead-lettering (attempt_writes.dead_letter_update: state,
 `DeadLetter` event, Err result, dead-letter record) built from the fields of the
 document that are usable. Two shapes of document refuse the ordinary update
 itself, and are handled here too:
@@ -33,6 +33,7 @@ from runnerq_cli.backend.domain.models import Activity, MalformedDocument, Statu
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import Query
 from runnerq_cli.backend.domain.shapes import ACTIVITY, outbox_problem
+from runnerq_cli.backend.queue.attempt_writes import dead_letter_update
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.errors import CommandFailed
 
@@ -62,8 +63,6 @@ def set_aside_update(doc: dict[str, Any], problem: str, now: datetime,
     """The update that dead-letters `doc`: `dead_letter_update` with the error
     `malformed document: <problem>`, from the fields of `doc` that are usable (the
     others as if absent)."""
-    from runnerq_cli.backend.queue.queue import dead_letter_update  # queue.py imports this module
-
     def usable(name: str, kind: type[T], default: T) -> T:
         value = doc.get(name)
         return value if type(value) is kind else default

@@ -34,7 +34,6 @@ from runnerq_cli.backend.domain.checkpoints import (
 )
 from runnerq_cli.backend.domain.derived import attempt_events
 from runnerq_cli.backend.domain.models import Claim, EnqueueResult, EventType, Result, Status
-from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.waits import (
@@ -46,9 +45,9 @@ from runnerq_cli.backend.domain.waits import (
     waiting_one,
     yielded_detail,
 )
+from runnerq_cli.backend.queue.attempt_writes import claim_lost, held_by
 from runnerq_cli.backend.queue.queue import ActivityQueue
 from runnerq_cli.backend.store.context import Part, QueueContext
-from runnerq_cli.backend.store.driver import DUPLICATE_KEY
 from runnerq_cli.backend.store.servertime import server_update, write_time
 from runnerq_cli.backend.store.writes import (
     insert_stamped,
@@ -70,18 +69,6 @@ log = logging.getLogger("runnerq.backend")
 # their result), a page at a time, resuming where the last page ended.
 REPAIR_GRACE = timedelta(seconds=30)
 REPAIR_PAGE = 500
-LEASE_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": ""}
-
-
-def held_by(claim: Claim) -> dict[str, Any]:
-    """The fence: the activity, still running under this claim."""
-    return {"_id": claim.activity_id, **partition_term(claim.activity.partition),
-            "lease_id": claim.lease_id, "status": Status.PROCESSING.value}
-
-
-def claim_lost(claim: Claim) -> ClaimLost:
-    return ClaimLost(f"claim lost: activity {claim.activity_id} is no longer held by lease "
-                     f"{claim.lease_id}")
 
 
 class Durable(Part):
@@ -439,4 +426,3 @@ def _same_time(stored: Any, asked: datetime) -> bool:
     return millis(stored) == millis(asked)
 
 
-__all__ = ["DUPLICATE_KEY", "Durable", "claim_lost", "held_by"]

@@ -36,13 +36,13 @@ from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.domain.waits import WAKE_UPDATE, due_waits
 from runnerq_cli.backend.queue.aside import checked, set_aside
-from runnerq_cli.backend.queue.durable import Durable
-from runnerq_cli.backend.queue.queue import (
+from runnerq_cli.backend.queue.attempt_writes import (
     LEASE_FIELDS,
-    ActivityQueue,
     dead_letter_update,
     flush_projection,
 )
+from runnerq_cli.backend.queue.durable import Durable
+from runnerq_cli.backend.queue.queue import ActivityQueue
 from runnerq_cli.backend.queue.tree_retention import TreeRetention, cutoff, retention_query
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import past_now, server_update, write_time

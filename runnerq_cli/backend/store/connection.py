@@ -20,7 +20,6 @@ from runnerq_cli.errors import (
 )
 
 __all__ = ["ConnectionInterrupted", "TimedOut"]  # defined in errors.py; read from here too
-from runnerq_cli.backend.domain.outage import retry_later
 from runnerq_cli.redaction import redact_uri
 
 if TYPE_CHECKING:
@@ -245,21 +244,6 @@ def translation(exc: BaseException, uri: str) -> Unavailable | None:
         return Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "
                            f"{redact_uri(str(details.get('errmsg', exc)))}", reachable=True)
     return None
-
-
-def server_away(exc: BaseException) -> bool:
-    """Whether a write that raised `exc` may succeed as it is when tried again later
-    (domain/outage.py's `retry_later`, for the project's kinds), or the same said by a
-    driver error met below the boundary (a plain pymongo collection of statements.py)."""
-    if retry_later(exc):
-        return True
-    if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
-                  | mongo_errors.ExecutionTimeout):
-        return True
-    from runnerq_cli.backend.store.driver import failure  # (driver imports us)
-
-    # Retryable as the boundary judges it (a label, a timeout, an interrupted code).
-    return isinstance(exc, mongo_errors.PyMongoError) and failure(exc).retryable
 
 
 def answered(uri: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pymongo.database import Database as PyDatabase
@@ -18,18 +18,13 @@ from pymongo.database import Database as PyDatabase
 from runnerq_cli.backend.domain.naming import CollectionNames
 from runnerq_cli.backend.store.driver import Collection, Database
 from runnerq_cli.backend.store.partitions import PartitionCount
+from runnerq_cli.backend.store.servertime import utc_now as utc_now  # re-exported (api.py)
 from runnerq_cli.backend.store.writes import OutboxWriter
 from runnerq_cli.config import Settings
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.domain.models import AckOutcome, Claim
     from runnerq_cli.group_commit import Answers
-
-
-def utc_now() -> datetime:
-    """Now, truncated to milliseconds: what MongoDB stores, so values compare equal."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 @dataclass

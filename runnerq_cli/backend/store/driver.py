@@ -37,6 +37,7 @@ from pymongo.results import (
 )
 from pymongo.write_concern import WriteConcern
 
+from runnerq_cli.backend.domain.outage import retry_later
 from runnerq_cli.backend.store import connection
 from runnerq_cli.errors import (
     CommandFailed,
@@ -124,6 +125,19 @@ def failure(exc: BaseException) -> CommandFailed:
     return kind(f"MongoDB error: {redact_uri(str(exc))[:1000]}",
                 code if isinstance(code, int) else None,
                 name if isinstance(name, str) else None, retryable)
+
+
+def server_away(exc: BaseException) -> bool:
+    """Whether a write that raised `exc` may succeed as it is when tried again later
+    (domain/outage.py's `retry_later`, for the project's kinds), or the same said by a
+    driver error met below the boundary (a plain pymongo collection of statements.py)."""
+    if retry_later(exc):
+        return True
+    if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
+                  | mongo_errors.ExecutionTimeout):
+        return True
+    # Retryable as the boundary judges it (a label, a timeout, an interrupted code).
+    return isinstance(exc, mongo_errors.PyMongoError) and failure(exc).retryable
 
 
 def refused(refusals: list[dict[str, Any]]) -> WriteRefused:

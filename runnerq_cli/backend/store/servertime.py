@@ -36,11 +36,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from bson import Decimal128, ObjectId
+
+from runnerq_cli.backend.domain.write_times import SERVER_NOW as SERVER_NOW  # re-exported
+from runnerq_cli.backend.domain.write_times import ServerTime as ServerTime  # re-exported
+from runnerq_cli.backend.domain.write_times import When as When  # re-exported
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.store.driver import Database
@@ -51,42 +54,16 @@ log = logging.getLogger("runnerq.backend")
 REFRESH_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
-class ServerTime:
-    """A time the server computes as the write lands: its clock plus `offset`."""
-
-    offset: timedelta = timedelta(0)
-
-    def __add__(self, other: timedelta) -> ServerTime:
-        return ServerTime(self.offset + other)
-
-    def __sub__(self, other: timedelta) -> ServerTime:
-        return ServerTime(self.offset - other)
-
-    @property
-    def millis(self) -> int:
-        """The offset in whole milliseconds (BSON dates have no finer unit)."""
-        return round(self.offset.total_seconds() * 1000)
-
-    def expression(self) -> Any:
-        """The aggregation expression of this time (`$$NOW`, plus whole milliseconds)."""
-        return "$$NOW" if self.millis == 0 else {"$add": ["$$NOW", self.millis]}
-
-    def after(self, server_now: datetime) -> datetime:
-        """The time this marker wrote, given the `$$NOW` of its write (read back)."""
-        return server_now + timedelta(milliseconds=self.millis)
-
-
-SERVER_NOW = ServerTime()
-When = datetime | ServerTime  # a time to write: a value, or one the server computes
+def utc_now() -> datetime:
+    """Now, truncated to milliseconds: what MongoDB stores, so values compare equal."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def server_stamps(clock: Callable[[], datetime]) -> bool:
     """Whether the server sets the times written: yes on the default clock (`ServerClock`),
     or a clock that says so (`clock.server_stamps = True`); a clock of the caller's own
     (tests) writes its own times."""
-    from runnerq_cli.backend.store.context import utc_now
-
     return bool(getattr(clock, "server_stamps", clock is utc_now))
 
 

@@ -449,13 +449,13 @@ def malformed_activities(ctx: QueueContext) -> list[str]:
     on one context (a one-shot `stats` reads it once)."""
     import time
 
-    from runnerq_cli.backend.domain import shapes
+    from runnerq_cli.backend.views import shape_scan
 
     cached = ctx.cached_reads.get("malformed")
     if cached is not None and time.monotonic() - cached[0] < MALFORMED_SCAN_EVERY:
         return list(cached[1])
-    found = shapes.malformed_activities(ctx)
-    found += shapes.set_aside_activities(ctx, exclude=[m.id for m in found])
+    found = shape_scan.malformed_activities(ctx)
+    found += shape_scan.set_aside_activities(ctx, exclude=[m.id for m in found])
     lines = [f"activities {m.id}: {m.problem}" for m in found]
     ctx.cached_reads["malformed"] = (time.monotonic(), lines)
     return list(lines)

@@ -7,10 +7,15 @@ and why it is safe to leave open, is in docs/console.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.exits import ExitCode
+
+if TYPE_CHECKING:
+    from runnerq_cli.console.app import ConsoleServer
 
 
 def console(
@@ -44,11 +49,6 @@ def console(
     Exit codes: 0 stopped cleanly, 2 bad option (a non-loopback --host without
     a token, port in use, unreadable --ui), 6 database unreachable.
     """
-    import sys
-    import threading
-
-    from runnerq_cli.cli.foreground import how_to_stop
-    from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
     from runnerq_cli.console.app import ConsoleConfig, serve
@@ -88,14 +88,27 @@ def console(
         advice = "choose another --port" if exc.errno == errno.EADDRINUSE else "check --host"
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({advice})",
              ExitCode.USAGE)
+    _serve_until_stopped(server, rq.queue, token is not None, allow_actions)
+
+
+def _serve_until_stopped(server: ConsoleServer, queue: str, with_token: bool,
+                         allow_actions: bool) -> None:
+    """Serve on a thread, print the URL and how to stop, and wait for Ctrl-C or SIGTERM:
+    the server is shut down and closed however the wait ends."""
+    import sys
+    import threading
+
+    from runnerq_cli.cli.foreground import how_to_stop
+    from runnerq_cli.cli.interrupt import stop_on_signal
+
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                               name="console", daemon=True)
     thread.start()
     try:
         with stop_on_signal() as stop:
             out = sys.stdout
-            out.write(f"runnerq console for queue {rq.queue}: {server.url}\n")
-            if token is not None:
+            out.write(f"runnerq console for queue {queue}: {server.url}\n")
+            if with_token:
                 out.write(f"  open {server.url}?token=... once (your token): the browser "
                           "keeps a session cookie, never the token\n")
             if allow_actions:

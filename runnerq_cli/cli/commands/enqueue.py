@@ -279,21 +279,12 @@ def enqueue(
     130 interrupted (--from).
     """
     cli = state(ctx)
-    from runnerq_cli.backend.domain.specs import spec_options
-    from runnerq_cli.backend.domain.tracecontext import from_environment
-    from runnerq_cli.cli.flags import flag as flag_name
-
     wait_seconds = _checked_flags(activity_type, from_file, payload, idempotency_key, strict,
                                   skip_lines, wait, wait_timeout)
-    options = spec_options(priority=priority, delay=delay, at=at, max_retries=max_retries,
-                           timeout=timeout, retry_delay=retry_delay,
-                           metadata=parse_metadata(metadata), on_duplicate=on_duplicate,
-                           idempotency_key=idempotency_key, name=flag_name)
-    # A traced pipeline's TRACEPARENT/TRACESTATE go with each activity (a malformed one is
-    # ignored, as W3C says); without them, OpenTelemetry's current context, if any.
-    traced = from_environment(os.environ)
-    if traced is not None:
-        options["trace_context"] = traced
+    options = _options_of_flags(priority=priority, delay=delay, at=at,
+                                max_retries=max_retries, timeout=timeout,
+                                retry_delay=retry_delay, metadata=metadata,
+                                on_duplicate=on_duplicate, idempotency_key=idempotency_key)
     if from_file is not None:
         cli.settings()  # config and queue name are checked before any line is written
         _enqueue_from(cli, from_file, options, strict=strict, batch_size=batch_size,
@@ -304,6 +295,22 @@ def enqueue(
     cli.settings()  # config errors before connecting
     _enqueue_one(cli.backend(), spec, output=output, quiet=quiet, wait=wait,
                  wait_seconds=wait_seconds)
+
+
+def _options_of_flags(*, metadata: list[str], **flags: Any) -> dict[str, Any]:
+    """The activity options of the flags (spec_options: each checked, named by its flag),
+    with the trace context of the environment: a traced pipeline's TRACEPARENT/TRACESTATE
+    go with each activity (a malformed one is ignored, as W3C says); without them,
+    OpenTelemetry's current context, if any."""
+    from runnerq_cli.backend.domain.specs import spec_options
+    from runnerq_cli.backend.domain.tracecontext import from_environment
+    from runnerq_cli.cli.flags import flag as flag_name
+
+    options = spec_options(**flags, metadata=parse_metadata(metadata), name=flag_name)
+    traced = from_environment(os.environ)
+    if traced is not None:
+        options["trace_context"] = traced
+    return options
 
 
 def _checked_flags(activity_type: str | None, from_file: str | None, payload: str | None,

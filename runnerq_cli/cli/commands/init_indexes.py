@@ -7,7 +7,7 @@ dropped (an operator decides). `--dry-run` and `--check` write nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +21,10 @@ from runnerq_cli.cli.output import (
     output_option,
 )
 from runnerq_cli.cli.state import state
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.queue.maintenance import PartitionChange
+    from runnerq_cli.config import Settings
 
 _LABELS = {"created": "created", "present": "present", "missing": "would create",
            "conflict": "CONFLICT", "obsolete": "obsolete", "dropped": "dropped"}
@@ -120,8 +124,6 @@ def init_indexes(
     (nothing is dropped), 6 server unreachable, 2 a declined or unconfirmed drop,
     or fewer partitions than the queue has.
     """
-    from runnerq_cli.backend.domain.naming import CollectionNames
-
     cli = state(ctx)
     settings = cli.settings()  # invalid queue names and config fail here, before connecting
     if partitions is not None:  # out of range: exit 2 at once, not exit 6 with no server
@@ -146,11 +148,7 @@ def init_indexes(
         reports = [r.to_json()
                    for r in backend.maintenance.init_indexes(write=True, drop_obsolete=True,
                                                              partitions=partitions)]
-    collections = []
-    for name in CollectionNames(settings.queue).all().values():
-        coll_state = "present" if name not in missing_collections else \
-            "created" if write else "missing"
-        collections.append({"name": name, "state": coll_state})
+    collections = _collections(settings.queue, missing_collections, write)
     states = [r["state"] for r in reports]
     ok = "conflict" not in states and (not check or "missing" not in states)
     if output is not OutputFormat.TEXT:
@@ -159,21 +157,40 @@ def init_indexes(
                       "ok": ok, "collections": collections, "indexes": reports,
                       **({} if change is None else {"partitions": change.to_json()})})
     else:
-        if change is not None:
-            typer.echo(_partition_line(change.before, change.after, change.stamped,
-                                       written=change.written))
-        _print_text(collections, reports, f"runnerq_{settings.queue}_")
-        counts = {s: states.count(s) for s in _LABELS if states.count(s)}
-        summary = ", ".join(f"{n} {_LABELS[s]}" for s, n in counts.items())
-        typer.echo(f"{settings.database}: queue {settings.queue}: {summary}")
-        if "obsolete" in states:
-            typer.echo("obsolete indexes are kept; drop them with init-indexes --drop-obsolete")
+        _print_report(settings, change, collections, reports)
     if not ok and not dry_run:  # a dry run only shows the plan
         if "conflict" in states:
             what = "an index conflicts with an existing one (nothing was dropped)"
         else:
             what = "indexes are missing (run init-indexes)"
         fail(f"check failed: {what}", ExitCode.CHECK_FAILED)
+
+
+def _collections(queue: str, missing: set[str], write: bool) -> list[dict[str, str]]:
+    """Each collection of the queue and its state: present, created (written) or missing."""
+    from runnerq_cli.backend.domain.naming import CollectionNames
+
+    collections = []
+    for name in CollectionNames(queue).all().values():
+        coll_state = "present" if name not in missing else \
+            "created" if write else "missing"
+        collections.append({"name": name, "state": coll_state})
+    return collections
+
+
+def _print_report(settings: Settings, change: PartitionChange | None,
+                  collections: list[dict[str, str]], reports: list[dict[str, Any]]) -> None:
+    """The text report: the partitions' change, each collection and index, a summary."""
+    states = [r["state"] for r in reports]
+    if change is not None:
+        typer.echo(_partition_line(change.before, change.after, change.stamped,
+                                   written=change.written))
+    _print_text(collections, reports, f"runnerq_{settings.queue}_")
+    counts = {s: states.count(s) for s in _LABELS if states.count(s)}
+    summary = ", ".join(f"{n} {_LABELS[s]}" for s, n in counts.items())
+    typer.echo(f"{settings.database}: queue {settings.queue}: {summary}")
+    if "obsolete" in states:
+        typer.echo("obsolete indexes are kept; drop them with init-indexes --drop-obsolete")
 
 
 def register(app: typer.Typer) -> None:

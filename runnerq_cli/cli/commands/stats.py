@@ -6,6 +6,7 @@ query costs); this module only formats them.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -452,12 +453,7 @@ def stats_cmd(
         return snap
 
     if watch:
-        from runnerq_cli.cli.output import warning_line
-        from runnerq_cli.cli.state import missing_queue
-
-        missing = missing_queue(backend)  # a live view of zeros: perhaps not that queue
-        if missing:
-            warning_line(missing)
+        _warn_if_missing(backend)  # a live view of zeros: perhaps not that queue
         _watch(take, pause, iterations)
         return
     _print_once(backend, take, output, checks, latency_window)
@@ -494,18 +490,61 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
 
             emit(OutputFormat(output.value), snap)
     if not snap.get("total"):
-        from runnerq_cli.cli.output import warning_line
-        from runnerq_cli.cli.state import missing_queue
-
-        missing = missing_queue(backend)  # all zero: an empty queue, or not that queue?
-        if missing:
-            warning_line(missing)
+        _warn_if_missing(backend)  # all zero: an empty queue, or not that queue?
     failures = evaluate(checks, check_values(snap))
     for line in failures:
         error_line(line)
     sys.stdout.flush()
     if failures:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _warn_if_missing(backend: RunnerQ) -> None:
+    """A warning when the queue is not there (state.missing_queue): zeros that may be
+    another queue's name mistyped."""
+    from runnerq_cli.cli.output import warning_line
+    from runnerq_cli.cli.state import missing_queue
+
+    missing = missing_queue(backend)
+    if missing:
+        warning_line(missing)
+
+
+def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:
+    """SIGINT and SIGTERM set `stop` (in the main thread only: elsewhere no handler can
+    be set); the handlers they replaced, for `_restore_signals`."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop_now(*_: Any) -> None:
+        stop.set()
+
+    return {sig: signal.signal(sig, stop_now) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signals(previous_handlers: dict[int, Any]) -> None:
+    import signal
+
+    for sig, handler in previous_handlers.items():
+        signal.signal(sig, handler)
+
+
+def _show(out: Any, live: Any, snap: StatsSnapshot, prev: StatsSnapshot | None,
+          count: int) -> Any:
+    """One refresh of the view: redrawn in place (live), else printed under a rule; the
+    view shown."""
+    from rich.rule import Rule
+
+    view = fit(snap, prev, out) if live is not None else render(snap, prev)
+    if live is not None:
+        live.update(view, refresh=True)
+    else:
+        out.print(Rule(f"refresh {count + 1}"))
+        out.print(view)
+        out.file.flush()
+    return view
 
 
 def _watch(take: Any, pause: float, iterations: int) -> None:
@@ -517,13 +556,10 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     A server that goes away after the first view is waited for (domain/outage.py): the
     view says since when, and carries on when it is back; away at start is exit 6.
     """
-    import signal
-    import threading
     import time
 
     from rich.console import Group
     from rich.live import Live
-    from rich.rule import Rule
     from rich.text import Text
 
     from runnerq_cli.cli.outage_notes import note_away, note_back, watch
@@ -531,13 +567,7 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
 
     out = console()
     stop = threading.Event()
-    previous_handlers: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        def stop_now(*_: Any) -> None:
-            stop.set()
-
-        previous_handlers = {sig: signal.signal(sig, stop_now)
-                             for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_handlers = _stop_on_signals(stop)
     prev: StatsSnapshot | None = None
     count = 0
     keys = QuitKey()
@@ -575,14 +605,7 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
                 snap = ride.call(take)
                 if snap is None:  # stopped while the server was away
                     break
-                view = fit(snap, prev, out) if live is not None else render(snap, prev)
-                shown[:] = [view]
-                if live is not None:
-                    live.update(view, refresh=True)
-                else:
-                    out.print(Rule(f"refresh {count + 1}"))
-                    out.print(view)
-                    out.file.flush()
+                shown[:] = [_show(out, live, snap, prev, count)]
                 prev = snap
                 count += 1
                 if iterations and count >= iterations:
@@ -595,8 +618,7 @@ def _watch(take: Any, pause: float, iterations: int) -> None:
     except KeyboardInterrupt:
         pass  # Ctrl-C: the view stays on screen, exit 0
     finally:
-        for sig, handler in previous_handlers.items():
-            signal.signal(sig, handler)
+        _restore_signals(previous_handlers)
 
 
 class QuitKey:

@@ -82,26 +82,14 @@ def worker(
                                                  "(default 127.0.0.1; 0.0.0.0: every "
                                                  "interface)."),
 ) -> None:
-    from runnerq_cli.cli.exits import WORKER_FLAGS, flagged, worker_exit_code
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
-    from runnerq_cli.worker import startup
-    from runnerq_cli.worker.engine import Worker
-    from runnerq_cli.worker.logs import (
-        WORKER_LOGGER,
-        configure_logging,
-        details,
-        unconfigure_logging,
-    )
-
-    log = logging.getLogger(WORKER_LOGGER)
 
     extra = {"lease": lease, "worker.concurrency": concurrency, "worker.types": types,
              "worker.poll_interval": poll_interval, "worker.shutdown_timeout": shutdown_timeout,
              "worker.log_format": log_format, "worker.log_level": log_level,
              "worker.app": app_module}
     settings = state(ctx).settings(**{k: v for k, v in extra.items() if v is not None})
-    ws = settings.worker
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
     if worker_id is not None:  # before anything connects or registers
@@ -117,9 +105,31 @@ def worker(
     # Listening before connecting: an address in use or no address exits at once.
     served = _serve_metrics(metrics_host or "127.0.0.1", metrics_port) \
         if metrics_port is not None else None
+    code = _run(settings, registry, served, burst=burst, fail_on_error=fail_on_error,
+                max_activities=max_activities, worker_id=worker_id, all_types=all_types)
+    raise typer.Exit(code)
 
+
+def _run(settings: Settings, registry: HandlerRegistry,
+         served: tuple[Any, PrometheusMetrics, str] | None, *, burst: bool,
+         fail_on_error: bool, max_activities: int | None, worker_id: str | None,
+         all_types: bool) -> int:
+    """Connect, run the worker until it ends, and say its exit code: the flags were
+    checked and the metrics are listening (so a bad option exits before connecting)."""
     from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.cli.exits import WORKER_FLAGS, flagged, worker_exit_code
+    from runnerq_cli.errors import InvalidArgument
+    from runnerq_cli.worker import startup
+    from runnerq_cli.worker.engine import Worker
+    from runnerq_cli.worker.logs import (
+        WORKER_LOGGER,
+        configure_logging,
+        details,
+        unconfigure_logging,
+    )
 
+    log = logging.getLogger(WORKER_LOGGER)
+    ws = settings.worker
     backend = RunnerQ(settings)
     # The `runnerq` loggers (worker and backend) to standard error in the chosen format
     # (the library adds no handler of its own).
@@ -143,7 +153,7 @@ def worker(
         if served is not None:
             served[0].shutdown()
             served[0].server_close()
-    raise typer.Exit(code)
+    return code
 
 
 def _serve_metrics(host: str, port: int) -> tuple[Any, PrometheusMetrics, str]:

@@ -13,7 +13,6 @@ gives each scenario a fresh queue.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -25,7 +24,6 @@ import yaml
 from pymongo import MongoClient
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.config import Settings
 from tests.conformance.driver_process import DriverProcess, driver_env
 from tests.conformance.mapping import ScenarioLoader
@@ -63,35 +61,12 @@ def _scenarios() -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def _missing_durable_op(steps: list[dict[str, Any]]) -> str | None:
-    """The first durable operation the scenario needs that the backend lacks."""
-    has_durable = hasattr(RunnerQ, "durable")
-    lineage = {"parent_id", "root_id", "depth"} <= {
-        f.name for f in dataclasses.fields(ActivitySpec)}
-    for step in steps:
-        verb = next(iter(step))
-        if verb in ("checkpoint", "depend", "park", "signal") and not has_durable:
-            return {"depend": "register_dependency"}.get(verb, verb)
-        if verb == "submit" and "fence" in step and not (has_durable and lineage):
-            return "submit with parent/root/depth/fence"
-        if verb == "cleanup" and "events_s" in step["cleanup"] and not has_durable:
-            return "cleanup (events_s)"
-        if verb == "cleanup" and not has_durable and any(
-                "fence" in s or "checkpoint" in s for s in steps):
-            return "tree cleanup"
-    return None
-
-
 def _cases() -> Iterator[Any]:
     for name, scenario in _scenarios():
         marks: list[Any] = [pytest.mark.slow]  # each plays through driver processes
         if name in PROOFS:
             marks.append(pytest.mark.proof)
-        missing = _missing_durable_op(scenario["steps"])
-        if missing is not None:
-            marks.append(pytest.mark.xfail(reason=f"durable op {missing} not implemented",
-                                           strict=False))
-        elif name in DIFFERENCES:
+        if name in DIFFERENCES:
             marks.append(pytest.mark.xfail(reason=DIFFERENCES[name], strict=True))
         yield pytest.param(scenario, id=name, marks=marks)
 

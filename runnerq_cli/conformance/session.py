@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.interop import JSON_V1, split_business_key
-from runnerq_cli.backend.domain.models import AckOutcome, Claim
+from runnerq_cli.backend.domain.models import AckOutcome, Claim, EnqueueResult
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.conformance.args import Args
 from runnerq_cli.errors import ClaimLost, InvalidArgument, NotFound
@@ -81,12 +81,29 @@ class Session:
             options["idempotency_key"] = keyed.text("key")
             options["on_duplicate"] = keyed.text("on_duplicate", "return_existing")
         if any(args.given(name) for name in LINEAGE_ARGS):
-            from runnerq_cli.conformance.durable_ops import submit_child
-
-            result = submit_child(self, args, args.text("type"), payload or {}, options)
+            result = self._submit_child(args, args.text("type"), payload or {}, options)
         else:
             result = self.rq.enqueue(ActivitySpec(args.text("type"), payload or {}, **options))
         return {} if result.created else {"existing": str(result.activity_id)}
+
+    def _submit_child(self, args: Args, activity_type: str, payload: dict[str, Any],
+                      options: dict[str, Any]) -> EnqueueResult:
+        """A submit with `parent`, `root`, `depth` and a `fence` (the parent's claim).
+
+        Fenced, it is our spawn, which takes the lineage from the parent it is fenced on
+        (its id, its root, its depth + 1): a `parent` that says otherwise is refused
+        rather than silently replaced. Unfenced, the lineage is written as given."""
+        lineage: dict[str, Any] = {"parent_id": args.optional_id("parent"),
+                                   "root_id": args.optional_id("root"),
+                                   "depth": args.integer("depth", 0, minimum=0)}
+        spec = ActivitySpec(activity_type, payload, **options, **lineage)
+        if not args.given("fence"):
+            return self.rq.enqueue(spec)
+        fence, _ = self.held(args, "fence")
+        if lineage["parent_id"] not in (None, fence.activity_id):
+            raise InvalidArgument("parent must be the fence's activity: a spawn's parent is "
+                                  "the activity whose claim fences it", "parent")
+        return self.rq.durable.spawn(fence, spec)
 
     def claim(self, args: Args) -> dict[str, Any]:
         """The scheduler first (our workers run it), then claims in claim order."""

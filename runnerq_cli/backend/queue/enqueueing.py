@@ -262,6 +262,20 @@ class Enqueuer(Part):
         raise IdempotencyConflict(f"idempotency key {values.shown(key)} is contended; "
                                   "try again")
 
+    def key_holder(self, activity_type: str, key: str) -> uuid.UUID | None:
+        """The activity holding the idempotency key `key` of `activity_type`, or None when
+        no one does (a key past `idempotency_ttl` is free, as enqueues judge it). RunnerQ's
+        `lookup_key`."""
+        held = self._ctx.idempotency.find_one({"_id": {"activity_type": activity_type,
+                                                       "key": key}})
+        if held is None or not isinstance(held.get("created_at"), datetime):
+            return None
+        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
+        if held["created_at"] + ttl <= self._ctx.clock():
+            return None
+        holder = held.get("activity_id")
+        return holder if isinstance(holder, uuid.UUID) else None
+
     def _move_key(self, key_id: dict[str, str], held: Mapping[str, Any],
                   activity_id: uuid.UUID, now: datetime) -> bool:
         """Compare-and-set the key's holder: exactly one of racing movers wins."""

@@ -35,19 +35,9 @@ SPEC_VERSION = "0.8.0"
 # Where our backend differs from the spec on purpose or by design, found by these
 # scenarios: the check stays as the spec says, the case is expected to fail (strict: it
 # must fail, so a fix shows), and the reason says which of the two documents decides.
-_DEAD_LETTER_REASON = (
-    "our DeadLetter event lacks the spec's required detail `reason` (attempts_exhausted | "
-    "lease_expired; events.schema.json 0.7); docs/design.md's DeadLetter detail is error, "
-    "retry_count, attempt, started_at. The spec is right: the key is additive")
-DIFFERENCES: dict[str, str] = {
-    "failure/exhausted-dead-letters": _DEAD_LETTER_REASON,
-    "lease/reaper-dead-letters": _DEAD_LETTER_REASON,
-    "durable/reaped-child-wakes-parent": _DEAD_LETTER_REASON,
-    "lease/reaper-requeues-expired": (
-        "the spec's reaper records the expired claim as last_worker_id (0.6, decided by "
-        "this scenario); ours = last_lease_id, which docs/design.md's reaper leaves unset "
-        "on a requeue (Lease expiry) so that no repeat of that claim may answer"),
-}
+# None at 0.8: the DeadLetter event's `reason` and the reaper's record of the expired
+# claim were added when these scenarios found them missing.
+DIFFERENCES: dict[str, str] = {}
 # The drain: 120 activities claimed by two driver processes racing (about 5 s of CPU on
 # the in-process test server): a race proof, run once in CI (CONTRIBUTING.md, "CI").
 PROOFS = ("mixed/concurrent-claimers-never-overlap",)

@@ -31,10 +31,13 @@ OUTBOX_PROJECTION = {"outbox": 1, "activity_type": 1, AWAITED: 1, "parent_activi
 
 def dead_letter_update(act: Activity, error: str, now: When, worker_id: str | None,
                        lease_id: str | None) -> dict[str, Any]:
-    """The one update that dead-letters `act`: its state, event, Err result and record."""
+    """The one update that dead-letters `act`: its state, event, Err result and record.
+    The event's `reason` is RunnerQ's (events.schema.json): `lease_expired` when the reaper
+    ends it (no claim: `lease_id` None), `attempts_exhausted` otherwise."""
+    reason = "lease_expired" if lease_id is None else "attempts_exhausted"
     dead = new_event(act.id, act.activity_type, EventType.DEAD_LETTER.value, now, worker_id,
-                     error=error, retry_count=act.retry_count, attempt=act.retry_count + 1,
-                     started_at=act.started_at)
+                     error=error, reason=reason, retry_count=act.retry_count,
+                     attempt=act.retry_count + 1, started_at=act.started_at)
     state: dict[str, Any] = {"status": Status.DEAD_LETTER.value, "completed_at": now,
                              "last_error": error, "last_error_at": now,
                              "last_outcome": AckOutcome.DEAD_LETTERED.value}

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from pymongo import ReturnDocument
 
-from runnerq_cli.backend.domain.models import Claim, EventType, Status
+from runnerq_cli.backend.domain.models import AckOutcome, Claim, EventType, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.queue.attempt_writes import (
     LEASE_FIELDS,
@@ -46,7 +46,8 @@ class Leases(Part):
             return True
         if self._ctx.activities.count_documents(
             {"_id": claim.activity_id, **partition_term(claim.activity.partition),
-             "last_lease_id": claim.lease_id}, limit=1
+             "last_lease_id": claim.lease_id,
+             "last_outcome": {"$in": sorted(o.value for o in AckOutcome)}}, limit=1
         ):
             return False
         raise claim_lost(claim)

@@ -81,6 +81,11 @@ class PartitionChange:
                 "written": self.written}
 
 
+# The `last_outcome` of a claim the reaper ended (docs/design.md, "Lease expiry"): not an
+# acknowledgement's outcome, so no repeat of that claim answers from it.
+EXPIRED = "expired"
+
+
 class QueueChores(Part):
     """The two chores of RunnerQ's queue trait (QueueBackend): the scheduler and the reaper."""
 
@@ -137,8 +142,11 @@ class QueueChores(Part):
                     act.retry_count + 1, act.lease_deadline)
                 # The attempt is over: started_at goes with the lease (its steps are stored).
                 update = merge_updates(
+                    # The expired claim is recorded (the spec's last_worker_id) with an
+                    # outcome no repeat of it accepts: a late ack of it is a lost claim.
                     {"$set": {"status": Status.PENDING.value, "last_error": error,
-                              "last_error_at": at},
+                              "last_error_at": at, "last_lease_id": act.lease_id,
+                              "last_outcome": EXPIRED},
                      "$unset": {**LEASE_FIELDS, "scheduled_at": "", "started_at": ""},
                      "$inc": {"retry_count": 1}},
                     outbox_update(at, [*attempt, event]))

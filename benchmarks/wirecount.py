@@ -37,7 +37,7 @@ IGNORED_COMMANDS = frozenset({"hello", "ismaster", "isMaster", "ping", "endSessi
 # Sizes as the driver encodes them (UUIDs as subtype 4, the way runnerq stores them).
 CODEC: CodecOptions[Any] = CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
 ROLES = ("activities", "events", "results", "dead_letter", "idempotency", "workers",
-         "schedules")
+         "schedules", "checkpoints", "dependencies")
 
 
 class _Marker:

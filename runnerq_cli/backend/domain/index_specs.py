@@ -113,8 +113,11 @@ def durable_indexes() -> list[IndexSpec]:
                   why="waking by result; wake repair"),
         IndexSpec("activities", (("scheduled_at", 1), ("_id", 1)), _partial(WAITING),
                   label="waiting", why="waits that come due (the scheduler); list waiting"),
+        # Partial, not sparse: a compound sparse index holds every document with any of
+        # its keys, and every activity has `created_at`.
         IndexSpec("activities", (("parent_activity_id", 1), ("created_at", 1)),
-                  {"sparse": True}, why="children of an activity"),
+                  _partial({"parent_activity_id": {"$exists": True}}), label="child",
+                  why="children of an activity"),
         IndexSpec("activities", (("root_activity_id", 1),), {"sparse": True},
                   why="trees; tree retention"),
         IndexSpec("checkpoints", (("owner_id", 1), ("created_at", 1)),

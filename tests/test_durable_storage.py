@@ -334,3 +334,21 @@ def test_cleanup_ages_completed_and_failed_apart_and_counts_once(backend: Runner
     for t in threads:
         t.join(30)
     assert sum(counts) == 1
+
+
+def test_trees_that_must_stay_do_not_hold_back_younger_ones(backend: RunnerQ) -> None:
+    """The oldest roots have live children: retention steps over them to the next."""
+    kept = []
+    for _ in range(3):
+        root = backend.enqueue("parent", {}).activity_id
+        claim = claim_one(backend, ["parent"])
+        backend.durable.spawn(claim, ActivitySpec("child", {}))  # stays pending
+        backend.ack_success(claim, 1)
+        backdate(backend, root, 9000)
+        kept.append(root)
+    plain = backend.enqueue("plain", {}).activity_id
+    backend.ack_success(claim_one(backend, ["plain"]), 1)
+    backdate(backend, plain, 7200)
+    assert backend.maintenance.cleanup(3600, 3600, 2) == 1
+    assert backend.context.activities.find_one({"_id": plain}) is None
+    assert backend.context.activities.count_documents({"_id": {"$in": kept}}) == 3

@@ -224,13 +224,15 @@ def test_a_retried_activity_has_no_result_until_it_ends_again(queue) -> None:
 
 
 def test_a_retried_then_cancelled_activity_shows_no_earlier_result(queue) -> None:
-    """Only a waiting activity can be cancelled: the result of the run before the
-    retry is not its result (`result`/`wait` said "failed", exit 10, not 12)."""
+    """The result of the run before the retry is not its result (`result`/`wait` said
+    "failed", exit 10, not 12): a cancelled activity's result is its cancellation."""
     activity_id = queue.enqueue("t", {}).activity_id
     queue.ack_failure(queue.dequeue("w")[0], "bad", retryable=False)
     queue.operator.retry(activity_id)
     queue.operator.cancel(activity_id)
-    assert queue.get_result(activity_id) is None
+    assert queue.get_result(activity_id).data["type"] == "cancelled"
+    queue.flush_outbox()  # copied out, the cancellation's result replaces the failure's
+    assert queue.get_result(activity_id).data["type"] == "cancelled"
 
 
 def test_a_stale_buffered_outbox_flush_never_clears_a_newer_outbox(settings, clock):

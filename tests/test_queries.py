@@ -63,6 +63,16 @@ def sent(monkeypatch) -> list[Sent]:
         log.append((self.name, list(pipeline), ()))
         return original_aggregate(self, pipeline, **kwargs)
 
+    from runnerq_cli.backend.queue import maintenance
+
+    original_statements = maintenance.update_many_statements
+
+    def statements(collection, updates):  # the scheduler's two updates in one command
+        for query, _ in updates:
+            log.append((collection.name, query, ()))
+        return original_statements(collection, updates)
+
+    monkeypatch.setattr(maintenance, "update_many_statements", statements)
     monkeypatch.setattr(driver.Collection, "find", find)
     monkeypatch.setattr(driver.Cursor, "sort", sort)
     monkeypatch.setattr(driver.Collection, "aggregate", aggregate)
@@ -76,6 +86,7 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
         queue.enqueue(kind, {})
     queue.dequeue("w", exclude_types=list(queries.SAMPLE_PAUSED))
     queue.process_scheduled()
+    queue.durable.wake([queries.SAMPLE_ACTIVITY])
     queue.requeue_expired()
     queue.maintenance.repair_outboxes()  # its default grace, as doctor's sample
     queue.maintenance.purge_expired()

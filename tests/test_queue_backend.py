@@ -473,8 +473,10 @@ def test_a_success_whose_acknowledgement_never_came_is_not_a_result(queue: Runne
     clock.advance(6)
     queue.requeue_expired()
     assert queue.get_result(aid) is None
-    queue.operator.cancel(aid)  # terminal without a run: still no result
-    assert queue.get_result(aid) is None
+    queue.operator.cancel(aid)  # terminal without a run: its result is the cancellation's
+    result = queue.get_result(aid)
+    assert result is not None and result.state == "Err"
+    assert result.data["type"] == "cancelled"  # never the half-done success
     with pytest.raises(ClaimLost):  # the crashed claim's acknowledgement, arriving late
         queue.ack_success(claim, "half-done")
     assert queue.get_activity(aid).status == "cancelled"
@@ -491,7 +493,7 @@ def test_a_late_acknowledgement_after_an_operator_change_is_a_lost_claim(queue: 
         with pytest.raises(ClaimLost):
             late()
     assert queue.get_activity(aid).status == "cancelled"
-    assert queue.get_result(aid) is None
+    assert queue.get_result(aid).data["type"] == "cancelled"  # the late success left none
 
 
 def test_the_reaper_dead_lettering_answers_for_no_claim(queue: RunnerQ, clock) -> None:

@@ -124,8 +124,8 @@ def test_counts_exact_estimate_labelled_and_true_after_retention(queue, clock, r
         for _ in range(n):
             drive_to(queue, status)
     snap = queue.inspector.stats_snapshot()
-    assert snap["by_status"] == {"pending": 3, "scheduled": 2, "processing": 0, "completed": 5,
-                                 "failed": 2, "dead_letter": 1, "cancelled": 1}
+    assert snap["by_status"] == {"pending": 3, "scheduled": 2, "processing": 0, "waiting": 0,
+                                 "completed": 5, "failed": 2, "dead_letter": 1, "cancelled": 1}
     # A small queue: every count exact, completed by priority too, nothing marked.
     assert snap["estimated"] == [] and snap["total"] == 14
     assert snap["by_priority"]["normal"]["completed"] == 5

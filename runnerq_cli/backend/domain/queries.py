@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.domain import waits
 from runnerq_cli.backend.domain.index_specs import EVER, index_name
 from runnerq_cli.backend.domain.models import (
     UNSUCCESSFUL_STATUSES,
@@ -170,6 +171,17 @@ def due_scheduled(now: datetime) -> Query:
                  purpose="due scheduled")
 
 
+def due_waits_query(now: datetime) -> Query:
+    """Parked activities whose wait has come to its time (the scheduler wakes them)."""
+    return Query("scheduler: waits", "activities", waits.due_waits(now),
+                 purpose="waits that come due")
+
+
+def waiters_of(result_ids: Iterable[Any]) -> Query:
+    """Parked activities waiting on one of `result_ids` (every publication wakes them)."""
+    return Query("wake", "activities", waits.waiting_on(result_ids), purpose="waking by result")
+
+
 def expired_leases(now: datetime) -> Query:
     """Running activities past their lease (the reaper requeues or dead-letters them)."""
     return Query("reaper", "activities",
@@ -203,15 +215,21 @@ def stale_outboxes(older_than: datetime) -> Query:
 
 
 def retention(settings: Settings, now: datetime) -> dict[str, Query]:
-    """{"completed"|"failed": terminal activities past their retention}; a retention of 0
-    keeps them forever (no query)."""
-    plans = (("completed", [Status.COMPLETED.value], settings.retention_completed),
-             ("failed", [s.value for s in UNSUCCESSFUL_STATUSES], settings.retention_failed))
-    return {name: Query(f"retention {name}", "activities",
-                        {"status": {"$in": statuses},
-                         "completed_at": {"$lt": now - timedelta(seconds=keep)}},
-                        purpose="list finished")
+    """{"completed"|"failed": roots of terminal trees past their retention}; a retention
+    of 0 keeps them forever (no query)."""
+    plans = (("completed", [Status.COMPLETED], settings.retention_completed),
+             ("failed", list(UNSUCCESSFUL_STATUSES), settings.retention_failed))
+    return {name: retention_of(name, statuses, now - timedelta(seconds=keep))
             for name, statuses, keep in plans if keep > 0}
+
+
+def retention_of(name: str, statuses: Iterable[Status], cutoff: datetime) -> Query:
+    """Roots (no parent: a child goes with its tree, docs/design.md "Tree retention") in
+    `statuses` finished before `cutoff`, oldest first."""
+    return Query(f"retention {name}", "activities",
+                 {"status": {"$in": [s.value for s in statuses]},
+                  "completed_at": {"$lt": cutoff}, "parent_activity_id": {"$exists": False}},
+                 (("completed_at", 1), ("_id", 1)), purpose="list finished")
 
 
 # ---------------------------------------------------------------- the views
@@ -523,6 +541,8 @@ def representative_queries(settings: Settings, now: datetime,
         claim(exclude_types=SAMPLE_PAUSED, present=SAMPLE_TYPES),
         pending_types_beyond(SAMPLE_TYPES),
         due_scheduled(now),
+        due_waits_query(now),
+        waiters_of([SAMPLE_ACTIVITY]),
         expired_leases(now),
         live_leases(now),
         unexpirable_leases(),

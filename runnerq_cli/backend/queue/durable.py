@@ -22,6 +22,7 @@ from typing import Any
 import bson
 from pymongo import ReturnDocument
 
+from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.checkpoints import (
     MAX_SIGNAL_BYTES,
     SERIALIZATION,
@@ -41,7 +42,6 @@ from runnerq_cli.backend.domain.waits import (
     SPAWN_FENCE,
     WAKE_UPDATE,
     park_update,
-    waiting_on,
     waiting_one,
     yielded_detail,
 )
@@ -262,7 +262,8 @@ class Durable(Part):
         ids = list(result_ids)
         if not ids:
             return 0
-        return self._ctx.activities.update_many(waiting_on(ids), WAKE_UPDATE).modified_count
+        return self._ctx.activities.update_many(queries.waiters_of(ids).filter,
+                                                WAKE_UPDATE).modified_count
 
     # -------------------------------------------------------------------- signals
 

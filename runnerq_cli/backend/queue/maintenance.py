@@ -34,7 +34,7 @@ from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain
 from runnerq_cli.backend.domain.timing import TIMING
-from runnerq_cli.backend.domain.waits import WAKE_UPDATE, due_waits
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE
 from runnerq_cli.backend.queue.aside import checked, set_aside
 from runnerq_cli.backend.queue.attempt_writes import (
     LEASE_FIELDS,
@@ -43,7 +43,7 @@ from runnerq_cli.backend.queue.attempt_writes import (
 )
 from runnerq_cli.backend.queue.durable import Durable
 from runnerq_cli.backend.queue.queue import ActivityQueue
-from runnerq_cli.backend.queue.tree_retention import TreeRetention, cutoff, retention_query
+from runnerq_cli.backend.queue.tree_retention import TreeRetention
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import past_now, server_update, write_time
 from runnerq_cli.backend.store.statements import update_many_statements
@@ -100,7 +100,7 @@ class QueueChores(Part):
         # whose wait has come to its time (docs/design.md, "Claiming a woken activity").
         moved = update_many_statements(self._ctx.activities, [
             (query, {"$set": {"status": Status.PENDING.value}}),
-            (due_waits(now), WAKE_UPDATE)])
+            (queries.due_waits_query(now).filter, WAKE_UPDATE)])
         if moved:
             log.debug("scheduler: scheduled activities due",
                       extra={"fields": {"pending": moved}})
@@ -313,13 +313,13 @@ class Maintenance(QueueChores):
         trees = TreeRetention(self._ctx)
         now = self._ctx.clock()
         deleted = 0
-        for statuses, keep in (((Status.COMPLETED,), completed_s),
-                               (UNSUCCESSFUL_STATUSES, failed_s)):
+        for name, statuses, keep in (("completed", (Status.COMPLETED,), completed_s),
+                                     ("failed", UNSUCCESSFUL_STATUSES, failed_s)):
             if keep > 0 and deleted < batch:
-                deleted += trees.purge(retention_query(statuses, cutoff(now, keep)),
-                                       batch - deleted)
+                roots = queries.retention_of(name, statuses, now - timedelta(seconds=keep))
+                deleted += trees.purge(roots.filter, batch - deleted)
         if events_s > 0:
-            trees.trim_events(cutoff(now, events_s))
+            trees.trim_events(now - timedelta(seconds=events_s))
         return deleted
 
     @functools.cached_property

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain.models import TERMINAL_STATUSES, Status
+from runnerq_cli.backend.domain.models import TERMINAL_STATUSES
 from runnerq_cli.backend.store.context import Part
 
 TERMINAL = [s.value for s in TERMINAL_STATUSES]
@@ -27,14 +27,31 @@ MEMBER_FIELDS = {"_id": 1, "status": 1, "root_activity_id": 1, "activity_type": 
 class TreeRetention(Part):
     """Deletes whole trees past their retention (the purge chore, `purge`, `cleanup`)."""
 
-    def purge(self, query: Mapping[str, Any], batch: int) -> int:
-        """Delete up to `batch` trees whose root matches the retention `query`, oldest
-        first; returns how many roots this call deleted."""
-        roots = list(self._ctx.activities.find(
-            {**query, "parent_activity_id": {"$exists": False}}, MEMBER_FIELDS).sort(
-                "completed_at", 1).limit(batch))
-        if not roots:
-            return 0
+    def purge(self, query: Mapping[str, Any], batch: int, pages: int = 5) -> int:
+        """Delete up to `batch` trees whose root matches the retention `query` (roots
+        only: queries.retention_of), oldest first; returns how many roots this call
+        deleted. Roots kept (a live member, pinned) are stepped over, page by page (at
+        most `pages`), so old trees that must stay never hold back younger ones."""
+        deleted = 0
+        after: tuple[Any, Any] | None = None
+        for _ in range(pages):
+            page = dict(query)
+            if after is not None:  # keyset: past the last root looked at
+                page["$or"] = [{"completed_at": {"$gt": after[0]}},
+                               {"completed_at": after[0], "_id": {"$gt": after[1]}}]
+            roots = list(self._ctx.activities.find(page, MEMBER_FIELDS | {"completed_at": 1})
+                         .sort([("completed_at", 1), ("_id", 1)]).limit(batch - deleted))
+            if not roots:
+                break
+            deleted += self._delete_trees(query, roots)
+            if deleted >= batch or len(roots) < batch:
+                break
+            after = (roots[-1]["completed_at"], roots[-1]["_id"])
+        return deleted
+
+    def _delete_trees(self, query: Mapping[str, Any], roots: list[dict[str, Any]]) -> int:
+        """The trees of `roots` that may go: what they own, then their children, then the
+        roots (with the retention query again)."""
         trees = self._trees(roots)
         doomed = [root for root, members in trees.items()
                   if all(m.get("status") in TERMINAL for m in members)]
@@ -42,9 +59,8 @@ class TreeRetention(Part):
         if not doomed:
             return 0
         members = [m for root in doomed for m in trees[root]]
-        ids = [m["_id"] for m in members]
         self._delete_owned(members)
-        children = [i for i in ids if i not in set(doomed)]
+        children = [m["_id"] for m in members if m["_id"] not in set(doomed)]
         if children:
             self._ctx.activities.delete_many({"_id": {"$in": children},
                                               "status": {"$in": TERMINAL}})
@@ -113,12 +129,3 @@ class TreeRetention(Part):
             return 0
         return self._ctx.events.delete_many(
             {"activity_id": {"$in": done}, "timestamp": {"$lt": older_than}}).deleted_count
-
-
-def retention_query(statuses: Iterable[Status], cutoff: datetime) -> dict[str, Any]:
-    """Terminal activities of `statuses` finished before `cutoff` (the finished index)."""
-    return {"status": {"$in": [s.value for s in statuses]}, "completed_at": {"$lt": cutoff}}
-
-
-def cutoff(now: datetime, seconds: float) -> datetime:
-    return now - timedelta(seconds=seconds)

@@ -209,11 +209,8 @@ class ConsoleServer(ThreadingHTTPServer):
     def note_answer(self) -> None:
         """A request answered: the outage is over once the driver has had an answer from
         the server since (a cached view answers without it)."""
-        if self.outage is not None and self.outage.away:
-            from runnerq_cli.backend.store.connection import away_since
-
-            if away_since(self.rq.settings.uri) is None:
-                self.outage.succeeded()
+        if self.outage is not None and self.outage.away and self.rq.away_since() is None:
+            self.outage.succeeded()
 
     def tail_of(self, rq: RunnerQ) -> SharedTail:
         """The one tail of `rq`'s queue in this process (made on first use, started by its

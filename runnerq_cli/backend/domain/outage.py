@@ -33,6 +33,7 @@ from runnerq_cli.errors import (
     Unavailable,
     WriteUnconfirmed,
 )
+from runnerq_cli.plural import counted
 
 T = TypeVar("T")
 RETRY_DELAYS = (0.5, 1.0, 2.0, 5.0)  # seconds between tries; the last one repeats
@@ -94,7 +95,7 @@ class Outage:
 
     def away_line(self, now: float | None = None) -> str:
         """`the server is away since 01:02:03 UTC (8 s, 3 tries), retrying: <error>`."""
-        tries = f", {self.attempts} tries" if self.attempts > 1 else ""
+        tries = f", {counted(self.attempts, 'try')}" if self.attempts > 1 else ""
         error = f": {self.error}" if self.error else ""
         return (f"the server is away since {self.since:%H:%M:%S} UTC "
                 f"({self.seconds(now):.0f} s{tries}), retrying{error}")

@@ -2,9 +2,10 @@
 
 A reader of the changelog, the docs or a test knows versions and dates, and a citation
 names a file of this repository or a public address. So no tracked file may name a
-numbered work session ("session 9"), a work branch (`s9-hostile`), or a path of the
-machine it was written on (/work/..., /root/..., a shell's job directory): each means
-nothing, or something else, anywhere else. The console's sign-in sessions are the
+numbered work session, a work branch named after one, or a path of the machine it was
+written on (its work and root directories, a shell's job directory): each means nothing,
+or something else, anywhere else. (This file spells none of them out: it would find
+itself.) The console's sign-in sessions are the
 product's own word, and carry no number.
 """
 
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LEAKS = re.compile(
     r"(?i)\bs(?:essions?\s+\d+"  # a numbered work session
-    r"|\d{1,2}-[a-z]+)"  # a work branch: s9-hostile, s11-input
+    r"|\d{1,2}-[a-z]+)"  # a work branch: s, its number, -, a word
     r"|(?<![\w.~-])/(?:work/|root/"  # a machine's own directories
     r"|tmp/bash)")  # a shell tool's job directories
 # Where one may start: found ten times faster than LEAKS alone (3.5 MB of files).
@@ -51,11 +52,11 @@ def tracked_files() -> list[Path]:
 
 
 def test_the_check_finds_each_kind_and_spares_the_products_words() -> None:
-    number = "1" + "1"  # (built, so this file holds none of what it looks for)
+    number, work, root, jobs = "1" + "1", "/" + "work/", "/" + "root/", "/" + "tmp/bash"
+    # (built from parts, so this file holds none of what it looks for)
     found = leaks(f"## Unreleased (Session {number})\nmerged s{number}-review; "
-                  f"see /work/shared/testbed.md or /root/notes, /tmp/bash_jobs.0/x")
-    assert found == [f"Session {number}", f"s{number}-review", "/work/", "/root/",
-                     "/tmp/bash"]
+                  f"see {work}shared/testbed.md or {root}notes, {jobs}_jobs.0/x")
+    assert found == [f"Session {number}", f"s{number}-review", work, root, jobs]
     assert leaks("a console session (not the token) in the cookie; 2 sessions; "
                  "--cursor-file /tmp/cursor; ~/work/x; ./root/y; HOME=/home/u; "
                  "runnerq_cli/backend/store/connection.py; 0.2.0 (2026-12-02)") == []

@@ -28,6 +28,7 @@ from runnerq_cli.backend.domain.sizes import (  # the bounds, defined once (impo
     PAYLOAD_TEXT_MAX,
 )
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 __all__ = ["BSON_DOCUMENT_MAX", "PAYLOAD_MAX_BYTES", "PAYLOAD_TEXT_MAX"]  # read from here too
 
@@ -84,7 +85,8 @@ def one_line_text(value: Any, what: str, *, max_chars: int) -> str:
     if not isinstance(value, str):
         raise InvalidArgument(f"{what}: expected text", what)
     if len(value) > max_chars:
-        raise InvalidArgument(f"{what}: at most {max_chars} characters, got {len(value)}",
+        raise InvalidArgument(f"{what}: at most {counted(max_chars, 'character')}, "
+                              f"got {len(value)}",
                               what)
     for position, char in enumerate(value):
         category = unicodedata.category(char)
@@ -206,7 +208,8 @@ def _limit(seconds: float) -> str:
     year = 365 * 86400
     if 0 < seconds < 1:
         return f"{round(seconds * 1000, 3):g}ms"
-    return f"{seconds / year:g} years" if seconds >= year else format_duration(seconds)
+    return counted(seconds / year, "year", number=f"{seconds / year:g}") if seconds >= year \
+        else format_duration(seconds)
 
 
 def format_duration(seconds: float) -> str:
@@ -380,7 +383,8 @@ def payload(value: Any, what: str = "payload") -> None:
                               f"{shown(' '.join(str(exc).split()))}") from None
     if size > PAYLOAD_MAX_BYTES:
         raise InvalidArgument(
-            f"{what} is {size} bytes as BSON, more than the limit of {PAYLOAD_MAX_BYTES} "
+            f"{what} is {counted(size, 'byte')} as BSON, more than the limit of "
+            f"{PAYLOAD_MAX_BYTES} "
             f"bytes (7.5 MiB: the activity document, which also carries the result, must "
             f"stay within MongoDB's 16 MiB)")
 
@@ -579,19 +583,20 @@ def stored_text(value: Any, what: str, *, max_bytes: int | None = None,
     if not value.strip():
         raise InvalidArgument(f"{what}: must not be empty")
     if max_chars is not None and len(value) > max_chars:
-        raise InvalidArgument(f"{what} {shown(value)} is {len(value)} characters, more than "
-                              f"the limit of {max_chars} characters")
+        raise InvalidArgument(f"{what} {shown(value)} is {counted(len(value), 'character')}, "
+                              f"more than the limit of {counted(max_chars, 'character')}")
     if max_bytes is not None and len(value) > max_bytes:  # at least a byte a character
-        raise InvalidArgument(f"{what} {shown(value)} is more than the limit of {max_bytes} "
-                              f"bytes ({len(value)} characters)")
+        raise InvalidArgument(f"{what} {shown(value)} is more than the limit of "
+                              f"{counted(max_bytes, 'byte')} "
+                              f"({counted(len(value), 'character')})")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidArgument(f"{what} {shown(value)} is not valid UTF-8: an unpaired "
                               f"surrogate at character {exc.start + 1}") from None
     if max_bytes is not None and size > max_bytes:
-        raise InvalidArgument(f"{what} {shown(value)} is {size} bytes, more than the limit "
-                              f"of {max_bytes} bytes")
+        raise InvalidArgument(f"{what} {shown(value)} is {counted(size, 'byte')}, more than "
+                              f"the limit of {counted(max_bytes, 'byte')}")
     return value
 
 
@@ -608,7 +613,7 @@ def metadata(value: Mapping[str, Any], what: str = "metadata") -> None:
             stored_text(tag, f"{what} value of {shown(key)}", max_bytes=METADATA_VALUE_MAX_BYTES)
         total += len(key.encode("utf-8", "surrogatepass")) + len(tag.encode("utf-8")) + 7
     if total > METADATA_MAX_BYTES:
-        raise InvalidArgument(f"{what} is {total} bytes as BSON, more than the limit of "
+        raise InvalidArgument(f"{what} is {counted(total, 'byte')} as BSON, more than the limit of "
                               f"{METADATA_MAX_BYTES} bytes")
 
 

@@ -4,7 +4,10 @@ The handshake and every other command pass through, so the client has reached
 the server; a command whose name is in `stall` is read and dropped, and its
 client waits for an answer until its socket timeout; one in `slow` is forwarded
 `delay` seconds late (a server that answers, slowly); after `stall_everything()`
-nothing is answered (a server stopped midway). OP_MSG framing: a 16-byte
+nothing is answered (a server stopped midway); between `hold()` and `release()` every
+message is held, then forwarded in order (a server stopped with `kill -STOP` and
+continued: the requests sent meanwhile are read and answered late, the connections
+stay open). OP_MSG framing: a 16-byte
 header, 4 bytes of flags, a section kind byte, then the command document, whose
 first element's name is the command's.
 """
@@ -55,6 +58,9 @@ class StallingProxy:
         self.delay = delay
         self.stalled: list[str] = []
         self.everything = False  # stall_everything(): no command is answered any more
+        self._flowing = threading.Event()  # cleared by hold(): messages wait, none lost
+        self._flowing.set()
+        self.held = 0  # messages that waited for release()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self._closing = threading.Event()
@@ -85,6 +91,9 @@ class StallingProxy:
                     continue  # read, never forwarded: no answer comes
                 if name in self.slow:
                     time.sleep(self.delay)
+                if not self._flowing.is_set():
+                    self.held += 1
+                    self._flowing.wait()
                 server.sendall(message)
         except OSError:
             pass
@@ -105,7 +114,18 @@ class StallingProxy:
         that stopped (`kill -STOP`) in the middle of a run."""
         self.everything = True
 
+    def hold(self) -> None:
+        """From now on every message waits here, the driver's checks and new connections'
+        handshakes included: a server alive but not answering (stopped, swapping, a
+        stalled disk). Nothing is dropped and no connection is closed."""
+        self._flowing.clear()
+
+    def release(self) -> None:
+        """The held messages go on, in order, and so does everything after them."""
+        self._flowing.set()
+
     def close(self) -> None:
+        self._flowing.set()
         self._closing.set()
         self.listener.close()
 

@@ -127,7 +127,7 @@ def test_import_redrive_revives_the_originals(run_cli, cq: RunnerQ, tmp_path) ->
     missing.write_text(json.dumps({"type": "charge", "original_id": str(uuid.uuid4())}) + "\n")
     res = run_cli("dlq", "import", str(missing), "--redrive")
     assert res.code == ExitCode.NOT_FOUND
-    assert "not found" in res.stdout and res.stderr.startswith("error: 1 of 1 lines")
+    assert "not found" in res.stdout and res.stderr.startswith("error: 1 of 1 line not imported")
 
 
 def test_a_bad_line_does_not_stop_the_others(run_cli, cq: RunnerQ, tmp_path) -> None:

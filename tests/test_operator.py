@@ -307,7 +307,7 @@ def test_cli_redrive_needs_yes_and_dry_run_writes_nothing(run_cli, cq: RunnerQ) 
     assert cq.context.dead_letter.count_documents({}) == 1
     done = run_cli("redrive", "--yes", "--type", "job")
     assert done.code == 0, done.stderr
-    assert "redrove 1 activities" in done.stdout
+    assert "redrove 1 activity\n" in done.stdout
     assert cq.get_activity(aid).status == "pending"
     assert cq.context.dead_letter.count_documents({}) == 0
     assert run_cli("redrive").code == 0  # nothing to do needs no --yes
@@ -349,7 +349,7 @@ def test_cli_purge(run_cli, cq: RunnerQ) -> None:
     assert cq.context.activities.count_documents({"_id": aid}) == 1
     done = run_cli("purge", "--yes", env=env)
     assert done.code == 0, done.stderr
-    assert "purged 1 activities" in done.stdout
+    assert "purged 1 activity (" in done.stdout
     assert cq.context.activities.count_documents({"_id": aid}) == 0
 
 

@@ -344,7 +344,7 @@ def test_doctor_judges_a_sharded_layout() -> None:
     assert judged({**good, "workers": {"_id": 1}}, 4)[0] == [
         "workers is sharded (it must stay unsharded)"]
     assert "not {'partition': 1, '_id': 1}" in judged({"activities": {"_id": "hashed"}}, 4)[0][0]
-    assert "zone ranges" in judged(good, 1)[1][0]
+    assert "1 zone range for 4 partitions" in judged(good, 1)[1][0]
     assert "one partition" in judged(good, 4, partitions=1)[0][0]
 
 

@@ -2,9 +2,10 @@
 server, a tail whose reads follow what changes; polling where there are none.
 
 The change-stream path runs on nx-27017 (the dev server has no change streams;
-/work/shared/testbed.md): what it gets right is asserted (which writes wake, coalescing,
-reopening), with activity-shaped documents written directly (it drops `$setOnInsert` and
-refuses update pipelines, so the queue's own writes do not run there).
+CONTRIBUTING.md, "Change streams without Docker"): what it gets right is asserted
+(which writes wake, coalescing, reopening), with activity-shaped documents written
+directly (it drops `$setOnInsert` and refuses update pipelines, so the queue's own
+writes do not run there).
 """
 
 from __future__ import annotations

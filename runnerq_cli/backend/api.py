@@ -201,6 +201,14 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         """Raise `Unavailable` unless the server answers."""
         self._ctx.db.command("ping")
 
+    def away_since(self) -> datetime | None:
+        """When this queue's server was found away (or stalled) in an outage that no call
+        of this process has had an answer since, else None: how a front end that retries
+        by request (the console) learns that the server is back."""
+        from runnerq_cli.backend.store.connection import away_since
+
+        return away_since(self.settings.uri)
+
     def wait(self, activity_id: uuid.UUID | str, timeout: float | None = None, *,
              poll: float = 0.25, max_poll: float = 2.0,
              outage: OutageWatch | None = None) -> WaitOutcome:

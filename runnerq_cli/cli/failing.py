@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from runnerq_cli.plural import counted
+
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
@@ -47,7 +49,7 @@ def show_failures(backend: RunnerQ, since_seconds: float | None, output: str) ->
              stamp(g.last_seen), prefixes.get(str(g.example_id), "-"), g.error or "-"]
             for g in found.groups]
     typer.echo(f"failed attempts in the last {format_duration(window)}, by type and error "
-               f"({found.attempts:,} in {len(found.groups)} groups"
+               f"({found.attempts:,} in {counted(len(found.groups), 'group')}"
                + (f" of {found.total_groups}" if found.total_groups > len(found.groups) else "")
                + ")")
     print_table(columns, rows)

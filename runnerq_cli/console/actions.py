@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.models import to_jsonable
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -63,7 +64,7 @@ def _ids(body: dict[str, Any], limit: int) -> list[uuid.UUID] | None:
     if not ids:
         raise InvalidArgument("ids must not be empty")
     if len(ids) > limit:
-        raise InvalidArgument(f"at most {limit} ids at once (the console's max)")
+        raise InvalidArgument(f"at most {counted(limit, 'id')} at once (the console's max)")
     return list(dict.fromkeys(ids))
 
 

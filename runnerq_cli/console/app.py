@@ -42,6 +42,7 @@ from runnerq_cli.errors import InvalidArgument, NotFound, RunnerQError, Unavaila
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
     from runnerq_cli.backend.domain.models import Event
+    from runnerq_cli.backend.domain.outage import OutageWatch
 
 LOG = logging.getLogger("runnerq.console")
 MAX_CONNECTIONS = 64
@@ -193,6 +194,23 @@ class ConsoleServer(ThreadingHTTPServer):
         self.address_family = family
         super().__init__((config.host, config.port), RequestHandler)
         self.gate = security.Gate(config.token, self.server_address[1], config.host)
+        # The database away or stalled (domain/outage.py): a request that fails for it is
+        # a failed try of this watch (the command tells it on stderr, since when), and a
+        # request answered once the server answered again ends it; None: not told.
+        self.outage: OutageWatch | None = None
+
+    def note_failure(self, exc: BaseException) -> None:
+        """A request failed: when for want of the database (away, stalled), say so."""
+        from runnerq_cli.backend.domain.outage import is_away
+
+        if self.outage is not None and self.outage.answered and is_away(exc):
+            self.outage.failed(exc)
+
+    def note_answer(self) -> None:
+        """A request answered: the outage is over once the driver has had an answer from
+        the server since (a cached view answers without it)."""
+        if self.outage is not None and self.outage.away and self.rq.away_since() is None:
+            self.outage.succeeded()
 
     def tail_of(self, rq: RunnerQ) -> SharedTail:
         """The one tail of `rq`'s queue in this process (made on first use, started by its
@@ -478,6 +496,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                                      "Authorization: Bearer ...")
             handler, args = route(method, path)
             handler(self, args, params)
+            self.server.note_answer()
         except HttpError as exc:
             if self.command == "POST":
                 self.close_connection = True  # its body may be unread
@@ -488,6 +507,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True
         except Exception as exc:
+            self.server.note_failure(exc)
             status, message = failure(exc)
             try:
                 self._send(status, to_json({"error": message}), "application/json")

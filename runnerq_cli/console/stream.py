@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from runnerq_cli.backend.domain.event_cursor import EventCursor
 from runnerq_cli.backend.domain.models import Event
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -178,8 +179,8 @@ class SharedTail:
                 if sub.offer(delivery):
                     keep.append(sub)
                 else:
-                    LOG.info("event stream: a client fell %d events behind: dropped",
-                             self._client_queue)
+                    LOG.info("event stream: a client fell %s behind: dropped",
+                             counted(self._client_queue, "event"))
             self._subscribers = keep
 
     def stop(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from runnerq_cli.backend.store.driver import Collection
+from runnerq_cli.plural import counted
 
 PENDING_AGE_WARN = 300.0  # the oldest pending activity waiting longer than this: warn
 CLOCK_SKEW_WARN = 1.0  # seconds
@@ -26,4 +27,4 @@ def at_least(n: int) -> str:
 
 
 def activities(n: int) -> str:
-    return f"{at_least(n)} {'activity' if n == 1 else 'activities'}"
+    return counted(n, "activity", number=at_least(n))

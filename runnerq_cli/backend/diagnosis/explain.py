@@ -27,6 +27,7 @@ from runnerq_cli.backend.queue.workers import WorkerInfo, WorkerRegistry
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.discovery import discover_queues
 from runnerq_cli.errors import NotFound
+from runnerq_cli.plural import agreeing, counted
 
 
 def _handles(worker: WorkerInfo, activity_type: str) -> bool:
@@ -125,8 +126,9 @@ def _explain_running(act: Activity, now: datetime, workers: list[WorkerInfo],
                 else "dead-letter it (no attempts left)")
         facts.update(reaper_will=("requeue" if retry else "dead_letter"))
         if live:
-            reap = (f"the reaper of one of the {len(live)} live workers will {then} "
-                    "within about 15 s")
+            whose = agreeing(len(live), "the live worker",
+                             f"one of the {counted(len(live), 'live worker')}")
+            reap = f"the reaper of {whose} will {then} within about 15 s"
         else:
             reap = f"no worker is alive to run the reaper; the first one started will {then}"
         ago = _in((now - deadline).total_seconds()) if deadline else "?"
@@ -151,8 +153,8 @@ def _explain_pending(ctx: QueueContext, act: Activity, live: list[WorkerInfo],
     place = (f"{at_least(total)} ahead of it in {order} ("
              + ", ".join(f"{n} {p}" for p, n in ahead.items()) + ")") if total \
         else f"first in {order}"
-    verb = "live worker handles" if len(handlers) == 1 else "live workers handle"
-    who = (f"{len(handlers)} {verb} {act.activity_type} "
+    verb = agreeing(len(handlers), "handles", "handle")
+    who = (f"{counted(len(handlers), 'live worker')} {verb} {act.activity_type} "
            f"({', '.join(handlers[:3])}{', ...' if len(handlers) > 3 else ''})"
            if handlers else f"no live worker handles {act.activity_type}")
     sentence = f"Pending ({Priority.label(act.priority)} priority): {place}; {who}."
@@ -179,8 +181,7 @@ def _explain_finished(act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
     facts.update(completed_at=ended)
     # The sentence ends with one full stop, also after an error that ends with its own.
     error = f": {act.last_error.rstrip().removesuffix('.')}" if act.last_error else ""
-    retries = f" after {act.retry_count} retr{'y' if act.retry_count == 1 else 'ies'}" \
-        if act.retry_count else ""
+    retries = f" after {counted(act.retry_count, 'retry')}" if act.retry_count else ""
     sentence = {
         Status.COMPLETED.value: f"Completed at {_when(ended)}{retries}.",
         Status.FAILED.value: f"Failed (non-retryable) at {_when(ended)}{error}.",

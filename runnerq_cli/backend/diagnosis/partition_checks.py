@@ -19,6 +19,7 @@ from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.partitions import FIELD, SHARD_KEY, count_of
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.driver import server_away
+from runnerq_cli.plural import counted
 
 # What a sharded deployment of a partitioned queue needs, by collection role.
 SHARDING: dict[str, str] = {
@@ -91,7 +92,8 @@ def check_partitions(ctx: QueueContext, topology: str | None) -> Check:
                      "docs/partitions.md)", None, facts)
     where = " on a sharded cluster, laid out as needed" if topology == "sharded" else \
         " (activities: shard on {partition: 1, _id: 1}; workers, control unsharded)"
-    return Check("partitions", CheckStatus.OK, f"{partitions} partitions{where}", None, facts)
+    return Check("partitions", CheckStatus.OK, f"{counted(partitions, 'partition')}{where}",
+                 None, facts)
 
 
 def _sharded_layout(ctx: QueueContext) -> dict[str, Any] | None:
@@ -136,7 +138,8 @@ def _judge(layout: dict[str, Any], partitions: int, problems: list[str],
                         "go to every shard (refused on MongoDB 7.0)")
         fixes.append("partition the queue (init-indexes --partitions N) before sharding")
     elif activities_key is not None and layout["zone_ranges"] < partitions:
-        warnings.append(f"{layout['zone_ranges']} zone ranges for {partitions} partitions: "
+        warnings.append(f"{counted(layout['zone_ranges'], 'zone range')} for "
+                        f"{counted(partitions, 'partition')}: "
                         "on MongoDB 7.0 a claim of a partition split over shards is refused")
         fixes.append("put each partition's range [{partition: P, _id: MinKey}, "
                      "{partition: P + 1, _id: MinKey}) in one zone (sh.updateZoneKeyRange)")

@@ -39,6 +39,7 @@ from runnerq_cli.backend.store.indexes import IndexReport, ensure_indexes
 from runnerq_cli.backend.views.failures import FailureGroup, group_failures
 from runnerq_cli.backend.views.shape_scan import malformed
 from runnerq_cli.errors import CommandFailed
+from runnerq_cli.plural import agreeing, counted
 from runnerq_cli.values import format_duration
 
 
@@ -58,7 +59,8 @@ def check_indexes(ctx: QueueContext, reports: list[IndexReport]) -> Check:
     if conflict:
         first = conflict[0]
         return Check("indexes", CheckStatus.FAIL,
-                     f"{len(conflict)} index(es) differ from the plan, e.g. "
+                     f"{counted(len(conflict), 'index')} "
+                     f"{agreeing(len(conflict), 'differs', 'differ')} from the plan, e.g. "
                      f"{first.collection_name} {first.spec.name}: {first.difference}",
                      "drop the differing index, then run "
                      f"`{_init_command(ctx.settings.queue)}`", facts)
@@ -68,17 +70,17 @@ def check_indexes(ctx: QueueContext, reports: list[IndexReport]) -> Check:
         absent = absent_queue(ctx.db, ctx.settings.queue)
         if absent is not None:  # a typo of --queue? init-indexes would make that queue
             return Check("indexes", CheckStatus.FAIL, f"{absent}: none of its "
-                         f"{len(reports)} indexes", "check --queue and --database; for a "
+                         f"{counted(len(reports), 'index')}", "check --queue and --database; for a "
                          f"new queue, run `{_init_command(ctx.settings.queue)}`", facts)
     if missing:
         return Check("indexes", CheckStatus.FAIL,
-                     f"{len(missing)} of {len(reports)} indexes missing, e.g. "
+                     f"{len(missing)} of {counted(len(reports), 'index')} missing, e.g. "
                      f"{missing[0].collection_name} {missing[0].spec.name}",
                      f"run `{_init_command(ctx.settings.queue)}`", facts)
     # The count `init-indexes` prints (every planned index), the TTL ones checked apart.
     ttl = len(reports) - len(plain)
     return Check("indexes", CheckStatus.OK,
-                 f"all {len(reports)} indexes present ({ttl} of them TTL, checked below)",
+                 f"all {counted(len(reports), 'index')} present ({ttl} of them TTL, checked below)",
                  None, facts)
 
 
@@ -114,7 +116,8 @@ def check_ttl(ctx: QueueContext, reports: list[IndexReport]) -> Check:
                      "idempotency keys and events never expire",
                      "setParameter ttlMonitorEnabled=true", facts)
     suffix = "" if monitor else " (TTL monitor not checked)"
-    return Check("ttl", CheckStatus.OK, f"{len(ttl)} TTL indexes present{suffix}", None, facts)
+    return Check("ttl", CheckStatus.OK, f"{counted(len(ttl), 'TTL index')} present{suffix}",
+                 None, facts)
 
 
 def _partition_count(ctx: QueueContext) -> int:
@@ -148,7 +151,8 @@ def check_query_plans(ctx: QueueContext, now: datetime, partitions: int = 1) -> 
     facts = {"served": served, "problems": problems, "not_checked": unknown}
     if problems:
         return Check("query plans", CheckStatus.FAIL,
-                     f"{len(problems)} queries not served by an index: " + "; ".join(problems),
+                     f"{counted(len(problems), 'query')} not served by an index: "
+                     + "; ".join(problems),
                      f"run `{_init_command(ctx.settings.queue)}` (a missing index); "
                      "otherwise report it", facts)
     if unknown and not served:
@@ -156,7 +160,7 @@ def check_query_plans(ctx: QueueContext, now: datetime, partitions: int = 1) -> 
                      "the server's explain is not MongoDB's (dev server): not checked", None,
                      facts)
     return Check("query plans", CheckStatus.OK,
-                 f"all {len(served)} queries served by an index", None, facts)
+                 f"all {counted(len(served), 'query')} served by an index", None, facts)
 
 
 def _handles(worker: WorkerInfo, activity_type: str) -> bool:
@@ -166,13 +170,14 @@ def _handles(worker: WorkerInfo, activity_type: str) -> bool:
 def check_workers(ctx: QueueContext, workers: list[WorkerInfo], pending: int) -> Check:
     live = [w for w in workers if not w.stale]
     stale = [w for w in workers if w.stale]
-    facts = {"live": len(live), "stale": len(stale), "in_flight": sum(w.in_flight for w in live),
+    in_flight = sum(w.in_flight for w in live)
+    facts = {"live": len(live), "stale": len(stale), "in_flight": in_flight,
              "stale_workers": [{"id": w.worker_id, "host": w.host, "pid": w.pid,
                                 "last_heartbeat": w.last_heartbeat} for w in stale[:20]]}
     if stale:
         first = stale[0]
         return Check("workers", CheckStatus.FAIL,
-                     f"{len(stale)} stale worker{'s' if len(stale) > 1 else ''} "
+                     f"{counted(len(stale), 'stale worker')} "
                      f"(no heartbeat for {format_duration(TIMING.worker_stale_after)}), e.g. "
                      f"{first.worker_id} on {first.host} pid {first.pid}; {len(live)} live",
                      "check those processes; a dead worker's entry expires after 10 minutes "
@@ -182,7 +187,8 @@ def check_workers(ctx: QueueContext, workers: list[WorkerInfo], pending: int) ->
         return Check("workers", status, "no live workers", "start a worker: runnerq-mongo worker"
                      if pending else None, facts)
     return Check("workers", CheckStatus.OK,
-                 f"{len(live)} live, {facts['in_flight']} activities in flight", None, facts)
+                 f"{len(live)} live, {counted(in_flight, 'activity')} in flight",
+                 None, facts)
 
 
 def check_coverage(ctx: QueueContext, workers: list[WorkerInfo],
@@ -373,7 +379,7 @@ def check_documents(ctx: QueueContext) -> Check:
     first = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     return Check("documents", CheckStatus.WARN,
-                 f"{len(found)} malformed document{'s' if len(found) > 1 else ''}, e.g. "
+                 f"{counted(len(found), 'malformed document')}, e.g. "
                  f"{first.collection} {first.id}: {first.problem}{more}",
                  "correct the field as docs/design.md says (the program that wrote it has a "
                  "bug) or delete the document; readers skip a malformed one, workers "
@@ -392,7 +398,7 @@ def describe_group(group: FailureGroup) -> str:
     """One failing group in a sentence: type, error (cut), how many, when, an example."""
     error = group.error if len(group.error) <= ERROR_SHOWN else group.error[:ERROR_SHOWN] + "…"
     what = f"{group.dead_letter} dead-lettered, " if group.dead_letter else ""
-    return (f"{group.activity_type}: \"{error}\" ({what}{group.count} failed attempts, "
+    return (f"{group.activity_type}: \"{error}\" ({what}{counted(group.count, 'failed attempt')}, "
             f"{display_time(group.first_seen)} to {display_time(group.last_seen)}, "
             f"e.g. {group.example_id})")
 

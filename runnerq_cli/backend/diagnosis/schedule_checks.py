@@ -15,6 +15,7 @@ from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.schedules import ScheduleInfo
 from runnerq_cli.backend.queue.workers import WorkerInfo
+from runnerq_cli.plural import agreeing, counted
 from runnerq_cli.values import format_duration
 
 NAMES_SHOWN = 20  # schedules named in a check's facts
@@ -41,7 +42,7 @@ def check_schedule_coverage(queue: str, infos: list[ScheduleInfo],
               and not (pause.all or i.activity_type in pause.types)]
     if not live:
         return Check("schedule coverage", CheckStatus.OK,
-                     f"{len(firing)} firing schedule(s); no live workers (see workers)",
+                     f"{counted(len(firing), 'firing schedule')}; no live workers (see workers)",
                      None, {"firing": len(firing)})
     orphans = [i for i in firing if i.activity_type is not None and not any(
         not w.types or i.activity_type in w.types for w in live)]
@@ -50,7 +51,8 @@ def check_schedule_coverage(queue: str, infos: list[ScheduleInfo],
     if orphans:
         first = orphans[0]
         return Check("schedule coverage", CheckStatus.WARN,
-                     f"{len(orphans)} schedule(s) fire a type no live worker runs, e.g. "
+                     f"{counted(len(orphans), 'schedule')} "
+                     f"{agreeing(len(orphans), 'fires', 'fire')} a type no live worker runs, e.g. "
                      f"{first.name} ({first.activity_type})",
                      f"start a worker with a handler for it (runnerq-mongo worker --handler "
                      f"{first.activity_type}=MOD:FUNC or --exec {first.activity_type}=COMMAND)",
@@ -72,12 +74,13 @@ def check_schedule_fires(queue: str, infos: list[ScheduleInfo], now: datetime) -
     if late:
         seconds, first = late[0]
         return Check("schedule fires", CheckStatus.WARN,
-                     f"{len(late)} schedule(s) overdue past their grace, e.g. {first.name} "
+                     f"{counted(len(late), 'schedule')} overdue past their grace, e.g. "
+                     f"{first.name} "
                      f"by {format_duration(seconds)}: nothing is firing them",
                      "start a worker on this queue (every worker fires due schedules), or "
                      "runnerq-mongo scheduler", facts)
     return Check("schedule fires", CheckStatus.OK,
-                 f"no schedule overdue; {missed} fire(s) missed so far", None, facts)
+                 f"no schedule overdue; {counted(missed, 'fire')} missed so far", None, facts)
 
 
 def check_schedules_ended(queue: str, infos: list[ScheduleInfo]) -> Check:
@@ -86,12 +89,12 @@ def check_schedules_ended(queue: str, infos: list[ScheduleInfo]) -> Check:
     facts = {"ended": _names(ended)}
     if ended:
         return Check("schedule ends", CheckStatus.WARN,
-                     f"{len(ended)} schedule(s) can never fire again (past their end), "
+                     f"{counted(len(ended), 'schedule')} can never fire again (past their end), "
                      f"e.g. {ended[0].name}",
                      f"remove it (`{_fix_command(queue, 'remove')} {ended[0].name}`) or give "
                      "it a later end (schedule apply)", facts)
     return Check("schedule ends", CheckStatus.OK,
-                 f"none of {len(infos)} schedule(s) past its end", None, facts)
+                 f"none of {counted(len(infos), 'schedule')} past its end", None, facts)
 
 
 def check_schedule_documents(queue: str, infos: list[ScheduleInfo]) -> Check:
@@ -102,12 +105,12 @@ def check_schedule_documents(queue: str, infos: list[ScheduleInfo]) -> Check:
                            for i in bad[:NAMES_SHOWN]]}
     if bad:
         return Check("schedule documents", CheckStatus.FAIL,
-                     f"{len(bad)} schedule(s) malformed or set aside, not firing, e.g. "
+                     f"{counted(len(bad), 'schedule')} malformed or set aside, not firing, e.g. "
                      f"{bad[0].name}: {bad[0].problem}",
                      f"rewrite it: {_fix_command(queue, 'add')} --replace ..., or "
                      "schedule apply with its definition", facts)
     return Check("schedule documents", CheckStatus.OK,
-                 f"{len(infos)} schedule(s), none malformed", None, facts)
+                 f"{counted(len(infos), 'schedule')}, none malformed", None, facts)
 
 
 def schedule_checks(queue: str, infos: list[ScheduleInfo], workers: list[WorkerInfo],

@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from runnerq_cli.errors import InvalidArgument, NotFound
+from runnerq_cli.plural import counted
 
 PREFIX_MIN = 8  # hex digits: shorter prefixes match too much to be worth a query
 SHOWN_CANDIDATES = 100  # an ambiguous prefix counts its matches up to this many
@@ -71,6 +72,7 @@ def resolve(activities: Any, text: str) -> uuid.UUID:
     if len(found) > 1:
         count = (f"more than {SHOWN_CANDIDATES}" if len(found) > SHOWN_CANDIDATES
                  else str(len(found)))
-        raise InvalidArgument(f"id prefix {digits} is ambiguous: {count} activities start "
-                              "with it (give more digits)")
+        raise InvalidArgument(f"id prefix {digits} is ambiguous: "
+                              f"{counted(2, 'activity', number=count)} start with it "
+                              "(give more digits)")
     return found[0]

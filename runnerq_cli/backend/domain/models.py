@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from runnerq_cli.backend.domain.sizes import ACTIVITY_TYPE_MAX, METADATA_KEY_MAX
 from runnerq_cli.errors import InvalidArgument, RunnerQError
+from runnerq_cli.plural import counted
 
 
 class MalformedDocument(RunnerQError, ValueError):
@@ -64,7 +65,8 @@ def check_fields(doc: dict[str, Any], types: dict[str, tuple[type, ...]], what: 
         value = doc.get(name)
         if isinstance(value, str) and not low <= len(value) <= high:
             raise MalformedDocument(f"{what} {_named(doc.get('_id'))}: {name} is "
-                                    f"{neutral(value)}, not {low}-{high} characters")
+                                    f"{neutral(value)}, not "
+                                    f"{counted(high, 'character', number=f'{low}-{high}')}")
 
 
 # The types a contract field may have, in words (docs/design.md, "Malformed documents").

@@ -1,11 +1,13 @@
 """Riding out an outage: how every long-running command waits for a server that went away.
 
-A primary election takes seconds, a restart longer. A one-shot command fails at once
-with its exit code (6, unavailable); a long-running one (`stats --watch`, `wait`,
-`metrics serve`, the console, `tail events`) is worth more alive: once the server has
-answered it, a failure that says the server is away (`Unavailable`, not a refusal of
-the credentials) is shown (since when, retrying) and the same read is tried again,
-backing off, until the server is back; then the command carries on and says so.
+A primary election takes seconds, a restart longer, and a server can stall without
+closing anything (stopped, swapping, a disk or a lock that holds it): its commands time
+out. A one-shot command fails at once with its exit code (6, unavailable); a
+long-running one (`stats --watch`, `wait`, `metrics serve`, the console, `tail events`)
+is worth more alive: once the server has answered it, a failure that says the server is
+away or stalled (`Unavailable`, `TimedOut` included, not a refusal of the credentials) is
+shown (since when, retrying) and the same read is tried again, backing off, until the
+server is back; then the command carries on and says so.
 
 `OutageWatch` is that one mechanism. `call(read)` retries a read through an outage
 (the loops of `stats --watch` and `wait`); `failed(exc)` and `succeeded()` report
@@ -21,10 +23,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from runnerq_cli.errors import CommandFailed, CommandTimedOut, Unavailable, WriteUnconfirmed
+from runnerq_cli.errors import (
+    CommandFailed,
+    CommandTimedOut,
+    TimedOut,
+    Unavailable,
+    WriteUnconfirmed,
+)
+from runnerq_cli.plural import counted
 
 T = TypeVar("T")
 RETRY_DELAYS = (0.5, 1.0, 2.0, 5.0)  # seconds between tries; the last one repeats
@@ -42,15 +51,22 @@ def retry_later(exc: BaseException) -> bool:
 
 
 def is_away(exc: BaseException) -> bool:
-    """Whether `exc` says the server is away (worth waiting for), not that it refused."""
-    return isinstance(exc, Unavailable) and not exc.reachable
+    """Whether `exc` says the server is away (worth waiting for), not that it refused.
+
+    A server that stopped answering midway (`TimedOut`: its port open, no answer within
+    the socket or the connect timeout) is away too for a command that rides outages out:
+    it is reachable, so a one-shot command is told to ask less at once (the CLI's advice)
+    rather than to start a server, but a long-running view that waits sees it answer
+    again as a stopped process answers once continued. Only refused credentials are not
+    worth waiting for."""
+    return isinstance(exc, Unavailable) and (not exc.reachable or isinstance(exc, TimedOut))
 
 
 def unavailable_line(exc: Unavailable, now: datetime | None = None) -> str:
     """What a front end that retries by request (the console) says of `exc`: the server
     is away, since when (the driver boundary's `since`), and that asking again is the
     way on. No URI: the error's own text is for logs."""
-    if exc.reachable or exc.since is None:  # refused, or away before it ever answered
+    if not is_away(exc) or exc.since is None:  # refused, or away before it ever answered
         return "the database is unavailable"
     seconds = ((now or datetime.now(UTC)) - exc.since).total_seconds()
     return (f"the database is unavailable since {exc.since:%H:%M:%S} UTC "
@@ -79,7 +95,7 @@ class Outage:
 
     def away_line(self, now: float | None = None) -> str:
         """`the server is away since 01:02:03 UTC (8 s, 3 tries), retrying: <error>`."""
-        tries = f", {self.attempts} tries" if self.attempts > 1 else ""
+        tries = f", {counted(self.attempts, 'try')}" if self.attempts > 1 else ""
         error = f": {self.error}" if self.error else ""
         return (f"the server is away since {self.since:%H:%M:%S} UTC "
                 f"({self.seconds(now):.0f} s{tries}), retrying{error}")
@@ -136,7 +152,10 @@ class OutageWatch:
         with self._lock:
             if self.outage is None:
                 since = exc.since if isinstance(exc, Unavailable) and exc.since else None
-                self.outage = Outage(since or datetime.now(UTC), self._clock(), error=error)
+                # A stall is found a timeout after it began: dated, and timed, from then.
+                lead = (exc.seconds or 0.0) if isinstance(exc, TimedOut) else 0.0
+                since = since or datetime.now(UTC) - timedelta(seconds=lead)
+                self.outage = Outage(since, self._clock() - lead, error=error)
             else:
                 self.outage.attempts += 1
                 self.outage.error = error

@@ -20,6 +20,7 @@ from runnerq_cli import values
 from runnerq_cli.backend.domain.error_text import describe
 from runnerq_cli.backend.domain.sizes import RESULT_MAX_BYTES
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 NOT_JSON = "result is not JSON"
 UNSTORABLE = "result cannot be stored in MongoDB"
@@ -54,7 +55,7 @@ def checked_result(value: Any) -> Any:
         # whatever a hostile subclass raises
         raise InvalidArgument(f"{why}: {describe(exc)}") from None
     if len(encoded) > RESULT_MAX_BYTES:
-        raise InvalidArgument(f"{UNSTORABLE}: {len(encoded)} bytes as BSON, more than "
+        raise InvalidArgument(f"{UNSTORABLE}: {counted(len(encoded), 'byte')} as BSON, more than "
                               f"{RESULT_MAX_BYTES}")
     # Raw BSON: the driver copies these bytes into the command instead of encoding
     # the value again (which a hostile value could make come out differently).

@@ -49,6 +49,7 @@ from runnerq_cli.backend.store.servertime import past_now, server_update, write_
 from runnerq_cli.backend.store.statements import update_many_statements
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.store.indexes import IndexReport
@@ -236,7 +237,7 @@ class Maintenance(QueueChores):
             before = 0
         if count < before:
             raise InvalidArgument(
-                f"the queue has {before} partitions; a queue's partitions can only grow "
+                f"the queue has {counted(before, 'partition')}; a queue's partitions can only grow "
                 f"(activities of the partitions dropped would never be claimed again)")
         who = values.one_line_text(actor, "actor", max_chars=200) if actor is not None \
             else _os_user()

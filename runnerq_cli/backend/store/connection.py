@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pymongo import MongoClient
@@ -254,11 +254,20 @@ def answered(uri: str) -> None:
         _away.pop(uri, None)
 
 
-def went_away(uri: str) -> datetime:
+def went_away(uri: str, ago: float = 0.0) -> datetime:
     """When the server of `uri` was first found away in its current outage: now for the
-    first failure, the same time for every failure after it until it answers again."""
+    first failure (`ago` seconds before now for a command that waited that long for its
+    answer: a stall began when it was sent), the same time for every failure after it
+    until it answers again."""
     with _lock:
-        return _away.setdefault(uri, datetime.now(UTC))
+        return _away.setdefault(uri, datetime.now(UTC) - timedelta(seconds=ago))
+
+
+def away_since(uri: str) -> datetime | None:
+    """When the server of `uri` was found away in an outage no call has answered since
+    (went_away), else None: a front end that retries by request (the console) learns
+    from it that the server is back."""
+    return _away.get(uri)
 
 
 def is_answered(uri: str) -> bool:

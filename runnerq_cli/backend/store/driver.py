@@ -44,6 +44,7 @@ from runnerq_cli.errors import (
     CommandTimedOut,
     DuplicateKey,
     RunnerQError,
+    TimedOut,
     TooLarge,
     Unavailable,
     WriteRefused,
@@ -166,7 +167,9 @@ class _Boundary:
         except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge,  # (not one)
                 BSONError) as exc:  # a value BSON cannot encode, a reply it cannot decode
             translated = connection.translation(exc, uri) or refusal(exc) or failure(exc)
-            if isinstance(translated, Unavailable) and not translated.reachable:
+            if isinstance(translated, TimedOut):  # a stall: since the command was sent
+                translated.since = connection.went_away(uri, ago=translated.seconds or 0.0)
+            elif isinstance(translated, Unavailable) and not translated.reachable:
                 translated.since = connection.went_away(uri)  # the outage's start
             raise translated from None
         connection.answered(uri)

@@ -206,7 +206,7 @@ class EventStream:
                         yield event
                 return
             except Unavailable as exc:
-                if isinstance(exc, Unavailable) and exc.reachable:
+                if not is_away(exc):
                     raise  # refused credentials: reconnecting is no help
                 # The position is in self.cursor: resume from it, nothing lost or repeated.
                 if self.outage is not None and is_away(exc):

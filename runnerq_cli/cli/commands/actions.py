@@ -40,6 +40,7 @@ from runnerq_cli.cli.output import (
 from runnerq_cli.cli.state import state
 from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument, NotFound
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -306,7 +307,7 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     _go_on(backend, action, command, params)
     if req.max_count is None and not req.dry_run:
         matched = backend.bulk.select(action, flt, 1).matched  # counts; reads one document
-        raise InvalidArgument(f"{matched} activities match this filter: give --max N "
+        raise InvalidArgument(f"{counted(matched, 'activity')} match this filter: give --max N "
                               f"to {action} at most N of them (--dry-run shows a sample)")
     selection = backend.bulk.select(action, flt, req.max_count, **params)
     if req.dry_run:
@@ -318,7 +319,7 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     if not req.yes:
         if sys.stdin.isatty() and req.output is OutputFormat.TEXT:
             _print_selection(selection, req.output, dry_run=False)
-        confirm(f"{_title(action)} {len(selection.ids)} activities?", req.yes)
+        confirm(f"{_title(action)} {counted(len(selection.ids), 'activity')}?", req.yes)
     report = _apply(backend, action, selection, len(selection.ids), req, command, params)
     _print_report(report, selection, req.output)
     if report.interrupted:
@@ -381,7 +382,7 @@ def _print_selection(selection: Selection, output: OutputFormat, *, dry_run: boo
     shown = len(selection.ids)
     limit = f" (--max {selection.max_count})" if selection.max_count is not None else ""
     verb = f"would {selection.action}" if dry_run else selection.action
-    echo_fitted(f"{selection.matched} activities match; {verb} {shown}{limit}"
+    echo_fitted(f"{counted(selection.matched, 'activity')} match; {verb} {shown}{limit}"
                 + ("" if selection.max_count is not None or not dry_run
                    else f" (the first {shown}: give --max\u00a0N to act)"))
     if selection.sample:
@@ -629,7 +630,7 @@ def redrive(
     confirmed: list[Any] = []
     if not dry_run and (report.count or report.stale_records):
         if report.count:
-            confirm(f"Redrive {report.count} dead-lettered activities?", yes,
+            confirm(f"Redrive {counted(report.count, 'dead-lettered activity')}?", yes,
                      _redrive_preview(report.activities))
         # Exactly the ones shown and confirmed, not any dead-lettered since.
         confirmed = [a["id"] for a in report.activities]
@@ -646,7 +647,7 @@ def redrive(
 
         for item in report.activities:
             echo_fitted(f"{verb}: {item['id']} ({literal(item['activity_type'])})")
-        typer.echo(f"{verb} {report.count} activities"
+        typer.echo(f"{verb} {counted(report.count, 'activity')}"
                    + (f"; {report.stale_records} stale dead-letter records "
                       f"{'would be ' if dry_run else ''}removed"
                       if report.stale_records and not report.interrupted else ""))
@@ -670,7 +671,7 @@ def purge(
     counts = backend.operator.purge_preview()
     interrupted = False
     if not dry_run and sum(counts.values()):
-        confirm(f"Delete {sum(counts.values())} activities past their retention?", yes,
+        confirm(f"Delete {counted(sum(counts.values()), 'activity')} past their retention?", yes,
                  _purge_preview(counts, state(ctx).settings()))
         try:
             with stop_on_signal() as stop, BulkProgress("purge", sum(counts.values())) as bar:
@@ -686,10 +687,12 @@ def purge(
         emit(output, data)
     else:
         verb = "would purge" if dry_run else "purged"
-        typer.echo(f"{verb} {data['total']} activities ({counts.get('completed', 0)} "
+        typer.echo(f"{verb} {counted(data['total'], 'activity')} ({counts.get('completed', 0)} "
                    f"completed, {counts.get('failed', 0)} failed, dead-lettered or cancelled)")
     if interrupted:
-        error_line(f"interrupted: purged {data['total']:,} activities; the audit record says "
+        total = data["total"]
+        error_line(f"interrupted: purged {counted(total, 'activity', number=f'{total:,}')}; "
+                   "the audit record says "
                    "so; run the same command again to go on")
         raise typer.Exit(int(ExitCode.INTERRUPTED))
 

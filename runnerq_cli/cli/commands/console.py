@@ -7,7 +7,7 @@ and why it is safe to leave open, is in docs/console.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,6 +16,8 @@ from runnerq_cli.cli.exits import ExitCode
 
 if TYPE_CHECKING:
     from runnerq_cli.console.app import ConsoleServer
+
+NOTE_EVERY = 10.0  # seconds between the console's notes of one outage
 
 
 def console(
@@ -88,6 +90,7 @@ def console(
         advice = "choose another --port" if exc.errno == errno.EADDRINUSE else "check --host"
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({advice})",
              ExitCode.USAGE)
+    server.outage = _outage_notes()
     _serve_until_stopped(server, rq.queue, token is not None, allow_actions)
 
 
@@ -178,3 +181,22 @@ def _read_ui(ui: str) -> bytes:
     if len(page) > 8 * 1024 * 1024:
         fail(f"--ui {ui}: larger than 8 MB: is it a page?", ExitCode.USAGE)
     return page
+
+
+def _outage_notes() -> Any:
+    """The console's outage notes (cli/outage_notes.py, as every long-running command's):
+    the first failed request of an outage, then at most one every NOTE_EVERY seconds (a
+    page asks several times a second), and one line when a request is answered again."""
+    import time
+
+    from runnerq_cli.cli.outage_notes import note_away, watch
+
+    last = [0.0]
+
+    def away(outage: Any) -> None:
+        now = time.monotonic()
+        if outage.attempts == 1 or now - last[0] >= NOTE_EVERY:
+            last[0] = now
+            note_away(outage)
+
+    return watch(answered=True, on_away=away)

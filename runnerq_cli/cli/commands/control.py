@@ -13,6 +13,7 @@ import typer
 
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
+from runnerq_cli.plural import counted
 
 TYPES_HELP = "Only this activity type (repeatable) [default: the whole queue]."
 
@@ -75,8 +76,8 @@ def resumed_sentence(queue: str, before: Any, after: Any, types: list[str]) -> s
     if done:
         parts.append("resumed " + ", ".join(literal(t) for t in done))
     if not_paused:
-        parts.append(", ".join(literal(t) for t in not_paused)
-                     + (" was" if len(not_paused) == 1 else " were") + " not paused")
+        were = counted(len(not_paused), "was", number=", ".join(literal(t) for t in not_paused))
+        parts.append(f"{were} not paused")
     return "; ".join(parts) + ("" if done else ": nothing changed")
 
 

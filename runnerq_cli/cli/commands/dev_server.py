@@ -13,6 +13,7 @@ import typer
 
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.plural import counted
 
 
 def _port_free(host: str, port: int) -> str | None:
@@ -87,7 +88,7 @@ def dev_server(
             settings = cli.settings(uri=server.uri)
             reports = RunnerQ(settings).maintenance.init_indexes()
             out.write(f"queue {settings.queue} in database {settings.database}: "
-                      f"{len(reports)} indexes ready\n")
+                      f"{counted(len(reports), 'index')} ready\n")
         out.write(_how_to_stop(out))
         out.flush()
         while not stop.wait(0.5):

@@ -12,6 +12,7 @@ import typer
 
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -258,7 +259,7 @@ def _paused_cell(row: dict[str, Any]) -> str:
     if row["paused"]:
         return "queue"
     types = len(row.get("paused_types") or [])
-    return f"{types} type{'s' if types > 1 else ''}" if types else "no"
+    return counted(types, "type") if types else "no"
 
 
 metrics_app = typer.Typer(name="metrics", help="Queue metrics for Prometheus.",

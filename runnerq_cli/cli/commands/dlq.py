@@ -24,6 +24,7 @@ from runnerq_cli.cli.output import (
 from runnerq_cli.cli.state import state
 from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -78,7 +79,7 @@ def export(
     if tmp is not None:
         handle.close()
         os.replace(tmp, out_file)
-    sys.stderr.write(f"exported {count} dead-lettered activit{'y' if count == 1 else 'ies'}"
+    sys.stderr.write(f"exported {counted(count, 'dead-lettered activity')}"
                      + (f" to {out_file}\n" if tmp is not None else "\n"))
 
 
@@ -198,13 +199,13 @@ def _outcome_printer(output: OutputFormat, quiet: bool,
 def _say_what_was_not_done(report: ImportReport, code: int) -> None:
     if report.interrupted:
         error_line(f"interrupted: dlq import stopped after line {report.last_line} "
-                   f"({report.lines} lines done: {_counts_text(report.counts)}); the "
+                   f"({counted(report.lines, 'line')} done: {_counts_text(report.counts)}); the "
                    "audit record says so; the same command again goes on without "
                    "importing anything twice")
     elif code:
         bad = sum(n for k, n in report.counts.items()
                   if k in ("invalid", "conflict", "not_found"))
-        error_line(f"{bad} of {report.lines} lines not imported")
+        error_line(f"{bad} of {counted(report.lines, 'line')} not imported")
 
 
 def _counting(items: Iterator[ImportLine], bar: Any) -> Iterator[ImportLine]:
@@ -240,7 +241,7 @@ def _summary(report: ImportReport, output: OutputFormat,
                       "counts": report.counts, "interrupted": report.interrupted,
                       "last_line": report.last_line})
         return
-    typer.echo(f"{report.lines} line{'' if report.lines == 1 else 's'}: "
+    typer.echo(f"{counted(report.lines, 'line')}: "
                f"{_counts_text(report.counts)}"
                + (" (dry run: nothing written)" if report.dry_run else ""))
 

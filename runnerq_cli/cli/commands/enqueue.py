@@ -31,6 +31,7 @@ from runnerq_cli.cli.output import (
 )
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -139,9 +140,10 @@ def _report_json(report: EnqueueReport) -> dict[str, Any]:
 
 
 def _report_text(report: EnqueueReport) -> list[str]:
-    parts = [f"enqueued {report.enqueued:,} of the {report.lines:,} lines read before the "
-             "interruption" if report.interrupted
-             else f"enqueued {report.enqueued} of {report.lines} lines"]
+    read = counted(report.lines, "line", number=f"{report.lines:,}")
+    parts = [f"enqueued {report.enqueued:,} of the {read} read before the interruption"
+             if report.interrupted
+             else f"enqueued {report.enqueued} of {counted(report.lines, 'line')}"]
     if report.existing:
         parts.append(f"{report.existing} existing returned (idempotency key held)")
     if report.count("duplicate"):
@@ -162,7 +164,7 @@ def _not_listed(report: EnqueueReport) -> list[str]:
     """The line saying how many rejected lines the report leaves out, if any."""
     if not report.rejected_not_listed:
         return []
-    return [f"... and {report.rejected_not_listed} more rejected lines, not listed "
+    return [f"... and {counted(report.rejected_not_listed, 'more rejected line')}, not listed "
             "(-o jsonl lists every one)"]
 
 
@@ -172,7 +174,9 @@ def _interrupted_text(report: EnqueueReport, total_lines: int | None = None) -> 
     read = report.last_line - report.skipped_lines
     of = f" of {total_lines - report.skipped_lines:,}" if total_lines else ""
     where = f" after the {report.skipped_lines:,} skipped" if report.skipped_lines else ""
-    return (f"interrupted: {read:,}{of} lines done{where}, {report.enqueued:,} enqueued; "
+    done = counted(total_lines - report.skipped_lines if total_lines else read, "line",
+                   number=f"{read:,}{of}")
+    return (f"interrupted: {done} done{where}, {report.enqueued:,} enqueued; "
             f"last line reached {report.last_line}; run again with --skip-lines "
             f"{report.last_line} to go on")
 
@@ -419,7 +423,7 @@ def _finish_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     code = _exit_code(report)
     if code:
-        fail(f"{report.count()} of {report.lines} lines rejected"
+        fail(f"{report.count()} of {counted(report.lines, 'line')} rejected"
              + ("; nothing written (--strict)" if not report.written else ""), code)
 
 

@@ -21,6 +21,7 @@ from runnerq_cli.cli.output import (
     output_option,
 )
 from runnerq_cli.cli.state import state
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.queue.maintenance import PartitionChange
@@ -86,10 +87,9 @@ def _partition_line(before: int, after: int, stamped: int, *, written: bool) -> 
     was = "malformed" if before == 0 else str(before)
     head = (f"partitions: {after} (unchanged)" if before == after
             else f"partitions: {was} -> {after}" + ("" if written else " (not written)"))
-    noun = "activity" if stamped == 1 else "activities"
     if stamped:  # within 80 columns up to millions of activities
-        head += (f"; {stamped} {noun} given partition 0" if written
-                 else f"; {stamped} {noun} would get partition 0")
+        head += (f"; {counted(stamped, 'activity')} given partition 0" if written
+                 else f"; {counted(stamped, 'activity')} would get partition 0")
     return head
 
 
@@ -144,7 +144,7 @@ def init_indexes(
     if drop_obsolete and obsolete and not (dry_run or check):
         names = ", ".join(f"{r['collection']}.{r['difference'].removeprefix('name ')}"
                           for r in obsolete)
-        confirm(f"Drop {len(obsolete)} obsolete indexes ({names})?", yes)
+        confirm(f"Drop {counted(len(obsolete), 'obsolete index')} ({names})?", yes)
         reports = [r.to_json()
                    for r in backend.maintenance.init_indexes(write=True, drop_obsolete=True,
                                                              partitions=partitions)]

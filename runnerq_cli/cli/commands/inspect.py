@@ -13,6 +13,7 @@ import typer
 from runnerq_cli.cli.choices import STATUSES, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
+from runnerq_cli.plural import counted
 
 ID_HELP = "The activity's id, or its first 8 or more hex digits (as text views show it)."
 
@@ -118,8 +119,7 @@ def list_cmd(
     backend = state(ctx).backend()
     page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)
     if page.skipped:  # never "no activities" without a word on those it could not read
-        sys.stderr.write(f"skipped {page.skipped} malformed "
-                         f"activit{'y' if page.skipped == 1 else 'ies'} "
+        sys.stderr.write(f"skipped {counted(page.skipped, 'malformed activity')} "
                          "(runnerq-mongo doctor names them)\n")
     if not page.items and not page.skipped and after is None:
         from runnerq_cli.cli.output import warning_line

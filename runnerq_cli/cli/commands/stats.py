@@ -16,6 +16,7 @@ import typer
 from runnerq_cli.cli.choices import STATS_BY, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OUTPUT_OPTION_HELP
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -140,7 +141,7 @@ def _more(rows: Mapping[str, Any], limit: int | None) -> list[Any]:
 
     if limit is None or len(rows) <= limit:
         return []
-    return [Text(f"(+{len(rows) - limit} more types: a taller terminal shows them)",
+    return [Text(f"(+{counted(len(rows) - limit, 'more type')}: a taller terminal shows them)",
                  style="dim", no_wrap=True, overflow="ellipsis")]
 
 
@@ -315,7 +316,7 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
         info.add_row("schedules", schedules_line(snap["schedules"]))
     if snap.get("malformed"):
         found = len(snap["malformed"])  # skipped by the counts, or set aside
-        info.add_row("malformed", rich_text(f"{found} document{'s' if found != 1 else ''}, "
+        info.add_row("malformed", rich_text(f"{counted(found, 'document')}, "
                                             f"e.g. {snap['malformed'][0]}", max_length=200))
     return info
 

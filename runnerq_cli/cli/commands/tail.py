@@ -16,6 +16,7 @@ import typer
 from runnerq_cli.cli.choices import TAIL_MODES, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
+from runnerq_cli.plural import counted
 
 tail_app = typer.Typer(help="Follow what happens on the queue.", no_args_is_help=True)
 
@@ -261,7 +262,7 @@ def _print_events(backend: Any, stream: Any, output: OutputFormat, cursor_file: 
             encoded = (saver.last if saver else stream.cursor).encode()
             sys.stderr.write(f"cursor: {encoded}\n")
             if follow and text:
-                sys.stderr.write(f"({count} events, mode {stream.mode}; resume with "
+                sys.stderr.write(f"({counted(count, 'event')}, mode {stream.mode}; resume with "
                                  f"--resume CURSOR)\n")
             sys.stderr.flush()
     if saver:

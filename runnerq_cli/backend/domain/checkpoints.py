@@ -17,6 +17,7 @@ from typing import Any
 
 from runnerq_cli.backend.domain.models import to_jsonable
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 # How deep a tree may grow: a deeper spawn is refused before anything is written.
 MAX_DEPTH = 32
@@ -62,7 +63,8 @@ def checked_name(value: Any, what: str = "name") -> str:
     if not value:
         raise InvalidArgument(f"{what} must not be empty")
     if len(value) > MAX_NAME:
-        raise InvalidArgument(f"{what} is {len(value)} characters long; at most {MAX_NAME}")
+        raise InvalidArgument(f"{what} is {counted(len(value), 'character')} long; at most "
+                              f"{MAX_NAME}")
     if "\x00" in value:
         raise InvalidArgument(f"{what} must not contain NUL")
     return value

@@ -130,7 +130,7 @@ class Durable(Part):
         doc = self._ctx.activities.find_one({"_id": activity_id}, {"status": 1,
                                                                     "parent_activity_id": 1})
         if doc is None:
-            raise NotFound(f"{what} activity {activity_id} not found")
+            raise NotFound(f"activity {activity_id} not found (the {what})")
         return doc
 
     def _depend(self, waiter: uuid.UUID, result_id: uuid.UUID,

@@ -14,6 +14,7 @@ import typer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.views.trees import Member, Tree
@@ -164,7 +165,7 @@ def _print_tree(found: Tree) -> None:
             echo_fitted(text, first=pad, indent=pad + "      ")
     count = len(found.members)
     tail = f" (the first {count:,}: the tree is larger)" if found.truncated else ""
-    echo_fitted(f"{count:,} activit{'y' if count == 1 else 'ies'} in the tree of "
+    echo_fitted(f"{counted(count, 'activity', number=f'{count:,}')} in the tree of "
                 f"{found.root_id}{tail}")
 
 

@@ -36,7 +36,7 @@ from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
 from runnerq_cli.backend.domain.waits import AWAITED, SPAWN_FENCE
 from runnerq_cli.backend.store.context import Part
-from runnerq_cli.backend.store.servertime import When, write_time
+from runnerq_cli.backend.store.servertime import When, server_update, write_time
 from runnerq_cli.backend.store.writes import stamped_inserts
 from runnerq_cli.errors import (
     DuplicateKey,
@@ -90,6 +90,11 @@ class Enqueuer(Part):
         new_docs: dict[int, dict[str, Any]] = {}
         groups: dict[bytes, list[int]] = {}
         for index, spec in enumerate(specs):
+            if spec.debounce_seconds is not None and not dry_run:
+                replaced = self._debounce(spec, at)
+                if replaced is not None:
+                    out[index] = Outcome("existing", replaced, Status.SCHEDULED.value)
+                    continue
             if spec.idempotency_key is None:
                 if dry_run:
                     out[index] = Outcome("would_enqueue", None, first_status(spec, now))
@@ -169,6 +174,10 @@ class Enqueuer(Part):
             doc["scheduled_at"] = due
         if spec.idempotency_key is not None:
             doc["idempotency_key"] = spec.idempotency_key
+        if spec.key is not None:  # flow control's key (docs/design.md, "Keys")
+            doc["flow_key"] = spec.key
+            if spec.debounce_seconds is not None:
+                doc["debounce"] = True
         count = self._ctx.partitions.current()
         if count > 1:  # a partitioned queue (docs/design.md, "The partition field")
             doc["partition"] = self._ctx.partitions.enqueues.take(count) \
@@ -178,6 +187,20 @@ class Enqueuer(Part):
             doc[TRACE_FIELD] = dict(spec.trace_context)
         lineage(doc, spec)
         return doc
+
+    def _debounce(self, spec: ActivitySpec, at: When) -> uuid.UUID | None:
+        """A still-scheduled debounced activity of the spec's type and key takes the
+        spec's payload and is delayed again (docs/design.md, "Debounce"): its id, or None
+        when there is none (the caller enqueues a new one)."""
+        assert spec.debounce_seconds is not None
+        doc = self._ctx.activities.find_one_and_update(
+            {"activity_type": spec.activity_type, "flow_key": spec.key,
+             "status": Status.SCHEDULED.value, "debounce": True},
+            server_update({"$set": {
+                "payload": dict(spec.payload), "priority": int(spec.priority),
+                "scheduled_at": at + timedelta(seconds=spec.debounce_seconds)}}),
+            projection={"_id": 1}, sort=[("scheduled_at", 1)])
+        return None if doc is None else doc["_id"]
 
     # ------------------------------------------------------------ the batch's commands
 

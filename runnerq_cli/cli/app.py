@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "actions",
     "control",
     "schedule",
+    "limit",
     "dlq",
     "audit",
     "diagnose",
@@ -49,7 +50,7 @@ MODULE_OF = {
     **dict.fromkeys(("cancel", "retry", "run-now", "reschedule", "set-priority", "delete",
                      "redrive", "purge"), "actions"),
     "pause": "control", "resume": "control", "dlq": "dlq", "audit": "audit",
-    "schedule": "schedule", "scheduler": "schedule",
+    "schedule": "schedule", "scheduler": "schedule", "limit": "limit",
     **dict.fromkeys(("doctor", "explain", "queues", "metrics"), "diagnose"),
     "completion": "completion", "console": "console",
 }
@@ -58,7 +59,7 @@ MODULE_OF = {
 # Root --help lists the commands by what a person is doing (issue 25, point 10).
 HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Set up", ("init-indexes", "dev-server", "config", "completion")),
-    ("Run", ("enqueue", "worker", "schedule", "scheduler")),
+    ("Run", ("enqueue", "worker", "schedule", "scheduler", "limit")),
     ("Inspect", ("stats", "list", "show", "events", "result", "wait", "workers", "tail",
                  "queues", "audit", "console")),
     ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",

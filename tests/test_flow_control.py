@@ -154,3 +154,27 @@ def test_cli_limit_commands(run_cli, tmp_path) -> None:
     assert "mail" in listed and "charge" not in listed
     assert run_cli("limit", "remove", "nope").code == 4
     assert run_cli("enqueue", "mail", "--key", "tenant-42").code == 0
+
+
+def test_a_key_behind_a_backlog_waits_a_turn_not_the_backlog(queue: RunnerQ) -> None:
+    """Issue 40: a key enqueued behind another key's backlog finishes within a few turns
+    (scaled: a backlog of 60, not 500; the rotation does not depend on its size)."""
+    _limit(queue, "imp", concurrency=1)
+    _enqueue(queue, "imp", key="big", n=60)
+    _enqueue(queue, "imp", key="small", n=3)
+    order = []
+    for _ in range(8):
+        queue.context.flow.unblock("imp")
+        [claim] = queue.dequeue("w1", types=["imp"])
+        order.append(claim.activity.extra["flow_key"])
+        queue.ack_success(claim, None)
+    # turns alternate: the small key's three run within its first six starts
+    assert order[:6].count("small") == 3, order
+
+
+def test_priorities_order_work_within_a_key(queue: RunnerQ) -> None:
+    _limit(queue, "imp", key_limit=5)
+    low = queue.enqueue(ActivitySpec("imp", {}, key="k", priority="low")).activity_id
+    high = queue.enqueue(ActivitySpec("imp", {}, key="k", priority="high")).activity_id
+    got = queue.dequeue("w1", types=["imp"], limit=2)
+    assert [c.activity_id for c in got] == [high, low]

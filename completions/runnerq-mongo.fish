@@ -321,7 +321,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -s m -l metadata 
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l idempotency-key -x -d 'Enqueue at most once per key and type.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l on-duplicate -x -a 'return-existing allow-reuse allow-reuse-on-failure no-reuse' -d 'When the key is held: allow-reuse, return-existing (default), allow-reuse-on-failure, n...'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l key -x -d 'The flow key (a tenant...): per-key limits and fairness (`limit set`); with --from, eac...'
-complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l debounce -x -d 'With --key: replace a still-waiting activity of this type and key (newest payload wins)...'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l debounce -x -d 'With --key: replace a still-waiting activity of this type and key (the newest payload w...'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l from -r -F -d 'Enqueue many: NDJSON, one activity per line (- for stdin).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l strict -d 'With --from: write nothing if any line is invalid.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'enqueue\'' -l batch-size -x -d 'With --from: activities per write (1 to 10,000).'

@@ -8,8 +8,8 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain import flow
+from runnerq_cli.backend.domain.flow import make_limits
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from runnerq_cli.backend.ops.limits import make_limits
 from runnerq_cli.errors import InvalidArgument
 
 

@@ -254,3 +254,40 @@ def full_keys(doc: Mapping[str, Any], now: datetime) -> list[str]:
     keys = {h.get("k") for h in doc.get("holders") or [] if isinstance(h, Mapping)}
     keys |= {s.get("k") for s in doc.get("starts") or [] if isinstance(s, Mapping)}
     return sorted(k for k in keys if isinstance(k, str) and verdict(doc, k, now).reason)
+
+
+def limits_from_data(data: Any) -> list[Limits]:
+    """A limits file's content (YAML or JSON already parsed): a list of entries, or
+    `{limits: [...]}`, each `{type, concurrency?, key_limit?, rate?, key_rate?}`."""
+    if isinstance(data, Mapping) and set(data) == {"limits"}:
+        data = data["limits"]
+    if data is None:
+        data = []
+    if not isinstance(data, list):
+        raise InvalidArgument("expected a list of limits (or {limits: [...]})")
+    known = {"type", "concurrency", "key_limit", "rate", "key_rate"}
+    out: list[Limits] = []
+    for i, entry in enumerate(data, 1):
+        if not isinstance(entry, Mapping):
+            raise InvalidArgument(f"limit {i}: expected a mapping")
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise InvalidArgument(f"limit {i}: unknown field {unknown[0]!r} "
+                                  f"(known: {', '.join(sorted(known))})")
+        out.append(make_limits(entry.get("type"), entry.get("concurrency"),
+                               entry.get("key_limit"), entry.get("rate"), entry.get("key_rate")))
+    return out
+
+
+def make_limits(activity_type: Any, concurrency: Any = None, key_limit: Any = None,
+                rate: Any = None, key_rate: Any = None) -> Limits:
+    """Limits from their text or numbers, each checked (InvalidArgument: one line)."""
+    if not isinstance(activity_type, str) or not activity_type.strip() \
+            or len(activity_type) > 200:
+        raise InvalidArgument("activity type: expected text of 1 to 200 characters")
+    return Limits(
+        activity_type,
+        None if concurrency is None else limit_number(concurrency, "concurrency"),
+        None if key_limit is None else limit_number(key_limit, "key_limit"),
+        None if rate is None else parse_rate(rate, "rate"),
+        None if key_rate is None else parse_rate(key_rate, "key_rate"))

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain import flow
 from runnerq_cli.backend.domain.flow import Limits
+from runnerq_cli.backend.domain.flow import limits_from_data as limits_from_data  # re-exported
+from runnerq_cli.backend.domain.flow import make_limits as make_limits  # re-exported
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.ops.audit import AuditLog, AuditRun
 from runnerq_cli.backend.store.context import QueueContext
@@ -77,43 +78,6 @@ class LimitApplyReport:
         return {"dry_run": self.dry_run, "changed": self.changed,
                 **{a: self.count(a) for a in ("create", "update", "unchanged", "remove")},
                 "changes": [c.to_json() for c in self.changes]}
-
-
-def limits_from_data(data: Any) -> list[Limits]:
-    """A limits file's content (YAML or JSON already parsed): a list of entries, or
-    `{limits: [...]}`, each `{type, concurrency?, key_limit?, rate?, key_rate?}`."""
-    if isinstance(data, Mapping) and set(data) == {"limits"}:
-        data = data["limits"]
-    if data is None:
-        data = []
-    if not isinstance(data, list):
-        raise InvalidArgument("expected a list of limits (or {limits: [...]})")
-    known = {"type", "concurrency", "key_limit", "rate", "key_rate"}
-    out: list[Limits] = []
-    for i, entry in enumerate(data, 1):
-        if not isinstance(entry, Mapping):
-            raise InvalidArgument(f"limit {i}: expected a mapping")
-        unknown = sorted(set(entry) - known)
-        if unknown:
-            raise InvalidArgument(f"limit {i}: unknown field {unknown[0]!r} "
-                                  f"(known: {', '.join(sorted(known))})")
-        out.append(make_limits(entry.get("type"), entry.get("concurrency"),
-                               entry.get("key_limit"), entry.get("rate"), entry.get("key_rate")))
-    return out
-
-
-def make_limits(activity_type: Any, concurrency: Any = None, key_limit: Any = None,
-                rate: Any = None, key_rate: Any = None) -> Limits:
-    """Limits from their text or numbers, each checked (InvalidArgument: one line)."""
-    if not isinstance(activity_type, str) or not activity_type.strip() \
-            or len(activity_type) > 200:
-        raise InvalidArgument("activity type: expected text of 1 to 200 characters")
-    return Limits(
-        activity_type,
-        None if concurrency is None else flow.limit_number(concurrency, "concurrency"),
-        None if key_limit is None else flow.limit_number(key_limit, "key_limit"),
-        None if rate is None else flow.parse_rate(rate, "rate"),
-        None if key_rate is None else flow.parse_rate(key_rate, "key_rate"))
 
 
 class FlowLimits:

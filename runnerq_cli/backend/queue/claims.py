@@ -66,7 +66,7 @@ class Claims(Part):
             return self._dequeue_plain(worker_id, types, limit, lease_seconds, exclude_types,
                                        on_claim)
         seconds = lease_length(lease_seconds, self._ctx.settings.lease)
-        got = LimitedClaims(self, self._ctx, worker_id, seconds, on_claim).claim(
+        got = LimitedClaims(self.claim_under_slot, self._ctx, worker_id, seconds, on_claim).claim(
             limited_scope(types, exclude_types, limited), limit)
         plain_types, plain_excluded = plain_scope(types, exclude_types, limited)
         if len(got) >= limit or plain_types == []:

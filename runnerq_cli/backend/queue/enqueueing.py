@@ -64,7 +64,13 @@ class Enqueuer(Part):
         """Enqueue many in few round trips; one entry per spec, in order: its result, or
         the error (DuplicateActivity, IdempotencyConflict, InvalidArgument when the server
         refused it) where it failed. Server outages raise."""
-        return [outcome.result() for outcome in self.enqueue_batch(specs)]
+        at = write_time(self._ctx.clock)
+        replaced = {i: self._debounce(spec, at) for i, spec in enumerate(specs)
+                    if spec.debounce_seconds is not None}  # (docs/design.md, "Debounce")
+        rest = [spec for i, spec in enumerate(specs) if replaced.get(i) is None]
+        results = iter(outcome.result() for outcome in self.enqueue_batch(rest))
+        return [EnqueueResult(found, False, Status.SCHEDULED.value) if found is not None
+                else next(results) for found in (replaced.get(i) for i in range(len(specs)))]
 
     def enqueue_batch(self, specs: Sequence[ActivitySpec], *, dry_run: bool = False,
                       plan: KeyPlan | None = None,
@@ -90,11 +96,6 @@ class Enqueuer(Part):
         new_docs: dict[int, dict[str, Any]] = {}
         groups: dict[bytes, list[int]] = {}
         for index, spec in enumerate(specs):
-            if spec.debounce_seconds is not None and not dry_run:
-                replaced = self._debounce(spec, at)
-                if replaced is not None:
-                    out[index] = Outcome("existing", replaced, Status.SCHEDULED.value)
-                    continue
             if spec.idempotency_key is None:
                 if dry_run:
                     out[index] = Outcome("would_enqueue", None, first_status(spec, now))

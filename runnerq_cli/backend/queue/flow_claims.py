@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pymongo import ReturnDocument
 
@@ -21,8 +21,9 @@ from runnerq_cli.backend.domain.index_specs import index_name
 from runnerq_cli.backend.domain.models import Claim
 from runnerq_cli.backend.store.context import QueueContext
 
-if TYPE_CHECKING:
-    from runnerq_cli.backend.queue.claims import Claims
+# The claim of one key's work under a slot (claims.Claims.claim_under_slot): given, not
+# imported, so that claims.py may import this module.
+ClaimUnderSlot = Callable[[str, str, str, str, float], "Claim | None"]
 
 log = logging.getLogger("runnerq.flow")
 
@@ -52,9 +53,9 @@ def limited_scope(types: Iterable[str] | None, exclude_types: Iterable[str] | No
 class LimitedClaims:
     """One claimer's limited claims of one call of `dequeue`."""
 
-    def __init__(self, claims: Claims, ctx: QueueContext, worker_id: str,
+    def __init__(self, claim_under_slot: ClaimUnderSlot, ctx: QueueContext, worker_id: str,
                  lease_seconds: float, on_claim: Callable[[Claim], None] | None) -> None:
-        self._claims, self._ctx = claims, ctx
+        self._claim_under_slot, self._ctx = claim_under_slot, ctx
         self._worker_id, self._lease_seconds = worker_id, lease_seconds
         self._on_claim = on_claim
 
@@ -102,8 +103,8 @@ class LimitedClaims:
                     break
                 skip.add(key)  # this key is at its own limit: the next key's turn
                 continue
-            claim = self._claims.claim_under_slot(activity_type, key, self._worker_id,
-                                                  lease_id, self._lease_seconds)
+            claim = self._claim_under_slot(activity_type, key, self._worker_id, lease_id,
+                                           self._lease_seconds)
             turn = key
             if claim is None:  # nothing of the key left (or set aside): the slot back
                 self._ctx.limits.update_one({"_id": activity_type}, flow.give_back(lease_id))

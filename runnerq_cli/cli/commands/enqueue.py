@@ -218,6 +218,12 @@ def _report_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
 # ------------------------------------------------------------------ command
 
 
+KEY_HELP = ("The flow key (a tenant...): per-key limits and fairness (`limit set`); with "
+            "--from, each line's default.")
+DEBOUNCE_HELP = ("With --key: replace a still-waiting activity of this type and key (the "
+                 "newest payload wins) and run it this long after the last enqueue.")
+
+
 def enqueue(
     ctx: typer.Context,
     activity_type: str | None = typer.Argument(None, metavar="TYPE",
@@ -249,14 +255,8 @@ def enqueue(
         None, "--on-duplicate", metavar="BEHAVIOUR", autocompletion=completer(ON_DUPLICATE),
         help="When the key is held: allow-reuse, return-existing (default), "
              "allow-reuse-on-failure, no-reuse."),
-    key: str | None = typer.Option(None, "--key", metavar="KEY",
-                                   help="The flow key (a tenant...): per-key limits and "
-                                        "fairness (`limit set`); with --from, each line's "
-                                        "default."),
-    debounce: str | None = typer.Option(None, "--debounce", metavar="DURATION",
-                                        help="With --key: replace a still-waiting activity "
-                                             "of this type and key (newest payload wins) "
-                                             "and run it this long after the last enqueue."),
+    key: str | None = typer.Option(None, "--key", metavar="KEY", help=KEY_HELP),
+    debounce: str | None = typer.Option(None, "--debounce", metavar="DURATION", help=DEBOUNCE_HELP),
     from_file: str | None = typer.Option(None, "--from", metavar="FILE",
                                          help="Enqueue many: NDJSON, one activity per line "
                                               "(- for stdin)."),
@@ -281,11 +281,10 @@ def enqueue(
     (memory stays bounded). Ctrl-C or SIGTERM (one or more) finishes the batch in
     progress, prints the last line reached and exits 130: rerun with --skip-lines N.
 
-    Exit codes: 0 enqueued (or an existing activity returned, or a debounced one
-    replaced), 2 invalid input (with --from: any line rejected as invalid; --debounce
-    without --key), 3 bad config, 5 idempotency
-    key held (no-reuse / allow-reuse-on-failure), 6 server unreachable,
-    130 interrupted (--from).
+    Exit codes: 0 enqueued (or an existing or debounced activity returned), 2 invalid
+    input (with --from: any line rejected; --debounce without --key), 3 bad config, 5
+    idempotency key held (no-reuse / allow-reuse-on-failure), 6 server unreachable, 130
+    interrupted (--from).
     """
     cli = state(ctx)
     wait_seconds = _checked_flags(activity_type, from_file, payload, idempotency_key, strict,

@@ -75,7 +75,7 @@ def set_limit(
     """Set TYPE's limits (the ones not given are removed). Exit code 2 for a bad value
     (zero, negative, fractional, above 100,000; a rate not COUNT/PERIOD, a period
     outside 1s-1d): nothing written. Workers obey it within 5 seconds."""
-    from runnerq_cli.backend.ops.limits import make_limits
+    from runnerq_cli.backend.domain.flow import make_limits
 
     _reason_actor(reason, actor)
     limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
@@ -145,7 +145,7 @@ def remove(
 def read_limits_file(path: str) -> list[Any]:
     """`apply`'s YAML (or JSON) file: a list of `{type, concurrency, key_limit, rate,
     key_rate}`, or `{limits: [...]}`; one line naming the file on a refusal."""
-    from runnerq_cli.backend.ops.limits import limits_from_data
+    from runnerq_cli.backend.domain.flow import limits_from_data
     from runnerq_cli.inputs import YAMLRefused, load_yaml, read_input
 
     raw = read_input(path, "FILE", LIMITS_FILE_MAX)

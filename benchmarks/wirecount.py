@@ -36,7 +36,7 @@ from pymongo import monitoring
 IGNORED_COMMANDS = frozenset({"hello", "ismaster", "isMaster", "ping", "endSessions"})
 # Sizes as the driver encodes them (UUIDs as subtype 4, the way runnerq stores them).
 CODEC: CodecOptions[Any] = CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
-ROLES = ("activities", "events", "results", "dead_letter", "idempotency", "workers",
+ROLES = ("activities", "events", "results", "dead_letter", "idempotency", "workers", "limits",
          "schedules", "checkpoints", "dependencies")
 
 

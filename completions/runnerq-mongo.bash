@@ -5,7 +5,7 @@ _runnerq_mongo_node() {
     # $1: command path -> cmds, flags, valopts
     case "$1" in
         "")
-            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge signal tree pause resume scheduler audit doctor explain queues config tail schedule dlq metrics completion'
+            cmds='init-indexes enqueue dev-server worker console stats list show events result wait workers cancel retry run-now reschedule set-priority delete redrive purge signal tree pause resume scheduler audit doctor explain queues config tail schedule limit dlq metrics completion'
             flags='--local --utc --version -h --help'
             valopts='-c --config --uri --database --db --queue' ;;
         "init-indexes")
@@ -15,7 +15,7 @@ _runnerq_mongo_node() {
         "enqueue")
             cmds=''
             flags='--strict -q --quiet --wait -h --help'
-            valopts='-p --payload --priority --delay --at --max-retries --timeout --retry-delay -m --metadata --idempotency-key --on-duplicate --from --batch-size --skip-lines --wait-timeout -o --output' ;;
+            valopts='-p --payload --priority --delay --at --max-retries --timeout --retry-delay -m --metadata --idempotency-key --on-duplicate --key --debounce --from --batch-size --skip-lines --wait-timeout -o --output' ;;
         "dev-server")
             cmds=''
             flags='--init -h --help'
@@ -176,6 +176,30 @@ _runnerq_mongo_node() {
             cmds=''
             flags='--prune --dry-run -h --help'
             valopts='--reason --actor -o --output' ;;
+        "limit")
+            cmds='set list show remove apply'
+            flags='-h --help'
+            valopts='' ;;
+        "limit set")
+            cmds=''
+            flags='-h --help'
+            valopts='--concurrency --key-limit --rate --key-rate --reason --actor -o --output' ;;
+        "limit list")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
+        "limit show")
+            cmds=''
+            flags='-h --help'
+            valopts='-o --output' ;;
+        "limit remove")
+            cmds=''
+            flags='-h --help'
+            valopts='--reason --actor -o --output' ;;
+        "limit apply")
+            cmds=''
+            flags='--prune --dry-run -h --help'
+            valopts='--reason --actor -o --output' ;;
         "dlq")
             cmds='export import'
             flags='-h --help'
@@ -248,6 +272,10 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "enqueue|--on-duplicate")
             kind=choice; choices='return-existing allow-reuse allow-reuse-on-failure no-reuse' ;;
+        "enqueue|--key")
+            kind=none; choices='' ;;
+        "enqueue|--debounce")
+            kind=none; choices='' ;;
         "enqueue|--from")
             kind=file; choices='' ;;
         "enqueue|--batch-size")
@@ -660,6 +688,36 @@ _runnerq_mongo_values() {
             kind=none; choices='' ;;
         "schedule apply|-o"|"schedule apply|--output")
             kind=choice; choices='text json jsonl' ;;
+        "limit set|--concurrency")
+            kind=none; choices='' ;;
+        "limit set|--key-limit")
+            kind=none; choices='' ;;
+        "limit set|--rate")
+            kind=none; choices='' ;;
+        "limit set|--key-rate")
+            kind=none; choices='' ;;
+        "limit set|--reason")
+            kind=none; choices='' ;;
+        "limit set|--actor")
+            kind=none; choices='' ;;
+        "limit set|-o"|"limit set|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "limit list|-o"|"limit list|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "limit show|-o"|"limit show|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "limit remove|--reason")
+            kind=none; choices='' ;;
+        "limit remove|--actor")
+            kind=none; choices='' ;;
+        "limit remove|-o"|"limit remove|--output")
+            kind=choice; choices='text json jsonl' ;;
+        "limit apply|--reason")
+            kind=none; choices='' ;;
+        "limit apply|--actor")
+            kind=none; choices='' ;;
+        "limit apply|-o"|"limit apply|--output")
+            kind=choice; choices='text json jsonl' ;;
         "dlq export|-t"|"dlq export|--type")
             kind=none; choices='' ;;
         "dlq export|--since")
@@ -705,6 +763,8 @@ _runnerq_mongo_values() {
         "set-priority|7")
             kind=choice; choices='low normal high critical' ;;
         "schedule apply|0")
+            kind=file; choices='' ;;
+        "limit apply|0")
             kind=file; choices='' ;;
         "dlq import|0")
             kind=file; choices='' ;;

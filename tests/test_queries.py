@@ -8,7 +8,7 @@ the one doctor vouches for, fails here.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.event_cursor import EventCursor
 from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.domain.queries import representative_queries
+from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.store import driver
 
@@ -107,6 +108,19 @@ def _run_every_code_path(queue: RunnerQ, now: datetime) -> None:
     # One read of a tail positioned where doctor's sample tail reads from.
     start = now - timedelta(seconds=queries.TAIL_BEHIND_SAMPLE)
     list(queue.event_stream(cursor=EventCursor(mark=start), follow=False))
+    _run_a_limited_claim(queue)
+
+
+def _run_a_limited_claim(queue: RunnerQ) -> None:
+    """A limited type found full of a stale holder (repaired), then claimed by its key."""
+    from runnerq_cli.backend.ops.limits import make_limits
+
+    kind = queries.SAMPLE_TYPES[0]
+    queue.limits.set(make_limits(kind, concurrency=1))
+    queue.context.limits.update_one({"_id": kind}, {"$push": {"holders": {
+        "l": "0" * 32, "k": "", "w": "gone", "until": datetime(2000, 1, 1, tzinfo=UTC)}}})
+    queue.enqueue(ActivitySpec(kind, {}, key="k"))
+    queue.dequeue("w", types=[kind])
 
 
 @pytest.mark.parametrize("partitions", [1])  # one partition's queries

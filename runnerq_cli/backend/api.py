@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.ops.bulk import BulkActions
     from runnerq_cli.backend.ops.control import Control
     from runnerq_cli.backend.ops.dlq import DeadLetters
+    from runnerq_cli.backend.ops.limits import FlowLimits
     from runnerq_cli.backend.ops.operator import Operator
     from runnerq_cli.backend.ops.schedule_views import ScheduleViews
     from runnerq_cli.backend.ops.schedules import Schedules
@@ -139,6 +140,13 @@ class RunnerQ(ActivityQueue, QueueChores, Inspection):
         from runnerq_cli.backend.ops.schedules import Schedules
 
         return Schedules(self._ctx, self, self.audit_log)
+
+    @functools.cached_property
+    def limits(self) -> FlowLimits:
+        """The queue's flow limits (docs/design.md, "Flow control")."""
+        from runnerq_cli.backend.ops.limits import FlowLimits
+
+        return FlowLimits(self._ctx, self.audit_log)
 
     @functools.cached_property
     def schedule_views(self) -> ScheduleViews:

@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "durable",
     "control",
     "schedule",
+    "limit",
     "dlq",
     "audit",
     "diagnose",
@@ -51,7 +52,7 @@ MODULE_OF = {
                      "redrive", "purge"), "actions"),
     "signal": "durable", "tree": "durable",
     "pause": "control", "resume": "control", "dlq": "dlq", "audit": "audit",
-    "schedule": "schedule", "scheduler": "schedule",
+    "schedule": "schedule", "scheduler": "schedule", "limit": "limit",
     **dict.fromkeys(("doctor", "explain", "queues", "metrics"), "diagnose"),
     "completion": "completion", "console": "console",
 }
@@ -60,7 +61,7 @@ MODULE_OF = {
 # Root --help lists the commands by what a person is doing (issue 25, point 10).
 HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Set up", ("init-indexes", "dev-server", "config", "completion")),
-    ("Run", ("enqueue", "worker", "schedule", "scheduler")),
+    ("Run", ("enqueue", "worker", "schedule", "scheduler", "limit")),
     ("Inspect", ("stats", "list", "show", "tree", "events", "result", "wait", "workers", "tail",
                  "queues", "audit", "console")),
     ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",

@@ -57,6 +57,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                      "--timezone Europe/Berlin",
                      "runnerq-mongo schedule add heartbeat --type ping --every 10m "
                      "--overlap skip"),
+    "limit set": ("runnerq-mongo limit set charge --concurrency 5 --rate 100/1m",
+                  "runnerq-mongo limit set import --key-limit 2 --reason 'tenants share'"),
+    "limit list": ("runnerq-mongo limit list", "runnerq-mongo limit list -o json"),
+    "limit show": ("runnerq-mongo limit show charge",),
+    "limit remove": ("runnerq-mongo limit remove charge",),
+    "limit apply": ("runnerq-mongo limit apply limits.yaml --dry-run",
+                    "runnerq-mongo limit apply limits.yaml --prune"),
     "schedule list": ("runnerq-mongo schedule list", "runnerq-mongo schedule list -o json"),
     "schedule show": ("runnerq-mongo schedule show nightly --next 10",),
     "schedule pause": ("runnerq-mongo schedule pause nightly --reason 'billing freeze'",),

@@ -41,7 +41,8 @@ class Explanation:
     activity_id: uuid.UUID
     queue: str
     status: str
-    reason: str  # scheduled | backing_off | held | lease_expired | pending | malformed |
+    reason: str  # scheduled | backing_off | held | lease_expired | pending | held_back |
+    # malformed |
     # <terminal status>
     sentence: str
     facts: dict[str, Any]
@@ -172,6 +173,18 @@ def _explain_waiting(ctx: Any, act: Activity, facts: dict[str, Any]) -> tuple[st
     facts["waiting"] = wait.to_json()
     text = wait.describe(_when)
     return "waiting", text[0].upper() + text[1:] + "."
+
+
+def _held_back(ctx: QueueContext, act: Activity, now: datetime) -> str | None:
+    """Why a limit keeps a pending activity from starting now (docs/design.md, "Flow
+    control"), or None: not limited, or its limits would let it start."""
+    from runnerq_cli.backend.domain.flow import NO_KEY, verdict
+
+    doc = ctx.limits.find_one({"_id": act.activity_type})
+    if doc is None:
+        return None
+    key = act.extra.get("flow_key")
+    return verdict(doc, key if isinstance(key, str) else NO_KEY, now).reason
 
 
 def _explain_finished(act: Activity, facts: dict[str, Any]) -> tuple[str, str]:
@@ -311,6 +324,12 @@ class Explainer:
             facts["pause"] = pause
             what = f"queue {queue}" if pause.get("all") else f"type {act.activity_type}"
             sentence += f" Its {what} is paused: nothing is claimed until it is resumed."
+        if status == Status.PENDING.value:
+            held = _held_back(ctx, act, now)  # one read: the type's limit document
+            if held is not None:
+                reason = "held_back"
+                facts["held_back"] = held
+                sentence += f" Held back by a flow limit: {held}."
         from runnerq_cli.backend.ops.schedule_views import origin, origin_sentence
 
         fired_by = origin(ctx, act.metadata)  # one read, only for a fired activity

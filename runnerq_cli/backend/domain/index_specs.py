@@ -21,6 +21,7 @@ PENDING = {"status": "pending"}
 SCHEDULED = {"status": "scheduled"}
 PROCESSING = {"status": "processing"}
 WAITING = {"status": "waiting"}
+KEYED = {"status": "pending", "flow_key": {"$type": "string"}}
 FINISHED = {"completed_at": {"$exists": True}}
 
 
@@ -101,6 +102,13 @@ def index_plan(settings: Settings, partitions: int = 1) -> list[IndexSpec]:
         IndexSpec("schedules", (("buffered.at", 1),), {"sparse": True},
                   why="buffered fires (overlap buffer_one; the firing chore)"),
         *durable_indexes(),
+        # Flow control (docs/design.md, "Flow control"): only keyed pending activities,
+        # so a plain activity adds no entry.
+        IndexSpec("activities", (("activity_type", 1), ("flow_key", 1), ("priority", -1),
+                                 ("created_at", 1), ("status", 1)), _partial(KEYED),
+                  label="keyed",
+                  why="keyed claims (flow control): the next key, a key's claim, pending "
+                      "by key"),
         *(partition_indexes() if partitions > 1 else ()),
     ]
 

@@ -67,6 +67,11 @@ class CollectionNames:
         """Which activity waits on which result (docs/design.md, "Dependencies")."""
         return f"runnerq_{self.queue}_dependencies"
 
+    @property
+    def limits(self) -> str:
+        """Flow limits and the slots held under them (docs/design.md, "Flow control")."""
+        return f"runnerq_{self.queue}_limits"
+
     def all(self) -> dict[str, str]:
         return {
             "activities": self.activities,
@@ -79,6 +84,7 @@ class CollectionNames:
             "schedules": self.schedules,
             "checkpoints": self.checkpoints,
             "dependencies": self.dependencies,
+            "limits": self.limits,
         }
 
 

@@ -164,6 +164,41 @@ def partition_claim(partition: int, types: Iterable[str] | None = None,
     return replace(plain, name=f"{plain.name}, one partition", purpose=purpose)
 
 
+def next_key(activity_type: str, after: str | None, skip: Iterable[str] = ()) -> Query:
+    """The first key of `activity_type` after `after` (None: from the first) that has
+    pending work and is not in `skip` (keys at their own limits): the rotation of a
+    limited claim (docs/design.md, "A limited claim", step 1), one seek on the keyed
+    index, only the key returned."""
+    key: dict[str, Any] = {"$type": "string"}
+    if after is not None:
+        key["$gt"] = after
+    if skip:
+        key["$nin"] = sorted(set(skip))
+    return Query("flow: next key", "activities",
+                 {"status": Status.PENDING.value, "activity_type": activity_type,
+                  "flow_key": key}, (("activity_type", 1), ("flow_key", 1)), "keyed claims")
+
+
+def keyed_claim(activity_type: str, key: str) -> Query:
+    """A limited claim of one key's work in claim order ("" : the type's activities
+    without a key, on the type's claim index)."""
+    if key:
+        return Query("flow: claim of a key", "activities",
+                     {"status": Status.PENDING.value, "activity_type": activity_type,
+                      "flow_key": key}, CLAIM_ORDER, "keyed claims")
+    return Query("flow: claim without a key", "activities",
+                 {"status": Status.PENDING.value, "activity_type": activity_type,
+                  "flow_key": None}, CLAIM_ORDER, "claims limited")
+
+
+def running_leases(lease_ids: Iterable[str]) -> Query:
+    """Which of these leases still run (a limited claimer's repair of stale holders):
+    read on the running activities' index, a set bounded by the workers' concurrency."""
+    return Query("flow: leases still running", "activities",
+                 {"status": Status.PROCESSING.value, "lease_id": {"$in": sorted(lease_ids)}},
+                 purpose="expired leases", hinted=True)
+
+
 def due_scheduled(now: datetime) -> Query:
     """Scheduled activities whose time has come (the scheduler makes them pending)."""
     return Query("scheduler", "activities",
@@ -562,6 +597,9 @@ def representative_queries(settings: Settings, now: datetime,
         failures_since(now - timedelta(seconds=FAILURES_SAMPLE)),
         completed_counts(EXACT_COMPLETED_UP_TO + 1),
         first_created(),
+        next_key(SAMPLE_TYPES[0], None),
+        keyed_claim(SAMPLE_TYPES[0], "k"),
+        running_leases(["0" * 32]),
     ]
     if partitions > 1:
         queries += [partition_claim(0), partition_claim(0, types=SAMPLE_TYPES),

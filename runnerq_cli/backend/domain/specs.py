@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
 from runnerq_cli.backend.domain import tracecontext
+from runnerq_cli.backend.domain.flow import flow_key
 from runnerq_cli.backend.domain.models import (
     EXPORT_INFO_FIELDS,
     OnDuplicate,
@@ -59,6 +60,11 @@ class ActivitySpec:
     depth: int = 0
     # Set by a fenced spawn only: the parent claim's lease, held until the spawn confirms.
     spawn_fence: str | None = None
+    # Flow control (docs/design.md, "Flow control"): the key that groups the type's work
+    # for per-key limits and fairness; a debounce replaces a still-scheduled activity of
+    # the same type and key (the newest payload wins) and delays it again.
+    key: str | None = None
+    debounce_seconds: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace_context", tracecontext.current()
@@ -92,7 +98,25 @@ class ActivitySpec:
             raise InvalidArgument("idempotency key must be a non-empty string")
         if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 0:
             raise InvalidArgument("depth must be a whole number of at least 0")
+        self._check_flow()
         values.activity_limits(self)  # storable payload, bounded numbers and times
+
+    def _check_flow(self) -> None:
+        """A key is text of 1-200 characters; a debounce needs one, and is the delay."""
+        if self.key is not None:
+            flow_key(self.key)
+        if self.debounce_seconds is None:
+            return
+        if self.key is None:
+            raise InvalidArgument("debounce needs a key: activities are debounced per key",
+                                  "debounce_seconds")
+        seconds = values.duration(self.debounce_seconds, "debounce_seconds", maximum=86400)
+        if seconds <= 0:
+            raise InvalidArgument("debounce_seconds: must be longer than 0 seconds")
+        if self.delay_seconds is not None or self.scheduled_at is not None:
+            raise InvalidArgument("give a debounce or a delay, not both")
+        object.__setattr__(self, "debounce_seconds", seconds)
+        object.__setattr__(self, "delay_seconds", seconds)
 
     def due_at(self, now: datetime | Callable[[], datetime],
                at: When | None = None) -> When | None:
@@ -111,7 +135,7 @@ class ActivitySpec:
 
 # Fields of one NDJSON line of `enqueue --from` (and the ActivitySpec option each feeds).
 LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "max_retries",
-               "timeout", "retry_delay", "metadata", "idempotency_key", "on_duplicate")
+               "timeout", "retry_delay", "metadata", "idempotency_key", "on_duplicate", "key")
 
 
 def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
@@ -188,4 +212,6 @@ def spec_from_data(data: Any, defaults: dict[str, Any]) -> ActivitySpec:
         retry_delay=data.get("retry_delay"),
         metadata={**defaults.get("metadata", {}), **(metadata or {})} or None,
         idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate")))
+    if "key" in data:  # a line's own key replaces the flag's
+        options["key"] = flow_key(data["key"])
     return ActivitySpec(activity_type, payload, **options)

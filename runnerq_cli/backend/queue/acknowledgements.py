@@ -30,6 +30,7 @@ from runnerq_cli.backend.queue.attempt_writes import (
     flush_projection,
     held_by,
 )
+from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY, server_away
 from runnerq_cli.backend.store.servertime import server_update, write_time
@@ -133,6 +134,8 @@ class Acknowledgements(Part):
                 answers[i] = exc
         if woken:
             self._ctx.activities.update_many(waiting_on(woken), WAKE_UPDATE)
+        free_claims(self._ctx, [acks[i][0] for i in todo
+                                if answers[i] is AckOutcome.COMPLETED])  # limited: slots free
         return [a for a in answers if a is not None]
 
     def _completion(self, claim: Claim, now: datetime) -> dict[str, Any]:
@@ -233,6 +236,7 @@ class Acknowledgements(Part):
         if doc is None:
             return self._repeat_or_lost(claim, outcome, result)
         self._ctx.outbox.submit(doc)
+        free_claims(self._ctx, [claim])  # a limited claim's slot frees (flow_claims.py)
         return outcome
 
     def _repeat_or_lost(self, claim: Claim, outcome: AckOutcome, result: Any) -> AckOutcome:

@@ -19,6 +19,7 @@ from runnerq_cli.backend.domain.models import Claim, Status
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.queue.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.queue.attempt_writes import held_by_lease, lease_length
+from runnerq_cli.backend.queue.flow_claims import LimitedClaims, limited_scope, plain_scope
 from runnerq_cli.backend.queue.pending_types import PendingTypes
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.context import Part
@@ -53,9 +54,30 @@ class Claims(Part):
         `exclude_types` leaves those out (paused types, control.py).
         `on_claim` is called with each claim as soon as it is made (a worker
         starts the handler while the next claim travels).
+
+        Types with a flow limit (docs/design.md, "Flow control") are claimed first, each
+        under a slot (flow_claims.py); the plain claim leaves them out. A queue without
+        limits pays one read of the limit documents' ids every few seconds.
         """
         if limit < 1:
             raise InvalidArgument("limit must be at least 1")
+        limited = self._ctx.flow.limited(self._ctx.limits)
+        if not limited:
+            return self._dequeue_plain(worker_id, types, limit, lease_seconds, exclude_types,
+                                       on_claim)
+        seconds = lease_length(lease_seconds, self._ctx.settings.lease)
+        got = LimitedClaims(self.claim_under_slot, self._ctx, worker_id, seconds, on_claim).claim(
+            limited_scope(types, exclude_types, limited), limit)
+        plain_types, plain_excluded = plain_scope(types, exclude_types, limited)
+        if len(got) >= limit or plain_types == []:
+            return got
+        return got + self._dequeue_plain(worker_id, plain_types, limit - len(got),
+                                         lease_seconds, plain_excluded, on_claim)
+
+    def _dequeue_plain(self, worker_id: str, types: Iterable[str] | None, limit: int,
+                       lease_seconds: float | None, exclude_types: Iterable[str] | None,
+                       on_claim: Callable[[Claim], None] | None) -> list[Claim]:
+        """The plain claim (docs/design.md, "Claim order") of types without a limit."""
         present = self._present_types(types, exclude_types)
         if present is None:
             return []  # nothing pending beyond the paused types
@@ -97,18 +119,9 @@ class Claims(Part):
                     dry.add(partition)
                     continue
                 break
-            if isinstance(deadline, ServerTime):  # one $$NOW for both: started_at + lease
-                deadline = deadline.after(doc["started_at"])
-            stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
-            doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
-                   "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
-            activity, problem = checked(doc)
-            if activity is None:  # never run, never left running: set aside
-                set_aside(self._ctx, doc, str(problem),
-                          held_by_lease(doc["_id"], lease_id, term_of(doc)),
-                          worker_id, lease_id, "claim")
+            claim = self._claimed(doc, worker_id, lease_id, deadline)
+            if claim is None:
                 continue
-            claim = Claim(activity, lease_id, worker_id, deadline)
             claims.append(claim)
             if on_claim is not None:
                 on_claim(claim)
@@ -126,14 +139,55 @@ class Claims(Part):
             self._pending_types = PendingTypes()
         return self._pending_types.claimable(self._ctx.activities, exclude_types) or None
 
+    def _claimed(self, doc: dict[str, Any], worker_id: str, lease_id: str,
+                 deadline: When) -> Claim | None:
+        """The claim of a document just claimed; None when it is malformed (set aside:
+        never run, never left running)."""
+        if isinstance(deadline, ServerTime):  # one $$NOW for both: started_at + lease
+            deadline = deadline.after(doc["started_at"])
+        stored_deadline = deadline.replace(microsecond=deadline.microsecond // 1000 * 1000)
+        doc = {**doc, "status": Status.PROCESSING.value, "worker_id": worker_id,
+               "lease_id": lease_id, "lease_deadline": stored_deadline}  # as written
+        activity, problem = checked(doc)
+        if activity is None:
+            set_aside(self._ctx, doc, str(problem),
+                      held_by_lease(doc["_id"], lease_id, term_of(doc)),
+                      worker_id, lease_id, "claim")
+            return None
+        return Claim(activity, lease_id, worker_id, deadline)
+
+    def claim_under_slot(self, activity_type: str, key: str, worker_id: str, lease_id: str,
+                         lease_seconds: float) -> Claim | None:
+        """The claim of a limited type's key under the slot taken for `lease_id`
+        (docs/design.md, "A limited claim", step 3): claim order within the key, and
+        `slot` set so that whoever ends the claim frees the slot. None: nothing claimed."""
+        claimable = queries.keyed_claim(activity_type, key)
+        now = write_time(self._ctx.clock)
+        deadline = now + timedelta(seconds=lease_seconds)
+        try:
+            doc = self._ctx.activities.find_one_and_update(
+                claimable.filter,
+                self._claim_update(worker_id, lease_id, deadline, now, slot=activity_type),
+                projection=CLAIM_PROJECTION, sort=claimable.sort_list,
+                return_document=ReturnDocument.AFTER)
+        except CommandFailed as exc:  # a `claims` that is not a number (aside.py)
+            if exc.code != TYPE_MISMATCH:
+                raise
+            set_aside_unclaimable(self._ctx, claimable, worker_id)
+            return None
+        return None if doc is None else self._claimed(doc, worker_id, lease_id, deadline)
+
     def _claim_update(self, worker_id: str, lease_id: str, deadline: When,
-                      now: When) -> Any:
+                      now: When, slot: str | None = None) -> Any:
         """The update of one claim: processing under a new lease, one more claim counted,
-        `started_at` stamped by the server as it lands (a tail reads by it)."""
+        `started_at` stamped by the server as it lands (a tail reads by it); a limited
+        claim also names its `slot`."""
+        fields: dict[str, Any] = {"status": Status.PROCESSING.value, "worker_id": worker_id,
+                                  "lease_id": lease_id, "lease_deadline": deadline}
+        if slot is not None:
+            fields["slot"] = slot
         return server_update(merge_updates(
-            {"$set": {"status": Status.PROCESSING.value, "worker_id": worker_id,
-                      "lease_id": lease_id, "lease_deadline": deadline},
-             "$inc": {"claims": 1}},
+            {"$set": fields, "$inc": {"claims": 1}},
             stamp(self._ctx.clock, now, "started_at")))
 
     def watch_claimable(self, types: Iterable[str], on_change: Callable[[], None],

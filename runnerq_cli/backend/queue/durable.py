@@ -46,6 +46,7 @@ from runnerq_cli.backend.domain.waits import (
     yielded_detail,
 )
 from runnerq_cli.backend.queue.attempt_writes import claim_lost, held_by
+from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.queue.queue import ActivityQueue
 from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
@@ -187,6 +188,7 @@ class Durable(Part):
                 return False
             raise claim_lost(claim)
         self._ctx.outbox.submit(doc)
+        free_claims(self._ctx, [claim])  # parked holds no slot (docs/design.md, "Flow control")
         if not ready and result_id is not None and self.result_exists(result_id):
             # Published between the read above and the park: this read after the park's
             # write is what keeps the two from missing each other.

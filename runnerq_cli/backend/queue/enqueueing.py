@@ -36,7 +36,7 @@ from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
 from runnerq_cli.backend.domain.waits import AWAITED, SPAWN_FENCE
 from runnerq_cli.backend.store.context import Part
-from runnerq_cli.backend.store.servertime import When, write_time
+from runnerq_cli.backend.store.servertime import When, server_update, write_time
 from runnerq_cli.backend.store.writes import stamped_inserts
 from runnerq_cli.errors import (
     DuplicateKey,
@@ -64,7 +64,13 @@ class Enqueuer(Part):
         """Enqueue many in few round trips; one entry per spec, in order: its result, or
         the error (DuplicateActivity, IdempotencyConflict, InvalidArgument when the server
         refused it) where it failed. Server outages raise."""
-        return [outcome.result() for outcome in self.enqueue_batch(specs)]
+        at = write_time(self._ctx.clock)
+        replaced = {i: self._debounce(spec, at) for i, spec in enumerate(specs)
+                    if spec.debounce_seconds is not None}  # (docs/design.md, "Debounce")
+        rest = [spec for i, spec in enumerate(specs) if replaced.get(i) is None]
+        results = iter(outcome.result() for outcome in self.enqueue_batch(rest))
+        return [EnqueueResult(found, False, Status.SCHEDULED.value) if found is not None
+                else next(results) for found in (replaced.get(i) for i in range(len(specs)))]
 
     def enqueue_batch(self, specs: Sequence[ActivitySpec], *, dry_run: bool = False,
                       plan: KeyPlan | None = None,
@@ -169,6 +175,10 @@ class Enqueuer(Part):
             doc["scheduled_at"] = due
         if spec.idempotency_key is not None:
             doc["idempotency_key"] = spec.idempotency_key
+        if spec.key is not None:  # flow control's key (docs/design.md, "Keys")
+            doc["flow_key"] = spec.key
+            if spec.debounce_seconds is not None:
+                doc["debounce"] = True
         count = self._ctx.partitions.current()
         if count > 1:  # a partitioned queue (docs/design.md, "The partition field")
             doc["partition"] = self._ctx.partitions.enqueues.take(count) \
@@ -178,6 +188,20 @@ class Enqueuer(Part):
             doc[TRACE_FIELD] = dict(spec.trace_context)
         lineage(doc, spec)
         return doc
+
+    def _debounce(self, spec: ActivitySpec, at: When) -> uuid.UUID | None:
+        """A still-scheduled debounced activity of the spec's type and key takes the
+        spec's payload and is delayed again (docs/design.md, "Debounce"): its id, or None
+        when there is none (the caller enqueues a new one)."""
+        assert spec.debounce_seconds is not None
+        doc = self._ctx.activities.find_one_and_update(
+            {"activity_type": spec.activity_type, "flow_key": spec.key,
+             "status": Status.SCHEDULED.value, "debounce": True},
+            server_update({"$set": {
+                "payload": dict(spec.payload), "priority": int(spec.priority),
+                "scheduled_at": at + timedelta(seconds=spec.debounce_seconds)}}),
+            projection={"_id": 1}, sort=[("scheduled_at", 1)])
+        return None if doc is None else doc["_id"]
 
     # ------------------------------------------------------------ the batch's commands
 

@@ -18,6 +18,7 @@ from runnerq_cli.backend.queue.attempt_writes import (
     held_by,
     lease_length,
 )
+from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import server_update, write_time
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
@@ -69,4 +70,6 @@ class Leases(Part):
                 outbox_update(now, [*ended_attempt(claim), event]))),
             projection=OUTBOX_PROJECTION, return_document=ReturnDocument.AFTER)
         self._ctx.outbox.submit(doc)
+        if doc is not None:
+            free_claims(self._ctx, [claim])  # a limited claim's slot frees (flow_claims.py)
         return doc is not None

@@ -42,6 +42,7 @@ from runnerq_cli.backend.queue.attempt_writes import (
     flush_projection,
 )
 from runnerq_cli.backend.queue.durable import Durable
+from runnerq_cli.backend.queue.flow_claims import free_slots
 from runnerq_cli.backend.queue.queue import ActivityQueue
 from runnerq_cli.backend.queue.tree_retention import TreeRetention
 from runnerq_cli.backend.store.context import Part
@@ -163,6 +164,8 @@ class QueueChores(Part):
             if changed is not None:
                 self._ctx.outbox.submit(changed)
                 counts[kind] += 1
+                # The lease it ended held its slot, if limited: fenced on that lease.
+                free_slots(self._ctx, [(doc.get("slot"), str(act.lease_id))])
         if any(counts.values()):
             log.info("reaper: expired leases", extra={"fields": counts})
         return counts

@@ -17,6 +17,7 @@ from pymongo.database import Database as PyDatabase
 
 from runnerq_cli.backend.domain.naming import CollectionNames
 from runnerq_cli.backend.store.driver import Collection, Database
+from runnerq_cli.backend.store.flowstate import FlowState
 from runnerq_cli.backend.store.partitions import PartitionCount
 from runnerq_cli.backend.store.servertime import utc_now as utc_now  # re-exported (api.py)
 from runnerq_cli.backend.store.writes import OutboxWriter
@@ -42,6 +43,7 @@ class QueueContext:
     schedules: Collection
     checkpoints: Collection
     dependencies: Collection
+    limits: Collection
     outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
@@ -51,6 +53,8 @@ class QueueContext:
     # Reads a view repeats less often than it is asked (views/metrics.py's scan of the
     # documents' shapes): {name: (monotonic time, value)}
     cached_reads: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    # Which types are limited, as this process last read them (queue/flow_claims.py)
+    flow: FlowState = field(default_factory=lambda: FlowState())
 
     def __post_init__(self) -> None:
         self.partitions = PartitionCount(self.control)
@@ -74,6 +78,7 @@ class QueueContext:
                    schedules=database[names.schedules],
                    checkpoints=database[names.checkpoints],
                    dependencies=database[names.dependencies],
+                   limits=database[names.limits],
                    outbox=outbox, clock=clock)
 
     def collection(self, role: str) -> Collection:

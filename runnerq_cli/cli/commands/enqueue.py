@@ -222,6 +222,12 @@ def _report_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
 # ------------------------------------------------------------------ command
 
 
+KEY_HELP = ("The flow key (a tenant...): per-key limits and fairness (`limit set`); with "
+            "--from, each line's default.")
+DEBOUNCE_HELP = ("With --key: replace a still-waiting activity of this type and key (the "
+                 "newest payload wins) and run it this long after the last enqueue.")
+
+
 def enqueue(
     ctx: typer.Context,
     activity_type: str | None = typer.Argument(None, metavar="TYPE",
@@ -253,6 +259,8 @@ def enqueue(
         None, "--on-duplicate", metavar="BEHAVIOUR", autocompletion=completer(ON_DUPLICATE),
         help="When the key is held: allow-reuse, return-existing (default), "
              "allow-reuse-on-failure, no-reuse."),
+    key: str | None = typer.Option(None, "--key", metavar="KEY", help=KEY_HELP),
+    debounce: str | None = typer.Option(None, "--debounce", metavar="DURATION", help=DEBOUNCE_HELP),
     from_file: str | None = typer.Option(None, "--from", metavar="FILE",
                                          help="Enqueue many: NDJSON, one activity per line "
                                               "(- for stdin)."),
@@ -277,10 +285,10 @@ def enqueue(
     (memory stays bounded). Ctrl-C or SIGTERM (one or more) finishes the batch in
     progress, prints the last line reached and exits 130: rerun with --skip-lines N.
 
-    Exit codes: 0 enqueued (or an existing activity returned), 2 invalid input
-    (with --from: any line rejected as invalid), 3 bad config, 5 idempotency
-    key held (no-reuse / allow-reuse-on-failure), 6 server unreachable,
-    130 interrupted (--from).
+    Exit codes: 0 enqueued (or an existing or debounced activity returned), 2 invalid
+    input (with --from: any line rejected; --debounce without --key), 3 bad config, 5
+    idempotency key held (no-reuse / allow-reuse-on-failure), 6 server unreachable, 130
+    interrupted (--from).
     """
     cli = state(ctx)
     wait_seconds = _checked_flags(activity_type, from_file, payload, idempotency_key, strict,
@@ -289,6 +297,7 @@ def enqueue(
                                 max_retries=max_retries, timeout=timeout,
                                 retry_delay=retry_delay, metadata=metadata,
                                 on_duplicate=on_duplicate, idempotency_key=idempotency_key)
+    options.update(_flow_options(key, debounce, from_file))
     if from_file is not None:
         cli.settings()  # config and queue name are checked before any line is written
         _enqueue_from(cli, from_file, options, strict=strict, batch_size=batch_size,
@@ -314,6 +323,27 @@ def _options_of_flags(*, metadata: list[str], **flags: Any) -> dict[str, Any]:
     traced = from_environment(os.environ)
     if traced is not None:
         options["trace_context"] = traced
+    return options
+
+
+def _flow_options(key: str | None, debounce: str | None,
+                  from_file: str | None) -> dict[str, Any]:
+    """--key and --debounce (docs/design.md, "Flow control"), each checked."""
+    from runnerq_cli import values
+    from runnerq_cli.backend.domain.flow import flow_key
+
+    options: dict[str, Any] = {}
+    if key is not None:
+        options["key"] = flow_key(key, "--key")
+    if debounce is not None:
+        if from_file is not None:
+            raise InvalidArgument("--debounce applies to one activity, not to --from")
+        if key is None:
+            raise InvalidArgument("--debounce needs --key: activities are debounced per key")
+        seconds = values.duration(debounce, "--debounce", maximum=86400)
+        if seconds <= 0:
+            raise InvalidArgument(f"--debounce: must be longer than 0 seconds, got {debounce!r}")
+        options["debounce_seconds"] = seconds
     return options
 
 

@@ -352,3 +352,13 @@ def test_trees_that_must_stay_do_not_hold_back_younger_ones(backend: RunnerQ) ->
     assert backend.maintenance.cleanup(3600, 3600, 2) == 1
     assert backend.context.activities.find_one({"_id": plain}) is None
     assert backend.context.activities.count_documents({"_id": {"$in": kept}}) == 3
+
+
+def test_a_delayed_child_is_scheduled_once_its_spawn_confirms(backend: RunnerQ) -> None:
+    backend.enqueue("parent", {})
+    claim = claim_one(backend, ["parent"])
+    later = backend.durable.spawn(claim, ActivitySpec("child", {}, delay_seconds=60))
+    now = backend.durable.spawn(claim, ActivitySpec("child", {}))
+    assert raw(backend, later.activity_id)["status"] == "scheduled"
+    assert raw(backend, now.activity_id)["status"] == "pending"
+    assert "spawn_fence" not in raw(backend, later.activity_id)

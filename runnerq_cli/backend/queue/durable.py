@@ -135,10 +135,11 @@ class Durable(Part):
         return doc
 
     def _depend(self, waiter: uuid.UUID, result_id: uuid.UUID,
-                producer: uuid.UUID | None) -> None:
+                producer: uuid.UUID | None, *, mark: bool = True) -> None:
         """The dependency upsert (a repeat, or a race's loser, changes nothing); a
-        producer activity is marked `awaited` first, so its publication wakes."""
-        if producer is not None:
+        producer activity is marked `awaited` first, so its publication wakes (`mark`
+        False: a child, marked at its insert)."""
+        if producer is not None and mark:
             self._ctx.activities.update_one({"_id": producer, AWAITED: {"$ne": True}},
                                             {"$set": {AWAITED: True}})
         with suppress(DuplicateKey):  # another writer's upsert of the same pair won the race
@@ -322,7 +323,7 @@ class Durable(Part):
         if not result.created:
             self._link(claim, result.activity_id)
             return result
-        self._depend(claim.activity_id, result.activity_id, result.activity_id)
+        self._depend(claim.activity_id, result.activity_id, result.activity_id, mark=False)
         if self._ctx.activities.find_one(held_by(claim), {"_id": 1}) is None:
             self._withdraw_spawn(result.activity_id, child_spec)
             raise claim_lost(claim)
@@ -348,14 +349,13 @@ class Durable(Part):
                         "the same step")
 
     def _confirm_spawn(self, child: uuid.UUID, lease_id: str) -> None:
-        """The fence held after the insert: the child becomes claimable (pending, or
-        scheduled when delayed)."""
+        """The fence held after the insert: the child becomes claimable, pending, or
+        scheduled when it was delayed (one update: its `scheduled_at` says which)."""
         self._ctx.activities.update_one(
-            {"_id": child, SPAWN_FENCE: lease_id, "scheduled_at": {"$exists": False}},
-            {"$set": {"status": Status.PENDING.value}, "$unset": {SPAWN_FENCE: ""}})
-        self._ctx.activities.update_one(
-            {"_id": child, SPAWN_FENCE: lease_id, "scheduled_at": {"$exists": True}},
-            {"$set": {"status": Status.SCHEDULED.value}, "$unset": {SPAWN_FENCE: ""}})
+            {"_id": child, SPAWN_FENCE: lease_id},
+            [{"$set": {"status": {"$cond": [{"$eq": [{"$type": "$scheduled_at"}, "date"]},
+                                            Status.SCHEDULED.value, Status.PENDING.value]}}},
+             {"$unset": SPAWN_FENCE}])
 
     def _withdraw_spawn(self, child: uuid.UUID, spec: ActivitySpec | None) -> None:
         """Undo an unconfirmed spawn: the child, its key and its dependency."""

@@ -58,6 +58,8 @@ class DurableStore(Protocol):
 
     def spawn(self, claim: Claim, spec: ActivitySpec) -> EnqueueResult: ...
 
+    def now(self) -> datetime: ...
+
 __all__ = ["ChildFailed", "ChildHandle", "DurableContractError", "Replay", "SignalTimeout",
            "StepFailed", "Suspended"]
 
@@ -280,11 +282,11 @@ class Replay:
         wake_at = _parse_time(found.data.get("wake_at")) if found is not None and isinstance(
             found.data, Mapping) else None
         if wake_at is None:
-            wanted = datetime.now(UTC) + timedelta(seconds=seconds)
+            wanted = self.durable.now() + timedelta(seconds=seconds)
             stored = self._store(cid, "Ok", {"wake_at": _iso(wanted)}, f"sleep:{checked}")
             wake_at = _parse_time(stored.get("wake_at") if isinstance(stored, Mapping)
                                   else None) or wanted
-        left = (wake_at - datetime.now(UTC)).total_seconds()
+        left = (wake_at - self.durable.now()).total_seconds()
         if left <= 0:
             return 0.0
         if left <= self._remaining():
@@ -320,14 +322,14 @@ class Replay:
             if found is not None:
                 return found.data
             deadline = self._deadline(checked, seconds)
-            if deadline is not None and deadline <= datetime.now(UTC):
+            if deadline is not None and deadline <= self.durable.now():
                 found = self.durable.get_result(signal_id)  # once more, at the deadline
                 if found is not None:
                     return found.data
                 raise SignalTimeout(f"no signal {checked!r} within {_iso(deadline)}: the "
                                     "wait timed out")
             self._park(ParkKind.SIGNAL, f"signal:{checked}",
-                       deadline or datetime.now(UTC) + FOREVER, result_id=signal_id)
+                       deadline or self.durable.now() + FOREVER, result_id=signal_id)
             raise AssertionError("unreachable")  # pragma: no cover
         finally:
             if not held:
@@ -338,7 +340,7 @@ class Replay:
         rid = checkpoint_id(self.activity_id, Kind.SIGNAL_WAIT.value, name)
         found = self.durable.get_result(rid)
         if found is None:
-            wanted = None if seconds is None else datetime.now(UTC) + timedelta(seconds=seconds)
+            wanted = None if seconds is None else self.durable.now() + timedelta(seconds=seconds)
             data = self._store(rid, "Ok", {"deadline": None if wanted is None
                                            else _iso(wanted)}, None)
         else:
@@ -381,7 +383,7 @@ class Replay:
     def park_on(self, missing: list[ChildHandle]) -> None:
         """Park until the first missing child's result (a replay looks again)."""
         first = missing[0]
-        self._park(ParkKind.AWAIT, f"child:{first.step}", datetime.now(UTC) + FOREVER,
+        self._park(ParkKind.AWAIT, f"child:{first.step}", self.durable.now() + FOREVER,
                    result_id=first.activity_id, producer=first.activity_id)
 
     def collect(self, handles: Sequence[ChildHandle]) -> list[Any]:

@@ -80,6 +80,11 @@ class Durable(Part):
         self._queue = queue
         self._repair_after: uuid.UUID | None = None  # wake repair's place in the waiting set
 
+    def now(self) -> datetime:
+        """The server's clock as this process knows it (servertime.py): what sleeps and
+        deadlines are counted by, so a worker whose own clock is off parks as long as asked."""
+        return self._ctx.clock()
+
     # ------------------------------------------------------------------ the fence
 
     def _fence(self, claim: Claim, projection: Mapping[str, Any] | None = None,

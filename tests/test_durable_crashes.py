@@ -31,14 +31,15 @@ FAR = datetime(2099, 1, 1, tzinfo=UTC)
 NOW = timedelta(0)
 
 
-def run(backend: RunnerQ, op: str, kill_at: int, **ids: uuid.UUID) -> dict | None:
+def run(backend: RunnerQ, op: str, kill_at: int, prefix: list[str] | None = None,
+        **ids: uuid.UUID) -> dict | None:
     """Run `op` in a process that dies before its `kill_at`th command (0: never); its
-    report when it finished."""
+    report when it finished. `prefix`: what runs the process (a skewed clock)."""
     args = {"uri": backend.settings.uri, "db": backend.settings.database,
             "queue": backend.settings.queue, "op": op, "kill_at": kill_at,
             **{k: str(v) for k, v in ids.items()}}
-    done = subprocess.run([sys.executable, str(CHILD), json.dumps(args)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run([*(prefix or []), sys.executable, str(CHILD), json.dumps(args)],
+                          capture_output=True, text=True, timeout=120, check=False)
     if done.returncode == 9:
         return None
     assert done.returncode == 0, done.stderr[-2000:]
@@ -188,3 +189,31 @@ def test_a_signal_killed_at_every_step_wakes_once_stored(settings) -> None:
             {"_id": checkpoint_id(ids["target"], "signal", "go")})
         status = doc(rq, ids["target"])["status"]
         assert status == ("pending" if stored else "waiting"), kill_at
+
+
+@pytest.mark.parametrize("skew", ["-10s", "+10s"])
+def test_a_publisher_whose_clock_is_off_still_wakes_the_parked_parent(settings,
+                                                                      skew: str) -> None:
+    """The publisher on another host whose clock is 10 s off, before and after the park:
+    no time is compared, the parent ends runnable either way."""
+    from tests.chaos_support import faketime_prefix
+
+    prefix = faketime_prefix(skew)
+    if not prefix:
+        pytest.skip("libfaketime (Debian's faketime) is not installed")
+    for park_first in (True, False):
+        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
+                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
+        rq.maintenance.init_indexes()
+        parent = rq.enqueue("parent", {}).activity_id
+        cp = claim_one(rq, "parent")
+        child = rq.durable.spawn(cp, ActivitySpec("child", {})).activity_id
+        claim_one(rq, "child")
+        if park_first:
+            assert rq.durable.park(cp, "await", "x", FAR, result_id=child,
+                                   producer=child) is False
+        assert run(rq, "succeed", 0, prefix, child=child) is not None
+        if not park_first:
+            assert rq.durable.park(cp, "await", "x", FAR, result_id=child,
+                                   producer=child) is True
+        assert doc(rq, parent)["status"] == "pending", (skew, park_first)

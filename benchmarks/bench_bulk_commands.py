@@ -9,7 +9,13 @@ count and find, the audit record's insert and last update). The figure per
 1,000 is start-up + two batches of the default 500. (The dev server's `$in` slows
 with big batches, hence the small ones measured.)
 
-    python benchmarks/bench_bulk_commands.py [BATCH]       (default 100)
+That extrapolation holds only for what a batch does in a fixed number of commands; the
+event copies go INSERT_CHUNK (50) a command, so a batch of 500 sends more than a batch
+of 50. The last line therefore measures one whole run at the default batch size:
+`cancel` by filter over REAL activities (default 600: a full batch and one of 100),
+start-up included, as commands per 1,000 (0 skips it).
+
+    python benchmarks/bench_bulk_commands.py [BATCH] [REAL]     (default 100 600)
 
 Against RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process.
 """
@@ -32,10 +38,11 @@ from benchserver import start_server  # noqa: E402
 
 from runnerq_cli.backend.api import RunnerQ  # noqa: E402
 from runnerq_cli.backend.domain.filters import ActivityFilter  # noqa: E402
+from runnerq_cli.backend.domain.import_lines import parse_import_line  # noqa: E402
 from runnerq_cli.backend.ops.audit import AuditLog  # noqa: E402
 from runnerq_cli.backend.ops.batches import BATCH_SIZE  # noqa: E402
 from runnerq_cli.backend.ops.bulk import BulkActions  # noqa: E402
-from runnerq_cli.backend.ops.dlq import DeadLetters, parse_import_line  # noqa: E402
+from runnerq_cli.backend.ops.dlq import DeadLetters  # noqa: E402
 from runnerq_cli.backend.ops.operator import Operator  # noqa: E402
 from runnerq_cli.backend.queue.maintenance import Maintenance  # noqa: E402
 from runnerq_cli.backend.queue.queue import ActivityQueue  # noqa: E402
@@ -82,8 +89,20 @@ def measure(ctx: Any, commands: Any, n: int, batch: int, tag: str) -> dict[str, 
     return runs
 
 
+def measure_real(ctx: Any, commands: Any, n: int) -> list[str]:
+    """The commands of one `cancel` by filter over `n` activities at the default batch
+    size, start-up included (the pool's `hello`s left out)."""
+    audit = AuditLog(ctx)
+    bulk = BulkActions(ctx, Operator(ctx, Maintenance(ctx), audit), audit)
+    insert_activities(ctx, n, "pending", "real")
+    commands.take()
+    bulk.apply("cancel", bulk.select("cancel", ActivityFilter(types=("real",)), n))
+    return [name for name in commands.take() if name != "hello"]
+
+
 def main() -> None:
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    real = int(sys.argv[2]) if len(sys.argv) > 2 else 600
     uri, server = start_server()
     try:
         settings = load_settings(None, overrides={
@@ -105,6 +124,11 @@ def main() -> None:
                 per_1000 = start_up + per_batch * 1000 / BATCH_SIZE
                 print(f"| `{name}` | {c1} | {c4} | {per_batch:.1f} | {per_1000:.0f} |")
             print("by command, 4 batches:", {k: dict(Counter(v)) for k, v in four.items()})
+            if real > 0:
+                sent = measure_real(ctx, commands, real)
+                print(f"measured: cancel by filter over {real} activities at batch size "
+                      f"{BATCH_SIZE}: {len(sent)} commands, {len(sent) * 1000 / real:.0f} "
+                      f"per 1,000 (start-up included): {dict(Counter(sent))}")
     finally:
         if server is not None:
             server.kill()

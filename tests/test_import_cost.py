@@ -131,3 +131,40 @@ def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_na
     parts = ("audit", "bulk", "batches", "dlq", "operator", "metrics", "diagnose",
              "pagination", "events", "control", "discovery")
     assert not {f"runnerq_cli.backend.{p}" for p in parts} & loaded, sorted(loaded)
+
+
+def test_root_help_lists_the_commands_as_their_modules_register_them() -> None:
+    """Root --help loads no command module: it lists them from cli/summaries.py, which must
+    be what the modules register (regenerate: python -m runnerq_cli.cli.summaries --write),
+    and prints what the root with every command registered prints."""
+    from runnerq_cli.cli.app import _root_command, build_app
+    from runnerq_cli.cli.summaries import main as summaries_main
+
+    assert summaries_main(["--check"]) == 0
+    full, light = _root_command(build_app()), _root_command(build_app(()))
+    for args in (["--help"], []):
+        shown = [command.make_context("runnerq-mongo", list(args), resilient_parsing=True)
+                 .get_help() for command in (full, light)]
+        assert shown[0] == shown[1]
+    code = ("import sys\nfrom runnerq_cli.cli.app import main\n"
+            "code = main(['--help'])\n"
+            "print(code, sorted(m for m in sys.modules if '.commands.' in m))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "0 []", proc.stdout
+    assert "cancel" in proc.stdout and "Act:" in proc.stdout
+
+
+def test_a_command_typed_after_an_unknown_root_word_still_loads() -> None:
+    """`--` hides the command word from the look-ahead (argv.py): the root alone is built
+    and the command named after it is loaded from its module when click asks for it."""
+    code = ("import contextlib, io\nfrom runnerq_cli.cli.app import main\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            "    code = main(['--', 'cancel', '--help'])\n"
+            "print(code, 'Cancel pending' in out.getvalue())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "True"], proc.stdout

@@ -189,9 +189,17 @@ def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
 
 def app_for(argv: list[str]) -> typer.Typer:
     """The app a command line needs: its command's module alone when the command word
-    names one, else every command (root --help, a misspelt name, completion)."""
+    names one, else the root alone (root --help, --version, a misspelt name), whose
+    commands are listed from cli/summaries.py and loaded only if one is asked for."""
     module = MODULE_OF.get(command_word(argv) or "")
-    return build_app((module,)) if module else build_app()
+    return build_app((module,) if module else ())
+
+
+def _loader(name: str) -> Any:
+    """Builds command `name` from its module, for a root built without it."""
+    def build() -> Any:
+        return _root_command(build_app((MODULE_OF[name],)))._pending[name]()
+    return build
 
 
 def __getattr__(name: str) -> Any:
@@ -222,6 +230,13 @@ def _root_command(app: typer.Typer | None = None) -> Any:
         app.registered_commands, app.registered_groups = saved
     if not isinstance(group, _LazyRootGroup):
         return typer.main.get_command(app)
+    if not app.registered_commands and not app.registered_groups:  # the root alone
+        from runnerq_cli.cli.summaries import SUMMARIES
+
+        group.defer([name for name, _, _ in SUMMARIES],
+                    {name: _loader(name) for name, _, _ in SUMMARIES},
+                    {name: (text, hidden) for name, hidden, text in SUMMARIES})
+        return group
     names: list[str] = []
     builders: dict[str, Any] = {}
     summaries: dict[str, tuple[str, bool]] = {}

@@ -26,7 +26,60 @@ class PortInUse(InvalidArgument):
     `port` given cannot be used, exit 2."""
 
 
+# The kinds of `$in` values matched by a hashed look-up (_hashed_in): a candidate of one
+# of these kinds equals a value of them only if both are the same value.
+_HASHED_KINDS = ("uuid", "objectid")
+
+
+def _hashed_in() -> None:
+    """Match `{field: {$in: [ids...]}}` by a hashed look-up instead of one comparison per
+    document and listed value.
+
+    mongoeco 4.11's compiled filters compare every document with every value of an
+    `$in` (its full BSON comparison each time): a batch of a bulk action reading 500
+    UUIDs over 2,000 activities took 4 to 25 s, and the driver's check of the server
+    gives up after 5 s and cancels the command (benchmarks/README.md, "Bulk work"). Here
+    an `$in` whose values are all UUIDs or ObjectIds looks each candidate of those
+    kinds up in a set of the values' keys (mongoeco's own `hashable_in_lookup_key`, as
+    its uncompiled matcher does); a candidate of another kind (a missing field, a
+    string) is compared with each value as before, so nothing matches differently.
+    Applied once; mongoeco's internals not as expected leave it as it is.
+    """
+    try:
+        from mongoeco.core import compiled_query
+        from mongoeco.core._filtering_support import hashable_in_lookup_key
+        from mongoeco.core.query_plan import InCondition
+    except ImportError:
+        return
+    compiled = compiled_query.CompiledQuery
+    original = getattr(compiled, "_node_to_code", None)
+    if original is None or getattr(original, "hashed_in", False) or not all(
+            hasattr(compiled, name) for name in ("_store", "_local", "_field")):
+        return
+
+    def node_to_code(self: Any, node: Any, depth: int) -> str:
+        if not isinstance(node, InCondition) or len(node.values) < 2:
+            return str(original(self, node, depth))
+        keys = [hashable_in_lookup_key(value) for value in node.values]
+        if any(key is None or key[0] not in _HASHED_KINDS for key in keys):
+            return str(original(self, node, depth))
+        lookup = self._store("values", frozenset(keys))
+        key_of = self._store("values", hashable_in_lookup_key)
+        items = self._store("values", node.values)
+        key = self._local("in_key")
+        return (
+            f"any(({key} in {lookup}) if ({key} := {key_of}(candidate)) is not None "
+            f"and {key}[0] in {_HASHED_KINDS!r} else any(_in_matches(candidate, item, "
+            f"null_matches_undefined={node.null_matches_undefined}, dialect=dialect, "
+            f"collation=collation) for item in {items}) "
+            f"for candidate in (_extract(doc, {self._field(node.field)}) or [None]))")
+
+    node_to_code.hashed_in = True  # type: ignore[attr-defined]
+    setattr(compiled, "_node_to_code", node_to_code)  # noqa: B010 (a method replaced)
+
+
 def _engine(path: Path | None) -> Any:
+    _hashed_in()
     try:
         if path is None:
             from mongoeco.engines.memory import MemoryEngine

@@ -6,8 +6,10 @@ One batch (up to `BATCH_SIZE` ids) of a state-changing action is:
     2 bulk_write one UpdateOne per eligible document, fenced on what was read
                 (actions.fence_of: status, priority, retry count, completion
                 time, lease) with the action's event in the outbox
-    3 find      which documents carry their new event (the applied ones)
-    4 flush     their outboxes (writes.OutboxWriter.flush: find, insert_many, clear)
+    3 find      which documents carry their new event (the applied ones), with
+                their outboxes
+    4 flush     those outboxes, as just read (writes.OutboxWriter.flush: the
+                events' stamped inserts, INSERT_CHUNK a command, then the clear)
     5 bulk_write the dead-letter records a retry or redrive withdrew
 
 so about ten commands per batch whatever its size, instead of several per
@@ -145,7 +147,7 @@ class Batches:
         applied = self._applied(planned)
         boxes = [doc for doc in applied.values() if doc.get("outbox")]
         if boxes:
-            ctx.outbox.flush(boxes)
+            ctx.outbox.flush(boxes, just_read=True)  # _applied read them: no second read
         withdrawn: list[DeleteOne] = []
         for aid in applied:
             before, info, _, status = planned[aid]

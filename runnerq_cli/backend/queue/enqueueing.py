@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runnerq_cli import values
@@ -89,7 +89,11 @@ class Enqueuer(Part):
         keys a dry run's earlier batches would take. `before_write` is called once,
         before the first write.
         """
-        now = self._ctx.clock()  # what keys' ages are judged by
+        # What keys' ages and a dry run's statuses are judged by: the server's clock, read
+        # (a `hello` the first time in a process) only when a key or a dry run needs it; a
+        # plain enqueue's times are the server's own ($$NOW), so it sends one command less.
+        judged = dry_run or any(spec.idempotency_key is not None for spec in specs)
+        now = self._ctx.clock() if judged else datetime.now(UTC)  # (then unused)
         at = write_time(self._ctx.clock)  # what the writes set: the server's $$NOW
         ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         out: dict[int, Outcome] = {}

@@ -216,7 +216,7 @@ class OutboxWriter:
                 raise
         return len(docs)
 
-    def flush(self, docs: list[dict[str, Any]]) -> None:
+    def flush(self, docs: list[dict[str, Any]], *, just_read: bool = False) -> None:
         """Copy the outboxes of `docs` out, then clear each one not changed meanwhile.
 
         Only outboxes that are still current are copied. One that changed since
@@ -224,8 +224,14 @@ class OutboxWriter:
         process added to it) is copied by whoever changed it, from the newer
         snapshot, which holds its events too; copying the stale one would
         bring back a result or dead-letter record the change had withdrawn.
+        `just_read`: the caller read these snapshots from the database itself, the
+        command before (a bulk batch's check of what it applied): reading them
+        again would only narrow a window the copy leaves open anyway (the clear is
+        fenced on the outbox's `seq` and `since`), at the cost of one more read of
+        the whole batch.
         """
-        docs = self._still_current(docs)
+        if not just_read:
+            docs = self._still_current(docs)
         if not docs:
             return
         now = self._clock()

@@ -1,0 +1,102 @@
+"""What a bulk action by filter costs at its real batch size (issue 41).
+
+tests/test_bulk_batches.py measures the cost per batch on small batches (25) and
+extrapolates it to the default of 500; that hides any part of a batch that grows with
+its size (the event copies go INSERT_CHUNK a command). Here the action runs at the
+default batch size over 600 activities (one full batch and one of 100) and the whole
+run's commands are counted, start-up included; the same run must still write its audit
+record, and a run stopped after its first batch must leave exactly that batch done.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.domain.filters import ActivityFilter
+from runnerq_cli.backend.ops.audit import AuditLog
+from runnerq_cli.backend.ops.batches import BATCH_SIZE
+from runnerq_cli.backend.ops.bulk import BulkActions
+from runnerq_cli.backend.ops.operator import Operator
+from runnerq_cli.backend.queue.maintenance import Maintenance
+from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.config import Settings
+from tests.bulk_fixtures import Commands, counted_context, insert_activities
+
+ACTIVITIES = 600
+PER_THOUSAND = 25  # the budget: commands per 1,000 activities, start-up included
+
+
+@pytest.fixture
+def counted(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
+    RunnerQ(settings).maintenance.init_indexes()
+    yield from counted_context(settings)
+
+
+def _bulk(ctx: QueueContext) -> BulkActions:
+    audit = AuditLog(ctx)
+    return BulkActions(ctx, Operator(ctx, Maintenance(ctx), audit), audit)
+
+
+def _records(ctx: QueueContext) -> list[dict[str, Any]]:
+    return list(ctx.events.find({"activity_id": None, "detail.action": "cancel"})
+                .sort([("timestamp", 1), ("_id", 1)]))
+
+
+def _cancel(ctx: QueueContext, commands: Commands, **kwargs: Any) -> tuple[Any, list[str]]:
+    bulk = _bulk(ctx)
+    commands.take()
+    selection = bulk.select("cancel", ActivityFilter(statuses=("pending",)), 4000)
+    report = bulk.apply("cancel", selection, reason="load shed", batch_size=BATCH_SIZE,
+                        **kwargs)
+    return report, [name for name in commands.take() if name != "hello"]
+
+
+@pytest.mark.proof  # 1,200 activities written and acted on: about a minute on the dev server
+def test_a_bulk_cancel_by_filter_stops_after_a_batch_and_goes_on(
+        counted: tuple[QueueContext, Commands]) -> None:
+    """Stopped after its first batch, exactly that batch is cancelled (one event each, no
+    outbox left) and the audit record says interrupted; the run again does the rest."""
+    ctx, commands = counted
+    insert_activities(ctx, ACTIVITIES, "pending")
+    asked: list[int] = []
+
+    def after_one() -> bool:
+        asked.append(1)
+        return len(asked) > 1
+
+    first, _ = _cancel(ctx, commands, should_stop=after_one)
+    assert first.interrupted and len(first.applied) == BATCH_SIZE
+    assert ctx.activities.count_documents({"status": "cancelled"}) == BATCH_SIZE
+    assert [(r["detail"]["state"], r["detail"]["count"]) for r in _records(ctx)] == [
+        ("interrupted", BATCH_SIZE)]
+    second, sent = _cancel(ctx, commands)
+    assert len(second.applied) == ACTIVITIES - BATCH_SIZE and not second.interrupted
+    assert ctx.activities.count_documents({"status": "cancelled"}) == ACTIVITIES
+    assert ctx.events.count_documents({"event_type": "Cancelled"}) == ACTIVITIES
+    assert len(ctx.events.distinct("activity_id", {"event_type": "Cancelled"})) == ACTIVITIES
+    assert ctx.activities.count_documents({"outbox": {"$exists": True}}) == 0
+    assert [(r["detail"]["state"], r["detail"]["count"]) for r in _records(ctx)] == [
+        ("interrupted", BATCH_SIZE), ("done", ACTIVITIES - BATCH_SIZE)]
+    # The second run read its one batch once before acting and once after, no more.
+    assert Counter(sent)["find"] == 3, Counter(sent)  # the selection, the two reads
+
+
+@pytest.mark.proof  # as above
+@pytest.mark.xfail(strict=True, reason=(
+    "the event copies go INSERT_CHUNK (50) a command, 10 commands per batch of 500: "
+    "about 34 per 1,000 (benchmarks/README.md, bulk work); the budget needs them in "
+    "fewer commands, none of which the dev server may take more than 5 s over"))
+def test_a_bulk_cancel_by_filter_costs_at_most_25_commands_per_1000(
+        counted: tuple[QueueContext, Commands]) -> None:
+    ctx, commands = counted
+    insert_activities(ctx, ACTIVITIES, "pending")
+    report, sent = _cancel(ctx, commands)
+    assert len(report.applied) == ACTIVITIES
+    [record] = _records(ctx)
+    assert record["detail"]["state"] == "done" and record["detail"]["count"] == ACTIVITIES
+    assert len(sent) * 1000 / ACTIVITIES <= PER_THOUSAND, Counter(sent)

@@ -244,7 +244,7 @@ def test_progress_is_written_at_a_bounded_rate_and_shown(backend, run_cli, cli_e
     shown = run_cli("show", str(aid))
     assert "200/200 (100%) item 200" in shown.stdout
     data = json.loads(run_cli("show", str(aid), "-o", "json").stdout)
-    assert data["progress"]["done"] == 200.0
+    assert data["progress"]["done"] == 200.0 and data["progress"]["message"] == "item 200"
 
 
 def test_list_processing_shows_progress_within_80_columns(backend, run_cli):

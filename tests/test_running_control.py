@@ -283,3 +283,19 @@ def test_the_settings_are_bounded(backend):
             Worker(backend, registry, **{option: value})
 
 
+
+
+def test_the_console_activity_page_carries_the_progress(backend):
+    from tests.test_console_api import Console
+
+    aid = backend.enqueue("reporter", {}).activity_id
+    [claim] = backend.dequeue("w1", types=["reporter"])
+    console = Console(backend)
+    try:
+        assert console.get(f"/api/activity/{aid}")["progress"] is None
+        backend.report_progress(claim, {"done": 3.0, "total": 4.0})
+        page = console.get(f"/api/activity/{aid}")
+    finally:
+        console.close()
+    assert page["progress"]["text"] == "3/4 (75%)" and page["progress"]["attempt"] == 1
+    assert page["activity"]["status"] == "processing"

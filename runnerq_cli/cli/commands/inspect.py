@@ -201,7 +201,6 @@ def _field_text(value: Any) -> str:
 def _progress_line(progress: Any) -> str:
     """`40/100 (40%) copying, attempt 2, at <time>` (docs/design.md, "Progress")."""
     from runnerq_cli.backend.domain.progress import progress_text
-    from runnerq_cli.cli.timefmt import stamp
 
     text = progress_text(progress)
     if text is None:

@@ -65,9 +65,11 @@ def waiter(payload: dict[str, Any], ctx: DurableContext) -> Any:
 
 @registry.handler("reporter")
 def reporter(payload: dict[str, Any], ctx: ActivityContext) -> Any:
+    began = time.monotonic()
     for done in range(1, 201):
         ctx.progress(done, 200, f"item {done}")
         time.sleep(0.005)
+    seen["reported_for"] = time.monotonic() - began
     seen["bad"] = []
     for args in ((-1,), (math.nan,), (math.inf,), (1, -2), (1, 0), (True,),
                  (1, None, "x" * 201), (1, None, "two\nlines")):
@@ -233,8 +235,10 @@ def test_progress_is_written_at_a_bounded_rate_and_shown(backend, run_cli, cli_e
     finally:
         worker.stop()
         worker.join()
-    # about 1 s of reports (200 of them): one write at once, one per 0.5 s, the last
-    assert 2 <= len(writes) <= 5, writes
+    # 200 reports over about 1 s (longer on a busy machine): the first within a keeper
+    # tick, then at most one per 0.5 s, and the last one before the outcome
+    assert 2 <= len(writes) <= seen["reported_for"] / 0.5 + 2, (len(writes), seen)
+    assert len(writes) < 20
     assert writes[-1] == {"done": 200.0, "total": 200.0, "message": "item 200"}
     doc = raw(backend, aid)
     assert doc["progress"]["done"] == 200.0 and doc["progress"]["attempt"] == 1

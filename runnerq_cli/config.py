@@ -46,6 +46,16 @@ def shutdown_timeout_seconds(value: Any, what: str) -> float:
     return values.duration(value, what, maximum=86400.0)
 
 
+def kill_grace_seconds(value: Any, what: str) -> float:
+    """How long a shell handler has between SIGTERM and SIGKILL: at most 10 minutes."""
+    return values.duration(value, what, maximum=600.0)
+
+
+def progress_interval_seconds(value: Any, what: str) -> float:
+    """The least time between two progress writes of one attempt: 0.1 s to an hour."""
+    return values.duration(value, what, minimum=0.1, maximum=3600.0)
+
+
 def _timeout(value: Any, what: str) -> float:
     """A connection timeout: above zero (pymongo refuses 0) and at most a day."""
     return values.duration(value, what, minimum=0.001, maximum=86400.0)
@@ -199,6 +209,10 @@ KEYS: tuple[Key, ...] = (
         "how long running handlers may finish after SIGTERM", "a duration"),
     Key("worker.poll_interval", poll_interval_seconds, "longest idle wait between claims",
         "a duration"),
+    Key("worker.kill_grace", kill_grace_seconds,
+        "how long a stopped shell handler has between SIGTERM and SIGKILL", "a duration"),
+    Key("worker.progress_interval", progress_interval_seconds,
+        "least time between two progress writes of one running activity", "a duration"),
     Key("worker.log_format", _choice("auto", "rich", "plain", "json"),
         "log line format", "auto, rich, plain or json"),
     Key("worker.log_level", _choice("debug", "info", "warning", "error"),
@@ -216,6 +230,8 @@ class WorkerSettings:
     exec: dict[str, str] = field(default_factory=dict)
     shutdown_timeout: float = 30.0
     poll_interval: float = 1.0
+    kill_grace: float = 5.0
+    progress_interval: float = 5.0
     log_format: str = "auto"
     log_level: str = "info"
 

@@ -45,6 +45,11 @@ class ClaimLost(RunnerQError):
     """
 
 
+class ActivityCancelled(ClaimLost):
+    """The claim was ended by an operator's cancel (docs/design.md, "Cancelling a running
+    activity"): a lost claim, told apart so the worker can say so (`ctx.cancelled`)."""
+
+
 class CheckpointConflict(RunnerQError):
     """RunnerQ's `checkpoint_conflict`: the same claim acknowledged its success again with
     a different result. The first result stays; nothing was changed.

@@ -19,7 +19,7 @@ STYLES = {
     "Completed": "green", "ResultStored": "green", "Failed": "red", "DeadLetter": "bold red",
     "Retrying": "yellow", "Requeued": "yellow", "LeaseExtended": "dim",
     "Cancelled": "magenta", "Retried": "magenta", "Redriven": "magenta", "RunNow": "magenta",
-    "Rescheduled": "magenta", "PriorityChanged": "magenta",
+    "Rescheduled": "magenta", "PriorityChanged": "magenta", "Progress": "cyan",
     "Paused": "bold yellow", "Resumed": "bold green", "OperatorAction": "bold magenta",
 }
 

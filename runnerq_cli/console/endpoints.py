@@ -262,7 +262,7 @@ class Views:
         return {"activity": activity.to_json(), "snapshot": obs.snapshot(activity),
                 "events": [e.to_json() for e in reversed(events)],
                 "result": result.to_json() if result is not None else None,
-                "explain": sentence}
+                "explain": sentence, "progress": _progress(activity.extra.get("progress"))}
 
     def _malformed_activity(self, rq: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
         """A stored document the readers refuse is not a server failure: the page answers
@@ -326,3 +326,13 @@ def _actionable(name: Any) -> bool:
     except InvalidArgument:
         return False
     return True
+
+
+def _progress(progress: Any) -> dict[str, Any] | None:
+    """A running handler's last report (docs/design.md, "Progress") with its line in
+    words, as `show` prints it; None when there is none that reads right."""
+    from runnerq_cli.backend.domain.models import to_jsonable
+    from runnerq_cli.backend.domain.progress import progress_text
+
+    text = progress_text(progress)
+    return None if text is None else {**to_jsonable(progress), "text": text}

@@ -245,9 +245,11 @@ class Claimer:
                         timeout_at=now + act.timeout_seconds,
                         next_renew=now + self._lease / 3, lease_ends=now + self._lease)
         ctx._extend = functools.partial(self._keeper.extend, flight)
+        ctx._progress = functools.partial(self._keeper.progress, flight)
+        ctx.kill_grace = self._keeper.kill_grace
         durable = getattr(self._backend, "durable", None)  # the replay's storage, if any
         if durable is not None:
-            ctx._replay = Replay(durable, claim, flight.timeout_at, ctx.cancelled)
+            ctx._replay = Replay(durable, claim, flight.timeout_at, ctx.stopping)
         self._flights.add(flight)
         if self._telemetry is not None:
             flight.watch = self._telemetry.attempt(flight)
@@ -288,5 +290,7 @@ class Claimer:
                 outcome = call(flight, self.handler_loop)
             finally:
                 watch.leave(token)
+        if flight.progress_pending is not None:  # the last report, before the outcome
+            self._keeper.write_progress(flight, time.monotonic(), final=True)
         self._writer.hand_over(flight, outcome)
         self._writer.write()

@@ -28,7 +28,13 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from runnerq_cli.config import lease_seconds, poll_interval_seconds, shutdown_timeout_seconds
+from runnerq_cli.config import (
+    kill_grace_seconds,
+    lease_seconds,
+    poll_interval_seconds,
+    progress_interval_seconds,
+    shutdown_timeout_seconds,
+)
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.worker import startup
 from runnerq_cli.worker.chores import ChoreScheduler
@@ -123,7 +129,9 @@ class Worker:
                  worker_id: str | None = None,
                  outbox_batch: int = OUTBOX_BATCH, maintenance: bool = True,
                  all_types: bool = False, metrics: MetricsSink | None = None,
-                 tracing: bool | None = None, tracer_provider: Any = None) -> None:
+                 tracing: bool | None = None, tracer_provider: Any = None,
+                 kill_grace: float | None = None,
+                 progress_interval: float | None = None) -> None:
         from runnerq_cli.backend.domain.naming import default_worker_id
 
         ws = backend.settings.worker
@@ -165,8 +173,13 @@ class Worker:
         if self._telemetry is not None:
             backend = self._telemetry.backend(backend)  # the parts' calls counted
         self._writer = OutcomeWriter(backend, self._flights, self._force)
-        self._keeper = LeaseKeeper(backend, self._flights, self._writer, self.lease,
-                                   abandoned=lambda: self._slots.busy - self.in_flight)
+        self._keeper = LeaseKeeper(
+            backend, self._flights, self._writer, self.lease,
+            abandoned=lambda: self._slots.busy - self.in_flight,
+            kill_grace=kill_grace_seconds(
+                ws.kill_grace if kill_grace is None else kill_grace, "kill_grace"),
+            progress_interval=progress_interval_seconds(
+                progress_interval or ws.progress_interval, "progress_interval"))
         self._claimer = Claimer(backend, registry, self._flights, self._writer, self._keeper,
                                 worker_id=self.worker_id, types=self.types, lease=self.lease,
                                 poll_interval=self.poll_interval, burst=burst,
@@ -394,7 +407,7 @@ class Worker:
         for flight in flights:
             if not self._flights.take(flight):
                 continue
-            flight.ctx.cancelled.set()
+            flight.ctx.stopping.set()
             try:
                 if self.backend.release(flight.claim, reason="worker shutdown"):
                     released += 1

@@ -65,6 +65,11 @@ class Flight:
     # "handler_not_found" (execute.py, leases.py), for the metrics and the span.
     fault: str = ""
     watch: Watch | None = None  # its metrics and span (telemetry.py), when reported
+    # The handler's latest progress report not yet written, and when the next write may
+    # be made (monotonic); the lock makes a report's write one at a time (leases.py).
+    progress_pending: dict[str, Any] | None = None
+    progress_next: float = 0.0
+    progress_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def kind(self) -> str:
@@ -162,7 +167,7 @@ class Flights:
 
     def forget(self, flight: Flight) -> None:
         """Drop an attempt that ended without its handler (claim lost, released)."""
-        flight.ctx.cancelled.set()  # ctx.should_stop, for a handler still running
+        flight.ctx.stopping.set()  # ctx.should_stop, for a handler still running
         self.drop(flight)
         self.wake.set()
 

@@ -54,7 +54,13 @@ class ActivityContext:
     timeout_seconds: float
     _extend: Callable[[float | None], bool] = field(repr=False, default=lambda s: False)
     _enqueue: Callable[..., EnqueueResult] | None = field(repr=False, default=None)
-    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Set when the attempt must stop (timeout, lost claim, cancel, shutdown): should_stop.
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Set when an operator cancelled the activity while it ran: `cancelled`.
+    cancel_seen: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Where a checked progress report goes (the worker's lease keeper writes it).
+    _progress: Callable[[dict[str, Any]], None] | None = field(repr=False, default=None)
+    kill_grace: float = 5.0  # a shell handler's time between SIGTERM and SIGKILL
 
     def extend_lease(self, seconds: float | None = None) -> bool:
         """Push the lease deadline to now + `seconds` (default: the worker's lease).
@@ -81,9 +87,29 @@ class ActivityContext:
 
     @property
     def should_stop(self) -> bool:
-        """True once the attempt timed out, lost its claim or the worker is shutting down:
-        a long handler may check it and return early."""
-        return self.cancelled.is_set()
+        """True once the attempt timed out, lost its claim, was cancelled or the worker is
+        shutting down: a long handler may check it and return early."""
+        return self.stopping.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker learnt that an operator cancelled this activity while it
+        ran (at its next lease renewal or progress write: docs/workers.md, "Cancelling
+        running work"). Its result will be refused: return early, cleaning up."""
+        return self.cancel_seen.is_set()
+
+    def progress(self, done: float, total: float | None = None,
+                 message: str | None = None) -> None:
+        """Report how far the attempt got (shown by `show`, `list processing`, the tail
+        and the console). Cheap to call often: nothing is written here; the worker
+        writes the latest report at most once per `worker.progress_interval`, and the
+        last one before the attempt's outcome. Bad values (negative, not finite, a
+        message over 200 characters or not one line) raise InvalidArgument."""
+        from runnerq_cli.backend.domain.progress import progress_document
+
+        report = progress_document(done, total, message)
+        if self._progress is not None:
+            self._progress(report)
 
 
 @dataclass(frozen=True)

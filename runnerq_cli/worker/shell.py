@@ -23,8 +23,9 @@ Contract (docs/workers.md: "Shell handlers"):
 - Exit 100 (`EXIT_NON_RETRYABLE`) is a non-retryable failure; any other exit
   status, or death by a signal, is retryable. The last 2 KiB of standard
   error become `last_error`.
-- At the activity's timeout, or when the worker gives the activity up, the
-  command's whole process group gets SIGTERM, then SIGKILL 5 s later.
+- At the activity's timeout, when the worker gives the activity up, or when an
+  operator cancels it (the worker notices at its next renewal), the command's whole
+  process group gets SIGTERM, then SIGKILL `worker.kill_grace` (5 s) later.
 - If the worker dies without cleaning up (SIGKILL, OOM killer), the command
   gets SIGKILL from the kernel on Linux (a parent-death signal, set between
   fork and exec). Not covered: processes the command started itself (a
@@ -80,9 +81,9 @@ def _tail(data: bytes, limit: int, cut: bool) -> str:
     return ("…" + text) if cut else text
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group, SIGKILL it if it lingers."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, None)):
+def _kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> None:
+    """SIGTERM the process group, SIGKILL it if it lingers `grace` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -246,10 +247,12 @@ class ShellCommand:
         ended = exchange(proc, json.dumps(payload).encode(), out, err,
                          time.monotonic() + ctx.timeout_seconds, lambda: ctx.should_stop)
         if ended == "timeout":
-            _kill_group(proc)
+            _kill_group(proc, ctx.kill_grace)
             raise HandlerTimeout(f"timed out after {ctx.timeout_seconds:g}s: command killed")
         if ended == "stopped":
-            _kill_group(proc)
+            _kill_group(proc, ctx.kill_grace)
+            if ctx.cancelled:
+                raise ShellFailure("command stopped: the activity was cancelled")
             raise ShellFailure("command stopped: the worker gave the activity up")
         code = proc.returncode
         if code == 0:

@@ -261,6 +261,7 @@ class EventType(StrEnum):
     RUN_NOW = "RunNow"
     RESCHEDULED = "Rescheduled"
     PRIORITY_CHANGED = "PriorityChanged"
+    PROGRESS = "Progress"  # a running handler's progress (docs/design.md, "Progress")
     # Durable activities (docs/design.md, "Events of durable activities")
     YIELDED = "Yielded"
     SIGNALED = "Signaled"

@@ -53,8 +53,12 @@ FENCE_FIELDS = ("status", "priority", "completed_at", "lease_id", "retry_count")
 Expect = dict[str, Any] | None
 Doc = dict[str, Any]
 Params = dict[str, Any]
-# Cancel reaches a parked durable activity too (it holds no worker).
-CANCELLABLE = (*WAITING_STATUSES, Status.WAITING)
+# Cancel reaches a parked durable activity too (it holds no worker), and a running one
+# through its claim (docs/design.md, "Cancelling a running activity").
+NOT_RUNNING_CANCELLABLE = (*WAITING_STATUSES, Status.WAITING)
+CANCELLABLE = (*NOT_RUNNING_CANCELLABLE, Status.PROCESSING)
+# What a running activity's cancel clears: its claim and its progress.
+CLAIM_FIELDS = {"worker_id": "", "lease_id": "", "lease_deadline": "", "progress": ""}
 
 
 @dataclass(frozen=True)
@@ -73,20 +77,36 @@ class Action:
     done: Callable[[Params], Doc] | None = None
     by_filter: bool = True  # selectable by a filter (bulk.py); redrive has its own
     fence: tuple[str, ...] = field(default=FENCE_FIELDS)
+    # What a filter without statuses selects (None: every `from_states`); cancel leaves
+    # running work out unless the filter names `processing`.
+    filter_states: tuple[Status, ...] | None = None
 
     @property
     def from_values(self) -> list[str]:
         return [s.value for s in self.from_states]
 
+    @property
+    def default_states(self) -> tuple[Status, ...]:
+        """The statuses a filter that names none selects."""
+        return self.filter_states if self.filter_states is not None else self.from_states
+
 
 def _cancel_state(doc: Doc, now: When, params: Params) -> Doc:
     # No claim ended it: an earlier claim's late acknowledgement is a lost claim. A
     # waiting activity's wait goes with it (nothing wakes a cancelled one).
+    state: Doc = {"status": Status.CANCELLED.value, "completed_at": now,
+                  "last_outcome": "cancelled"}
     unset = {"last_lease_id": ""}
     if doc.get("status") == Status.WAITING.value:
         unset.update(WAIT_FIELDS)
-    return {"$set": {"status": Status.CANCELLED.value, "completed_at": now,
-                     "last_outcome": "cancelled"}, "$unset": unset}
+    if doc.get("status") == Status.PROCESSING.value:
+        # The claim ends here: its holder's next renewal reads `last_lease_id` (its own)
+        # with `last_outcome: "cancelled"` and learns an operator ended it.
+        unset = dict(CLAIM_FIELDS)
+        state["last_lease_id"] = doc.get("lease_id")
+        if doc.get("worker_id") is not None:
+            state["last_worker_id"] = doc["worker_id"]
+    return {"$set": state, "$unset": unset}
 
 
 def cancel_result(doc: Doc, now: When, reason: str | None) -> Doc:
@@ -110,7 +130,8 @@ def _restart_detail(doc: Doc, params: Params) -> Doc:
 ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("cancel", CANCELLABLE, Status.CANCELLED, EventType.CANCELLED,
            state=_cancel_state,
-           detail=lambda doc, params: {"previous_status": doc["status"]}),
+           detail=lambda doc, params: {"previous_status": doc["status"]},
+           filter_states=NOT_RUNNING_CANCELLABLE),
     Action("retry", UNSUCCESSFUL_STATUSES, Status.PENDING,
            EventType.RETRIED, state=_restart_state, detail=_restart_detail),
     Action("run-now", (Status.SCHEDULED, Status.WAITING), Status.PENDING, EventType.RUN_NOW,

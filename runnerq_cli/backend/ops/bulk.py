@@ -128,7 +128,7 @@ class BulkActions:
             names = " or ".join(s.value for s in allowed)
             raise WrongState(f"{name} applies to {names} activities, not "
                              f"{', '.join(s.value for s in wrong)}", status=wrong[0].value)
-        flt = flt.restricted_to(allowed)
+        flt = flt.restricted_to(row.default_states)
         limit = max_count if max_count is not None else MAX_BULK
         query = flt.query()
         if row.done is not None and params:

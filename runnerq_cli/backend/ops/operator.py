@@ -7,10 +7,10 @@ so an action never overwrites a change made meanwhile by a worker, the reaper
 or another operator. Its event (`Cancelled`, `Retried`, ...) travels in the
 same update through the outbox (see `writes.py`), like every queue operation.
 
-Running (`processing`) activities are refused by every action: a worker holds
-the lease and would overwrite or race the operator's change. Stop the worker
-or wait for the attempt to end (a cancelled-while-running state would need
-the worker to poll for it, which the data contract does not define).
+Running (`processing`) activities are refused by every action but cancel: a worker
+holds the lease and would overwrite or race the operator's change. Cancel ends the
+claim itself, fenced on its lease id, and the holder learns it at its next write of
+the claim (docs/design.md, "Cancelling a running activity").
 
 Wrong status -> `WrongState`, unknown id -> `NotFound`,
 malformed id or value -> `InvalidArgument`.
@@ -85,10 +85,9 @@ class Operator:
 
     def cancel(self, activity_id: uuid.UUID | str, reason: str | None = None,
                actor: str | None = None, *, expect: Expect = None) -> ActionResult:
-        """pending or scheduled -> cancelled (terminal; retention counts from completed_at).
-
-        A running activity is refused: its worker holds the lease.
-        """
+        """pending, scheduled, waiting or processing -> cancelled (terminal; retention
+        counts from completed_at). A running one's claim ends in the same update: its
+        worker's next renewal is refused and says it was cancelled."""
         return self._act("cancel", activity_id, {}, reason, actor, expect)[0]
 
     def retry(self, activity_id: uuid.UUID | str, reason: str | None = None,

@@ -530,7 +530,8 @@ def cancel(
         help="With ids: also cancel every pending, scheduled or waiting descendant "
              "(their trees; running ones are left to their workers)."),
 ) -> None:
-    """Cancel pending, scheduled or waiting activities (running ones are refused: exit 9)."""
+    """Cancel pending, scheduled, waiting or running activities (running ones through their
+    claim: by a filter only with --status processing)."""
     req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
                   max_count, dry_run, yes, reason, actor, output, batch_size, cascade)
     raise typer.Exit(_run(ctx, "cancel", req))

@@ -29,6 +29,7 @@ def _ago(value: object, now: object) -> str:
 def _print_list(status: str, items: list[Any]) -> None:
     """`list` as text: a table that fits the screen, ids as unique prefixes."""
     from runnerq_cli.backend.domain.models import Priority
+    from runnerq_cli.backend.domain.progress import progress_text
     from runnerq_cli.cli.output import console
     from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
@@ -48,14 +49,21 @@ def _print_list(status: str, items: list[Any]) -> None:
     columns = [Column("id"), Column("type", style="bold"), Column("priority", drop=4),
                Column("status", drop=3), Column("tries", drop=2, right=True),
                Column(time_col, drop=1), Column("last error", flexible=True, style="red")]
+    # Running work is read for how far it got: its progress where any reported one
+    # (docs/design.md, "Progress"), in the room the last error has elsewhere.
+    progress = status == "processing" and any("progress" in a.extra for a in items)
+    if progress:
+        columns[-1] = Column("progress", flexible=True)
     prefixes = unique_prefixes([a.id for a in items])
     rows = []
     for act in items:
         when = {"pending": act.created_at, "scheduled": act.scheduled_at,
                 "processing": act.lease_deadline}.get(status, act.completed_at)
+        last = (progress_text(act.extra.get("progress")) or "") if progress \
+            else act.last_error or ""
         rows.append([prefixes[str(act.id)], act.activity_type, Priority.label(act.priority),
                      act.display_status, f"{act.attempts}/{act.max_retries or '∞'}",
-                     stamp(when), act.last_error or ""])
+                     stamp(when), last])
     if same:
         del columns[3]
         for row in rows:
@@ -166,6 +174,7 @@ def show_cmd(
     if output is not OutputFormat.TEXT:
         emit(output, {"activity": {**act.to_json(), "extra": to_jsonable(act.extra)},
                       "waiting": wait.to_json() if wait else None,
+                      "progress": to_jsonable(act.extra.get("progress")),
                       "result": result.to_json() if result else None,
                       "events": [event_record(e) for e in events]})
         return
@@ -187,6 +196,20 @@ def _field_text(value: Any) -> str:
     if isinstance(value, dict | list | tuple):
         return json.dumps(to_jsonable(value), ensure_ascii=False)
     return str(to_jsonable(value))
+
+
+def _progress_line(progress: Any) -> str:
+    """`40/100 (40%) copying, attempt 2, at <time>` (docs/design.md, "Progress")."""
+    from runnerq_cli.backend.domain.progress import progress_text
+
+    text = progress_text(progress)
+    if text is None:
+        return _field_text(progress)
+    if isinstance(progress.get("attempt"), int):
+        text += f", attempt {progress['attempt']}"
+    if progress.get("updated_at") is not None:
+        text += f", at {_field_text(progress['updated_at'])}"
+    return text
 
 
 def _print_show(act: Any, result: Any, events: list[Any], wait: Any = None) -> None:
@@ -217,6 +240,8 @@ def _print_show(act: Any, result: Any, events: list[Any], wait: Any = None) -> N
         shown["status"] = f"{act.status}: {wait.describe(stamp)}"
     for name, value in act.extra.items():
         shown[str(name)] = _field_text(value)
+    if "progress" in act.extra:  # a running handler's report, in words
+        shown["progress"] = _progress_line(act.extra["progress"])
     width = max(len(literal(n)) for n in shown)
     for name, value in shown.items():
         line = Text(f"{literal(name):<{width}}", style="bold")

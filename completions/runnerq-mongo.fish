@@ -282,7 +282,7 @@ complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'events' -d 'The even
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'result' -d 'Print an activity\'s result; the exit code says its state (docs/reference.md).'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'wait' -d 'Block until the activity is terminal, print its result, exit by its outcome.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'workers' -d 'Workers in the registry: id, host, pid, types, in flight, counters, last seen.'
-complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'cancel' -d 'Cancel pending, scheduled or waiting activities (running ones are refused: exit 9).'
+complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'cancel' -d 'Cancel pending, scheduled, waiting or running activities (running ones through their cl...'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'retry' -d 'Run failed, dead-lettered or cancelled activities again, from attempt 1.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'run-now' -d 'Make scheduled activities (a delay or a retry back-off) or waiting ones pending now.'
 complete -c runnerq-mongo -n '___runnerq_mongo_at \'\'' -a 'reschedule' -d 'Schedule pending or scheduled activities to run at a time.'

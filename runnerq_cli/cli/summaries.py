@@ -46,8 +46,8 @@ SUMMARIES: tuple[tuple[str, bool, str], ...] = (
     ('workers', False,
      'Workers in the registry: id, host, pid, types, in flight, counters, last seen.'),
     ('cancel', False,
-     'Cancel pending, scheduled or waiting activities (running ones are refused: exit '
-     '9).'),
+     'Cancel pending, scheduled, waiting or running activities (running ones through '
+     'their claim: by a filter only with --status processing).'),
     ('retry', False,
      'Run failed, dead-lettered or cancelled activities again, from attempt 1.'),
     ('run-now', False,

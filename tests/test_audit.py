@@ -38,7 +38,7 @@ def test_audit_lists_actions_with_reason_and_actor(run_cli, cq: RunnerQ) -> None
         getpass.getuser(), "mail server down", 2)
     assert set(bulk["ids"]) == {str(ids[1]), str(ids[2])}
     assert bulk["detail"]["filter"] == {"type": ["mail"],
-                                        "status": ["pending", "scheduled"]}
+                                        "status": ["pending", "scheduled", "waiting"]}
     assert (delete["actor"], delete["count"], delete["ids"]) == ("bob", 1, [str(ids[0])])
     assert (pause["actor"], pause["reason"], pause["detail"]["types"]) == ("ana", "smtp",
                                                                             ["mail"])

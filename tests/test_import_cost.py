@@ -135,10 +135,10 @@ def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_na
 
 def test_root_help_lists_the_commands_as_their_modules_register_them() -> None:
     """Root --help loads no command module: it lists them from cli/summaries.py, which must
-    be what the modules register (regenerate: python -m runnerq_cli.cli.summaries --write),
+    be what the modules register (regenerate: python -m runnerq_cli.cli.summary_writer --write),
     and prints what the root with every command registered prints."""
     from runnerq_cli.cli.app import _root_command, build_app
-    from runnerq_cli.cli.summaries import main as summaries_main
+    from runnerq_cli.cli.summary_writer import main as summaries_main
 
     assert summaries_main(["--check"]) == 0
     full, light = _root_command(build_app()), _root_command(build_app(()))

@@ -10,7 +10,7 @@ takes over once ORPHAN_KEY_GRACE has passed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -140,20 +140,27 @@ class Enqueuer(Part):
         if not dry_run:
             if new_docs or sequential:
                 writing()
-            refused = self._insert_activities(list(new_docs.values()), at)
-            for index, doc in new_docs.items():
-                if doc["_id"] in refused:
-                    self._release_key(specs[index], doc["_id"])
-                    out[index] = Outcome("refused", None, doc["status"],
-                                         InvalidArgument(refused[doc["_id"]]))
-                else:
-                    out[index] = Outcome("enqueued", doc["_id"], doc["status"])
-            for index in sorted(sequential):
-                try:
-                    out[index] = self._enqueue_keyed_one(specs[index])
-                except IdempotencyConflict as exc:  # contended: this spec alone
-                    out[index] = Outcome("not_failed", None, Status.PENDING.value, exc)
+            self._write_activities(specs, new_docs, sequential, out, at)
         return [out[index] for index in range(len(specs))]
+
+    def _write_activities(self, specs: Sequence[ActivitySpec],
+                          new_docs: dict[int, dict[str, Any]], sequential: Iterable[int],
+                          out: dict[int, Outcome], at: When) -> None:
+        """The batch's writes after its keys: the new documents in few inserts (a refused
+        one frees its key again), then each spec whose key changes holder, one by one."""
+        refused = self._insert_activities(list(new_docs.values()), at)
+        for index, doc in new_docs.items():
+            if doc["_id"] in refused:
+                self._release_key(specs[index], doc["_id"])
+                out[index] = Outcome("refused", None, doc["status"],
+                                     InvalidArgument(refused[doc["_id"]]))
+            else:
+                out[index] = Outcome("enqueued", doc["_id"], doc["status"])
+        for index in sorted(sequential):
+            try:
+                out[index] = self._enqueue_keyed_one(specs[index])
+            except IdempotencyConflict as exc:  # contended: this spec alone
+                out[index] = Outcome("not_failed", None, Status.PENDING.value, exc)
 
     def new_document(self, spec: ActivitySpec, activity_id: uuid.UUID,
                      now: When) -> dict[str, Any]:

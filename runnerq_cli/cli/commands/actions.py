@@ -40,7 +40,7 @@ from runnerq_cli.cli.output import (
 from runnerq_cli.cli.state import state
 from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument, NotFound
-from runnerq_cli.plural import counted
+from runnerq_cli.plural import agreeing, counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
@@ -307,8 +307,10 @@ def _by_filter(backend: RunnerQ, action: str, req: Request, flt: ActivityFilter,
     _go_on(backend, action, command, params)
     if req.max_count is None and not req.dry_run:
         matched = backend.bulk.select(action, flt, 1).matched  # counts; reads one document
-        raise InvalidArgument(f"{counted(matched, 'activity')} match this filter: give --max N "
-                              f"to {action} at most N of them (--dry-run shows a sample)")
+        raise InvalidArgument(f"{counted(matched, 'activity')} "
+                              f"{agreeing(matched, 'matches', 'match')} this filter: give "
+                              f"--max N to {action} at most N of them (--dry-run shows a "
+                              "sample)")
     selection = backend.bulk.select(action, flt, req.max_count, **params)
     if req.dry_run:
         _print_selection(selection, req.output, dry_run=True)

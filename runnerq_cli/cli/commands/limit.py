@@ -16,6 +16,7 @@ from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.ops.limits import LimitInfo
@@ -195,7 +196,8 @@ def apply(
         ("create", "created"), ("update", "updated"), ("remove", "removed"),
         ("unchanged", "unchanged")) if report.count(a))
     if not report.changed:
-        typer.echo(f"nothing changed: {len(report.changes)} limits as in {_lit(path)}"
+        typer.echo(f"nothing changed: {counted(len(report.changes), 'limit')} as in "
+                   f"{_lit(path)}"
                    if report.changes else "nothing changed: no limits")
     else:
         typer.echo(("dry run, nothing written: " if dry_run else "") + counts)

@@ -301,6 +301,7 @@ def status_counts() -> list[Query]:
              (Status.PENDING.value, {"status": Status.PENDING.value}, "claim order"),
              (Status.SCHEDULED.value, {"status": Status.SCHEDULED.value}, "due scheduled"),
              (Status.PROCESSING.value, {"status": Status.PROCESSING.value}, "expired leases"),
+             (Status.WAITING.value, {"status": Status.WAITING.value}, "waits that come due"),
              *((status, {"status": status, "completed_at": {"$gte": EVER}}, "list finished")
                for status in EXACT_FINISHED)]
     return [Query(f"stats counts ({label})", "activities", match, purpose=purpose, hinted=True,

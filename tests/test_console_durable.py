@@ -154,3 +154,23 @@ def test_hostile_text_in_a_tree_stays_text(backend: RunnerQ) -> None:
         assert preview["name"] == HOSTILE and preview["awaited"] is True
     finally:
         c.close()
+
+
+def test_a_worker_parked_signal_wait_reads_by_its_name(backend: RunnerQ) -> None:
+    """Our worker's park stores the step as `signal:NAME`: the page and the preview speak
+    of NAME, as the handler wrote it."""
+    aid = backend.enqueue("order", {}).activity_id
+    backend.durable.park(claim(backend, "order"), "signal", "signal:approve", FAR,
+                         checkpoint_id(aid, "signal", "approve"))
+    c = Console(backend, allow_actions=True)
+    try:
+        page = c.get(f"/api/activity/{aid}")
+        assert page["waiting"]["name"] == "approve"
+        assert page["waiting"]["step"] == "signal:approve"
+        assert page["waiting"]["text"].startswith("waiting for signal approve since ")
+        preview = c.post("/api/actions/signal/preview", {"id": str(aid), "name": "approve"})
+        assert preview["awaited"] is True
+        other = c.post("/api/actions/signal/preview", {"id": str(aid), "name": "later"})
+        assert other["awaited"] is False and other["wakes"] is True
+    finally:
+        c.close()

@@ -107,6 +107,8 @@ class Signals:
         raw = doc.get("parked")
         parked: dict[str, Any] = raw if isinstance(raw, dict) else {}
         wakes = status == Status.WAITING.value
-        awaited = wakes and parked.get("kind") == "signal" and parked.get("step") == name
+        # Our worker's park stores `signal:NAME`; another program's may store the name.
+        awaited = wakes and parked.get("kind") == "signal" and parked.get("step") in (
+            name, f"signal:{name}")
         return SignalTarget(aid, str(doc.get("activity_type")), name, payload, status, wakes,
                             awaited)

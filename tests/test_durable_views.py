@@ -166,3 +166,19 @@ def test_doctor_names_a_tree_stuck_behind_a_dead_lettered_child(backend: RunnerQ
     text = run_cli("doctor", env=WIDTH)
     assert all(len(line) <= 80 for line in text.stdout.splitlines())
     assert "FAIL  trees:" in text.stdout
+
+
+# ------------------------------------------------------------------ list waiting
+
+
+def test_list_waiting_says_what_an_awaited_child_is_doing(backend: RunnerQ, run_cli) -> None:
+    """The awaited child's state, read for the whole page at once (without it, every
+    await read "no activity produces it")."""
+    root, child = awaiting_child(backend)
+    signalled = parked_on_signal(backend)
+    out = run_cli("list", "waiting")
+    assert out.code == 0, out.stderr
+    by_id = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
+    assert f"waiting for child {str(child)[:8]}, pending" in by_id[str(root)[:8]]
+    assert "no activity produces it" not in out.stdout
+    assert "waiting for signal approve since" in by_id[str(signalled)[:8]]

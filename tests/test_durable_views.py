@@ -182,3 +182,19 @@ def test_list_waiting_says_what_an_awaited_child_is_doing(backend: RunnerQ, run_
     assert f"waiting for child {str(child)[:8]}, pending" in by_id[str(root)[:8]]
     assert "no activity produces it" not in out.stdout
     assert "waiting for signal approve since" in by_id[str(signalled)[:8]]
+
+
+def test_doctor_judges_a_bounded_number_of_suspects_and_says_so(
+        backend: RunnerQ, run_cli, monkeypatch) -> None:
+    from runnerq_cli.backend.diagnosis import wait_checks
+
+    monkeypatch.setattr(wait_checks, "SUSPECTS_READ", 1)
+    for _ in range(2):
+        root, child = awaiting_child(backend)
+        backend.context.activities.delete_one({"_id": child})
+        parked_long_ago(backend, root)
+    _, checks = doctor_checks(run_cli)
+    waits = checks["waits"]
+    assert waits["message"].startswith("1 activity waiting for something that will never")
+    assert waits["message"].endswith("(the first 1 of 2 suspects judged)")
+    assert waits["facts"]["all_looked_at"] is False

@@ -312,6 +312,22 @@ def status_counts() -> list[Query]:
             for label, match, purpose in parts]
 
 
+def doctor_waits() -> tuple[Query, Query]:
+    """doctor's reads of durable waits (diagnosis/wait_checks.py), each hinted to a
+    partial waiting index: the waits on a result, and the waits with neither a wake time
+    nor a result (a spawn not confirmed yet left to wake repair)."""
+    waiting = Status.WAITING.value
+    on_result = Query("doctor waits on a result", "activities",
+                      {"status": waiting, "waiting_result_id": {"$type": "binData"}},
+                      purpose="waking by result", hinted=True)
+    nothing = Query("doctor waits with no wake time", "activities",
+                    {"status": waiting, "scheduled_at": {"$exists": False},
+                     "waiting_result_id": {"$exists": False},
+                     waits.SPAWN_FENCE: {"$exists": False}},
+                    purpose="waits that come due", hinted=True)
+    return on_result, nothing
+
+
 def type_presence(activity_type: str) -> list[Query]:
     """Whether the queue knows `activity_type` (control.seen_type), cheapest first: its
     pauses in the audit trail, then its pending, running, scheduled and finished index

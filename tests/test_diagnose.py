@@ -51,7 +51,8 @@ def test_doctor_healthy_after_fresh_init_indexes(run_cli) -> None:
     assert code == 0 and doc["ok"] is True
     assert set(statuses) == {"server", "clock", "indexes", "ttl", "query plans", "workers",
                              "coverage", "leases", "timeouts", "outbox", "pause", "backlog",
-                             "dead letters", "documents", "partitions", "schedule coverage",
+                             "dead letters", "documents", "waits", "trees", "partitions",
+                             "schedule coverage",
                              "schedule fires", "schedule ends", "schedule documents"}
     assert all(s in ("ok", "not_checked") for s in statuses.values()), statuses
     strict = run_cli("doctor", "--strict")
@@ -247,7 +248,7 @@ def test_doctor_every_queue_and_unknown_queue(queue: RunnerQ, run_cli) -> None:
     assert [c["name"] for c in doc["checks"] if c["queue"] is None] == ["server", "clock"]
     assert {c["queue"] for c in doc["checks"] if c["name"] == "indexes"} == {"other", "tests"}
     jsonl = run_cli("doctor", "--all-queues", "-o", "jsonl")
-    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 17  # 13 checks, 4 of schedules
+    assert len(jsonl.stdout.splitlines()) == 2 + 2 * 19  # 15 checks, 4 of schedules
     # A queue with no collections: its indexes are missing.
     code, statuses, _ = doctor(run_cli, "--queue", "nowhere")
     assert code == 7 and statuses["indexes"] == "fail"

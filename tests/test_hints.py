@@ -217,7 +217,7 @@ def hinted_queries(settings: Settings) -> list[tuple[str, dict[str, Any], str]]:
     out = [(q.name, effective_filter(q), str(q.index(settings)))
            for q in [*queries.status_counts(), queries.completed_counts(10),
                      queries.completions_since(since), *queries.type_presence("t"),
-                     queries.running_leases(["0" * 32])]]
+                     queries.running_leases(["0" * 32]), *queries.doctor_waits()]]
     out.append(("stats pending counts by type (metrics._grouped)",
                 effective_filter(queries.status_counts()[0]),
                 queries.index_name(settings, metrics.PENDING_BY_TYPE_PURPOSE)))
@@ -248,6 +248,7 @@ HINT_SITES = {
     ("backend/ops/control.py", "seen_type"): "queries.type_presence",
     ("backend/diagnosis/plans.py", "explain_query"): "representative_queries, hinted",
     ("backend/queue/flow_claims.py", "_repaired"): "queries.running_leases",
+    ("backend/diagnosis/wait_checks.py", "_found"): "queries.doctor_waits",
 }
 HINTED_CALLERS = {"_grouped": "status_counts, completed_counts, by type",
                   "history": "completions_since"}

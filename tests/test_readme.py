@@ -217,6 +217,18 @@ def test_the_quick_start_and_the_tour_run_as_written(readme_run: ReadmeRun) -> N
     assert _status(readme_run, readme_run.variables["charge"]) == "pending", \
         "the tour's worker leaves charge pending"
 
+    # The tour's durable refund: parked by the first worker (tree shows what it waits
+    # for), woken by the signal, completed by the second worker.
+    refund = readme_run.variables["refund"]
+    [tree] = [r for r in readme_run.ran if r.command.text.startswith('runnerq-mongo tree')]
+    assert "waiting for signal approve" in tree.stdout and refund[:8] in tree.stdout, (
+        _report(tree))
+    assert all(len(line) <= 80 for line in tree.stdout.splitlines()), _report(tree)
+    [signal] = [r for r in readme_run.ran if r.command.text.startswith('runnerq-mongo signal')]
+    assert signal.stdout.startswith(f"signalled {refund} (refund) approve: woke it"), (
+        _report(signal))
+    assert _status(readme_run, refund) == "completed"
+
 
 def _python_example() -> str:
     text = README.read_text()

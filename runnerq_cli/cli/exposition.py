@@ -101,8 +101,9 @@ def _empty_families() -> _Families:
     (docs/cli.md) and read best on their own, without the filling code between."""
     activities = GaugeMetricFamily(
         "runnerq_activities", "Activities by queue, status, priority and activity type: exact "
-        "counts of pending, scheduled, processing, failed, dead_letter and cancelled (and "
-        "completed while at most 10000 are kept); 0 for a known type with none.",
+        "counts of pending, scheduled, processing, waiting (parked durable activities), failed, "
+        "dead_letter and cancelled (and completed while at most 10000 are kept); 0 for a "
+        "known type with none.",
         labels=["queue", "status", "priority", "type"])
     estimated = GaugeMetricFamily(
         "runnerq_activities_estimated",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
 ACTIONS = ("retry", "cancel", "run-now", "redrive", "pause", "resume",
-           "schedule-pause", "schedule-resume", "schedule-trigger")
+           "schedule-pause", "schedule-resume", "schedule-trigger", "signal")
 SCHEDULE_ACTIONS = ("schedule-pause", "schedule-resume", "schedule-trigger")
 BY_FILTER = ("retry", "cancel", "run-now")
 PREVIEW_SECONDS = 600.0
@@ -97,6 +97,8 @@ class Desk:
             target, shown = self._preview_activities(rq, action, body)
         elif action in SCHEDULE_ACTIONS:
             target, shown = _preview_schedule(rq, action, body)
+        elif action == "signal":
+            target, shown = _preview_signal(rq, body)
         elif action == "redrive":
             ids = _ids(body, self.max_count)
             types = _strings(body.get("types"), "types")
@@ -163,6 +165,11 @@ class Desk:
             return out
         if action in SCHEDULE_ACTIONS:
             return _act_on_schedule(rq, action, str(preview.target), reason, actor)
+        if action == "signal":
+            aid, name, payload = preview.target
+            sent: dict[str, Any] = rq.signals.send(aid, name, payload, reason=reason,
+                                                   actor=actor, command=COMMAND).to_json()
+            return sent
         if action == "redrive":
             redriven = rq.operator.redrive(ids=preview.target, reason=reason, actor=actor,
                                            command=COMMAND)
@@ -187,6 +194,26 @@ def _preview_schedule(rq: RunnerQ, action: str,
     unchanged = (verb == "pause" and info.paused) or (verb == "resume" and not info.paused)
     return name, {"what": name, "schedule": info.to_json(), "selected": 0 if unchanged else 1,
                   "unchanged": unchanged}
+
+
+def _preview_signal(rq: RunnerQ, body: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The signal `{"id", "name", "payload"}` would send, checked as `signal` checks it
+    (400 a bad name or payload, 404 no such activity, 409 a finished one), nothing
+    written; the confirmation sends exactly that (the target checked again then)."""
+    unknown = set(body) - {"id", "name", "payload"}
+    if unknown:
+        raise InvalidArgument(f"unknown field {sorted(unknown)[0]!r}: give id, name, payload")
+    aid, name = body.get("id"), body.get("name")
+    if not isinstance(aid, str):
+        raise InvalidArgument("id is required: the activity to signal")
+    if not isinstance(name, str):
+        raise InvalidArgument("name is required: the signal's name (text)")
+    target = rq.signals.check(aid, name, body.get("payload"))
+    return ((target.activity_id, target.name, body.get("payload")),
+            {**target.to_json(), "selected": 1, "matched": 1,
+             "ids": [str(target.activity_id)],
+             "sample": [{"id": str(target.activity_id), "activity_type": target.activity_type,
+                         "status": target.status}]})
 
 
 def _act_on_schedule(rq: RunnerQ, action: str, name: str, reason: str | None,

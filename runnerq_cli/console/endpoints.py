@@ -33,6 +33,7 @@ SHARED_SECONDS = 2.0  # how long a shared read (counts, stats, queues) is reused
 DOCTOR_SECONDS = 10.0
 RUNNING_SHOWN = 50  # activities listed per worker
 WINDOW_MAX_MINUTES = 24 * 60
+TREE_SHOWN = 200  # members of a durable tree on an activity's page (`tree ID` has them all)
 
 
 class Shared:
@@ -262,7 +263,32 @@ class Views:
         return {"activity": activity.to_json(), "snapshot": obs.snapshot(activity),
                 "events": [e.to_json() for e in reversed(events)],
                 "result": result.to_json() if result is not None else None,
-                "explain": sentence, "progress": _progress(activity.extra.get("progress"))}
+                "explain": sentence, "progress": _progress(activity.extra.get("progress")),
+                **self._durable(rq, aid)}
+
+    @staticmethod
+    def _durable(rq: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
+        """The activity's tree (every member with its state, depth and wait, at most
+        TREE_SHOWN), its own steps and what it waits for, in words (`tree`'s reads: the
+        subtree, the members' steps, an awaited producer outside the tree)."""
+        from runnerq_cli.backend.domain.models import display_time
+
+        try:
+            tree = rq.trees.tree(aid)
+        except NotFound:  # deleted between the reads
+            return {"tree": None, "steps": [], "waiting": None}
+        members = []
+        own: dict[str, Any] = {"steps": [], "waiting": None}
+        for member in tree.members:
+            shown = member.to_json()
+            shown["waiting_text"] = member.wait.describe(display_time) if member.wait else None
+            if member.id == aid:
+                own = {"steps": shown["steps"], "waiting": shown["waiting"] and {
+                    **shown["waiting"], "text": shown["waiting_text"]}}
+            members.append(shown)
+        return {"tree": {"root_id": str(tree.root_id), "members": members[:TREE_SHOWN],
+                         "count": len(members), "truncated": tree.truncated
+                         or len(members) > TREE_SHOWN}, **own}
 
     def _malformed_activity(self, rq: RunnerQ, aid: uuid.UUID) -> dict[str, Any]:
         """A stored document the readers refuse is not a server failure: the page answers

@@ -65,13 +65,15 @@ def rfc3339(value: datetime | None) -> str | None:
 
 
 def status_of(status: str, retry_count: int) -> str:
-    """RunnerQ's ActivityStatus for one of our seven statuses (docs/console.md)."""
+    """RunnerQ's ActivityStatus for one of our eight statuses (docs/console.md): a waiting
+    (parked durable) activity is `Pending` to RunnerQ's page, in none of its lists."""
     if status == "processing":
         return "Running"
     if status == "scheduled":
         return "Retrying" if retry_count > 0 else "Pending"
-    return {"pending": "Pending", "completed": "Completed", "failed": "Failed",
-            "cancelled": "Failed", "dead_letter": "DeadLetter"}.get(status, "Pending")
+    return {"pending": "Pending", "waiting": "Pending", "completed": "Completed",
+            "failed": "Failed", "cancelled": "Failed",
+            "dead_letter": "DeadLetter"}.get(status, "Pending")
 
 
 def _status_updated_at(activity: Activity) -> datetime:

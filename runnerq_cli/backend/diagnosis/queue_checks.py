@@ -24,6 +24,7 @@ from runnerq_cli.backend.diagnosis.checks import (
 from runnerq_cli.backend.diagnosis.partition_checks import check_partitions
 from runnerq_cli.backend.diagnosis.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.diagnosis.server_checks import topology_of
+from runnerq_cli.backend.diagnosis.wait_checks import check_trees, check_waits, scan_waits
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import MalformedDocument, Status, display_time
@@ -462,5 +463,7 @@ class QueueChecks:
             check_documents(ctx),
             check_partitions(ctx, topology_of(ctx.db.admin_command("hello"))),
         ]
+        scan = scan_waits(ctx, now)
+        checks[-1:-1] = [check_waits(ctx, scan), check_trees(scan)]
         return [Check(c.name, c.status, c.message, c.fix, c.facts, ctx.settings.queue)
                 for c in checks]

@@ -336,6 +336,7 @@ def status_counts() -> list[Query]:
              (Status.PENDING.value, {"status": Status.PENDING.value}, "claim order"),
              (Status.SCHEDULED.value, {"status": Status.SCHEDULED.value}, "due scheduled"),
              (Status.PROCESSING.value, {"status": Status.PROCESSING.value}, "expired leases"),
+             (Status.WAITING.value, {"status": Status.WAITING.value}, "waits that come due"),
              *((status, {"status": status, "completed_at": {"$gte": EVER}}, "list finished")
                for status in EXACT_FINISHED)]
     return [Query(f"stats counts ({label})", "activities", match, purpose=purpose, hinted=True,
@@ -344,6 +345,22 @@ def status_counts() -> list[Query]:
                                                 "priority_type": {"$type": "$priority"}},
                                         "count": {"$sum": 1}}}))
             for label, match, purpose in parts]
+
+
+def doctor_waits() -> tuple[Query, Query]:
+    """doctor's reads of durable waits (diagnosis/wait_checks.py), each hinted to a
+    partial waiting index: the waits on a result, and the waits with neither a wake time
+    nor a result (a spawn not confirmed yet left to wake repair)."""
+    waiting = Status.WAITING.value
+    on_result = Query("doctor waits on a result", "activities",
+                      {"status": waiting, "waiting_result_id": {"$type": "binData"}},
+                      purpose="waking by result", hinted=True)
+    nothing = Query("doctor waits with no wake time", "activities",
+                    {"status": waiting, "scheduled_at": {"$exists": False},
+                     "waiting_result_id": {"$exists": False},
+                     waits.SPAWN_FENCE: {"$exists": False}},
+                    purpose="waits that come due", hinted=True)
+    return on_result, nothing
 
 
 def type_presence(activity_type: str) -> list[Query]:

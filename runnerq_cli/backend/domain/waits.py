@@ -92,14 +92,23 @@ class Wait:
     result_id: uuid.UUID | None = None
     producer: Mapping[str, Any] | None = None  # the awaited activity, as read
 
+    @property
+    def name(self) -> str | None:
+        """The name the handler gave (`approve`), without the `kind:` prefix our worker's
+        park stores in `step` (`signal:approve`, `sleep:nap`, `child:ship:p1`)."""
+        if self.step is None:
+            return None
+        prefix = {"sleep": "sleep:", "signal": "signal:", "await": "child:"}.get(self.kind)
+        return self.step.removeprefix(prefix) if prefix else self.step
+
     def describe(self, when: Callable[[datetime | None], str]) -> str:
         """In words: "waiting for signal approve since ..., times out ..."; "waiting for
         child 3f2a1b2c, processing on worker w1"; "sleeping until ..."."""
         if self.kind == "sleep":
-            return f"sleeping until {when(self.until)}" + (f" (step {self.step})"
-                                                         if self.step else "")
+            return f"sleeping until {when(self.until)}" + (f" (step {self.name})"
+                                                         if self.name else "")
         if self.kind == "signal":
-            text = f"waiting for signal {self.step}"
+            text = f"waiting for signal {self.name}"
         elif self.kind == "await":
             text = f"waiting for {self._producer_text()}"
         else:
@@ -125,8 +134,8 @@ class Wait:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "step": self.step, "since": to_jsonable(self.since),
-               "until": to_jsonable(self.until),
+        out = {"kind": self.kind, "step": self.step, "name": self.name,
+               "since": to_jsonable(self.since), "until": to_jsonable(self.until),
                "result_id": str(self.result_id) if self.result_id else None}
         if self.kind == "await":
             out["producer_status"] = (str(self.producer.get("status"))

@@ -17,7 +17,7 @@ from typing import Any
 import bson
 
 from runnerq_cli.backend.domain.checkpoints import MAX_SIGNAL_BYTES, checked_name
-from runnerq_cli.backend.domain.models import TERMINAL_STATUSES, parse_activity_id
+from runnerq_cli.backend.domain.models import TERMINAL_STATUSES, Status, parse_activity_id
 from runnerq_cli.backend.domain.results import checked_result
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.queue.durable import Durable
@@ -41,6 +41,27 @@ class SignalSent:
                 "status": self.status, "woke": self.woke}
 
 
+@dataclass(frozen=True)
+class SignalTarget:
+    """A signal as checked, before anything is written: its target as found, the name,
+    the payload as given (checked), whether it wakes the target (any waiting activity
+    is woken, to replay) and whether the target waits for that very signal now (the
+    console's preview shows both)."""
+
+    activity_id: uuid.UUID
+    activity_type: str
+    name: str
+    payload: Any
+    status: str
+    wakes: bool
+    awaited: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": str(self.activity_id), "activity_type": self.activity_type,
+                "name": self.name, "payload": self.payload, "status": self.status,
+                "wakes": self.wakes, "awaited": self.awaited}
+
+
 class Signals:
     """Operator signals of one queue (reached as `rq.signals`)."""
 
@@ -55,13 +76,27 @@ class Signals:
         """Signal a live activity: InvalidArgument (a bad name or payload), NotFound (no
         such activity) or WrongState (it finished) with nothing written; otherwise the
         audit record, then the signal (which wakes the activity if it waits)."""
+        target = self.check(activity_id, name, payload)
+        aid, name = target.activity_id, target.name
+        with self._audit.begin("signal", reason=reason, actor=actor, name=name,
+                               command=command) as run:
+            woke = self._durable.signal(aid, name, payload)
+            run.progress([aid])
+            run.finish("done", woke=woke)
+        return SignalSent(aid, target.activity_type, name, target.status, woke)
+
+    def check(self, activity_id: uuid.UUID | str, name: str,
+              payload: Any = None) -> SignalTarget:
+        """Every check `send` makes, writing nothing (the console's preview): the same
+        InvalidArgument, NotFound and WrongState; one read of the target."""
         aid = parse_activity_id(activity_id)
         name = checked_name(name, "signal name")
         stored = checked_result(payload)  # checked here; the storage operation encodes it
         if len(bson.encode({"data": stored})) > MAX_SIGNAL_BYTES:
             raise InvalidArgument(f"the signal's payload is larger than {MAX_SIGNAL_BYTES:,} "
                                   "bytes (1 MiB) as BSON")
-        doc = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "activity_type": 1})
+        doc = self._ctx.activities.find_one({"_id": aid}, {"status": 1, "activity_type": 1,
+                                                           "parked": 1})
         if doc is None:
             raise NotFound(f"activity {aid} not found: the signal was not stored")
         status = str(doc.get("status"))
@@ -69,9 +104,11 @@ class Signals:
             raise WrongState(f"cannot signal activity {aid}: it is {status} (finished), so "
                              "nothing would ever read the signal; nothing was stored",
                              status=status)
-        with self._audit.begin("signal", reason=reason, actor=actor, name=name,
-                               command=command) as run:
-            woke = self._durable.signal(aid, name, payload)
-            run.progress([aid])
-            run.finish("done", woke=woke)
-        return SignalSent(aid, str(doc.get("activity_type")), name, status, woke)
+        raw = doc.get("parked")
+        parked: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        wakes = status == Status.WAITING.value
+        # Our worker's park stores `signal:NAME`; another program's may store the name.
+        awaited = wakes and parked.get("kind") == "signal" and parked.get("step") in (
+            name, f"signal:{name}")
+        return SignalTarget(aid, str(doc.get("activity_type")), name, payload, status, wakes,
+                            awaited)

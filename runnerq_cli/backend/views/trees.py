@@ -119,6 +119,14 @@ class Trees(Part):
         producers = self._producers([doc]) if doc.get("waiting_result_id") else {}
         return wait_of(doc, producers.get(doc.get("waiting_result_id")))
 
+    def waits(self, docs: Iterable[Mapping[str, Any]]) -> list[Wait | None]:
+        """What each of these activities waits for (None for one not waiting), with one
+        read of all their awaited producers (`list waiting`'s page)."""
+        docs = list(docs)
+        producers = self._producers([d for d in docs if d.get("status") == Status.WAITING.value
+                                     and d.get("waiting_result_id") is not None])
+        return [wait_of(d, producers.get(d.get("waiting_result_id"))) for d in docs]
+
     def _producers(self, docs: Iterable[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
         ids = list({d["waiting_result_id"] for d in docs})
         if not ids:

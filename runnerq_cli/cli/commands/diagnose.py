@@ -208,11 +208,15 @@ def queues_cmd(
     from runnerq_cli.cli.tables import Column, print_table
     from runnerq_cli.values import format_duration
 
-    statuses = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
-                "cancelled")
+    # Waiting (parked durable activities) only where some queue has any: a queue without
+    # durable work keeps the table it had, and at 80 columns the waiting count stays
+    # while the workers column gives way.
+    durable = any(row["by_status"].get("waiting", 0) for row in rows)
+    statuses = ("pending", "scheduled", "processing", *(("waiting",) if durable else ()),
+                "completed", "failed", "dead_letter", "cancelled")
     # What gives way on a narrow screen, first to last (60 columns keep the queue, its
     # pending, running, failed and dead-lettered counts and its pause).
-    drops = {"cancelled": 6, "completed": 5, "scheduled": 4}
+    drops = {"cancelled": 6, "completed": 5, "scheduled": 4, "waiting": 1}
     columns = [Column("queue", style="bold"),
                *(Column(s.replace("processing", "running").replace("_", "-"),
                         drop=drops.get(s, 0), right=True) for s in statuses),

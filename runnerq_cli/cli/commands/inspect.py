@@ -6,7 +6,7 @@ backend/domain/pagination.py); nothing here scans the queue.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -14,6 +14,9 @@ from runnerq_cli.cli.choices import STATUSES, completer
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, output_option
 from runnerq_cli.plural import counted
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.api import RunnerQ
 
 ID_HELP = "The activity's id, or its first 8 or more hex digits (as text views show it)."
 
@@ -26,7 +29,7 @@ def _ago(value: object, now: object) -> str:
     return format_duration((now - value).total_seconds()) + " ago"  # type: ignore[operator]
 
 
-def _print_list(status: str, items: list[Any]) -> None:
+def _print_list(status: str, items: list[Any], backend: RunnerQ) -> None:
     """`list` as text: a table that fits the screen, ids as unique prefixes."""
     from runnerq_cli.backend.domain.models import Priority
     from runnerq_cli.backend.domain.progress import progress_text
@@ -38,7 +41,7 @@ def _print_list(status: str, items: list[Any]) -> None:
         console(markup=False).print(f"no {status.replace('_', '-')} activities")
         return
     if status == "waiting":
-        _print_waiting(items)
+        _print_waiting(items, backend)
         return
     time_col = {"pending": "created", "scheduled": "due", "processing": "lease until"}.get(
         status, "finished")
@@ -71,9 +74,9 @@ def _print_list(status: str, items: list[Any]) -> None:
     print_table(columns, rows)
 
 
-def _print_waiting(items: list[Any]) -> None:
-    """`list waiting` as text: what each waits for, and when it wakes by itself."""
-    from runnerq_cli.backend.domain.waits import wait_of
+def _print_waiting(items: list[Any], backend: RunnerQ) -> None:
+    """`list waiting` as text: what each waits for (an awaited child's state: one read
+    for the page), and when it wakes by itself."""
     from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
 
@@ -81,8 +84,9 @@ def _print_waiting(items: list[Any]) -> None:
                Column("waiting for", flexible=True)]
     prefixes = unique_prefixes([a.id for a in items])
     rows = []
-    for act in items:
-        wait = wait_of({**act.extra, "status": act.status, "scheduled_at": act.scheduled_at})
+    waits = backend.trees.waits([{**act.extra, "status": act.status,
+                                  "scheduled_at": act.scheduled_at} for act in items])
+    for act, wait in zip(items, waits, strict=True):
         rows.append([prefixes[str(act.id)], act.activity_type, stamp(act.scheduled_at),
                      wait.describe(stamp) if wait else ""])
     print_table(columns, rows)
@@ -143,7 +147,7 @@ def list_cmd(
     if output is OutputFormat.JSONL:
         emit(output, [a.to_json() for a in page.items])
     else:
-        _print_list(parsed.value, page.items)
+        _print_list(parsed.value, page.items, backend)
     if page.next_cursor:
         sys.stderr.write(f"next page: --after {page.next_cursor}\n")
         sys.stderr.flush()

@@ -38,10 +38,10 @@ class StatsOutput(StrEnum):
 # The outputs that are a metrics scrape (what `metrics serve` answers), not a snapshot.
 EXPOSITIONS = (StatsOutput.PROMETHEUS, StatsOutput.OPENMETRICS)
 
-STATUS_ORDER = ("pending", "scheduled", "processing", "completed", "failed", "dead_letter",
-                "cancelled")
+STATUS_ORDER = ("pending", "scheduled", "processing", "waiting", "completed", "failed",
+                "dead_letter", "cancelled")
 STATUS_STYLE = {"pending": "cyan", "scheduled": "blue", "processing": "cyan",
-                "completed": "green", "failed": "red", "dead_letter": "bold red",
+                "waiting": "blue", "completed": "green", "failed": "red", "dead_letter": "bold red",
                 "cancelled": "magenta"}
 
 

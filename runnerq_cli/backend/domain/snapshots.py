@@ -97,6 +97,7 @@ class StatsSnapshot(TypedDict):
     malformed: list[str]
     pause: NotRequired[dict[str, Any]]  # added by the CLI: control.PauseState.to_json()
     schedules: NotRequired[dict[str, Any]]  # added by the CLI: ScheduleViews.summary()
+    limits: NotRequired[list[dict[str, Any]]]  # added by the CLI: FlowLimits.summary()
 
 
 class CountRow(TypedDict):

@@ -1,0 +1,84 @@
+"""Flow limits seen everywhere (issue 40, point 5): `stats` and `queues` show the slots in
+use and the work held back, `list pending --key`, Prometheus, `doctor`, the console.
+Each as a user runs it, on a queue whose limits are full."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.domain.flow import make_limits
+from runnerq_cli.backend.domain.specs import ActivitySpec
+
+
+@pytest.fixture
+def held(settings, cli_env) -> RunnerQ:
+    """charge: concurrency 2, both slots taken, 3 more pending (held back);
+    mail: 1 per key, tenant-a's one running and 2 more held, tenant-b's free."""
+    rq = RunnerQ(settings)
+    rq.maintenance.init_indexes()
+    rq.limits.set(make_limits("charge", concurrency=2))
+    rq.limits.set(make_limits("mail", key_limit=1))
+    for i in range(5):
+        rq.enqueue(ActivitySpec("charge", {"i": i}))
+    for key, n in (("tenant-a", 3), ("tenant-b", 1)):
+        for i in range(n):
+            rq.enqueue(ActivitySpec("mail", {"i": i}, key=key))
+    assert len(rq.dequeue("w1", types=["charge"], limit=5)) == 2
+    assert len(rq.dequeue("w1", types=["mail"], limit=1)) == 1  # tenant-a's turn first
+    return rq
+
+
+def test_the_summary_counts_what_each_limit_holds_back(held: RunnerQ) -> None:
+    rows = {i.limits.activity_type: i for i in held.limits.summary()}
+    assert rows["charge"].held_back == 3 and len(rows["charge"].holders) == 2
+    assert rows["charge"].full is not None and "2 of 2 running" in rows["charge"].full
+    # mail is not full as a type: only tenant-a's key is, with 2 more pending
+    assert rows["mail"].full is None and rows["mail"].held_back == 2
+
+
+def test_stats_shows_slots_in_use_and_held_back(held: RunnerQ, run_cli) -> None:
+    text = run_cli("stats", env={"COLUMNS": "80"})
+    assert text.code == 0, text.stderr
+    line = next(ln for ln in text.stdout.splitlines() if ln.startswith("limits"))
+    assert "charge 2/2 in use, 3 held back; mail 1 in use, 2 held back" in line
+    assert all(len(ln) <= 80 for ln in text.stdout.splitlines())
+    data = json.loads(run_cli("stats", "-o", "json").stdout)
+    by_type = {row["activity_type"]: row for row in data["limits"]}
+    assert by_type["charge"]["in_use"] == 2 and by_type["charge"]["held_back"] == 3
+    assert by_type["charge"]["concurrency"] == 2 and "holders" not in by_type["charge"]
+    assert by_type["mail"]["busiest_keys"] == {"tenant-a": 1}
+
+
+def test_stats_without_limits_says_nothing_of_them(queue: RunnerQ, run_cli) -> None:
+    queue.enqueue("plain", {})
+    out = run_cli("stats")
+    assert out.code == 0 and "limits" not in out.stdout
+    assert json.loads(run_cli("stats", "-o", "json").stdout)["limits"] == []
+
+
+def test_queues_shows_slots_and_held_back(held: RunnerQ, run_cli) -> None:
+    text = run_cli("queues", env={"COLUMNS": "200"})
+    assert text.code == 0, text.stderr
+    assert "limits" in text.stdout.splitlines()[0]
+    assert "3 in use, 5 held" in text.stdout
+    narrow = run_cli("queues", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert all(len(ln) <= 80 for ln in narrow)
+    data = json.loads(run_cli("queues", "-o", "json").stdout)
+    (row,) = data["queues"]
+    assert sum(r["held_back"] for r in row["limits"]) == 5
+
+
+def test_list_pending_by_key(held: RunnerQ, run_cli) -> None:
+    out = run_cli("list", "pending", "--type", "mail", "--key", "tenant-a", "-o", "json")
+    assert out.code == 0, out.stderr
+    items = json.loads(out.stdout)["items"]
+    assert len(items) == 2 and {i["activity_type"] for i in items} == {"mail"}
+    assert len(json.loads(run_cli("list", "pending", "--key", "tenant-b",
+                                  "-o", "json").stdout)["items"]) == 1
+    assert json.loads(run_cli("list", "pending", "--key", "nobody",
+                              "-o", "json").stdout)["items"] == []
+    bad = run_cli("list", "pending", "--key", "x" * 201)
+    assert bad.code == 2 and len(bad.stderr.splitlines()) == 1 and "--key" in bad.stderr

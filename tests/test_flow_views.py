@@ -82,3 +82,34 @@ def test_list_pending_by_key(held: RunnerQ, run_cli) -> None:
                               "-o", "json").stdout)["items"] == []
     bad = run_cli("list", "pending", "--key", "x" * 201)
     assert bad.code == 2 and len(bad.stderr.splitlines()) == 1 and "--key" in bad.stderr
+
+
+def test_prometheus_exposes_slots_and_held_back(held: RunnerQ, run_cli) -> None:
+    text = run_cli("stats", "-o", "prometheus").stdout
+    series = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+              for line in text.splitlines() if line.startswith("runnerq_limit")}
+    charge, mail = '{queue="tests",type="charge"}', '{queue="tests",type="mail"}'
+    assert series[f"runnerq_limit_slots_in_use{charge}"] == 2
+    assert series[f"runnerq_limit_concurrency{charge}"] == 2
+    assert series[f"runnerq_limit_held_back{charge}"] == 3
+    assert series[f"runnerq_limit_held_back{mail}"] == 2
+    assert f"runnerq_limit_concurrency{mail}" not in series  # a per-key limit only
+
+
+def test_a_worker_counts_the_starts_its_limits_put_off(held: RunnerQ) -> None:
+    """`runnerq_activity_throttled_total`: a worker's claims that found the limit full."""
+    from prometheus_client import CollectorRegistry
+
+    from runnerq_cli.worker.engine import Worker
+    from runnerq_cli.worker.handlers import HandlerRegistry
+    from runnerq_cli.worker.metrics import PrometheusMetrics
+
+    handlers = HandlerRegistry()
+    handlers.handler("charge")(lambda payload: None)
+    sink = PrometheusMetrics(CollectorRegistry())
+    worker = Worker(held, handlers, burst=True, types=["charge"], metrics=sink)
+    held.context.flow.changed()
+    worker.run(install_signals=False)  # burst: charge is full (2 of 2 held by w1): nothing starts
+    throttled = sink.registry.get_sample_value(
+        "runnerq_activity_throttled_total", {"queue": "tests", "activity_type": "charge"})
+    assert throttled is not None and throttled >= 1

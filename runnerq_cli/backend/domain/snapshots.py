@@ -125,6 +125,7 @@ class MetricsSample(TypedDict):
     # process-wide, the same in every queue's sample
     hint_fallbacks: dict[str, int]
     schedules: NotRequired[list[dict[str, Any]]]  # added by the front end: ScheduleViews.series()
+    limits: NotRequired[list[dict[str, Any]]]  # added by the front end: FlowLimits.summary()
 
 
 def percentiles(summary: Percentiles) -> dict[int, float | None]:

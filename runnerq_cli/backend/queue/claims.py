@@ -214,6 +214,11 @@ class Claims(Part):
         """Whether this process last read any flow limit (no command)."""
         return bool(self._ctx.flow.known())
 
+    def flow_throttled(self) -> dict[str, int]:
+        """Starts put off by a full flow limit since the last call, by type (a worker's
+        `runnerq_activity_throttled_total`)."""
+        return self._ctx.flow.drain_throttled()
+
     def flow_retry_in(self) -> float | None:
         """Seconds until a limited type left alone may be claimed again by this process
         (a rate's next start, a back-off's end); None when none waits on a clock."""

@@ -99,6 +99,7 @@ class LimitedClaims:
                 self._ctx.flow.expire()
                 break
             if not flow.took(taken, lease_id):
+                self._ctx.flow.throttle(activity_type)
                 if self._type_full(taken, now, block=True):
                     break
                 skip.add(key)  # this key is at its own limit: the next key's turn
@@ -135,6 +136,7 @@ class LimitedClaims:
                 wait = flow.FULL_BACKOFF
             self._ctx.flow.block(str(doc["_id"]),
                                  min(wait, flow.TOLD_BACKOFF if told else flow.REFRESH))
+            self._ctx.flow.throttle(str(doc["_id"]))
         return verdict.type_full
 
     def _note_keys(self, doc: dict[str, Any], skipped: set[str], now: datetime) -> None:

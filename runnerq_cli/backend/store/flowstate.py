@@ -38,6 +38,7 @@ class FlowState:
         self._blocked: dict[str, float] = {}
         self._wake_by: float | None = None  # a time to look again that no write announces
         self.watch: _Live | None = None  # the limit documents' change stream, if followed
+        self._throttled: dict[str, int] = {}  # starts put off by a full limit, by type
 
     @property
     def told(self) -> bool:
@@ -78,6 +79,17 @@ class FlowState:
         """A slot of this type freed here: the next claim may try it at once."""
         with self._lock:
             self._blocked.pop(activity_type, None)
+
+    def throttle(self, activity_type: str) -> None:
+        """A start of `activity_type` put off: its limit (or its key's) was full."""
+        with self._lock:
+            self._throttled[activity_type] = self._throttled.get(activity_type, 0) + 1
+
+    def drain_throttled(self) -> dict[str, int]:
+        """The starts put off since the last call, by type (the worker's metrics)."""
+        with self._lock:
+            out, self._throttled = self._throttled, {}
+            return out
 
     def changed(self) -> None:
         """A limit document changed (a slot freed elsewhere, a limit set or removed):

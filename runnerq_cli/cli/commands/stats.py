@@ -498,6 +498,7 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
 
         sample = backend.inspector.metrics_sample(window_seconds=latency_window)
         sample["schedules"] = backend.schedule_views.series()
+        sample["limits"] = [i.brief() for i in backend.limits.summary()]
         sys.stdout.write(render_metrics([sample],
                                         openmetrics=output is StatsOutput.OPENMETRICS))
         if not checks:

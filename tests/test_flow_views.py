@@ -5,6 +5,7 @@ Each as a user runs it, on a queue whose limits are full."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -113,3 +114,37 @@ def test_a_worker_counts_the_starts_its_limits_put_off(held: RunnerQ) -> None:
     throttled = sink.registry.get_sample_value(
         "runnerq_activity_throttled_total", {"queue": "tests", "activity_type": "charge"})
     assert throttled is not None and throttled >= 1
+
+
+def _doctor_limits(run_cli) -> dict[str, object]:
+    data = json.loads(run_cli("doctor", "-o", "json").stdout)
+    checks = data["checks"] if isinstance(data, dict) else data
+    return next(c for c in checks if c["name"] == "limits")
+
+
+def test_doctor_sees_a_limit_no_claimer_can_honour(held: RunnerQ, run_cli) -> None:
+    assert _doctor_limits(run_cli)["status"] == "ok"
+    held.context.limits.update_one({"_id": "charge"}, {"$set": {"concurrency": 0}})
+    check = _doctor_limits(run_cli)
+    assert check["status"] == "fail" and "charge: concurrency 0 stored" in check["message"]
+    text = run_cli("doctor", env={"COLUMNS": "80"})
+    assert text.code != 0 and "no claimer can honour it" in text.stdout
+
+
+def test_doctor_sees_slots_held_past_their_leases(held: RunnerQ, run_cli) -> None:
+    """A worker died after its slots' claims ended but before their release: the slots
+    of key tenant-a stay taken until a claim of mail repairs them."""
+    held.context.limits.update_one({"_id": "mail"}, {"$push": {"holders": {
+        "l": "gone", "k": "tenant-a", "w": "w-dead",
+        "until": held.context.clock() - timedelta(minutes=1)}}})
+    check = _doctor_limits(run_cli)
+    assert check["status"] == "warn"
+    assert "mail: key tenant-a holds 1 slot past their leases (worker w-dead)" \
+        in check["message"]
+
+
+def test_doctor_sees_a_limit_far_below_its_workers(held: RunnerQ, run_cli) -> None:
+    held.registry.register_worker("w-big", types=["charge"], concurrency=16)
+    check = _doctor_limits(run_cli)
+    assert check["status"] == "warn"
+    assert "charge: a limit of 2 beside 16 handler slots" in check["message"]

@@ -148,3 +148,40 @@ def test_doctor_sees_a_limit_far_below_its_workers(held: RunnerQ, run_cli) -> No
     check = _doctor_limits(run_cli)
     assert check["status"] == "warn"
     assert "charge: a limit of 2 beside 16 handler slots" in check["message"]
+
+
+def test_console_shows_limits_and_sets_one_as_a_guarded_audited_action(held: RunnerQ) -> None:
+    from tests.test_console_api import Console
+
+    c = Console(held)
+    try:
+        by_type = {r["activity_type"]: r for r in c.get("/api/limits")["limits"]}
+        assert by_type["charge"]["in_use"] == 2 and by_type["charge"]["held_back"] == 3
+        assert by_type["mail"]["busiest_keys"] == {"tenant-a": 1}
+        assert {r["activity_type"] for r in c.get("/api/stats")["limits"]} == {"charge", "mail"}
+        [row] = c.get("/api/queues")["queues"]
+        assert sum(r["held_back"] for r in row["limits"]) == 5
+        c.post("/api/actions/limit-set/preview", {"type": "charge", "concurrency": 3},
+               403)  # no actions
+    finally:
+        c.close()
+    c = Console(held, allow_actions=True)
+    try:
+        c.post("/api/actions/limit-set/preview", {"type": "charge", "concurrency": 0}, 400)
+        c.post("/api/actions/limit-set/preview", {"type": "charge", "rate": "5 a minute"}, 400)
+        c.post("/api/actions/limit-set/preview", {"type": "charge", "burst": 1}, 400)
+        preview = c.post("/api/actions/limit-set/preview", {"type": "charge", "concurrency": 3})
+        assert preview["before"]["concurrency"] == 2 and preview["after"]["concurrency"] == 3
+        assert held.limits.get("charge").limits.concurrency == 2  # a preview reads only
+        c.post("/api/actions/limit-set", {"confirm": preview["confirm"]}, 400)  # no actor
+        done = c.post("/api/actions/limit-set", {"confirm": preview["confirm"],
+                                                 "actor": "ada", "reason": "provider raised"})
+        assert done["result"] == "updated" and done["state"]["concurrency"] == 3
+        c.post("/api/actions/limit-set", {"confirm": preview["confirm"], "actor": "ada"}, 409)
+        again = c.post("/api/actions/limit-set/preview", {"type": "charge", "concurrency": 3})
+        assert again["unchanged"] is True and again["selected"] == 0
+        entry = c.get("/api/audit")["entries"][0]
+        assert entry["action"] == "limit set" and entry["actor"] == "ada"
+        assert "console" in json.dumps(entry)
+    finally:
+        c.close()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
 ACTIONS = ("retry", "cancel", "run-now", "redrive", "pause", "resume",
-           "schedule-pause", "schedule-resume", "schedule-trigger")
+           "schedule-pause", "schedule-resume", "schedule-trigger", "limit-set")
 SCHEDULE_ACTIONS = ("schedule-pause", "schedule-resume", "schedule-trigger")
 BY_FILTER = ("retry", "cancel", "run-now")
 PREVIEW_SECONDS = 600.0
@@ -97,6 +97,8 @@ class Desk:
             target, shown = self._preview_activities(rq, action, body)
         elif action in SCHEDULE_ACTIONS:
             target, shown = _preview_schedule(rq, action, body)
+        elif action == "limit-set":
+            target, shown = _preview_limit(rq, body)
         elif action == "redrive":
             ids = _ids(body, self.max_count)
             types = _strings(body.get("types"), "types")
@@ -163,6 +165,10 @@ class Desk:
             return out
         if action in SCHEDULE_ACTIONS:
             return _act_on_schedule(rq, action, str(preview.target), reason, actor)
+        if action == "limit-set":
+            done = rq.limits.set(preview.target, reason=reason, actor=actor, command=COMMAND)
+            return {"action": action, "result": done,
+                    "state": rq.limits.get(preview.target.activity_type).to_json()}
         if action == "redrive":
             redriven = rq.operator.redrive(ids=preview.target, reason=reason, actor=actor,
                                            command=COMMAND)
@@ -187,6 +193,28 @@ def _preview_schedule(rq: RunnerQ, action: str,
     unchanged = (verb == "pause" and info.paused) or (verb == "resume" and not info.paused)
     return name, {"what": name, "schedule": info.to_json(), "selected": 0 if unchanged else 1,
                   "unchanged": unchanged}
+
+
+def _preview_limit(rq: RunnerQ, body: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The limits `limit set` would store (`{"type", "concurrency", "key_limit", "rate",
+    "key_rate"}`, each checked as the CLI checks them) beside those stored now."""
+    from runnerq_cli.backend.domain.flow import make_limits
+    from runnerq_cli.errors import NotFound
+
+    unknown = set(body) - {"type", "concurrency", "key_limit", "rate", "key_rate"}
+    if unknown:
+        raise InvalidArgument(f"unknown field {sorted(unknown)[0]!r}: use type, concurrency, "
+                              "key_limit, rate, key_rate")
+    limits = make_limits(body.get("type"), body.get("concurrency"), body.get("key_limit"),
+                         body.get("rate"), body.get("key_rate"))
+    try:
+        before: dict[str, Any] | None = rq.limits.get(limits.activity_type).limits.to_json()
+    except NotFound:
+        before = None
+    after = limits.to_json()
+    unchanged = before == after
+    return limits, {"what": f"{limits.activity_type}: {limits.describe()}", "before": before,
+                    "after": after, "selected": 0 if unchanged else 1, "unchanged": unchanged}
 
 
 def _act_on_schedule(rq: RunnerQ, action: str, name: str, reason: str | None,

@@ -8,7 +8,12 @@ saturated limit.
 - saturated: W claimers (1, 5, 20; each with its own view of the limits, as worker
   processes have) asking for a type whose 3 slots are all held, for `--seconds`, each
   asking again after 50 ms when it got nothing (a worker's shortest idle wait): the
-  commands per second the fleet sends.
+  commands per second the fleet sends;
+- idle: one real worker (`Worker`, default poll interval, its heartbeats and chores
+  included) idle for `--seconds` on a queue with nothing it may start, without limits and
+  with its one type's limit full (held by another host): the commands per minute each
+  sends, and the difference (what a full limit costs an idle worker that polls; with
+  change streams an idle worker sends no claim until told, docs/design.md).
 
     python benchmarks/bench_flow.py                 # on a dev server of its own
     RUNNERQ_BENCH_MONGO_URI=mongodb://localhost:27017 python benchmarks/bench_flow.py
@@ -115,16 +120,64 @@ def saturated(uri: str, workers: int, seconds: float) -> dict[str, Any]:
             "commands_per_second": round(len(records) / seconds, 1)}
 
 
+_IDLE_COUNTER: WireCounter | None = None
+
+
+def idle(uri: str, seconds: float, limited: bool) -> dict[str, Any]:
+    """Commands per minute of one idle worker: nothing pending it may start."""
+    from pymongo import monitoring
+
+    from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.worker.engine import Worker
+    from runnerq_cli.worker.handlers import HandlerRegistry
+
+    global _IDLE_COUNTER
+    if _IDLE_COUNTER is None:  # before the worker's client is made (clients are shared)
+        _IDLE_COUNTER = WireCounter()
+        monitoring.register(_IDLE_COUNTER)
+    counter = _IDLE_COUNTER
+    database = f"bench_flow_{uuid.uuid4().hex[:8]}"
+    settings = load_settings(None, overrides={"uri": uri, "database": database,
+                                              "queue": "bench"}, environ={"RUNNERQ_CONFIG": ""})
+    rq = RunnerQ(settings)
+    rq.maintenance.init_indexes()
+    if limited:
+        rq.limits.set(make_limits("t", concurrency=3))
+        for i in range(20):
+            rq.enqueue(ActivitySpec("t", {"i": i}))
+        assert len(rq.dequeue("other-host", types=["t"], limit=3, lease_seconds=600)) == 3
+    handlers = HandlerRegistry()
+    handlers.handler("t")(lambda payload: None)
+    worker = Worker(rq, handlers, types=["t"])
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False})
+    thread.start()
+    time.sleep(3)  # past start-up (registration, indexes, the first chores)
+    counter.take()
+    time.sleep(seconds)
+    records = [r for r in counter.take() if r.database == database]
+    worker.stop()
+    thread.join(30)
+    MongoClient(uri).drop_database(database)
+    by_name: dict[str, float] = {}
+    for r in records:
+        by_name[r.name] = by_name.get(r.name, 0) + 60 / seconds
+    return {"limited": limited, "seconds": seconds,
+            "commands_per_minute": round(len(records) * 60 / seconds, 1),
+            "by_name": {k: round(v, 1) for k, v in sorted(by_name.items())}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--activities", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
     args = parser.parse_args()
     uri, server = start_server()
     try:
         out = {"plain": per_activity(uri, args.activities, False),
                "limited": per_activity(uri, args.activities, True),
-               "saturated": [saturated(uri, w, args.seconds) for w in (1, 5, 20)]}
+               "saturated": [saturated(uri, w, args.seconds) for w in (1, 5, 20)],
+               "idle": [idle(uri, args.idle_seconds, limited) for limited in (False, True)]}
     finally:
         if server is not None:
             server.kill()

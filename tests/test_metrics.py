@@ -41,6 +41,9 @@ FAMILIES = {
     "runnerq_schedule_buffered": "gauge",
     "runnerq_schedule_paused": "gauge",
     "runnerq_schedule_malformed": "gauge",
+    "runnerq_limit_slots_in_use": "gauge",
+    "runnerq_limit_concurrency": "gauge",
+    "runnerq_limit_held_back": "gauge",
 }
 
 

@@ -78,6 +78,9 @@ class _Families(NamedTuple):
     schedule_buffered: GaugeMetricFamily
     schedule_paused: GaugeMetricFamily
     schedule_malformed: GaugeMetricFamily
+    limit_in_use: GaugeMetricFamily
+    limit_concurrency: GaugeMetricFamily
+    limit_held_back: GaugeMetricFamily
 
 
 def families(samples: list[MetricsSample]) -> list[Metric]:
@@ -150,7 +153,8 @@ def _empty_families() -> _Families:
         "runnerq_type_paused", "1 when this activity type is paused (pause --type), else 0; "
         "a series for every known type.", labels=["queue", "type"])
     return _Families(activities, estimated, oldest, finished, waits, runs, sampled, workers,
-                     in_flight, paused, type_paused, malformed, *_schedule_families())
+                     in_flight, paused, type_paused, malformed, *_schedule_families(),
+                     *_limit_families())
 
 
 # The schedules' families, in the exposition's order: (name, help), each a gauge with a
@@ -175,6 +179,23 @@ SCHEDULE_FAMILIES = (
     ("runnerq_schedule_malformed",
      "1 when the schedule is malformed or set aside (not firing), else 0."),
 )
+
+
+# The flow limits' families (docs/design.md, "Flow control"): a series per limited type.
+LIMIT_FAMILIES = (
+    ("runnerq_limit_slots_in_use", "Slots taken under the activity type's flow limit: its "
+     "activities running now across the fleet (docs/design.md, \"Flow control\")."),
+    ("runnerq_limit_concurrency", "The activity type's concurrency limit (limit set "
+     "--concurrency); no series when it has none."),
+    ("runnerq_limit_held_back", "Pending activities waiting on the flow limit: all of the "
+     "type's while it is full (concurrency or rate), else those of its keys at their own "
+     "limit."),
+)
+
+
+def _limit_families() -> tuple[GaugeMetricFamily, ...]:
+    return tuple(GaugeMetricFamily(name, text, labels=["queue", "type"])
+                 for name, text in LIMIT_FAMILIES)
 
 
 def _schedule_families() -> tuple[GaugeMetricFamily, ...]:
@@ -222,6 +243,12 @@ def _add_sample(out: _Families, sample: MetricsSample, window: str) -> None:
         out.schedule_buffered.add_metric(labels, 1.0 if row.get("buffered") else 0.0)
         out.schedule_paused.add_metric(labels, 1.0 if row["paused"] else 0.0)
         out.schedule_malformed.add_metric(labels, 1.0 if row["problem"] else 0.0)
+    for row in sample.get("limits") or []:
+        labels = [queue, row["activity_type"]]
+        out.limit_in_use.add_metric(labels, row["in_use"])
+        if row["concurrency"]:
+            out.limit_concurrency.add_metric(labels, row["concurrency"])
+        out.limit_held_back.add_metric(labels, row["held_back"])
 
 
 def hint_fallbacks(samples: list[MetricsSample]) -> GaugeMetricFamily:
@@ -298,6 +325,8 @@ class QueueCollector(Collector):
                 backend = self._backend_for(name)
                 sample = backend.inspector.metrics_sample(window_seconds=self.window_seconds)
                 sample["schedules"] = backend.schedule_views.series()  # one more read
+                # One read of the limit documents, a count per limit holding work back.
+                sample["limits"] = [i.brief() for i in backend.limits.summary()]
                 known = self._known.setdefault(name, set())
                 known.update(sample["known_types"])
                 sample["known_types"] = sorted(known)  # a fresh dict: ours to change

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
 
 ACTIONS = ("retry", "cancel", "run-now", "redrive", "pause", "resume",
-           "schedule-pause", "schedule-resume", "schedule-trigger", "signal")
+           "schedule-pause", "schedule-resume", "schedule-trigger", "signal", "limit-set")
 SCHEDULE_ACTIONS = ("schedule-pause", "schedule-resume", "schedule-trigger")
 BY_FILTER = ("retry", "cancel", "run-now")
 PREVIEW_SECONDS = 600.0
@@ -99,6 +99,8 @@ class Desk:
             target, shown = _preview_schedule(rq, action, body)
         elif action == "signal":
             target, shown = _preview_signal(rq, body)
+        elif action == "limit-set":
+            target, shown = _preview_limit(rq, body)
         elif action == "redrive":
             ids = _ids(body, self.max_count)
             types = _strings(body.get("types"), "types")
@@ -170,6 +172,10 @@ class Desk:
             sent: dict[str, Any] = rq.signals.send(aid, name, payload, reason=reason,
                                                    actor=actor, command=COMMAND).to_json()
             return sent
+        if action == "limit-set":
+            done = rq.limits.set(preview.target, reason=reason, actor=actor, command=COMMAND)
+            return {"action": action, "result": done,
+                    "state": rq.limits.get(preview.target.activity_type).to_json()}
         if action == "redrive":
             redriven = rq.operator.redrive(ids=preview.target, reason=reason, actor=actor,
                                            command=COMMAND)
@@ -214,6 +220,28 @@ def _preview_signal(rq: RunnerQ, body: dict[str, Any]) -> tuple[Any, dict[str, A
              "ids": [str(target.activity_id)],
              "sample": [{"id": str(target.activity_id), "activity_type": target.activity_type,
                          "status": target.status}]})
+
+
+def _preview_limit(rq: RunnerQ, body: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The limits `limit set` would store (`{"type", "concurrency", "key_limit", "rate",
+    "key_rate"}`, each checked as the CLI checks them) beside those stored now."""
+    from runnerq_cli.backend.domain.flow import make_limits
+    from runnerq_cli.errors import NotFound
+
+    unknown = set(body) - {"type", "concurrency", "key_limit", "rate", "key_rate"}
+    if unknown:
+        raise InvalidArgument(f"unknown field {sorted(unknown)[0]!r}: use type, concurrency, "
+                              "key_limit, rate, key_rate")
+    limits = make_limits(body.get("type"), body.get("concurrency"), body.get("key_limit"),
+                         body.get("rate"), body.get("key_rate"))
+    try:
+        before: dict[str, Any] | None = rq.limits.get(limits.activity_type).limits.to_json()
+    except NotFound:
+        before = None
+    after = limits.to_json()
+    unchanged = before == after
+    return limits, {"what": f"{limits.activity_type}: {limits.describe()}", "before": before,
+                    "after": after, "selected": 0 if unchanged else 1, "unchanged": unchanged}
 
 
 def _act_on_schedule(rq: RunnerQ, action: str, name: str, reason: str | None,

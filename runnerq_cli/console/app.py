@@ -745,6 +745,7 @@ _TABLE: list[tuple[str, dict[str, Handler]]] = [
     (r"/api/workers", {"GET": _view("workers")}),
     (r"/api/pauses", {"GET": _view("pauses")}),
     (r"/api/schedules", {"GET": _view("schedules")}),
+    (r"/api/limits", {"GET": _view("limits")}),
     (r"/api/doctor", {"GET": _view("doctor")}),
     (r"/api/audit", {"GET": _view("audit")}),
     (rf"/api/activity/(?P<id>{_SEGMENT})", {"GET": _activity}),

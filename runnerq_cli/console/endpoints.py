@@ -152,7 +152,8 @@ class Views:
         def compute() -> dict[str, Any]:
             # Each row as `queues -o json` prints it, the schedules' summary included.
             return {"queues": [{**(q := self.rq.for_queue(name)).diagnosis.summary(),
-                                "schedules": q.schedule_views.summary()}
+                                "schedules": q.schedule_views.summary(),
+                                "limits": [i.brief() for i in q.limits.summary()]}
                                for name in self.queue_names()]}
 
         value: dict[str, Any] = self.shared.get(("queues",), SHARED_SECONDS, compute)
@@ -167,6 +168,7 @@ class Views:
             snap = dict(rq.inspector.stats_snapshot(by_type=True,
                                                     history_seconds=minutes * 60.0))
             snap["schedules"] = rq.schedule_views.summary()  # as `stats -o json` has it
+            snap["limits"] = [i.brief() for i in rq.limits.summary()]
             return snap
 
         value: dict[str, Any] = self.shared.get(("stats", rq.queue, minutes), SHARED_SECONDS,
@@ -223,6 +225,12 @@ class Views:
         return {"schedules": [{**i.to_json(), "actionable": _actionable(i.name)}
                               for i in infos],
                 "summary": rq.schedule_views.summary(infos)}
+
+    def limits(self, params: dict[str, str]) -> dict[str, Any]:
+        """Every flow limit as `limit list -o json` prints it (its holders' workers and
+        keys, the busiest keys), with the work it holds back (`stats`' count)."""
+        rq = self.backend(params.get("queue"))
+        return {"limits": [i.to_json() for i in rq.limits.summary()]}
 
     def doctor(self, params: dict[str, str]) -> dict[str, Any]:
         rq = self.backend(params.get("queue"))

@@ -79,6 +79,9 @@ class Claimer:
         # stream reports pauses and resumes, which change no activity.
         self._changes: WakeUp | None = None
         self._pause_changes: WakeUp | None = None
+        # The limit documents' changes (a slot freed anywhere, a limit changed): opened
+        # once this process knows of a flow limit, so a queue without limits pays nothing.
+        self._limit_changes: WakeUp | None = None
 
     def _reserve(self, most: int) -> int:
         """Room for up to `most` claims (flights.py), none while too many outcomes wait
@@ -99,7 +102,7 @@ class Claimer:
         try:
             self._loop()
         finally:
-            for stream in (self._changes, self._pause_changes):
+            for stream in (self._changes, self._pause_changes, self._limit_changes):
                 if stream is not None:
                     stream.close()
 
@@ -167,11 +170,30 @@ class Claimer:
                 continue
             swept = False
             if streaming and (told_of_pauses or not self._pause_active) \
-                    and self._changes is not None and self._changes.live:
-                self.sleep(STREAM_IDLE_WAIT)  # no claims while idle: the server tells
+                    and self._changes is not None and self._changes.live \
+                    and self._told_of_limits():
+                self.sleep(self._idle_wait())  # no claims while idle: the server tells
                 continue
             self.sleep(idle)
             idle = min(idle * 2, self._poll_interval)
+
+    def _told_of_limits(self) -> bool:
+        """Whether a freed slot would wake this loop: no limit known to this process, or
+        the limit documents' stream is live (opened on the first limit seen). Without it
+        an idle loop polls, and full types are retried every `flow.FULL_BACKOFF`."""
+        if not self._backend.flow_limited():
+            return True
+        if self._limit_changes is None:
+            self._limit_changes = self._backend.watch_limits(self._flights.wake.set,
+                                                             max_await=self._poll_interval)
+            return self._limit_changes.open()
+        return self._limit_changes.ensure()
+
+    def _idle_wait(self) -> float:
+        """An idle wait on streams: until told, or until a limited type may start by the
+        clock (a rate's next start, a stale slot's repair: no write announces those)."""
+        retry = self._backend.flow_retry_in()
+        return STREAM_IDLE_WAIT if retry is None else min(STREAM_IDLE_WAIT, retry)
 
     def sleep(self, seconds: float) -> None:
         """Wait until woken (a slot freed, work due, stop) or `seconds`, or until outcomes

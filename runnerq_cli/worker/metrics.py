@@ -67,6 +67,7 @@ DEQUEUE_ROUNDTRIP_DURATION = "runnerq_dequeue_roundtrip_seconds"
 ACTIVITY_CLAIM_LOST = "runnerq_activity_claim_lost_total"
 ACTIVITY_RELEASED = "runnerq_activity_released_total"
 ACTIVITY_UNACKNOWLEDGED = "runnerq_activity_unacknowledged_total"
+ACTIVITY_THROTTLED = "runnerq_activity_throttled_total"
 # Gauges read at scrape time (PrometheusMetrics.track): no cost per activity.
 WORKER_IN_FLIGHT = "runnerq_worker_in_flight"
 WORKER_CONCURRENCY = "runnerq_worker_concurrency"
@@ -81,7 +82,7 @@ LABELS: dict[str, tuple[str, ...]] = {
     ACTIVITY_DEAD_LETTERED: ACTIVITY, ACTIVITY_PANIC: ACTIVITY,
     ACTIVITY_HANDLER_NOT_FOUND: ACTIVITY, ACTIVITY_ENQUEUE_ERROR: ACTIVITY,
     ACTIVITY_CLAIM_LOST: ACTIVITY, ACTIVITY_RELEASED: ACTIVITY,
-    ACTIVITY_UNACKNOWLEDGED: ACTIVITY, RESULT_STORE_ERROR: ACTIVITY,
+    ACTIVITY_UNACKNOWLEDGED: ACTIVITY, RESULT_STORE_ERROR: ACTIVITY, ACTIVITY_THROTTLED: ACTIVITY,
     ACTIVITY_DEQUEUE_ERROR: QUEUE, BACKEND_ERROR: ("queue", "operation"),
     WORKER_STARTED: QUEUE, WORKER_STOPPED: QUEUE, WORKER_CONCURRENCY_SATURATED: QUEUE,
     SCHEDULER_TICK: QUEUE, SCHEDULER_POLL_ERROR: QUEUE, REAPER_TICK: QUEUE, REAPER_ERROR: QUEUE,
@@ -139,6 +140,9 @@ HELP = {
     ACTIVITY_RELEASED: "Attempts handed back at shutdown.",
     ACTIVITY_UNACKNOWLEDGED: "Attempts whose outcome could not be written (the reaper "
                              "requeues them when the lease runs out).",
+    ACTIVITY_THROTTLED: "Claims of a limited type put off by its flow limit: the type's "
+                        "concurrency or rate, or a key's, was full (docs/design.md, "
+                        "\"Flow control\").",
     ACTIVITY_EXECUTION_DURATION: "Time from claim to outcome known, per attempt.",
     ACTIVITY_QUEUE_LATENCY: "Time from due to claimed (server's clock: started_at minus "
                             "scheduled_at, else created_at), per attempt.",

@@ -194,6 +194,9 @@ class InstrumentedBackend:
         if sink is not None:
             sink.observe_duration(m.DEQUEUE_ROUNDTRIP_DURATION, time.perf_counter() - started,
                                   self._t.queue_labels)
+            for kind, n in self._backend.flow_throttled().items():  # no command: counted
+                sink.inc_counter(m.ACTIVITY_THROTTLED, n,
+                                 {"queue": self._t.queue, "activity_type": kind})
         return claims
 
     def ack_success_many(self, acks: Sequence[tuple[Claim, Any]]) -> list[Any]:

@@ -21,6 +21,7 @@ from runnerq_cli.backend.diagnosis.checks import (
     at_least,
     count,
 )
+from runnerq_cli.backend.diagnosis.limit_checks import check_limits
 from runnerq_cli.backend.diagnosis.partition_checks import check_partitions
 from runnerq_cli.backend.diagnosis.plans import explain_query, plan_problems, plan_stages
 from runnerq_cli.backend.diagnosis.server_checks import topology_of
@@ -461,6 +462,7 @@ class QueueChecks:
             check_backlog(ctx, pause, oldest),
             check_dead_letters(ctx, now),
             check_documents(ctx),
+            *check_limits(ctx, workers, now),
             check_partitions(ctx, topology_of(ctx.db.admin_command("hello"))),
         ]
         scan = scan_waits(ctx, now)

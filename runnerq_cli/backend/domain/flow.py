@@ -19,6 +19,9 @@ from runnerq_cli.errors import InvalidArgument
 
 REFRESH = 5.0  # seconds a claimer keeps its list of limited types before reading it again
 FULL_BACKOFF = 0.5  # seconds a claimer leaves a full type alone (unless a slot of its frees)
+# Seconds a claimer told of every slot freed (a change stream on the limit documents)
+# leaves a type full by its concurrency alone: a safety net, the stream wakes it before.
+TOLD_BACKOFF = 60.0
 MOST_LIMIT = 100_000  # the highest concurrency or rate count (beyond it: not a limit)
 SHORTEST_PERIOD_MS = 1000
 LONGEST_PERIOD_MS = 86_400_000
@@ -174,7 +177,10 @@ def take_pipeline(key: str, lease_id: str, worker_id: str, lease_ms: int) -> lis
                                                               [holder]]}, "$holders"]},
             "starts": {"$cond": [{"$and": ["$_ok", rated]},
                                  {"$concatArrays": ["$starts", [start]]}, "$starts"]},
-            "turn": {"$cond": ["$_ok", {"$literal": key}, "$turn"]}}},
+            "turn": {"$cond": ["$_ok", {"$literal": key}, "$turn"]},
+            # A take says so: a waiting claimer's change stream leaves out the updates
+            # that set it, and is woken by every other write (a slot freed, a limit set).
+            "taken_at": {"$cond": ["$_ok", "$$NOW", "$taken_at"]}}},
         {"$unset": "_ok"},
     ]
 
@@ -187,6 +193,19 @@ def give_back(lease_id: str) -> dict[str, Any]:
 def release(lease_ids: list[str]) -> dict[str, Any]:
     """The end of claims: their slots free (their starts stay: a rate counts starts)."""
     return {"$pull": {"holders": {"l": {"$in": lease_ids}}}}
+
+
+def repair(dead: list[str], now: datetime) -> dict[str, Any]:
+    """The stale holders whose leases no longer run, freed ("Stale holders")."""
+    return {"$pull": {"holders": {"l": {"$in": dead}, "until": {"$lt": now}}}}
+
+
+def next_holder_until(doc: Mapping[str, Any], now: datetime) -> datetime | None:
+    """The first holder's `until` still to come: from then its slot may be repaired, and
+    no write says so (a crash between a take and its claim)."""
+    ahead = [h["until"] for h in doc.get("holders") or [] if isinstance(h, Mapping)
+             and isinstance(h.get("until"), datetime) and h["until"] > now]
+    return min(ahead) if ahead else None
 
 
 def took(doc: Mapping[str, Any] | None, lease_id: str) -> bool:

@@ -50,12 +50,16 @@ class ListFilter:
     since: datetime | None = None
     metadata: tuple[tuple[str, str], ...] = ()
     error_contains: str | None = None  # last_error contains this text (filters.py)
+    key: str | None = None  # the flow key (docs/design.md, "Keys"): the keyed index serves it
 
     def __post_init__(self) -> None:
         from runnerq_cli import values
+        from runnerq_cli.backend.domain.flow import flow_key
 
         values.filter_term(self.activity_type, "activity_type")
         check_error_contains(self.error_contains)
+        if self.key is not None:
+            flow_key(self.key)
 
     def query(self, status: Status) -> dict[str, Any]:
         """Only equality and range on fixed field names: user text is never an operator."""
@@ -69,6 +73,8 @@ class ListFilter:
             query[f"metadata.{key}"] = str(value)
         if self.error_contains is not None:
             query["last_error"] = error_contains_clause(self.error_contains)
+        if self.key is not None:
+            query["flow_key"] = str(self.key)
         return query
 
 

@@ -415,6 +415,18 @@ def claimable_changes(types: Iterable[str] = ()) -> list[dict[str, Any]]:
     return [{"$match": match}, WAKE_PROJECTION]
 
 
+def limit_changes() -> list[dict[str, Any]]:
+    """The change-stream pipeline on the limit documents of a waiting claimer: every
+    write but a take (a take sets `taken_at`), so a slot freed (a release, the reaper's,
+    a give-back, the stale-holder repair) and a limit set, created or removed wake it,
+    and the takes of a busy fleet do not (docs/design.md, "Waiting for a slot").
+    Conjunctive, true where the event has no `updateDescription` (an insert, a delete)."""
+    return [{"$match": {
+        "operationType": {"$in": ["insert", "update", "replace", "delete"]},
+        "updateDescription.updatedFields.taken_at": {"$exists": False},
+    }}, WAKE_PROJECTION]
+
+
 def pause_changes() -> list[dict[str, Any]]:
     """The change-stream pipeline on the control collection of an idle worker: every
     write to the pause document (a pause, a resume: docs/design.md, "Control"), which

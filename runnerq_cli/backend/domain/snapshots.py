@@ -97,6 +97,7 @@ class StatsSnapshot(TypedDict):
     malformed: list[str]
     pause: NotRequired[dict[str, Any]]  # added by the CLI: control.PauseState.to_json()
     schedules: NotRequired[dict[str, Any]]  # added by the CLI: ScheduleViews.summary()
+    limits: NotRequired[list[dict[str, Any]]]  # added by the CLI: FlowLimits.summary()
 
 
 class CountRow(TypedDict):
@@ -124,6 +125,7 @@ class MetricsSample(TypedDict):
     # process-wide, the same in every queue's sample
     hint_fallbacks: dict[str, int]
     schedules: NotRequired[list[dict[str, Any]]]  # added by the front end: ScheduleViews.series()
+    limits: NotRequired[list[dict[str, Any]]]  # added by the front end: FlowLimits.summary()
 
 
 def percentiles(summary: Percentiles) -> dict[int, float | None]:

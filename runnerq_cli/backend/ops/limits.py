@@ -8,11 +8,13 @@ so a limit changed while work runs counts that work still.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runnerq_cli.backend.domain import flow
 from runnerq_cli.backend.domain.flow import Limits
 from runnerq_cli.backend.domain.flow import limits_from_data as limits_from_data  # re-exported
 from runnerq_cli.backend.domain.flow import make_limits as make_limits  # re-exported
@@ -32,6 +34,8 @@ class LimitInfo:
     holders: tuple[Mapping[str, Any], ...]
     starts_in_window: int
     updated_at: datetime | None
+    full: str | None = None  # why nothing of the type may start now (flow.verdict), or None
+    held_back: int = 0  # pending activities waiting on this limit (`summary` counts them)
 
     def busiest_keys(self, most: int = 5) -> list[tuple[str, int]]:
         counts: dict[str, int] = {}
@@ -40,12 +44,17 @@ class LimitInfo:
             counts[key] = counts.get(key, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:most]
 
+    def brief(self) -> dict[str, Any]:
+        """`to_json` without the holders (`stats -o json`, `queues -o json`)."""
+        return {k: v for k, v in self.to_json().items() if k != "holders"}
+
     def to_json(self) -> dict[str, Any]:
         return {**self.limits.to_json(), "in_use": len(self.holders),
                 "holders": [{"worker_id": h.get("w"), "key": h.get("k") or None}
                             for h in self.holders],
                 "busiest_keys": dict(self.busiest_keys()),
                 "starts_in_rate_window": self.starts_in_window,
+                "full": self.full, "held_back": self.held_back,
                 "updated_at": self.updated_at.isoformat() if self.updated_at else None}
 
 
@@ -102,6 +111,27 @@ class FlowLimits:
         """Every limit, by type, with its slots in use (one read)."""
         now = self._ctx.clock()
         return [self._info(doc, now) for doc in self._ctx.limits.find({}).sort([("_id", 1)])]
+
+    def summary(self) -> list[LimitInfo]:
+        """Every limit with its slots in use and the work it holds back: the pending
+        activities of a type at its limit (concurrency or rate), else those of its keys
+        at theirs. One read of the limit documents, one count per limited type that
+        holds anything back (`stats`, `queues`, the console, Prometheus)."""
+        now = self._ctx.clock()
+        out = []
+        for doc in self._ctx.limits.find({}).sort([("_id", 1)]):
+            info = self._info(doc, now)
+            verdict = flow.verdict(doc, None, now)
+            match: dict[str, Any] = {"status": "pending", "activity_type": str(doc["_id"])}
+            if not verdict.type_full:
+                keys = flow.full_keys(doc, now)
+                if not keys:
+                    out.append(info)
+                    continue
+                match["flow_key"] = {"$in": [k or None for k in keys]}
+            held = self._ctx.activities.count_documents(match)
+            out.append(dataclasses.replace(info, full=verdict.reason, held_back=held))
+        return out
 
     def get(self, activity_type: str) -> LimitInfo:
         doc = self._ctx.limits.find_one({"_id": activity_type})

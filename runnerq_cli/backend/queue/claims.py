@@ -198,6 +198,32 @@ class Claims(Part):
         return ChangeWake(self._ctx.activities, queries.claimable_changes(types), on_change,
                           max_await=max_await, name="runnerq-wake")
 
+    def watch_limits(self, on_change: Callable[[], None], max_await: float = 1.0) -> ChangeWake:
+        """A wake-up calling `on_change` when a slot frees or a limit changes anywhere in
+        the fleet (queries.limit_changes); while it is live, this process leaves a type
+        full by its concurrency until told (flowstate.py). Not opened yet."""
+        def changed() -> None:
+            self._ctx.flow.changed()
+            on_change()
+        wake = ChangeWake(self._ctx.limits, queries.limit_changes(), changed,
+                          max_await=max_await, name="runnerq-limit-wake")
+        self._ctx.flow.watch = wake
+        return wake
+
+    def flow_limited(self) -> bool:
+        """Whether this process last read any flow limit (no command)."""
+        return bool(self._ctx.flow.known())
+
+    def flow_throttled(self) -> dict[str, int]:
+        """Starts put off by a full flow limit since the last call, by type (a worker's
+        `runnerq_activity_throttled_total`)."""
+        return self._ctx.flow.drain_throttled()
+
+    def flow_retry_in(self) -> float | None:
+        """Seconds until a limited type left alone may be claimed again by this process
+        (a rate's next start, a back-off's end); None when none waits on a clock."""
+        return self._ctx.flow.retry_in()
+
     def watch_pauses(self, on_change: Callable[[], None], max_await: float = 1.0) -> ChangeWake:
         """A wake-up calling `on_change` when the pause document changes (a pause, a
         resume): an idle worker that obeys a pause stays on its streams instead of polling

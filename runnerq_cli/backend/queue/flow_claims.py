@@ -99,6 +99,7 @@ class LimitedClaims:
                 self._ctx.flow.expire()
                 break
             if not flow.took(taken, lease_id):
+                self._ctx.flow.throttle(activity_type)
                 if self._type_full(taken, now, block=True):
                     break
                 skip.add(key)  # this key is at its own limit: the next key's turn
@@ -113,17 +114,41 @@ class LimitedClaims:
             got.append(claim)
             if self._on_claim is not None:
                 self._on_claim(claim)
+        if len(got) < want and skip:
+            self._note_keys(doc, skip, now)
         return got
 
     def _type_full(self, doc: dict[str, Any], now: datetime, *, block: bool = False) -> bool:
         """Whether nothing of the type may start now; with `block`, this claimer then
-        leaves the type alone until the rate allows a start, else FULL_BACKOFF."""
+        leaves the type alone until the rate allows a start; when full by concurrency,
+        FULL_BACKOFF, or, told of every slot freed (a change stream), until told or a
+        holder's `until` comes (its slot may be repaired then: no write says so)."""
         verdict = flow.verdict(doc, None, now)
         if verdict.type_full and block:
-            wait = flow.FULL_BACKOFF if verdict.retry_at is None else max(
-                0.05, (verdict.retry_at - now).total_seconds())
-            self._ctx.flow.block(str(doc["_id"]), min(wait, flow.REFRESH))
+            told = self._ctx.flow.told
+            if verdict.retry_at is not None:
+                wait = max(0.05, (verdict.retry_at - now).total_seconds())
+            elif told:
+                until = flow.next_holder_until(doc, now)
+                wait = flow.TOLD_BACKOFF if until is None else max(
+                    0.05, (until - now).total_seconds())
+            else:
+                wait = flow.FULL_BACKOFF
+            self._ctx.flow.block(str(doc["_id"]),
+                                 min(wait, flow.TOLD_BACKOFF if told else flow.REFRESH))
+            self._ctx.flow.throttle(str(doc["_id"]))
         return verdict.type_full
+
+    def _note_keys(self, doc: dict[str, Any], skipped: set[str], now: datetime) -> None:
+        """Keys left out by their own rate start again at a time no write announces: a
+        worker waiting to be told looks again then (FlowState.wake_by)."""
+        times = [v.retry_at for v in (flow.verdict(doc, k, now) for k in skipped)
+                 if v.retry_at is not None]
+        until = flow.next_holder_until(doc, now)
+        if until is not None:
+            times.append(until)
+        if times:
+            self._ctx.flow.wake_by(max(0.05, (min(times) - now).total_seconds()))
 
     def _next_key(self, activity_type: str, turn: str | None, skip: set[str]) -> str | None:
         """The next key after `turn` with pending work, in key order, wrapping around;
@@ -158,8 +183,7 @@ class LimitedClaims:
         log.info("flow: freed slots whose claims no longer run",
                  extra={"fields": {"activity_type": doc["_id"], "freed": len(dead)}})
         repaired = self._ctx.limits.find_one_and_update(
-            {"_id": doc["_id"]},
-            {"$pull": {"holders": {"l": {"$in": dead}, "until": {"$lt": now}}}},
+            {"_id": doc["_id"]}, flow.repair(dead, now),
             projection=STATE_PROJECTION, return_document=ReturnDocument.AFTER)
         return repaired if repaired is not None else doc
 

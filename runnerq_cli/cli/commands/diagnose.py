@@ -223,6 +223,7 @@ def queues_cmd(
                Column("oldest pending", drop=2, right=True),
                Column("workers", drop=3, right=True),
                Column("schedules", drop=7, right=True),
+               Column("limits", drop=8, right=True),
                Column("paused", right=True)]
     table = []
     for row in rows:
@@ -234,14 +235,26 @@ def queues_cmd(
                       format_duration(age) if age is not None else "-",
                       f"{workers['live']} live" + (f", {workers['stale']} stale"
                                                     if workers["stale"] else ""),
-                      _schedules_cell(row["schedules"]), _paused_cell(row)])
+                      _schedules_cell(row["schedules"]), _limits_cell(row["limits"]),
+                      _paused_cell(row)])
     if "≈" in print_table(columns, table):  # not when the estimated column gave way
         typer.echo("≈ estimated; the other counts are exact")
 
 
 def _summary(backend: RunnerQ) -> dict[str, Any]:
     """One queue's row: the diagnosis summary and its schedules' (ScheduleViews.summary)."""
-    return {**backend.diagnosis.summary(), "schedules": backend.schedule_views.summary()}
+    return {**backend.diagnosis.summary(), "schedules": backend.schedule_views.summary(),
+            "limits": [i.brief() for i in backend.limits.summary()]}
+
+
+def _limits_cell(limits: list[dict[str, Any]]) -> str:
+    """`5 in use, 12 held`: the slots in use under every flow limit of the queue and the
+    pending work they hold back; `-` for a queue without limits."""
+    if not limits:
+        return "-"
+    in_use = sum(row["in_use"] for row in limits)
+    held = sum(row["held_back"] for row in limits)
+    return f"{in_use} in use" + (f", {held} held" if held else "")
 
 
 def _schedules_cell(summary: dict[str, Any]) -> str:

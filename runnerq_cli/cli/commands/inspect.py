@@ -107,6 +107,9 @@ def list_cmd(
     error_contains: str | None = typer.Option(
         None, "--error-contains", metavar="TEXT",
         help="Only those whose last error contains TEXT (plain, case-sensitive)."),
+    key: str | None = typer.Option(None, "--key", metavar="KEY",
+                                   help="Only those enqueued with this flow key "
+                                        "(`list pending --type T --key K`: a key's backlog)."),
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="Page size (1 to 1,000)."),
     after: str | None = typer.Option(None, "--after", metavar="CURSOR",
                                      help="The next page: the cursor the previous page printed."),
@@ -116,6 +119,7 @@ def list_cmd(
     import sys
 
     from runnerq_cli import values
+    from runnerq_cli.backend.domain.flow import flow_key
     from runnerq_cli.backend.domain.models import Status
     from runnerq_cli.backend.domain.pagination import ListFilter, parse_metadata
     from runnerq_cli.cli.output import emit
@@ -127,7 +131,8 @@ def list_cmd(
     filters = ListFilter(activity_type=activity_type,
                          since=values.optional_time(since, "--since"),
                          metadata=parse_metadata(metadata or [], "--metadata"),
-                         error_contains=error_contains)
+                         error_contains=error_contains,
+                         key=None if key is None else flow_key(key, "--key"))
     backend = state(ctx).backend()
     page = backend.inspector.list_page(parsed, filters=filters, limit=limit, after=after)
     if page.skipped:  # never "no activities" without a word on those it could not read

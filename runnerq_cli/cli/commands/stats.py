@@ -314,11 +314,31 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
         info.add_row("paused", "no")
     if snap.get("schedules"):
         info.add_row("schedules", schedules_line(snap["schedules"]))
+    if snap.get("limits"):
+        info.add_row("limits", limits_line(snap["limits"]))
     if snap.get("malformed"):
         found = len(snap["malformed"])  # skipped by the counts, or set aside
         info.add_row("malformed", rich_text(f"{counted(found, 'document')}, "
                                             f"e.g. {snap['malformed'][0]}", max_length=200))
     return info
+
+
+def limits_line(limits: Sequence[Mapping[str, Any]]) -> Any:
+    """The flow limits in one line: each type's slots in use (of its concurrency) and the
+    work it holds back, the held-back ones first, in yellow (`stats`)."""
+    from rich.text import Text
+
+    line = Text(no_wrap=True, overflow="ellipsis")
+    for i, row in enumerate(sorted(limits, key=lambda r: (-r["held_back"],
+                                                          r["activity_type"]))):
+        if i:
+            line.append("; ")
+        cap = f"/{row['concurrency']}" if row["concurrency"] else ""
+        line.append(row["activity_type"])  # inert: a Text's content is never markup
+        line.append(f" {row['in_use']}{cap} in use")
+        if row["held_back"]:
+            line.append(f", {row['held_back']} held back", style="yellow")
+    return line
 
 
 def schedules_line(summary: Mapping[str, Any]) -> Any:
@@ -451,6 +471,7 @@ def stats_cmd(
                                                 history_seconds=history_seconds)
         snap["pause"] = backend.control.paused().to_json()  # pause/resume (control.py)
         snap["schedules"] = backend.schedule_views.summary()  # one read of the schedules
+        snap["limits"] = [i.brief() for i in backend.limits.summary()]  # flow limits
         return snap
 
     if watch:
@@ -477,6 +498,7 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
 
         sample = backend.inspector.metrics_sample(window_seconds=latency_window)
         sample["schedules"] = backend.schedule_views.series()
+        sample["limits"] = [i.brief() for i in backend.limits.summary()]
         sys.stdout.write(render_metrics([sample],
                                         openmetrics=output is StatsOutput.OPENMETRICS))
         if not checks:

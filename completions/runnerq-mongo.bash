@@ -35,7 +35,7 @@ _runnerq_mongo_node() {
         "list")
             cmds=''
             flags='-h --help'
-            valopts='--type --since --metadata --error-contains --limit --after -o --output' ;;
+            valopts='--type --since --metadata --error-contains --key --limit --after -o --output' ;;
         "show")
             cmds=''
             flags='-h --help'
@@ -353,6 +353,8 @@ _runnerq_mongo_values() {
         "list|--metadata")
             kind=none; choices='' ;;
         "list|--error-contains")
+            kind=none; choices='' ;;
+        "list|--key")
             kind=none; choices='' ;;
         "list|--limit")
             kind=none; choices='' ;;

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.as_code import echo_apply, read_yaml_file
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
-from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.ops.limits import LimitInfo
@@ -25,7 +25,6 @@ limit_app = typer.Typer(
     help="Flow limits: at most N running per type or per key, rates, across the fleet.",
     no_args_is_help=True)
 
-LIMITS_FILE_MAX = 4 * 1024 * 1024
 REASON_HELP = "Why (recorded in the audit trail)."
 ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
 
@@ -147,17 +146,7 @@ def read_limits_file(path: str) -> list[Any]:
     """`apply`'s YAML (or JSON) file: a list of `{type, concurrency, key_limit, rate,
     key_rate}`, or `{limits: [...]}`; one line naming the file on a refusal."""
     from runnerq_cli.backend.domain.flow import limits_from_data
-    from runnerq_cli.inputs import YAMLRefused, load_yaml, read_input
-
-    raw = read_input(path, "FILE", LIMITS_FILE_MAX)
-    if len(raw) > LIMITS_FILE_MAX:
-        raise InvalidArgument(f"{path}: more than 4 MiB")
-    try:
-        data = load_yaml(raw.decode("utf-8"), "a limits file")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgument(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
-    except YAMLRefused as exc:
-        raise InvalidArgument(f"{path}: {exc}") from None
+    data = read_yaml_file(path, "a limits file")
     try:
         return limits_from_data(data)
     except InvalidArgument as exc:
@@ -186,21 +175,7 @@ def apply(
         emit(output, report.to_json() if output is OutputFormat.JSON
              else [c.to_json() for c in report.changes])
         return
-    for change in report.changes:
-        if change.action == "unchanged":
-            continue
-        fields = f" ({', '.join(change.fields)})" if change.fields else ""
-        typer.echo(f"{'would ' if dry_run else ''}{change.action} "
-                   f"{_lit(change.activity_type)}{fields}")
-    counts = ", ".join(f"{report.count(a)} {w}" for a, w in (
-        ("create", "created"), ("update", "updated"), ("remove", "removed"),
-        ("unchanged", "unchanged")) if report.count(a))
-    if not report.changed:
-        typer.echo(f"nothing changed: {counted(len(report.changes), 'limit')} as in "
-                   f"{_lit(path)}"
-                   if report.changes else "nothing changed: no limits")
-    else:
-        typer.echo(("dry run, nothing written: " if dry_run else "") + counts)
+    echo_apply(report, dry_run, path, "limit", lambda change: change.activity_type)
 
 
 def register(app: typer.Typer) -> None:

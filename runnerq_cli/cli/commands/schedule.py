@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.as_code import echo_apply, read_yaml_file
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
-from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -27,7 +27,7 @@ schedule_app = typer.Typer(
     help="Recurring schedules: cron or intervals that fire exactly once across the fleet.",
     no_args_is_help=True)
 
-SCHEDULE_FILE_MAX = 4 * 1024 * 1024  # bytes: far more than any fleet's schedules
+
 REASON_HELP = "Why (recorded in the audit trail)."
 ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
 
@@ -320,19 +320,7 @@ def read_schedule_file(path: str) -> list[Any]:
     """`apply`'s YAML file: a list of schedules, or a mapping with `schedules:`. Each
     refusal is one line naming the file (and the entry); nothing is written."""
     from runnerq_cli.backend.domain.schedules import definition_from_data
-    from runnerq_cli.inputs import YAMLRefused, load_yaml, read_input
-
-    raw = read_input(path, "FILE", SCHEDULE_FILE_MAX)  # a FIFO without a writer: refused
-    if len(raw) > SCHEDULE_FILE_MAX:
-        raise InvalidArgument(f"{path}: more than 4 MiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgument(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
-    try:
-        data = load_yaml(text, "a schedules file")
-    except YAMLRefused as exc:
-        raise InvalidArgument(f"{path}: {exc}") from None
+    data = read_yaml_file(path, "a schedules file")
     if isinstance(data, dict) and set(data) <= {"schedules"}:
         data = data.get("schedules") or []
     if data is None:
@@ -369,22 +357,7 @@ def apply(
         emit(output, report.to_json() if output is OutputFormat.JSON
              else [c.to_json() for c in report.changes])
         return
-    verbs = {"create": "create", "update": "update", "remove": "remove"}
-    for change in report.changes:
-        if change.action == "unchanged":
-            continue
-        fields = f" ({', '.join(change.fields)})" if change.fields else ""
-        prefix = "would " if dry_run else ""
-        typer.echo(f"{prefix}{verbs[change.action]} {_lit(change.name)}{fields}")
-    counts = ", ".join(f"{report.count(a)} {w}" for a, w in (
-        ("create", "created"), ("update", "updated"), ("remove", "removed"),
-        ("unchanged", "unchanged")) if report.count(a))
-    if not report.changed:
-        typer.echo(f"nothing changed: {counted(len(report.changes), 'schedule')} as in "
-                   f"{_lit(path)}"
-                   if report.changes else "nothing changed: no schedules")
-    else:
-        typer.echo(("dry run, nothing written: " if dry_run else "") + counts)
+    echo_apply(report, dry_run, path, "schedule", lambda change: change.name)
 
 
 def scheduler(

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from runnerq_cli.backend.domain import flow
+from runnerq_cli.backend.domain.as_code import ApplyReport
 from runnerq_cli.backend.domain.flow import Limits
 from runnerq_cli.backend.domain.flow import limits_from_data as limits_from_data  # re-exported
 from runnerq_cli.backend.domain.flow import make_limits as make_limits  # re-exported
@@ -69,24 +70,6 @@ class LimitChange:
     def to_json(self) -> dict[str, Any]:
         return {"activity_type": self.activity_type, "action": self.action,
                 "fields": list(self.fields)}
-
-
-@dataclass(frozen=True)
-class LimitApplyReport:
-    changes: tuple[LimitChange, ...]
-    dry_run: bool
-
-    @property
-    def changed(self) -> bool:
-        return any(c.action != "unchanged" for c in self.changes)
-
-    def count(self, action: str) -> int:
-        return sum(1 for c in self.changes if c.action == action)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "changed": self.changed,
-                **{a: self.count(a) for a in ("create", "update", "unchanged", "remove")},
-                "changes": [c.to_json() for c in self.changes]}
 
 
 class FlowLimits:
@@ -187,7 +170,7 @@ class FlowLimits:
 
     def apply(self, wanted: Sequence[Limits], *, prune: bool = False, dry_run: bool = False,
               reason: str | None = None, actor: str | None = None,
-              command: str | None = None) -> LimitApplyReport:
+              command: str | None = None) -> ApplyReport:
         """Make the stored limits those of `wanted` (limits as code): idempotent, a second
         apply says nothing changed; `prune` removes the limits not listed. Everything is
         checked before the first write."""
@@ -209,7 +192,7 @@ class FlowLimits:
                     f"{len(stored)} of the queue's; remove them by type instead "
                     "(limit remove TYPE)")
             changes += [LimitChange(n, "remove") for n in sorted(stored) if n not in names]
-        report = LimitApplyReport(tuple(changes), dry_run)
+        report = ApplyReport(tuple(changes), dry_run)
         if dry_run or not report.changed:
             return report
         by_type = {w.activity_type: w for w in wanted}

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
+from runnerq_cli.backend.domain.as_code import ApplyReport
 from runnerq_cli.backend.domain.models import EnqueueResult, to_jsonable
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.domain.schedules import (
@@ -160,24 +161,6 @@ class ApplyChange:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "action": self.action, "fields": list(self.fields)}
-
-
-@dataclass(frozen=True)
-class ApplyReport:
-    changes: tuple[ApplyChange, ...]
-    dry_run: bool
-
-    @property
-    def changed(self) -> bool:
-        return any(c.action != "unchanged" for c in self.changes)
-
-    def count(self, action: str) -> int:
-        return sum(1 for c in self.changes if c.action == action)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "changed": self.changed,
-                **{a: self.count(a) for a in ("create", "update", "unchanged", "remove")},
-                "changes": [c.to_json() for c in self.changes]}
 
 
 class Schedules:

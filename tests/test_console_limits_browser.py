@@ -94,10 +94,11 @@ def test_the_limits_view_shows_values_slots_keys_and_held_back(browser: Any,
     assert "2 of 2" in charge and "on w1" in charge and "full" in charge
     assert "2 of 2 running" in charge  # why nothing of it starts now, as stats says
     mail = row(browser, "mail")
-    assert "100/1m" in mail and HOSTILE_KEY + " × 1" in mail and "on w2" in mail
+    assert "per key 1, rate 100/1m" in mail and HOSTILE_KEY + " × 1" in mail and "on w2" in mail
+    assert "key full" in mail and "room" in row(browser, HOSTILE_TYPE)  # only a key is at its limit
     hostile = row(browser, HOSTILE_TYPE)
     assert hostile.startswith(HOSTILE_TYPE_SHOWN)  # the override escaped, as the CLI shows it
-    assert "0 of 4" in hostile
+    assert "concurrency 4" in hostile and "0 of 4" in hostile
     assert browser.execute_script("return window.__pwned || null") is None
     assert attrs(browser, '#limits tr[data-limit="charge"] a', "href") == [
         "#/list/pending?type=charge"]  # the held back, listed

@@ -108,10 +108,22 @@ def test_the_limits_view_shows_values_slots_keys_and_held_back(browser: Any,
 
 
 def fill(browser: Any, field: str, value: str) -> None:
-    box = browser.find_element("id", "limit-" + field)
-    box.clear()
-    if value:
-        box.send_keys(value)
+    """Type `value` into a field of the form. The view's refresh may replace the form
+    between two fields (it keeps the values typed and waits only while a field has the
+    focus): a field replaced under the driver is found again and typed into anew."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(5):
+        try:
+            box = browser.find_element("id", "limit-" + field)
+            box.clear()
+            if value:
+                box.send_keys(value)
+            if box.get_attribute("value") == value:
+                return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"could not type {value!r} into limit-{field}")
 
 
 def test_with_allow_actions_a_limit_is_set_from_the_page(

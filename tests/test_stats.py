@@ -54,7 +54,7 @@ def test_exact_counts_and_schema(mix, run_cli):
     assert snap["schema"] == SCHEMA
     assert set(snap) == {"schema", "queue", "generated_at", "total", "by_status", "by_priority",
                          "by_type", "oldest_pending", "throughput", "latency", "workers",
-                         "pause", "estimated", "history", "malformed", "schedules"}
+                         "pause", "estimated", "history", "malformed", "schedules", "limits"}
     assert snap["estimated"] == []  # a small queue: completed counted too
     assert snap["history"] is None and snap["malformed"] == []
     assert snap["pause"] == {"paused": False, "all": False, "types": [], "reason": None,

@@ -48,8 +48,9 @@ def check_limits(ctx: QueueContext, workers: list[WorkerInfo], now: datetime) ->
                       f"{first['activity_type']}: {key} holds "
                       f"{counted(first['slots'], 'slot')} past their leases (worker "
                       f"{first['worker']}); its claims no longer run",
-                      f"the next claim of {first['activity_type']} frees them (a worker "
-                      "that claims it must run); or limit remove and set it again",
+                      "they are freed by the next claim of "
+                      f"{first['activity_type']} (a worker that claims it must run); or "
+                      "limit remove and set it again",
                       facts)]
     wide = _far_below(docs, workers)
     facts["far_below"] = wide
@@ -57,8 +58,8 @@ def check_limits(ctx: QueueContext, workers: list[WorkerInfo], now: datetime) ->
         first = wide[0]
         return [Check(NAME, CheckStatus.WARN,
                       f"{first['activity_type']}: a limit of {first['concurrency']} beside "
-                      f"{first['workers_concurrency']} handler slots of the live workers "
-                      "that claim it",
+                      f"{counted(first['workers_concurrency'], 'handler slot')} of the live "
+                      "workers that claim it",
                       "slots kept for work the limit never lets start: lower the workers' "
                       "--concurrency, give them other types, or raise the limit", facts)]
     return [Check(NAME, CheckStatus.OK, f"{counted(len(docs), 'limit')}, every one honoured",

@@ -10,12 +10,12 @@ count and find, the audit record's insert and last update). The figure per
 with big batches, hence the small ones measured.)
 
 That extrapolation holds only for what a batch does in a fixed number of commands; the
-event copies go INSERT_CHUNK (50) a command, so a batch of 500 sends more than a batch
+event copies go INSERT_CHUNK (250) a command, so a batch of 500 sends more than a batch
 of 50. The last line therefore measures one whole run at the default batch size:
-`cancel` by filter over REAL activities (default 600: a full batch and one of 100),
-start-up included, as commands per 1,000 (0 skips it).
+`cancel` by filter over REAL activities (default 2,000: four full batches), start-up
+included, as commands per 1,000 (0 skips it).
 
-    python benchmarks/bench_bulk_commands.py [BATCH] [REAL]     (default 100 600)
+    python benchmarks/bench_bulk_commands.py [BATCH] [REAL]     (default 100 2000)
 
 Against RUNNERQ_BENCH_MONGO_URI, else a dev server in its own process.
 """
@@ -102,7 +102,7 @@ def measure_real(ctx: Any, commands: Any, n: int) -> list[str]:
 
 def main() -> None:
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    real = int(sys.argv[2]) if len(sys.argv) > 2 else 600
+    real = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     uri, server = start_server()
     try:
         settings = load_settings(None, overrides={

@@ -58,3 +58,34 @@ def test_in_matches_the_documents_it_should(collection: Any) -> None:
     updated = collection.update_many({"_id": {"$in": IDS[10:20]}}, {"$set": {"seen": True}})
     assert updated.modified_count == 10
     assert found({"seen": True}) == list(range(10, 20))
+
+
+def test_ids_are_looked_up_by_key_with_the_same_answers(collection: Any) -> None:
+    """_ids_by_key: a filter naming an `_id` the collection lacks finds nothing at once,
+    and an insert's duplicate check by key still refuses every repeated id of the kinds
+    it settles (a number is still checked by value: 1 and 1.0 are one `_id`)."""
+    from mongoeco.engines.memory import MemoryEngine
+    from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+    assert getattr(MemoryEngine._candidate_items_for_plan_locked, "ids_by_key", False)
+    kept = collection.database["by_key"]
+    oid, uid = ObjectId(), uuid.uuid4()
+    kept.insert_many([{"_id": oid, "n": 1}, {"_id": uid, "n": 2}, {"_id": "t", "n": 3},
+                      {"_id": 1, "n": 4}])
+    for existing in (oid, uid, "t", 1.0):  # 1.0 is the stored 1
+        with pytest.raises(DuplicateKeyError):
+            kept.insert_one({"_id": existing})
+    with pytest.raises(BulkWriteError):
+        kept.insert_many([{"_id": ObjectId()}, {"_id": uid}])
+    assert kept.find_one({"_id": ObjectId()}) is None
+    assert kept.find_one({"_id": "T"}) is None  # texts compare exactly
+    assert kept.find_one({"_id": "t", "n": 3})["n"] == 3
+    assert kept.find_one({"_id": 1.0})["n"] == 4
+    # A stamped insert: an upsert naming a new `_id` inserts once, its repeat matches.
+    fresh = ObjectId()
+    first = kept.update_one({"_id": fresh, "at": None}, {"$setOnInsert": {"n": 5}},
+                            upsert=True)
+    assert first.upserted_id == fresh
+    again = kept.update_one({"_id": fresh, "n": 5}, {"$set": {"seen": True}}, upsert=True)
+    assert again.matched_count == 1 and again.upserted_id is None
+    assert kept.count_documents({}) == 6  # 4 + one of the bulk insert's + the upsert

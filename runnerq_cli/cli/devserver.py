@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bson import ObjectId
 
 from runnerq_cli.errors import ConfigError, InvalidArgument, RunnerQError
 
@@ -78,8 +81,61 @@ def _hashed_in() -> None:
     setattr(compiled, "_node_to_code", node_to_code)  # noqa: B010 (a method replaced)
 
 
+# The kinds of `_id` a keyed look-up settles (_ids_by_key): a value of one of these kinds
+# equals only itself, so the engine's storage key of the value finds every equal `_id`.
+_KEYED_ID_KINDS = (ObjectId, uuid.UUID, str)
+
+
+def _ids_by_key() -> None:
+    """Settle "which document has this `_id`" by the collection's storage key, never by
+    reading every document, when the `_id` is an ObjectId, a UUID or a text.
+
+    mongoeco 4.11's memory engine reads the whole collection in two places where a
+    look-up by key gives the same answer for these kinds (numbers are left alone: 1 and
+    1.0 are the same `_id` under different keys):
+    - a filter naming one `_id` the collection does not hold: it looks the `_id` up,
+      finds nothing, then reads every document. Every stamped insert is such an upsert
+      (docs/design.md, "Following events");
+    - the duplicate check of an insert: it compares the new `_id` with every stored one
+      after its look-up by key has already answered.
+    So each write cost a scan: a bulk action's 500 event copies into 2,000 events took
+    about 30 s, far past the driver's 5 s check of the server (benchmarks/README.md,
+    "Bulk work"). Applied once; mongoeco's internals not as expected leave it as it is.
+    """
+    try:
+        from mongoeco.engines.memory import MemoryEngine
+    except ImportError:
+        return
+    names = ("_candidate_items_for_plan_locked", "_ensure_unique_indexes",
+             "_direct_id_lookup_from_plan", "_storage_key")
+    if not all(hasattr(MemoryEngine, name) for name in names) or getattr(
+            MemoryEngine._candidate_items_for_plan_locked, "ids_by_key", False):
+        return
+    find = MemoryEngine._candidate_items_for_plan_locked
+    ensure_unique = MemoryEngine._ensure_unique_indexes
+
+    def candidates(self: Any, coll: Any, query_plan: Any, **options: Any) -> Any:
+        wanted = self._direct_id_lookup_from_plan(query_plan)
+        if (isinstance(wanted, _KEYED_ID_KINDS) and options.get("collation") is None
+                and self._storage_key(wanted) not in coll):
+            return []
+        return find(self, coll, query_plan, **options)
+
+    def unique(self: Any, db_name: str, coll_name: str, candidate: Any,
+               **options: Any) -> Any:
+        if options.get("check_id_storage") and isinstance(candidate.get("_id"),
+                                                          _KEYED_ID_KINDS):
+            options["scan_payload_id"] = False
+        return ensure_unique(self, db_name, coll_name, candidate, **options)
+
+    candidates.ids_by_key = True  # type: ignore[attr-defined]
+    setattr(MemoryEngine, "_candidate_items_for_plan_locked", candidates)  # noqa: B010
+    setattr(MemoryEngine, "_ensure_unique_indexes", unique)  # noqa: B010
+
+
 def _engine(path: Path | None) -> Any:
     _hashed_in()
+    _ids_by_key()
     try:
         if path is None:
             from mongoeco.engines.memory import MemoryEngine

@@ -56,10 +56,12 @@ from runnerq_cli.backend.store.statements import Statement, update_statements
 from runnerq_cli.errors import DuplicateKey
 
 log = logging.getLogger("runnerq.backend")
-# Activities per insert command: the server stamps one command's documents with one time
-# and they become visible when it ends, so a command must stay well within a tail's settle
-# window (5 s) even on a slow server (the dev server: about 1.5 s for 50 under load).
-INSERT_CHUNK = 50
+# Documents per stamped-insert command: the server stamps one command's documents with
+# one time and they become visible when it ends, so a command must stay well within a
+# tail's settle window (5 s) even on a slow server. 250 upserts take a real server a few
+# milliseconds and the dev server about 0.5 s, whatever the collection's size; a bulk
+# batch of 500 copies its events in 2 commands (benchmarks/README.md, "Bulk work").
+INSERT_CHUNK = 250
 
 
 def stamp(clock: Callable[[], datetime], now: When, *fields: str) -> dict[str, Any]:

@@ -33,8 +33,8 @@ def test_an_activity_page_has_its_tree_steps_and_wait(backend: RunnerQ) -> None:
             str(child), 1, "running")
         assert second["parent_activity_id"] == str(root)
         assert page["waiting"]["kind"] == "await"
-        assert page["waiting"]["text"].startswith(
-            f"waiting for child {str(child)[:8]}, processing on worker w9")
+        assert page["waiting"]["text"].startswith(f"waiting for child {str(child)[:8]} since ")
+        assert page["waiting"]["text"].endswith("; the child is running on worker w9")
         assert first["waiting_text"] == page["waiting"]["text"]
         of_child = c.get(f"/api/activity/{child}")
         assert of_child["tree"]["root_id"] == str(root)  # the whole tree from any member

@@ -107,8 +107,9 @@ def test_an_activity_page_shows_its_tree_steps_and_wait(browser: Any, console: C
     assert {m[1] for m in members[1:]} == {"1"}
     assert [m[0] for m in members if m[2] == "true"] == [saga["running"]]
     # Every other member is a link to its page: the root's says what it waits for.
-    assert f"waiting for child {saga['running'][:8]}, processing on worker w9" in text(
-        browser, f'#tree li[data-id="{saga["root"]}"]')
+    root_line = text(browser, f'#tree li[data-id="{saga["root"]}"]')
+    assert f"waiting for child {saga['running'][:8]} since " in root_line
+    assert "; the child is running on worker w9" in root_line
     assert attrs(browser, '[data-step]', "data-step") == ["pack"]
     click(browser, f'#tree li[data-id="{saga["root"]}"] a')
     wait_until(lambda: attr(browser, "#activity", "data-id") == saga["root"], timeout=WAIT,

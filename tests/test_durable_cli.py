@@ -135,7 +135,8 @@ def test_tree_shows_every_member_from_any_member(backend: RunnerQ, run_cli) -> N
         lines = out.stdout.splitlines()
         assert all(len(line) <= 80 for line in lines), lines
         assert lines[0].lstrip("* ").startswith(str(root)[:8]) and "waiting" in lines[0]
-        assert f"waiting for child {str(child)[:8]}, processing on worker w9" in out.stdout
+        assert f"waiting for child {str(child)[:8]} since " in out.stdout
+        assert "; the child is running on worker w9" in out.stdout
         assert any(line.startswith("  ") and "running" in line and "parcel" in line
                    for line in lines)
         assert "run pack: ok" in out.stdout

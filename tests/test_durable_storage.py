@@ -15,6 +15,7 @@ from runnerq_cli.backend.domain.checkpoints import checkpoint_id, step_key
 from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument, NotFound
+from tests.waiting import wait_until
 
 FAR = datetime(2099, 1, 1, tzinfo=UTC)
 
@@ -362,3 +363,35 @@ def test_a_delayed_child_is_scheduled_once_its_spawn_confirms(backend: RunnerQ) 
     assert raw(backend, later.activity_id)["status"] == "scheduled"
     assert raw(backend, now.activity_id)["status"] == "pending"
     assert "spawn_fence" not in raw(backend, later.activity_id)
+
+
+def _enqueue_step(events) -> tuple[str, object]:
+    [step] = [e for e in events if e.event_type in ("Enqueued", "Scheduled")]
+    return step.event_type, step.detail.get("scheduled_at")
+
+
+@pytest.mark.parametrize("delayed", [False, True], ids=["enqueued", "scheduled"])
+def test_a_park_keeps_the_enqueue_step_as_enqueued(backend: RunnerQ, delayed: bool) -> None:
+    """A park overwrites `scheduled_at` with its wake time and a wake removes it; the
+    enqueue step (derived) still reads as enqueued, in `events` and in the tail, while
+    waiting and after the wake, because the park's `Yielded` keeps the previous value."""
+    a = backend.enqueue("t", {}, delay_seconds=0.5 if delayed else None).activity_id
+    original = raw(backend, a).get("scheduled_at")
+    expected = ("Scheduled", original) if delayed else ("Enqueued", None)
+    assert (original is not None) is delayed
+    wait_until(lambda: backend.now() >= (original or backend.now()), timeout=5)
+    claim = claim_one(backend, ["t"])
+    backend.durable.park(claim, "sleep", "sleep:s", FAR)
+    assert raw(backend, a)["scheduled_at"] != original  # the wake time now
+
+    def seen() -> list[tuple[str, object]]:
+        tail = [e for e in backend.event_stream(follow=False) if e.activity_id == a]
+        return [_enqueue_step(backend.get_activity_events(a)), _enqueue_step(tail)]
+
+    assert seen() == [expected, expected]
+    backend.context.activities.update_one({"_id": a}, {"$set": {"scheduled_at": backend.now()}})
+    claim_one(backend, ["t"])  # woken by the scheduler, claimed again
+    assert "scheduled_at" not in raw(backend, a)
+    assert seen() == [expected, expected]
+    [yielded] = backend.context.events.find({"activity_id": a, "event_type": "Yielded"})
+    assert set(yielded["detail"]) == {"kind", "step", "wake_at", "result_id", "ready"}

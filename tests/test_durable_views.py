@@ -179,7 +179,9 @@ def test_list_waiting_says_what_an_awaited_child_is_doing(backend: RunnerQ, run_
     out = run_cli("list", "waiting")
     assert out.code == 0, out.stderr
     by_id = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
-    assert f"waiting for child {str(child)[:8]}, pending" in by_id[str(root)[:8]]
+    line = by_id[str(root)[:8]]
+    assert f"waiting for child {str(child)[:8]} since " in line
+    assert line.rstrip().endswith("; the child is pending"), line
     assert "no activity produces it" not in out.stdout
     assert "waiting for signal approve since" in by_id[str(signalled)[:8]]
 

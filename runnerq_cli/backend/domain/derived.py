@@ -52,6 +52,9 @@ DERIVE_FIELDS = {"_id": 1, "activity_type": 1, "priority": 1, "status": 1, "crea
 # Stored events whose detail keeps a value that a later write overwrote.
 _PREVIOUS_PRIORITY = ("PriorityChanged",)
 _PREVIOUS_SCHEDULE = ("Rescheduled", "RunNow", "Retrying", "Requeued", "Retried", "Redriven")
+# A park's `Yielded` keeps the overwritten `scheduled_at` beside its detail, not in it (the
+# spec's Yielded detail has exactly its own keys); missing means none, as in a detail.
+PREVIOUS_SCHEDULE_KEY = "previous_scheduled_at"
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -138,10 +141,12 @@ def _original(doc: dict[str, Any], stored: Iterable[dict[str, Any]]) -> tuple[An
         if not priority_found and kind in _PREVIOUS_PRIORITY and "old_priority" in detail:
             priority, priority_found = detail["old_priority"], True
         if not schedule_found and kind in _PREVIOUS_SCHEDULE and (
-                "previous_scheduled_at" in detail or not _from_version_0_1(event)):
+                PREVIOUS_SCHEDULE_KEY in detail or not _from_version_0_1(event)):
             # Absent means there was none (writers may omit a null), except in a
             # Retrying/Requeued of 0.1, which never carried it: unknown there.
-            scheduled_at, schedule_found = detail.get("previous_scheduled_at"), True
+            scheduled_at, schedule_found = detail.get(PREVIOUS_SCHEDULE_KEY), True
+        if not schedule_found and kind == "Yielded":
+            scheduled_at, schedule_found = event.get(PREVIOUS_SCHEDULE_KEY), True
     return priority, scheduled_at
 
 

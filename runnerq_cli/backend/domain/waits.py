@@ -103,14 +103,17 @@ class Wait:
 
     def describe(self, when: Callable[[datetime | None], str]) -> str:
         """In words: "waiting for signal approve since ..., times out ..."; "waiting for
-        child 3f2a1b2c, processing on worker w1"; "sleeping until ..."."""
+        child 3f2a1b2c since ...; the child is running on worker w1"; "sleeping until ...".
+        The "since" is the wait's (when the park happened); the awaited child's state is
+        said apart, as of now, so it never reads as the child's own age."""
         if self.kind == "sleep":
             return f"sleeping until {when(self.until)}" + (f" (step {self.name})"
                                                          if self.name else "")
+        child_state = None
         if self.kind == "signal":
             text = f"waiting for signal {self.name}"
         elif self.kind == "await":
-            text = f"waiting for {self._producer_text()}"
+            text, child_state = self._producer_text()
         else:
             text = "waiting" + (f" for result {self.result_id}" if self.result_id else "")
         if self.since is not None:
@@ -119,19 +122,24 @@ class Wait:
             text += f", times out {when(self.until)}"
         elif self.kind != "await" or self.result_id is None:
             text += "; no wake time: it never wakes by itself"
+        if child_state is not None:
+            text += f"; the child is {child_state}"
         return text
 
-    def _producer_text(self) -> str:
+    def _producer_text(self) -> tuple[str, str | None]:
+        """What is awaited ("waiting for child 3f2a1b2c") and the child's state now
+        ("pending", "running on worker w1"), or None when no activity produces it."""
         short = str(self.result_id)[:8] if self.result_id else "?"
         if self.producer is None:
-            return f"result {short} (no activity produces it: gone, or a checkpoint)"
+            return (f"waiting for result {short} (no activity produces it: gone, or a "
+                    "checkpoint)"), None
         status = str(self.producer.get("status"))
-        shown = "running" if status == Status.PROCESSING.value else display_status(
+        if status == Status.PROCESSING.value:
+            worker = self.producer.get("worker_id")
+            return f"waiting for child {short}", "running" + (
+                f" on worker {worker}" if worker else "")
+        return f"waiting for child {short}", display_status(
             status, int(self.producer.get("retry_count") or 0))
-        text = f"child {short}, {shown}"
-        if status == Status.PROCESSING.value and self.producer.get("worker_id"):
-            text = f"child {short}, processing on worker {self.producer['worker_id']}"
-        return text
 
     def to_json(self) -> dict[str, Any]:
         out = {"kind": self.kind, "step": self.step, "name": self.name,

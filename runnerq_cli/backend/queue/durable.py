@@ -33,7 +33,7 @@ from runnerq_cli.backend.domain.checkpoints import (
     checked_name,
     checkpoint_id,
 )
-from runnerq_cli.backend.domain.derived import attempt_events
+from runnerq_cli.backend.domain.derived import PREVIOUS_SCHEDULE_KEY, attempt_events
 from runnerq_cli.backend.domain.models import Claim, EnqueueResult, EventType, Result, Status
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.specs import ActivitySpec
@@ -178,6 +178,10 @@ class Durable(Part):
         event = new_event(act.id, act.activity_type, EventType.YIELDED.value, now,
                           claim.lease_id)
         event["detail"] = yielded_detail(kind, step, wake_at, result_id, ready)
+        # The park overwrites `scheduled_at` (or removes it): keep what the enqueue step is
+        # derived from (docs/design.md, "Stored and derived"); outside `detail`, which holds
+        # exactly the spec's keys.
+        event[PREVIOUS_SCHEDULE_KEY] = act.scheduled_at
         attempt = [] if act.started_at is None else attempt_events(
             act.id, act.activity_type, act.started_at, claim.worker_id, act.retry_count + 1,
             claim.lease_deadline)

@@ -40,7 +40,13 @@ from typing import Any
 
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
-from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
+from runnerq_cli.backend.domain.derived import (
+    DERIVE_FIELDS,
+    PREVIOUS_SCHEDULE_KEY,
+    derive,
+    event_order,
+    unique,
+)
 from runnerq_cli.backend.domain.event_cursor import (
     DEFAULT_SETTLE_SECONDS,
     EPOCH,
@@ -297,7 +303,7 @@ class EventStream:
         stored: dict[Any, list[dict[str, Any]]] = {}
         for event in self._events.find(queries.stored_events_of(docs).filter,
                                        {"activity_id": 1, "event_type": 1, "timestamp": 1,
-                                        "detail": 1}):
+                                        "detail": 1, PREVIOUS_SCHEDULE_KEY: 1}):
             stored.setdefault(event.get("activity_id"), []).append(event)
         malformed = proves_no_step(self._activities, docs)  # a malformed one proves no step
         for aid, doc in docs.items():

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from runnerq_cli.cli.as_code import echo_apply, read_yaml_file
+from runnerq_cli.cli.as_code import print_apply, read_yaml_file
 from runnerq_cli.cli.audited import ACTOR_OPT, REASON_OPT, audit_command, check_reason_actor
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
@@ -150,11 +150,7 @@ def apply(
     report = state(ctx).backend().limits.apply(wanted, prune=prune, dry_run=dry_run,
                                                reason=reason, actor=actor,
                                                command=audit_command(ctx))
-    if output is not OutputFormat.TEXT:
-        emit(output, report.to_json() if output is OutputFormat.JSON
-             else [c.to_json() for c in report.changes])
-        return
-    echo_apply(report, dry_run, path, "limit", lambda change: change.activity_type)
+    print_apply(report, output, dry_run, path, "limit", lambda change: change.activity_type)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from runnerq_cli.cli.as_code import echo_apply, read_yaml_file
+from runnerq_cli.cli.as_code import print_apply, read_yaml_file
 from runnerq_cli.cli.audited import ACTOR_OPT, REASON_OPT, audit_command, check_reason_actor
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
@@ -331,11 +331,7 @@ def apply(
     report = state(ctx).backend().schedules.apply(definitions, prune=prune, dry_run=dry_run,
                                                   reason=reason, actor=actor,
                                                   command=audit_command(ctx))
-    if output is not OutputFormat.TEXT:
-        emit(output, report.to_json() if output is OutputFormat.JSON
-             else [c.to_json() for c in report.changes])
-        return
-    echo_apply(report, dry_run, path, "schedule", lambda change: change.name)
+    print_apply(report, output, dry_run, path, "schedule", lambda change: change.name)
 
 
 def scheduler(

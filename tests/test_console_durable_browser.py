@@ -6,8 +6,8 @@ indented by depth, each a link), its steps and what it waits for; with
 the actor's name, wakes the activity and is audited as the console's. Text from the
 database stays text.
 
-The console, browser and database are this module's own (the fixtures of
-test_console_browser.py, imported), so the modules share nothing at run time.
+The fixtures and helpers are tests/console_browser.py's (a console, browser and
+database of this module's own).
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.checkpoints import checkpoint_id
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from tests.waiting import wait_until
-
-browser_tests = pytest.importorskip("tests.test_console_browser")
-from tests.test_console_browser import (  # noqa: E402
+from tests.console_browser import (
+    BROWSER_MARKS,
     WAIT,
     Console,
     allow_actions,
@@ -40,10 +38,12 @@ from tests.test_console_browser import (  # noqa: E402
     page_errors,
     rows,
     rq,
+    serving,
     text,
 )
+from tests.waiting import wait_until
 
-pytestmark = browser_tests.pytestmark
+pytestmark = BROWSER_MARKS
 HOSTILE = '<img src=x onerror="window.__pwned=4">'
 FAR = datetime(2099, 1, 1, tzinfo=UTC)
 __all__ = ["browser", "env", "rq"]  # fixtures, used by name
@@ -80,10 +80,7 @@ def saga(rq: RunnerQ) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def console(env: dict[str, str], saga: dict[str, str]) -> Any:
-    running = Console(env)
-    running.start()
-    yield running
-    running.stop()
+    yield from serving(env)
 
 
 def test_the_overview_and_the_lists_count_waiting_work(browser: Any, console: Console,

@@ -4,7 +4,7 @@ A page we did not write (`--ui`), here one of our making that uses innerHTML as
 RunnerQ's `runnerq-console.html` does (RunnerQ's own page is not in this repository),
 served over markup in every field it writes into the page: nothing runs. And our page
 over malformed and hostile records: every view shows them as what they are.
-The fixtures and helpers are tests/test_console_browser.py's (same skips).
+The fixtures and helpers are tests/console_browser.py's (same skips).
 """
 
 from __future__ import annotations
@@ -16,13 +16,24 @@ from typing import Any
 
 import pytest
 
-import tests.test_console_browser as base
 from runnerq_cli.backend.api import RunnerQ
-from tests.test_console_browser import WAIT, Console, open_view, text
+from tests.console_browser import (
+    BROWSER_MARKS,
+    WAIT,
+    Console,
+    browser,
+    confirm_as,
+    env,
+    open_view,
+    preview,
+    rq,
+    serving,
+    text,
+)
 from tests.waiting import wait_until
 
-pytestmark = base.pytestmark
-env, rq, browser = base.env, base.rq, base.browser  # the module's fixtures, shared
+pytestmark = BROWSER_MARKS
+__all__ = ["browser", "env", "rq"]  # fixtures, used by name
 
 MARKUP = '<img src=x onerror="window.__pwned=1">'
 
@@ -79,10 +90,7 @@ def their_console(env: dict[str, str], hostile: dict[str, str],
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     page = tmp_path_factory.mktemp("ui") / "their-console.html"
     page.write_text(THEIR_PAGE)
-    running = Console(env)
-    running.start("--ui", str(page))
-    yield running
-    running.stop()
+    yield from serving(env, "--ui", str(page))
 
 
 def test_a_page_we_did_not_write_runs_nothing_stored(browser: Any, their_console: Console,
@@ -134,10 +142,7 @@ def malformed(rq: RunnerQ, hostile: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def our_console(env: dict[str, str], malformed: dict[str, str]) -> Iterator[Console]:
-    running = Console(env)
-    running.start("--allow-actions")
-    yield running
-    running.stop()
+    yield from serving(env, "--allow-actions")
 
 
 def _open(browser: Any, console: Console, route: str, ready: str) -> None:
@@ -238,8 +243,6 @@ def test_hash_routes_that_are_not_views_say_so(browser: Any, our_console: Consol
 
 def test_an_actions_error_stays_until_dismissed(browser: Any, our_console: Console,
                                                 rq: RunnerQ) -> None:
-    from tests.test_console_browser import confirm_as, preview
-
     _open(browser, our_console, "#/pauses", "#pause-types")
     browser.find_element("id", "pause-types").send_keys("x" * 300)  # refused on confirm
     preview(browser, "pause", 0)

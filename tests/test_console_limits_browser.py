@@ -5,8 +5,8 @@ key that is markup shown as text; with `--allow-actions`, a limit set from the p
 previewed with its before and after, confirmed with the actor's name and audited as the
 console's, and a bad value refused with nothing written.
 
-The console, browser and database are this module's own (the fixtures of
-test_console_browser.py, imported), so the modules share nothing at run time.
+The fixtures and helpers are tests/console_browser.py's (a console, browser and
+database of this module's own).
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.flow import make_limits
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from tests.waiting import wait_until
-
-browser_tests = pytest.importorskip("tests.test_console_browser")
-from tests.test_console_browser import (  # noqa: E402
+from tests.console_browser import (
+    BROWSER_MARKS,
     WAIT,
     Console,
     allow_actions,
@@ -35,10 +33,12 @@ from tests.test_console_browser import (  # noqa: E402
     page_errors,
     rows,
     rq,
+    serving,
     text,
 )
+from tests.waiting import wait_until
 
-pytestmark = browser_tests.pytestmark
+pytestmark = BROWSER_MARKS
 HOSTILE_KEY = '<img src=x onerror="window.__pwned=4">'
 HOSTILE_TYPE = '<img src=x onerror="window.__pwned=5">\u202e'  # markup and a bidi override
 HOSTILE_TYPE_SHOWN = '<img src=x onerror="window.__pwned=5">\\u202e'
@@ -59,10 +59,7 @@ def console(env: dict[str, str], rq: RunnerQ) -> Any:
         rq.enqueue(ActivitySpec("mail", {"i": i}, key=HOSTILE_KEY))
     assert len(rq.dequeue("w1", types=["charge"], limit=5)) == 2
     assert len(rq.dequeue("w2", types=["mail"], limit=3)) == 1
-    running = Console(env)
-    running.start()
-    yield running
-    running.stop()
+    yield from serving(env)
 
 
 def row(browser: Any, activity_type: str) -> str:

@@ -4,8 +4,8 @@ next and last fire (and how its activity ended), paused or not; a malformed one 
 a row saying so, its text as text; with `--allow-actions`, pause, resume and trigger from
 the page, each previewed, confirmed with the actor's name and audited as the console's.
 
-The console, browser and database are this module's own (the fixtures of
-test_console_browser.py, imported), so the two modules share nothing at run time.
+The fixtures and helpers are tests/console_browser.py's (a console, browser and
+database of this module's own).
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ import pytest
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.schedules import ScheduleDef, Template
-from tests.waiting import wait_until
-
-browser_tests = pytest.importorskip("tests.test_console_browser")
-from tests.test_console_browser import (  # noqa: E402
+from tests.console_browser import (
+    BROWSER_MARKS,
     WAIT,
     Console,
     allow_actions,
@@ -34,10 +32,12 @@ from tests.test_console_browser import (  # noqa: E402
     page_errors,
     rows,
     rq,
+    serving,
     text,
 )
+from tests.waiting import wait_until
 
-pytestmark = browser_tests.pytestmark
+pytestmark = BROWSER_MARKS
 HOSTILE = '<img src=x onerror="window.__pwned=3">'
 __all__ = ["browser", "env", "rq"]  # fixtures, used by name
 
@@ -60,10 +60,7 @@ def console(env: dict[str, str], rq: RunnerQ) -> Any:
     rq.db["runnerq_tests_schedules"].insert_one({
         "_id": "broken", "activity": {"activity_type": HOSTILE}, "every_seconds": "often",
         "paused": False, "revision": 1, "created_at": datetime.now(UTC)})
-    running = Console(env)
-    running.start()
-    yield running
-    running.stop()
+    yield from serving(env)
 
 
 def test_the_overview_says_how_many_schedules(browser: Any, console: Console) -> None:

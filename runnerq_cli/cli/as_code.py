@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import typer
 
+from runnerq_cli.cli.output import OutputFormat, emit
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.plural import counted
 
@@ -28,6 +29,8 @@ class Report(Protocol):
 
     def count(self, action: str) -> int: ...
 
+    def to_json(self) -> dict[str, Any]: ...
+
 
 def read_yaml_file(path: str, what: str) -> Any:
     """The data of a YAML (or JSON) file of `what` ("a schedules file"): a FIFO without a
@@ -46,13 +49,18 @@ def read_yaml_file(path: str, what: str) -> Any:
         raise InvalidArgument(f"{path}: {exc}") from None
 
 
-def echo_apply(report: Report, dry_run: bool, path: str, noun: str,
-               name_of: Callable[[Any], str]) -> None:
-    """An apply's text output: each change (`would ` before it in a dry run) with the
-    fields it changes, then the counts; "nothing changed: N nouns as in FILE" when none.
-    `name_of` gives a change's name as shown (literally: untrusted text stays text)."""
+def print_apply(report: Report, output: OutputFormat, dry_run: bool, path: str, noun: str,
+                name_of: Callable[[Any], str]) -> None:
+    """An apply's output. For scripts: the report (json) or one line a change (jsonl).
+    For people: each change (`would ` before it in a dry run) with the fields it changes,
+    then the counts; "nothing changed: N nouns as in FILE" when none. `name_of` gives a
+    change's name as shown (literally: untrusted text stays text)."""
     from runnerq_cli.literal import literal
 
+    if output is not OutputFormat.TEXT:
+        emit(output, report.to_json() if output is OutputFormat.JSON
+             else [c.to_json() for c in report.changes])
+        return
     for change in report.changes:
         if change.action == "unchanged":
             continue

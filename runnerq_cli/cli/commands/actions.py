@@ -18,6 +18,7 @@ module parses, confirms and prints.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,6 +79,10 @@ DRY_RUN_OPT = typer.Option(False, "--dry-run", help=DRY_RUN_HELP)
 YES_OPT = typer.Option(False, "--yes", "-y", help=YES_HELP)
 REASON_OPT = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP)
 ACTOR_OPT = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP)
+CASCADE_OPT = typer.Option(
+    False, "--cascade",
+    help="With ids: also cancel every pending, scheduled or waiting descendant "
+         "(their trees; running ones are left to their workers).")
 BATCH_OPT = typer.Option(500, "--batch-size", metavar="N", min=1, max=10000,
                          help="Activities per batch, 1 to 10,000 (one read and one write each; "
                               "the audit record is updated after each).")
@@ -495,8 +500,11 @@ def _when(at: str | None, delay: str | None) -> Any:
 # ----------------------------------------------------------------- commands
 
 
-def _filter_command(action: str, summary: str) -> Callable[..., None]:
-    """A command that acts on ids or on a filter: the same options for every such action."""
+def _filter_command(action: str, summary: str, *, cascade: bool = False) -> Callable[..., None]:
+    """A command that acts on ids or on a filter: the same options for every such action,
+    and with `cascade` cancel's --cascade after them. One definition serves all: typer
+    reads the signature set here, which gives --cascade its option for cancel and leaves
+    it out for the others (whose calls then take the parameter's default, False)."""
     def command(
         ctx: typer.Context,
         ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
@@ -506,39 +514,25 @@ def _filter_command(action: str, summary: str) -> Callable[..., None]:
         worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
         dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
         actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
-        batch_size: int = BATCH_OPT,
+        batch_size: int = BATCH_OPT, cascade: bool = False,
     ) -> None:
         req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                      max_count, dry_run, yes, reason, actor, output, batch_size)
+                      max_count, dry_run, yes, reason, actor, output, batch_size, cascade)
         raise typer.Exit(_run(ctx, action, req))
 
+    signature = inspect.signature(command, eval_str=True)
+    *shared, last = signature.parameters.values()
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*shared, last.replace(default=CASCADE_OPT)] if cascade else shared)
     command.__doc__ = summary
     command.__name__ = action.replace("-", "_")
     return command
 
 
-def cancel(
-    ctx: typer.Context,
-    ids: list[str] | None = typer.Argument(None, metavar="[ID...]", help=IDS_HELP),
-    status: list[str] | None = STATUS_OPT, types: list[str] | None = TYPE_OPT,
-    since: str | None = SINCE_OPT, until: str | None = UNTIL_OPT,
-    metadata: list[str] | None = METADATA_OPT, error_contains: str | None = ERROR_OPT,
-    worker: str | None = WORKER_OPT, max_count: int | None = MAX_OPT,
-    dry_run: bool = DRY_RUN_OPT, yes: bool = YES_OPT, reason: str | None = REASON_OPT,
-    actor: str | None = ACTOR_OPT, output: OutputFormat = output_option(),
-    batch_size: int = BATCH_OPT,
-    cascade: bool = typer.Option(
-        False, "--cascade",
-        help="With ids: also cancel every pending, scheduled or waiting descendant "
-             "(their trees; running ones are left to their workers)."),
-) -> None:
-    """Cancel pending, scheduled, waiting or running activities (running ones through their
-    claim: by a filter only with --status processing)."""
-    req = Request(ids or [], status, types, since, until, metadata, error_contains, worker,
-                  max_count, dry_run, yes, reason, actor, output, batch_size, cascade)
-    raise typer.Exit(_run(ctx, "cancel", req))
-
-
+cancel = _filter_command(
+    "cancel", "Cancel pending, scheduled, waiting or running activities (running ones "
+              "through their claim: by a filter only with --status processing).",
+    cascade=True)
 retry = _filter_command(
     "retry", "Run failed, dead-lettered or cancelled activities again, from attempt 1.")
 run_now = _filter_command(

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from runnerq_cli.cli.as_code import echo_apply, read_yaml_file
+from runnerq_cli.cli.as_code import print_apply, read_yaml_file
+from runnerq_cli.cli.audited import ACTOR_OPT, REASON_OPT, audit_command, check_reason_actor
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.literal import literal
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.ops.limits import LimitInfo
@@ -24,29 +26,6 @@ if TYPE_CHECKING:
 limit_app = typer.Typer(
     help="Flow limits: at most N running per type or per key, rates, across the fleet.",
     no_args_is_help=True)
-
-REASON_HELP = "Why (recorded in the audit trail)."
-ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
-
-
-def _reason_actor(reason: str | None, actor: str | None) -> None:
-    from runnerq_cli.backend.domain.operator_text import check_text
-
-    check_text(reason, "--reason")
-    check_text(actor, "--actor")
-
-
-def _command(ctx: typer.Context) -> str:
-    from runnerq_cli.cli.commands.actions import command_line
-
-    return command_line(ctx)
-
-
-def _lit(text: str) -> str:
-    from runnerq_cli.literal import literal
-
-    return literal(text)
-
 
 def _line(info: LimitInfo) -> list[str]:
     lim = info.limits
@@ -68,8 +47,8 @@ def set_limit(
                                     help="At most COUNT starts in any PERIOD (100/1m)."),
     key_rate: str | None = typer.Option(None, "--key-rate", metavar="COUNT/PERIOD",
                                         help="At most COUNT starts per key in any PERIOD."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Set TYPE's limits (the ones not given are removed). Exit code 2 for a bad value
@@ -77,14 +56,14 @@ def set_limit(
     outside 1s-1d): nothing written. Workers obey it within 5 seconds."""
     from runnerq_cli.backend.domain.flow import make_limits
 
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
     done = state(ctx).backend().limits.set(limits, reason=reason, actor=actor,
-                                           command=_command(ctx))
+                                           command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {**limits.to_json(), "result": done})
         return
-    typer.echo(f"{done} limit of {_lit(activity_type)}: {limits.describe()}")
+    typer.echo(f"{done} limit of {literal(activity_type)}: {limits.describe()}")
 
 
 @limit_app.command("list", epilog=examples("limit list"))
@@ -115,11 +94,11 @@ def show(ctx: typer.Context,
     if output is not OutputFormat.TEXT:
         emit(output, info.to_json())
         return
-    typer.echo(f"{_lit(activity_type)}: {info.limits.describe()}")
+    typer.echo(f"{literal(activity_type)}: {info.limits.describe()}")
     typer.echo(f"in use: {len(info.holders)}"
                + (f" of {info.limits.concurrency}" if info.limits.concurrency else ""))
     for holder in info.holders:
-        typer.echo(f"  {holder.get('w')}  key {_lit(str(holder.get('k') or '(no key)'))}")
+        typer.echo(f"  {holder.get('w')}  key {literal(str(holder.get('k') or '(no key)'))}")
     if info.limits.rate or info.limits.key_rate:
         typer.echo(f"starts in the rate window: {info.starts_in_window}")
 
@@ -128,18 +107,18 @@ def show(ctx: typer.Context,
 def remove(
     ctx: typer.Context,
     activity_type: str = typer.Argument(..., metavar="TYPE", help="The activity type."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Remove TYPE's limit: it runs unlimited again. Exit code 4 if it has none."""
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     state(ctx).backend().limits.remove(activity_type, reason=reason, actor=actor,
-                                       command=_command(ctx))
+                                       command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"activity_type": activity_type, "result": "removed"})
         return
-    typer.echo(f"removed limit of {_lit(activity_type)}")
+    typer.echo(f"removed limit of {literal(activity_type)}")
 
 
 def read_limits_file(path: str) -> list[Any]:
@@ -159,23 +138,19 @@ def apply(
     path: str = typer.Argument(..., metavar="FILE", help="A YAML file of limits."),
     prune: bool = typer.Option(False, "--prune", help="Remove the limits not in FILE."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Make the queue's limits those of FILE (limits as code, at every deploy).
     Idempotent: a second apply changes nothing and says so. Exit code 2 for a file that
     does not read or a bad value: nothing written."""
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     wanted = read_limits_file(path)
     report = state(ctx).backend().limits.apply(wanted, prune=prune, dry_run=dry_run,
                                                reason=reason, actor=actor,
-                                               command=_command(ctx))
-    if output is not OutputFormat.TEXT:
-        emit(output, report.to_json() if output is OutputFormat.JSON
-             else [c.to_json() for c in report.changes])
-        return
-    echo_apply(report, dry_run, path, "limit", lambda change: change.activity_type)
+                                               command=audit_command(ctx))
+    print_apply(report, output, dry_run, path, "limit", lambda change: change.activity_type)
 
 
 def register(app: typer.Typer) -> None:

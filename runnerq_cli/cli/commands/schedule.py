@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from runnerq_cli.cli.as_code import echo_apply, read_yaml_file
+from runnerq_cli.cli.as_code import print_apply, read_yaml_file
+from runnerq_cli.cli.audited import ACTOR_OPT, REASON_OPT, audit_command, check_reason_actor
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.errors import InvalidArgument
+from runnerq_cli.literal import literal
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -26,17 +28,6 @@ if TYPE_CHECKING:
 schedule_app = typer.Typer(
     help="Recurring schedules: cron or intervals that fire exactly once across the fleet.",
     no_args_is_help=True)
-
-
-REASON_HELP = "Why (recorded in the audit trail)."
-ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
-
-
-def _reason_actor(reason: str | None, actor: str | None) -> None:
-    from runnerq_cli.backend.domain.operator_text import check_text
-
-    check_text(reason, "--reason")
-    check_text(actor, "--actor")
 
 
 def _time(value: datetime | None, zone: Any = None) -> str:
@@ -119,8 +110,8 @@ def add(
     paused: bool = typer.Option(False, "--paused", help="Add it paused."),
     replace: bool = typer.Option(False, "--replace",
                                  help="Replace a schedule of that name (else exit 5)."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Add a schedule. Exit codes: 2 an invalid definition (expression, zone, start after
@@ -129,7 +120,7 @@ def add(
     from runnerq_cli.backend.domain.models import parse_metadata_pairs
     from runnerq_cli.backend.domain.schedules import definition_from_data
 
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     data: dict[str, Any] = {"name": name, "type": activity_type, "timezone": timezone}
     options = {"cron": cron, "every": every, "priority": priority, "max_retries": max_retries,
                "timeout": timeout, "delay": delay, "start": start, "end": end,
@@ -143,25 +134,12 @@ def add(
     definition = definition_from_data(data)
     info = state(ctx).backend().schedules.add(definition, replace=replace, paused=paused,
                                               reason=reason, actor=actor,
-                                              command=_command(ctx))
+                                              command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, info.to_json())
         return
-    typer.echo(f"added schedule {_lit(info.name)}: {definition.when_text()}; next fire "
+    typer.echo(f"added schedule {literal(info.name)}: {definition.when_text()}; next fire "
                f"{_time(info.next_fire_at)}" + (" (paused)" if info.paused else ""))
-
-
-def _command(ctx: typer.Context) -> str:
-    """The command line as the audit records it (queue named, no URI)."""
-    from runnerq_cli.cli.commands.actions import command_line
-
-    return command_line(ctx)
-
-
-def _lit(text: str) -> str:
-    from runnerq_cli.literal import literal
-
-    return literal(text)
 
 
 @schedule_app.command("list", epilog=examples("schedule list"))
@@ -191,9 +169,9 @@ def show(
 
         emit(output, {**info.to_json(), "upcoming": [iso(t) for t in upcoming]})
         return
-    typer.echo(f"schedule {_lit(info.name)}")
+    typer.echo(f"schedule {literal(info.name)}")
     if info.schedule is None:
-        typer.echo(f"  malformed: {_lit(str(info.problem))}")
+        typer.echo(f"  malformed: {literal(str(info.problem))}")
         return
     s, d = info.schedule, info.schedule.definition
     zone = d.zone
@@ -222,7 +200,7 @@ def show(
 
     width = screen_width()
     for key, value in lines:
-        for line in wrap(f"  {key + ':':<11} ", _lit(value), " " * 14, width):
+        for line in wrap(f"  {key + ':':<11} ", literal(value), " " * 14, width):
             typer.echo(line)
     if not upcoming:
         typer.echo("  next fires: " + ("none while paused" if s.paused else "none left"))
@@ -232,38 +210,38 @@ def show(
         for moment in upcoming:
             typer.echo(f"    {_time(moment)}")
         return
-    typer.echo(f"  next fires, in {_lit(d.timezone)} then UTC:")
+    typer.echo(f"  next fires, in {literal(d.timezone)} then UTC:")
     for moment in upcoming:
         typer.echo(f"    {_time(moment, zone):<26} {_time(moment)}")
 
 
 def _named_change(ctx: typer.Context, verb: str, name: str, reason: str | None,
                   actor: str | None, output: OutputFormat) -> None:
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     schedules = state(ctx).backend().schedules
     if verb == "remove":
-        schedules.remove(name, reason=reason, actor=actor, command=_command(ctx))
+        schedules.remove(name, reason=reason, actor=actor, command=audit_command(ctx))
         changed = True
     else:
         method = schedules.pause if verb == "pause" else schedules.resume
-        changed = method(name, reason=reason, actor=actor, command=_command(ctx))
+        changed = method(name, reason=reason, actor=actor, command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"action": verb, "name": name, "changed": changed})
         return
     past = {"pause": "paused", "resume": "resumed", "remove": "removed"}[verb]
     if changed:
-        typer.echo(f"{past} schedule {_lit(name)}")
+        typer.echo(f"{past} schedule {literal(name)}")
     else:
         was = "already paused" if verb == "pause" else "not paused"
-        typer.echo(f"schedule {_lit(name)} was {was}: nothing changed")
+        typer.echo(f"schedule {literal(name)} was {was}: nothing changed")
 
 
 @schedule_app.command("pause", epilog=examples("schedule pause"))
 def pause(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="The schedule."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Stop a schedule's fires (trigger still fires it). Its fires while paused are missed
@@ -275,8 +253,8 @@ def pause(
 def resume(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="The schedule."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Let a paused schedule fire again."""
@@ -287,8 +265,8 @@ def resume(
 def remove(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="The schedule."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Delete a schedule (its activities stay). Exit code 4 if there is none of that
@@ -300,19 +278,19 @@ def remove(
 def trigger(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="The schedule."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Fire a schedule now, once (paused or not); its next fire is left as it was."""
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     result = state(ctx).backend().schedules.trigger(name, reason=reason, actor=actor,
-                                                    command=_command(ctx))
+                                                    command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"name": name, "activity_id": str(result.activity_id),
                       "status": result.status})
         return
-    typer.echo(f"triggered schedule {_lit(name)}: activity {result.activity_id} "
+    typer.echo(f"triggered schedule {literal(name)}: activity {result.activity_id} "
                f"({result.status})")
 
 
@@ -341,23 +319,19 @@ def apply(
     path: str = typer.Argument(..., metavar="FILE", help="A YAML file of schedules."),
     prune: bool = typer.Option(False, "--prune", help="Remove the schedules not in FILE."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    reason: str | None = typer.Option(None, "--reason", metavar="TEXT", help=REASON_HELP),
-    actor: str | None = typer.Option(None, "--actor", metavar="NAME", help=ACTOR_HELP),
+    reason: str | None = REASON_OPT,
+    actor: str | None = ACTOR_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Make the queue's schedules those of FILE (schedules as code, at every deploy).
     Idempotent: a second apply changes nothing and says so. Exit code 2 for a file that
     does not read (malformed YAML, not UTF-8, a bad value): nothing written."""
-    _reason_actor(reason, actor)
+    check_reason_actor(reason, actor)
     definitions = read_schedule_file(path)
     report = state(ctx).backend().schedules.apply(definitions, prune=prune, dry_run=dry_run,
                                                   reason=reason, actor=actor,
-                                                  command=_command(ctx))
-    if output is not OutputFormat.TEXT:
-        emit(output, report.to_json() if output is OutputFormat.JSON
-             else [c.to_json() for c in report.changes])
-        return
-    echo_apply(report, dry_run, path, "schedule", lambda change: change.name)
+                                                  command=audit_command(ctx))
+    print_apply(report, output, dry_run, path, "schedule", lambda change: change.name)
 
 
 def scheduler(

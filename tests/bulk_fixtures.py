@@ -13,8 +13,14 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from pymongo import MongoClient, monitoring
 
+from runnerq_cli.backend.api import RunnerQ
+from runnerq_cli.backend.ops.audit import AuditLog
+from runnerq_cli.backend.ops.bulk import BulkActions
+from runnerq_cli.backend.ops.operator import Operator
+from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.queue.queue import ActivityQueue, ActivitySpec
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.config import Settings
@@ -50,6 +56,19 @@ def counted_context(settings: Settings) -> Iterator[tuple[QueueContext, Commands
         yield QueueContext.create(settings, client[settings.database]), listener
     finally:
         client.close()
+
+
+@pytest.fixture
+def counted(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
+    """An indexed queue's context whose commands are counted (import it by name)."""
+    RunnerQ(settings).maintenance.init_indexes()
+    yield from counted_context(settings)
+
+
+def bulk_actions(ctx: QueueContext) -> BulkActions:
+    """The bulk actions over `ctx`, with their operator and audit log, as the CLI builds them."""
+    audit = AuditLog(ctx)
+    return BulkActions(ctx, Operator(ctx, Maintenance(ctx), audit), audit)
 
 
 def insert_activities(ctx: QueueContext, count: int, status: str = "pending",

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,12 +16,10 @@ from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.filters import ActivityFilter
 from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.ops.batches import BATCH_SIZE
-from runnerq_cli.backend.ops.bulk import BulkActions
 from runnerq_cli.backend.ops.operator import Operator
 from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.store.context import QueueContext
-from runnerq_cli.config import Settings
-from tests.bulk_fixtures import Commands, counted_context, insert_activities
+from tests.bulk_fixtures import Commands, bulk_actions, counted, insert_activities
 from tests.helpers import sigterm_after_first_batch
 from tests.waiting import wait_until
 
@@ -30,15 +27,7 @@ PER_THOUSAND = 25  # the budget: commands per 1,000 activities beyond start-up
 BATCH = 25  # the batch size of the counting runs (the cost per batch does not depend on it)
 
 
-@pytest.fixture
-def counted(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
-    RunnerQ(settings).maintenance.init_indexes()
-    yield from counted_context(settings)
-
-
-def _bulk(ctx: QueueContext) -> BulkActions:
-    audit = AuditLog(ctx)
-    return BulkActions(ctx, Operator(ctx, Maintenance(ctx), audit), audit)
+__all__ = ["counted"]  # a fixture, used by name
 
 
 def _audit_records(ctx: QueueContext, action: str) -> list[dict[str, Any]]:
@@ -55,7 +44,7 @@ def test_actions_by_filter_and_by_ids_cost_at_most_25_commands_per_1000(
     ctx, commands = counted
     insert_activities(ctx, 25, "pending", "small")
     insert_activities(ctx, 125, "pending", "big")
-    bulk = _bulk(ctx)
+    bulk = bulk_actions(ctx)
 
     def cancel(activity_type: str, n: int) -> int:
         commands.take()

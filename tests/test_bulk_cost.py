@@ -12,37 +12,22 @@ leave exactly that batch done.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.filters import ActivityFilter
-from runnerq_cli.backend.ops.audit import AuditLog
 from runnerq_cli.backend.ops.batches import BATCH_SIZE
-from runnerq_cli.backend.ops.bulk import BulkActions
-from runnerq_cli.backend.ops.operator import Operator
-from runnerq_cli.backend.queue.maintenance import Maintenance
 from runnerq_cli.backend.store import writes
 from runnerq_cli.backend.store.context import QueueContext
-from runnerq_cli.config import Settings
-from tests.bulk_fixtures import Commands, counted_context, insert_activities
+from tests.bulk_fixtures import Commands, bulk_actions, counted, insert_activities
 
 ACTIVITIES = 600  # one full batch and one of 100
 PER_THOUSAND_RUN = 1000  # two full batches: what the budget is measured on
 PER_THOUSAND = 25  # the budget: commands per 1,000 activities, start-up included
 
 
-@pytest.fixture
-def counted(settings: Settings) -> Iterator[tuple[QueueContext, Commands]]:
-    RunnerQ(settings).maintenance.init_indexes()
-    yield from counted_context(settings)
-
-
-def _bulk(ctx: QueueContext) -> BulkActions:
-    audit = AuditLog(ctx)
-    return BulkActions(ctx, Operator(ctx, Maintenance(ctx), audit), audit)
+__all__ = ["counted"]  # a fixture, used by name
 
 
 def _records(ctx: QueueContext) -> list[dict[str, Any]]:
@@ -51,7 +36,7 @@ def _records(ctx: QueueContext) -> list[dict[str, Any]]:
 
 
 def _cancel(ctx: QueueContext, commands: Commands, **kwargs: Any) -> tuple[Any, list[str]]:
-    bulk = _bulk(ctx)
+    bulk = bulk_actions(ctx)
     commands.take()
     selection = bulk.select("cancel", ActivityFilter(statuses=("pending",)), 4000)
     report = bulk.apply("cancel", selection, reason="load shed", batch_size=BATCH_SIZE,

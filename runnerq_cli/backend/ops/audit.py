@@ -24,7 +24,7 @@ import getpass
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -240,6 +240,19 @@ class AuditLog:
         # ingested_at: the server's time of the insert, a tail's position (design.md).
         insert_stamped(self._ctx.events, doc, "ingested_at", self._ctx.clock, now)
         return AuditRun(self, {**doc, "ingested_at": now})
+
+    @contextlib.contextmanager
+    def one_change(self, action: str, *, reason: str | None, actor: str | None,
+                   command: str | None, **intent: Any) -> Iterator[AuditRun]:
+        """One change of a definition (a schedule, a limit) as an audit run: the intent
+        recorded before the write, `done` (count 1) after it. A change cut short (killed,
+        the server away) leaves the record `interrupted` or `failed`, or `running` when
+        not even that could be written, as every operator action does."""
+        with self.begin(action, reason=reason, actor=actor, command=command,
+                        **intent) as run:
+            yield run
+            if not run.finished:
+                run.finish("done", count=1)
 
     def audit(self, *, since: datetime | None = None, actor: str | None = None,
               action: str | None = None, limit: int = 100) -> list[AuditEntry]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -79,16 +79,11 @@ class FlowLimits:
         self._ctx = ctx
         self._audit = audit
 
-    @contextlib.contextmanager
     def _audited(self, action: str, *, reason: str | None, actor: str | None,
-                 command: str | None, **intent: Any) -> Iterator[AuditRun]:
-        check_text(reason, "reason")
-        check_text(actor, "actor")
-        with self._audit.begin(f"{AUDIT_ACTION} {action}", reason=reason, actor=actor,
-                               command=command, **intent) as run:
-            yield run
-            if not run.finished:
-                run.finish("done", count=1)
+                 command: str | None, **intent: Any) -> contextlib.AbstractContextManager[AuditRun]:
+        """One change as an audit run (AuditLog.one_change)."""
+        return self._audit.one_change(f"{AUDIT_ACTION} {action}", reason=reason, actor=actor,
+                                      command=command, **intent)
 
     def list_limits(self) -> list[LimitInfo]:
         """Every limit, by type, with its slots in use (one read)."""

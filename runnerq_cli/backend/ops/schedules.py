@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -175,18 +175,11 @@ class Schedules:
     def _coll(self) -> Any:
         return self._ctx.collection("schedules")
 
-    @contextlib.contextmanager
     def _audited(self, action: str, *, reason: str | None, actor: str | None,
-                 command: str | None, **intent: Any) -> Iterator[AuditRun]:
-        """One schedule change as an audit run: the intent recorded before the write, `done`
-        (count 1) after it; a change cut short (killed,
-        the server away) leaves the record `interrupted` or `failed`, or `running` when
-        not even that could be written, as every operator action does (ops/audit.py)."""
-        with self._audit.begin(f"{AUDIT_ACTION} {action}", reason=reason, actor=actor,
-                               command=command, **intent) as run:
-            yield run
-            if not run.finished:
-                run.finish("done", count=1)
+                 command: str | None, **intent: Any) -> contextlib.AbstractContextManager[AuditRun]:
+        """One change as an audit run (AuditLog.one_change)."""
+        return self._audit.one_change(f"{AUDIT_ACTION} {action}", reason=reason, actor=actor,
+                                      command=command, **intent)
 
     # ------------------------------------------------------------------ reads
 

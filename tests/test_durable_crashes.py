@@ -124,6 +124,70 @@ def test_a_spawn_whose_fence_is_lost_during_the_crash_leaves_nothing(settings) -
         rq.durable.spawn(claim, ActivitySpec("child", {}))
 
 
+FENCED_AT: list[int] = []  # the spawn's command that leaves its child unconfirmed
+
+
+def unconfirmed_spawn(settings) -> tuple[RunnerQ, uuid.UUID, dict]:
+    """A queue whose parent's spawn was killed after inserting its child, before
+    confirming it, and whose claim then expired: the parent pending again, the child
+    still under the dead claim's fence."""
+    for kill_at in [*FENCED_AT, *range(1, 12)]:  # the command found before, else each
+        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
+                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
+        rq.maintenance.init_indexes()
+        parent = rq.enqueue("parent", {}).activity_id
+        claim_one(rq, "parent")
+        assert run(rq, "spawn", kill_at, parent=parent) is None
+        child = rq.context.activities.find_one({"spawn_fence": {"$exists": True}})
+        if child is not None:
+            FENCED_AT[:] = [kill_at]
+            break
+    rq.context.activities.update_one({"_id": parent}, {"$set": {
+        "lease_deadline": rq.now() - timedelta(seconds=5)}})
+    rq.requeue_expired()
+    return rq, parent, child
+
+
+def test_a_replay_adopts_the_child_a_killed_spawn_left_unconfirmed(settings) -> None:
+    """The parent's next claim replays before any repair: its spawn re-attaches to that
+    child and confirms it, so repair (which withdraws a child whose parent no longer
+    holds its fence) leaves it: the parent waits on a child that runs, not on nothing."""
+    rq, parent, child = unconfirmed_spawn(settings)
+    again = claim_one(rq, "parent")
+    answer = rq.durable.spawn(again, ActivitySpec("child", {}, idempotency_key="k"))
+    assert (answer.activity_id, answer.created) == (child["_id"], False)
+    repair(rq)
+    [kept] = rq.context.activities.find({"parent_activity_id": parent})
+    assert kept["_id"] == child["_id"] and kept["status"] == "pending"
+    assert "spawn_fence" not in kept
+    assert rq.context.idempotency.count_documents({"activity_id": child["_id"]}) == 1
+    assert rq.context.dependencies.count_documents({"producer_id": child["_id"]}) == 1
+
+
+def test_a_repair_that_read_the_stale_fence_before_the_adoption_withdraws_nothing(
+        settings) -> None:
+    """Repair read the child under the dead claim's fence, then the replay adopted it,
+    then repair withdraws: the child, its key and its dependency all stay."""
+    rq, _parent, child = unconfirmed_spawn(settings)
+    stale = rq.context.activities.find_one({"_id": child["_id"]})
+    again = claim_one(rq, "parent")
+    rq.durable.spawn(again, ActivitySpec("child", {}, idempotency_key="k"))
+    assert rq.durable._settle_spawn(stale, rq.now(), NOW) == 1  # it withdraws, it thinks
+    assert rq.context.activities.find_one({"_id": child["_id"]})["status"] == "pending"
+    assert rq.context.idempotency.count_documents({"activity_id": child["_id"]}) == 1
+    assert rq.context.dependencies.count_documents({"producer_id": child["_id"]}) == 1
+
+
+def test_a_replay_after_the_repair_withdrew_the_child_spawns_it_again(settings) -> None:
+    rq, parent, child = unconfirmed_spawn(settings)
+    repair(rq)  # withdrawn: its parent no longer holds the fence
+    again = claim_one(rq, "parent")
+    answer = rq.durable.spawn(again, ActivitySpec("child", {}, idempotency_key="k"))
+    assert answer.created and answer.activity_id != child["_id"]
+    [fresh] = rq.context.activities.find({"parent_activity_id": parent})
+    assert fresh["_id"] == answer.activity_id and fresh["status"] == "pending"
+
+
 @pytest.mark.parametrize("op", ["succeed", "fail"])
 def test_a_publication_killed_at_every_step_still_wakes(settings, op: str) -> None:
     def setup() -> tuple[RunnerQ, dict[str, uuid.UUID]]:

@@ -328,13 +328,18 @@ class Durable(Part):
         depth = checked_depth(int(parent.get("depth") or 0) + 1)
         child_spec = replace(spec, parent_id=claim.activity_id, root_id=root, depth=depth,
                              spawn_fence=claim.lease_id)
-        result = self._enqueue_child(child_spec)
-        if not result.created:
-            self._link(claim, result.activity_id)
-            return result
+        for _ in range(2):
+            result = self._enqueue_child(child_spec)
+            if result.created:
+                break
+            if self._link(claim, result.activity_id):
+                return result
+        else:
+            raise ClaimLost("the spawn's child keeps being withdrawn: another claim is "
+                            "spawning the same step")
         self._depend(claim.activity_id, result.activity_id, result.activity_id, mark=False)
         if self._ctx.activities.find_one(held_by(claim), {"_id": 1}) is None:
-            self._withdraw_spawn(result.activity_id, child_spec)
+            self._withdraw_spawn(result.activity_id, child_spec, claim.lease_id)
             raise claim_lost(claim)
         self._confirm_spawn(result.activity_id, claim.lease_id)
         return result
@@ -357,34 +362,49 @@ class Durable(Part):
         raise ClaimLost("the spawn's key keeps changing hands: another claim is spawning "
                         "the same step")
 
-    def _confirm_spawn(self, child: uuid.UUID, lease_id: str) -> None:
+    def _confirm_spawn(self, child: uuid.UUID, lease_id: str) -> bool:
         """The fence held after the insert: the child becomes claimable, pending, or
         scheduled when it was delayed (one update: its `scheduled_at` says which)."""
-        self._ctx.activities.update_one(
+        return bool(self._ctx.activities.update_one(
             {"_id": child, SPAWN_FENCE: lease_id},
             [{"$set": {"status": {"$cond": [{"$eq": [{"$type": "$scheduled_at"}, "date"]},
                                             Status.SCHEDULED.value, Status.PENDING.value]}}},
-             {"$unset": SPAWN_FENCE}])
+             {"$unset": SPAWN_FENCE}]).modified_count)
 
-    def _withdraw_spawn(self, child: uuid.UUID, spec: ActivitySpec | None) -> None:
-        """Undo an unconfirmed spawn: the child, its key and its dependency."""
-        self._ctx.activities.delete_one({"_id": child, SPAWN_FENCE: {"$exists": True}})
+    def _withdraw_spawn(self, child: uuid.UUID, spec: ActivitySpec | None, fence: str) -> None:
+        """Undo an unconfirmed spawn: the child, its key and its dependency. Only a child
+        still under `fence`: one confirmed meanwhile (by a replay or repair) keeps all."""
+        if not self._ctx.activities.delete_one({"_id": child, SPAWN_FENCE: fence}
+                                               ).deleted_count:
+            return
         self._ctx.dependencies.delete_many({"producer_id": child})
         if spec is not None and spec.idempotency_key is not None:
             self._ctx.idempotency.delete_one(
                 {"_id": {"activity_type": spec.activity_type, "key": spec.idempotency_key},
                  "activity_id": child})
 
-    def _link(self, claim: Claim, child: uuid.UUID) -> None:
+    def _link(self, claim: Claim, child: uuid.UUID) -> bool:
         """A keyed spawn that found its child already there: depend on it, and note a
-        child of another parent (`SpawnLinked`)."""
-        doc = self._require_activity(child, "child")
+        child of another parent (`SpawnLinked`). Its own child that an earlier claim's
+        crash left unconfirmed, this claim (the parent's live one) confirms, fenced on
+        the stale fence (else wake repair would withdraw the child this replay waits
+        on); False when that child was withdrawn first: spawn it again."""
+        doc = self._ctx.activities.find_one({"_id": child}, {"parent_activity_id": 1,
+                                                             SPAWN_FENCE: 1})
+        if doc is None:
+            return False
+        if (doc.get("parent_activity_id") == claim.activity_id and SPAWN_FENCE in doc
+                and not self._confirm_spawn(child, str(doc[SPAWN_FENCE]))
+                and self._ctx.activities.find_one(
+                    {"_id": child, SPAWN_FENCE: {"$exists": False}}, {"_id": 1}) is None):
+            return False
         self._depend(claim.activity_id, child, child)
         if doc.get("parent_activity_id") not in (None, claim.activity_id):
             now = self._ctx.clock()
             event = new_event(child, None, EventType.SPAWN_LINKED.value, now, None,
                               parent_activity_id=claim.activity_id)
             insert_stamped(self._ctx.events, event, "ingested_at", self._ctx.clock, now)
+        return True
 
     # ------------------------------------------------------------------ repair
 
@@ -437,7 +457,7 @@ class Durable(Part):
             if full is not None and isinstance(full.get("idempotency_key"), str):
                 spec = ActivitySpec(str(full.get("activity_type")),
                                     idempotency_key=full["idempotency_key"])
-            self._withdraw_spawn(doc["_id"], spec)
+            self._withdraw_spawn(doc["_id"], spec, str(doc.get(SPAWN_FENCE)))
         return 1
 
 

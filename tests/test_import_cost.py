@@ -8,10 +8,16 @@ the backend and rich are not in sys.modules.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import runnerq_cli
+
+PACKAGE = Path(runnerq_cli.__file__).parent
 
 HEAVY = ("pymongo", "bson", "rich", "yaml", "prometheus_client", "runnerq_cli.backend")
 
@@ -102,10 +108,27 @@ def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
     assert registered == MODULE_OF
 
 
-def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_name,
-                                                                   tmp_path) -> None:
-    """One `enqueue` imports the enqueue command and the queue's modules: not the other
-    commands, not the operator, dead-letter, metrics or diagnosis parts (per-command CPU,
+# What one `enqueue` must not load: its producer (backend/producer.py) needs none of them
+# (benchmarks/bench_cli_startup.py part 2: every module costs its compile time where
+# byte-code is not cached). Each a module, or a package and everything under it.
+NOT_FOR_ENQUEUE = (
+    "runnerq_cli.backend.api",  # RunnerQ: the worker's, the chores' and the views' modules
+    "runnerq_cli.backend.queue.queue", "runnerq_cli.backend.queue.claims",
+    "runnerq_cli.backend.queue.acknowledgements", "runnerq_cli.backend.queue.leases",
+    "runnerq_cli.backend.queue.maintenance", "runnerq_cli.backend.queue.durable",
+    "runnerq_cli.backend.queue.intake", "runnerq_cli.backend.queue.flow_claims",
+    "runnerq_cli.backend.domain.queries", "runnerq_cli.backend.domain.flow",
+    "runnerq_cli.backend.views", "runnerq_cli.backend.ops", "runnerq_cli.backend.diagnosis",
+    "runnerq_cli.worker", "runnerq_cli.console", "runnerq_cli.aio", "rich", "yaml",
+)
+
+
+@pytest.mark.parametrize("args", [["enqueue", "t", "-q"], ["enqueue", "t", "-p", "{}"]])
+def test_an_enqueue_loads_its_own_command_and_the_producer_only(server, db_name, tmp_path,
+                                                                args) -> None:
+    """One `enqueue` imports the enqueue command and the producer's modules: not the other
+    commands, not RunnerQ with the worker's, the chores' and the views' parts, not the
+    operator, dead-letter, metrics, diagnosis or console (per-command CPU,
     benchmarks/bench_cli_startup.py part 2), and it still enqueues."""
     code = ("import contextlib, io, json, sys\n"
             "from runnerq_cli.cli.app import main\n"
@@ -113,24 +136,26 @@ def test_an_enqueue_loads_its_own_command_and_the_queue_parts_only(server, db_na
             "with contextlib.redirect_stdout(out):\n"
             "    code = main(sys.argv[1:])\n"
             "print(json.dumps({'code': code, 'out': out.getvalue(), 'modules': sorted(\n"
-            "    m for m in sys.modules if m.startswith('runnerq_cli.'))}))\n")
+            "    m for m in sys.modules if m.startswith(('runnerq_cli.', 'rich', 'yaml')))}))\n")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RUNNERQ_")}
     env.update(XDG_CONFIG_HOME=str(tmp_path), RUNNERQ_MONGO_URI=server.uri,
                RUNNERQ_DATABASE=db_name)
-    proc = subprocess.run([sys.executable, "-c", code, "enqueue", "t", "-q"],
+    proc = subprocess.run([sys.executable, "-c", code, *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["code"] == 0 and len(report["out"].strip()) == 36, report
+    assert report["code"] == 0 and re.search(r"[0-9a-f-]{36}", report["out"]), report
     loaded = set(report["modules"])
     assert "runnerq_cli.cli.commands.enqueue" in loaded
+    assert "runnerq_cli.backend.producer" in loaded  # (a renamed module fails here first)
     commands = {m for m in loaded if m.startswith("runnerq_cli.cli.commands.")}
     assert commands == {"runnerq_cli.cli.commands.enqueue"}, commands
-    # The RunnerQ's own trait methods live in queue, maintenance (QueueChores) and
-    # inspection (Inspection); the parts beyond the traits load on first use.
-    parts = ("audit", "bulk", "batches", "dlq", "operator", "metrics", "diagnose",
-             "pagination", "events", "control", "discovery")
-    assert not {f"runnerq_cli.backend.{p}" for p in parts} & loaded, sorted(loaded)
+    wrong = sorted(m for m in loaded for heavy in NOT_FOR_ENQUEUE
+                   if m == heavy or m.startswith(f"{heavy}."))
+    assert not wrong, f"{' '.join(args)} imported {wrong}"
+    for heavy in NOT_FOR_ENQUEUE:  # each name is a real module: none checks nothing
+        assert heavy in ("rich", "yaml") or (PACKAGE.parent / heavy.replace(".", "/")).with_suffix(
+            ".py").is_file() or (PACKAGE.parent / heavy.replace(".", "/")).is_dir(), heavy
 
 
 def test_root_help_lists_the_commands_as_their_modules_register_them() -> None:

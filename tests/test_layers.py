@@ -3,7 +3,7 @@ source (ast: imports inside functions and under TYPE_CHECKING included), runs do
 
 Within `runnerq_cli/backend/` a module's layer is its folder:
 domain < store < queue < views < ops < diagnosis < the backend's root (`api.py`,
-`traits.py`); a module imports its own layer or those below. An import under
+`producer.py`, `traits.py`); a module imports its own layer or those below. An import under
 `if TYPE_CHECKING:` is exempt from that order (it names a type for annotations and is
 never loaded: inspection.py annotates with `Control`), but not from the rules on the
 front ends below, nor from the domain's: the domain imports nothing above it, not even
@@ -12,9 +12,10 @@ for a type, and no import closes a circle (tests/test_structure.py).
 The backend knows no front end: it never imports `runnerq_cli.cli`, `.console` or
 `.worker`, not even for a type. The worker depends on `QueueBackend`: it imports the
 backend's traits and domain only, plus the exceptions listed with their reasons. The
-CLI and the console use the public API: at run time `backend.api`, `backend.traits` and
-`backend.domain`; any part class for annotations (TYPE_CHECKING); again plus the listed
-exceptions, each a debt to pay by moving the name to the domain or a part's method.
+CLI and the console use the public API: at run time `backend.api`, `backend.producer`,
+`backend.traits` and `backend.domain`; any part class for annotations (TYPE_CHECKING);
+again plus the listed exceptions, each a debt to pay by moving the name to the domain or
+a part's method.
 
 Without the layer folders every test below fails (the first names the missing folder):
 a layering that is gone is a failure, never a skip.
@@ -31,7 +32,8 @@ from tests.structure import Import, Package, under
 PACKAGE = Path(runnerq_cli.__file__).parent
 BACKEND = PACKAGE / "backend"
 ORDER = ("domain", "store", "queue", "views", "ops", "diagnosis")
-TOP = len(ORDER)  # api.py and traits.py: the backend's root, above every layer
+TOP = len(ORDER)  # api.py, producer.py and traits.py: the backend's root, above every layer
+ROOT = ("api", "producer", "traits")
 
 # The worker's imports from the backend beyond traits and domain: (importer, imported),
 # each with its reason. None left (issue 32): a name a front end needs moves to the domain.
@@ -61,7 +63,7 @@ def layer_of(dotted: str) -> int | None:
         return None
     if parts[0] in ORDER:
         return ORDER.index(parts[0]) if len(parts) > 1 else None
-    return TOP if parts[0] in ("api", "traits") else None
+    return TOP if parts[0] in ROOT else None
 
 
 def from_backend(importer_prefix: str) -> list[Import]:
@@ -71,7 +73,7 @@ def from_backend(importer_prefix: str) -> list[Import]:
 
 
 def public(target: str) -> bool:
-    return target in ("runnerq_cli.backend.api", "runnerq_cli.backend.traits") or under(
+    return target in {f"runnerq_cli.backend.{name}" for name in ROOT} or under(
         target, "runnerq_cli.backend.domain")
 
 
@@ -87,7 +89,7 @@ def test_the_layer_folders_exist_and_hold_every_module() -> None:
     missing = [layer for layer in ORDER if not (BACKEND / layer / "__init__.py").is_file()]
     assert not missing, f"runnerq_cli/backend has no layer folder {', '.join(missing)}"
     flat = sorted(p.name for p in BACKEND.glob("*.py"))
-    assert flat == ["__init__.py", "api.py", "traits.py"], flat
+    assert flat == ["__init__.py", *(f"{name}.py" for name in ROOT)], flat
 
 
 def test_backend_imports_run_downward() -> None:

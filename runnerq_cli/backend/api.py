@@ -20,9 +20,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runnerq_cli.backend.domain.naming import validate_queue_name
+from runnerq_cli.backend.producer import Producer
 from runnerq_cli.backend.queue.maintenance import QueueChores
 from runnerq_cli.backend.queue.queue import ActivityQueue
-from runnerq_cli.backend.store.connection import client_for
 from runnerq_cli.backend.store.context import QueueContext, utc_now
 from runnerq_cli.backend.views.inspection import Inspection
 from runnerq_cli.config import Settings, load_settings
@@ -52,17 +52,12 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.views.trees import Trees
 
 
-class RunnerQ(ActivityQueue, QueueChores, Inspection):
+class RunnerQ(Producer, ActivityQueue, QueueChores, Inspection):
     """RunnerQ's queue and inspection traits on one MongoDB queue, and its other parts.
 
-    Thread-safe: share one instance between threads (it shares one pooled
-    MongoClient per process).
+    Made as a `Producer` is (producer.py: `RunnerQ(settings, clock=...)`). Thread-safe:
+    share one instance between threads (it shares one pooled MongoClient per process).
     """
-
-    def __init__(self, settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> None:
-        self.settings = settings
-        client = client_for(settings)
-        super().__init__(QueueContext.create(settings, client[settings.database], clock=clock))
 
     # The other parts, each made on first use (they hold no state of their own: two
     # threads racing to make one make equal parts).

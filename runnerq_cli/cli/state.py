@@ -9,6 +9,7 @@ import typer
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
+    from runnerq_cli.backend.producer import Producer
     from runnerq_cli.config import Settings
 
 
@@ -44,6 +45,16 @@ class CliState:
 
             self._backend = RunnerQ(self.settings())
         return self._backend
+
+    def producer(self) -> Producer:
+        """The enqueue side alone (backend/producer.py), for a command that only enqueues:
+        it loads none of the worker's, the chores' or the views' modules (a CI step that
+        enqueues once per item pays for every module loaded). The backend, if made."""
+        if self._backend is not None:
+            return self._backend
+        from runnerq_cli.backend.producer import Producer
+
+        return Producer(self.settings())
 
 
 # The state of the invocation running now: main() reads it to explain a NotFound.

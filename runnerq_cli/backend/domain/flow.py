@@ -1,5 +1,6 @@
 """Flow control as data (docs/design.md, "Flow control"): the limit document, the rate
-and key values, the one update that takes a slot, and why a slot is not free.
+values, the one update that takes a slot, and why a slot is not free (an activity's key
+is specs.py's: every enqueue checks it).
 
 Pure: no server. The slot is taken by one update pipeline on the type's limit document,
 which holds both the limits and the live holders, so the check and the take are one
@@ -17,7 +18,6 @@ from typing import Any
 from runnerq_cli import values
 from runnerq_cli.errors import InvalidArgument
 
-REFRESH = 5.0  # seconds a claimer keeps its list of limited types before reading it again
 FULL_BACKOFF = 0.5  # seconds a claimer leaves a full type alone (unless a slot of its frees)
 # Seconds a claimer told of every slot freed (a change stream on the limit documents)
 # leaves a type full by its concurrency alone: a safety net, the stream wakes it before.
@@ -25,7 +25,6 @@ TOLD_BACKOFF = 60.0
 MOST_LIMIT = 100_000  # the highest concurrency or rate count (beyond it: not a limit)
 SHORTEST_PERIOD_MS = 1000
 LONGEST_PERIOD_MS = 86_400_000
-KEY_MAX_CHARS = 200
 NO_KEY = ""  # the group of a limited type's activities enqueued without a key
 LIMIT_FIELDS = ("concurrency", "key_concurrency", "rate", "key_rate")
 _BIG = 2**62  # "no limit" inside the pipeline ($ifNull of an absent limit)
@@ -68,13 +67,6 @@ def limit_number(value: Any, what: str) -> int:
     """A concurrency or a rate count: a whole number from 1 to 100,000."""
     number = values.integer(value, what, minimum=1, maximum=MOST_LIMIT)
     return number
-
-
-def flow_key(value: Any, what: str = "key") -> str:
-    """An activity's key: text of 1 to 200 characters, one line."""
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(f"{what}: expected a non-empty text, got {values.shown(value)}")
-    return values.one_line_text(value, what, max_chars=KEY_MAX_CHARS)
 
 
 @dataclass(frozen=True)

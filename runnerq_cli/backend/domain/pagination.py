@@ -54,7 +54,7 @@ class ListFilter:
 
     def __post_init__(self) -> None:
         from runnerq_cli import values
-        from runnerq_cli.backend.domain.flow import flow_key
+        from runnerq_cli.backend.domain.specs import flow_key
 
         values.filter_term(self.activity_type, "activity_type")
         check_error_contains(self.error_contains)

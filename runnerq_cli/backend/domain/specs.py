@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
 from runnerq_cli.backend.domain import tracecontext
-from runnerq_cli.backend.domain.flow import flow_key
 from runnerq_cli.backend.domain.models import (
     EXPORT_INFO_FIELDS,
     OnDuplicate,
@@ -31,6 +30,16 @@ if TYPE_CHECKING:
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT_SECONDS = 300
 DEFAULT_RETRY_DELAY_SECONDS = 1
+KEY_MAX_CHARS = 200
+
+
+def flow_key(value: Any, what: str = "key") -> str:
+    """An activity's flow key (docs/design.md, "Flow control"): text of 1 to 200
+    characters, one line. Here, not with the limits (flow.py), since every enqueue
+    checks it and only claims and `limit` need the rest."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{what}: expected a non-empty text, got {values.shown(value)}")
+    return values.one_line_text(value, what, max_chars=KEY_MAX_CHARS)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from runnerq_cli.backend.domain import flow, queries
 from runnerq_cli.backend.domain.index_specs import index_name
 from runnerq_cli.backend.domain.models import Claim
 from runnerq_cli.backend.store.context import QueueContext
+from runnerq_cli.backend.store.flowstate import REFRESH
 
 # The claim of one key's work under a slot (claims.Claims.claim_under_slot): given, not
 # imported, so that claims.py may import this module.
@@ -135,7 +136,7 @@ class LimitedClaims:
             else:
                 wait = flow.FULL_BACKOFF
             self._ctx.flow.block(str(doc["_id"]),
-                                 min(wait, flow.TOLD_BACKOFF if told else flow.REFRESH))
+                                 min(wait, flow.TOLD_BACKOFF if told else REFRESH))
             self._ctx.flow.throttle(str(doc["_id"]))
         return verdict.type_full
 

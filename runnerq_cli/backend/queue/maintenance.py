@@ -33,6 +33,7 @@ from runnerq_cli.backend.domain.models import (
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain
+from runnerq_cli.backend.domain.shapes import outbox_problem
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.domain.waits import WAKE_UPDATE
 from runnerq_cli.backend.queue.aside import checked, set_aside
@@ -86,6 +87,8 @@ class PartitionChange:
 # The `last_outcome` of a claim the reaper ended (docs/design.md, "Lease expiry"): not an
 # acknowledgement's outcome, so no repeat of that claim answers from it.
 EXPIRED = "expired"
+# Outboxes one outbox repair copies at most (the next run takes the rest).
+REPAIR_PAGE = 500
 
 
 class QueueChores(Part):
@@ -277,8 +280,22 @@ class Maintenance(QueueChores):
 
     def repair_outboxes(self, grace_seconds: float = TIMING.repair_grace) -> int:
         """Copy out outboxes a crashed process left behind (see writes.py): those older
-        than the grace, by when no live writer is about to copy them itself."""
-        repaired = self._ctx.outbox.repair(self._ctx.clock() - timedelta(seconds=grace_seconds))
+        than the grace, by when no live writer is about to copy them itself, a page of
+        REPAIR_PAGE a run. One that cannot be copied (another program's, malformed:
+        shapes.outbox_problem) is skipped and logged, and never stops the others."""
+        older_than = self._ctx.clock() - timedelta(seconds=grace_seconds)
+        stale = []
+        for doc in self._ctx.activities.find(queries.stale_outboxes(older_than).filter).limit(
+                REPAIR_PAGE):
+            problem = outbox_problem(doc)  # another program's, malformed: skipped, logged
+            if problem is None:
+                stale.append(doc)
+            else:
+                log.warning("outbox repair: skipped a malformed outbox", extra={"fields": {
+                    "activity_id": str(doc["_id"]), "problem": problem}})
+        if stale:
+            self._ctx.outbox.flush(stale)
+        repaired = len(stale)
         if repaired:
             log.info("outbox repair: copied out outboxes a writer left behind",
                      extra={"fields": {"repaired": repaired}})

@@ -1,5 +1,5 @@
 """What one process knows of the queue's flow limits (docs/design.md, "Flow control"):
-which types are limited, read at most every `flow.REFRESH` seconds, and which limited
+which types are limited, read at most every `REFRESH` seconds, and which limited
 types it leaves alone for a while because they were full (so a worker does not send
 claims in a loop against a full limit).
 
@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from runnerq_cli.backend.domain.flow import REFRESH
 from runnerq_cli.backend.store.driver import Collection
+
+REFRESH = 5.0  # seconds a claimer keeps its list of limited types before reading it again
 
 
 class _Live(Protocol):

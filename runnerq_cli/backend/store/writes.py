@@ -27,8 +27,8 @@ upserts (`{_id, ingested_at: null}`, `$setOnInsert` and
 (`stamped_inserts`, `created_at` stamped by the server). A backend built
 with a clock of its own (tests, simulations) stamps with that clock instead.
 
-A crash between any two of these leaves the outbox in place; the reaper's
-`repair_outboxes` flushes outboxes older than a grace period. So nothing is
+A crash between any two of these leaves the outbox in place; the chores'
+`repair_outboxes` (queue/maintenance.py) flushes outboxes older than a grace period. So nothing is
 lost and nothing is written twice, on any server, without a replica set.
 Workers buffer flushes to batch them (fewer commands per activity); the
 buffer only delays copies that are already safe in the activity document.
@@ -36,7 +36,6 @@ buffer only delays copies that are already safe in the activity document.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import suppress
@@ -47,15 +46,12 @@ from bson import ObjectId
 from pymongo import ReplaceOne, UpdateMany
 
 from runnerq_cli.backend.domain.partitions import term_of
-from runnerq_cli.backend.domain.queries import stale_outboxes
-from runnerq_cli.backend.domain.shapes import outbox_problem
 from runnerq_cli.backend.domain.waits import AWAITED, WAKE_UPDATE, waiting_on
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY, Collection, refused
 from runnerq_cli.backend.store.servertime import When, server_stamps, server_update
 from runnerq_cli.backend.store.statements import Statement, update_statements
 from runnerq_cli.errors import DuplicateKey
 
-log = logging.getLogger("runnerq.backend")
 # Documents per stamped-insert command: the server stamps one command's documents with
 # one time and they become visible when it ends, so a command must stay well within a
 # tail's settle window (5 s) even on a slow server. 250 upserts take a real server a few
@@ -316,19 +312,3 @@ class OutboxWriter:
         a result, a newer claim's result that must stay): anything else is raised."""
         with suppress(DuplicateKey):  # each refusal a duplicate key (driver.refused)
             write(operations, ordered=False)
-
-    def repair(self, older_than: datetime, limit: int = 500) -> int:
-        """Flush outboxes left behind by a crash (older than `older_than`); one that cannot
-        be copied (another program's, malformed) is skipped and logged, never stops the
-        others (shapes.outbox_problem)."""
-        stale = []
-        for doc in self._activities.find(stale_outboxes(older_than).filter).limit(limit):
-            problem = outbox_problem(doc)
-            if problem is None:
-                stale.append(doc)
-            else:
-                log.warning("outbox repair: skipped a malformed outbox", extra={"fields": {
-                    "activity_id": str(doc["_id"]), "problem": problem}})
-        if stale:
-            self.flush(stale)
-        return len(stale)

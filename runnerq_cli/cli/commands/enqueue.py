@@ -29,7 +29,7 @@ from runnerq_cli.cli.output import (
     output_option,
     print_jsonl,
 )
-from runnerq_cli.cli.state import state
+from runnerq_cli.cli.state import CliState, state
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.plural import counted
 
@@ -98,22 +98,12 @@ def parse_metadata(items: list[str]) -> dict[str, str]:
 # ------------------------------------------------------------------ one
 
 
-def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
-               quiet: bool) -> None:
-    """The id (-q), a sentence (text) or the whole activity (json)."""
+def _print_one(result: EnqueueResult, quiet: bool) -> None:
+    """The id (-q) or a sentence (text)."""
     from runnerq_cli.literal import literal
 
     if quiet:
         typer.echo(str(result.activity_id))
-        return
-    if output is not OutputFormat.TEXT:
-        from runnerq_cli.errors import NotFound
-
-        try:
-            doc = backend.get_activity(result.activity_id).to_json()
-        except NotFound:  # an idempotency key whose activity is still being inserted
-            doc = {"id": str(result.activity_id), "status": result.status}
-        emit(output, {**doc, "created": result.created})
         return
     from runnerq_cli.cli.words import echo_fitted
 
@@ -122,6 +112,17 @@ def _print_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat,
     else:
         echo_fitted(f"existing {result.activity_id} ({literal(result.status)}): the "
                     "idempotency key is held by it, nothing enqueued")
+
+
+def _emit_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat) -> None:
+    """The whole activity, read back (JSON, YAML)."""
+    from runnerq_cli.errors import NotFound
+
+    try:
+        doc = backend.get_activity(result.activity_id).to_json()
+    except NotFound:  # an idempotency key whose activity is still being inserted
+        doc = {"id": str(result.activity_id), "status": result.status}
+    emit(output, {**doc, "created": result.created})
 
 
 # ------------------------------------------------------------------ many
@@ -306,8 +307,7 @@ def enqueue(
     assert activity_type is not None  # _checked_flags
     spec = _spec_of_flags(activity_type, payload, options)
     cli.settings()  # config errors before connecting
-    _enqueue_one(cli.backend(), spec, output=output, quiet=quiet, wait=wait,
-                 wait_seconds=wait_seconds)
+    _enqueue_one(cli, spec, output=output, quiet=quiet, wait=wait, wait_seconds=wait_seconds)
 
 
 def _options_of_flags(*, metadata: list[str], **flags: Any) -> dict[str, Any]:
@@ -330,7 +330,7 @@ def _flow_options(key: str | None, debounce: str | None,
                   from_file: str | None) -> dict[str, Any]:
     """--key and --debounce (docs/design.md, "Flow control"), each checked."""
     from runnerq_cli import values
-    from runnerq_cli.backend.domain.flow import flow_key
+    from runnerq_cli.backend.domain.specs import flow_key
 
     options: dict[str, Any] = {}
     if key is not None:
@@ -381,19 +381,25 @@ def _spec_of_flags(activity_type: str, payload: str | None, options: dict[str, A
     return ActivitySpec(activity_type, read_payload(payload), **options)
 
 
-def _enqueue_one(backend: RunnerQ, spec: Any, *, output: OutputFormat, quiet: bool,
+def _enqueue_one(cli: CliState, spec: Any, *, output: OutputFormat, quiet: bool,
                  wait: bool, wait_seconds: float | None) -> None:
     """Enqueue one activity; with --wait, block until it is terminal and exit like `wait`."""
+    if not wait and (quiet or output is OutputFormat.TEXT):  # the producer alone will do
+        _print_one(cli.producer().enqueue(spec), quiet)
+        return
+    backend = cli.backend()  # the whole backend, to read the activity back or wait for it
     result = backend.enqueue(spec)
-    if not wait or output is OutputFormat.TEXT:  # with --wait, JSON is one document
-        _print_one(backend, result, output, quiet)
-    if wait:  # shared with `runnerq-mongo wait` (cli/wait_report.py)
-        from runnerq_cli.cli.outage_notes import watch
-        from runnerq_cli.cli.wait_report import report
+    if not wait:
+        _emit_one(backend, result, output)
+        return
+    if output is OutputFormat.TEXT:  # with --wait, JSON is one document
+        _print_one(result, quiet)
+    from runnerq_cli.cli.outage_notes import watch  # shared with `runnerq-mongo wait`
+    from runnerq_cli.cli.wait_report import report
 
-        # The server answered the enqueue: an outage from now on is waited for.
-        outcome = backend.wait(result.activity_id, wait_seconds, outage=watch(answered=True))
-        raise typer.Exit(report(outcome, output, extra={"created": result.created}))
+    # The server answered the enqueue: an outage from now on is waited for.
+    outcome = backend.wait(result.activity_id, wait_seconds, outage=watch(answered=True))
+    raise typer.Exit(report(outcome, output, extra={"created": result.created}))
 
 
 def _enqueue_from(cli: Any, source: str, defaults: dict[str, Any], *, strict: bool,

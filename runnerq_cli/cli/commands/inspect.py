@@ -119,9 +119,9 @@ def list_cmd(
     import sys
 
     from runnerq_cli import values
-    from runnerq_cli.backend.domain.flow import flow_key
     from runnerq_cli.backend.domain.models import Status
     from runnerq_cli.backend.domain.pagination import ListFilter, parse_metadata
+    from runnerq_cli.backend.domain.specs import flow_key
     from runnerq_cli.cli.output import emit
     from runnerq_cli.cli.state import state
 

@@ -133,6 +133,7 @@ def workers() -> Iterator[list[WorkerProcess]]:
             worker.kill()
 
 
+@pytest.mark.proof  # worker processes SIGKILLed, leases waited out
 def test_sigkilled_workers_run_no_step_twice_and_spawn_no_child_twice(
         backend, cli_env, tmp_path, workers) -> None:
     path = tmp_path / "ledger"

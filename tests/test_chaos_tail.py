@@ -38,7 +38,7 @@ from tests.chaos_support import (
     tail_no_follow,
     wait_for,
 )
-from tests.test_event_stream import nx_server as _nx_server
+from tests.nx_fixtures import nx_server as _nx_server
 
 # A long proof of our own logic (pyproject.toml, "proof"): the oldest-versions run
 # of .ci/run leaves it out.

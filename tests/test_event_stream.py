@@ -3,16 +3,9 @@ the polling path, and the change-stream path on a server that offers it (nx-2701
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
-import socket
-import subprocess
-import sys
 import threading
-import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from bson import ObjectId
@@ -20,6 +13,7 @@ from bson import ObjectId
 from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
 from runnerq_cli.backend.views.events import EventStream
 from runnerq_cli.errors import InvalidArgument
+from tests.nx_fixtures import nx_server
 from tests.waiting import wait_until
 
 
@@ -188,36 +182,7 @@ def test_cursor_roundtrip_keeps_ids_and_floor():
 # --------------------------------------------------- change streams on nx-27017
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def nx_server(tmp_path: Path):
-    exe = shutil.which("nx-27017") or str(Path(sys.executable).parent / "nx-27017")
-    if not Path(exe).exists():
-        pytest.skip("nx-27017 is not installed (pip install nx-27017): no change-stream server")
-    port = _free_port()
-    proc = subprocess.Popen([exe, "--db", "memory", "--host", "127.0.0.1", "-p", str(port),
-                             "--pid-file", str(tmp_path / "nx.pid"),
-                             "--log-file", str(tmp_path / "nx.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.skip("nx-27017 did not start")
-    yield f"mongodb://127.0.0.1:{port}/?directConnection=true"
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+__all__ = ["nx_server"]  # a fixture, used by name
 
 
 def test_change_stream_path_on_nx(nx_server):

@@ -12,12 +12,10 @@ would report it (the pattern of tests/test_wakeup.py).
 from __future__ import annotations
 
 import threading
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
 
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain import flow, queries
@@ -26,16 +24,10 @@ from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.flowstate import FlowState
 from tests import worker_handlers
-from tests.test_event_stream import nx_server  # noqa: F401  (the fixture)
+from tests.nx_fixtures import nx, nx_server
 from tests.waiting import wait_until
 
-
-@pytest.fixture
-def nx(nx_server: str):  # noqa: F811
-    client: MongoClient[dict[str, Any]] = MongoClient(nx_server, uuidRepresentation="standard",
-                                                      tz_aware=True)
-    yield client[f"rq_nx_{uuid.uuid4().hex[:6]}"]
-    client.close()
+__all__ = ["nx", "nx_server"]  # fixtures, used by name
 
 
 def test_the_limit_pipeline_leaves_out_takes(queue: RunnerQ) -> None:

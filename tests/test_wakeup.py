@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,16 +25,10 @@ from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.views.events import EventStream
 from tests import worker_handlers
-from tests.test_event_stream import nx_server  # noqa: F401  (the fixture)
+from tests.nx_fixtures import nx, nx_server
 from tests.waiting import wait_until
 
-
-@pytest.fixture
-def nx(nx_server: str):  # noqa: F811
-    client: MongoClient[dict[str, Any]] = MongoClient(nx_server, uuidRepresentation="standard",
-                                                      tz_aware=True)
-    yield client[f"rq_nx_{uuid.uuid4().hex[:6]}"]
-    client.close()
+__all__ = ["nx", "nx_server"]  # fixtures, used by name
 
 
 def _accepts(port: int) -> bool:
@@ -225,7 +218,7 @@ def test_a_burst_wakes_the_tail_once_not_per_event(nx) -> None:
 
 
 @pytest.mark.proof  # stops and restarts the change-stream server
-def test_a_broken_stream_wakes_its_reader_and_is_reopened(nx_server: str,  # noqa: F811
+def test_a_broken_stream_wakes_its_reader_and_is_reopened(nx_server: str,
                                                           tmp_path) -> None:
     import os
     import signal

@@ -119,6 +119,9 @@ def test_the_page_loads_and_its_counts_equal_stats(browser: WebDriver, console: 
                                                          "data-value")}
     assert shown == stats["by_status"]
     assert browser.find_elements(By.CSS_SELECTOR, "#overview svg.chart")  # the charts drew
+    # A whole window reads whole: "15 min", not "15.0 min".
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#overview h2")]
+    assert "LATENCY (LAST 15 MIN)" in [h.upper() for h in headings], headings
     assert fits_the_width(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-action]")  # no --allow-actions
     assert page_errors(browser) == []

@@ -19,6 +19,7 @@ from runnerq_cli.backend.domain.as_code import ApplyReport
 from runnerq_cli.backend.domain.flow import Limits
 from runnerq_cli.backend.domain.flow import limits_from_data as limits_from_data  # re-exported
 from runnerq_cli.backend.domain.flow import make_limits as make_limits  # re-exported
+from runnerq_cli.backend.domain.models import to_jsonable
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.ops.audit import AuditLog, AuditRun
 from runnerq_cli.backend.store.context import QueueContext
@@ -56,7 +57,7 @@ class LimitInfo:
                 "busiest_keys": dict(self.busiest_keys()),
                 "starts_in_rate_window": self.starts_in_window,
                 "full": self.full, "held_back": self.held_back,
-                "updated_at": self.updated_at.isoformat() if self.updated_at else None}
+                "updated_at": to_jsonable(self.updated_at)}  # ISO-8601 with Z, like all
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,9 @@ class FlowLimits:
                 run.finish("done", count=1)
 
     def list_limits(self) -> list[LimitInfo]:
-        """Every limit, by type, with its slots in use (one read)."""
-        now = self._ctx.clock()
-        return [self._info(doc, now) for doc in self._ctx.limits.find({}).sort([("_id", 1)])]
+        """Every limit, by type, with its slots in use and the work it holds back
+        (`limit list`: the same `full` and `held_back` as `stats`)."""
+        return self.summary()
 
     def summary(self) -> list[LimitInfo]:
         """Every limit with its slots in use and the work it holds back: the pending
@@ -101,26 +102,28 @@ class FlowLimits:
         at theirs. One read of the limit documents, one count per limited type that
         holds anything back (`stats`, `queues`, the console, Prometheus)."""
         now = self._ctx.clock()
-        out = []
-        for doc in self._ctx.limits.find({}).sort([("_id", 1)]):
-            info = self._info(doc, now)
-            verdict = flow.verdict(doc, None, now)
-            match: dict[str, Any] = {"status": "pending", "activity_type": str(doc["_id"])}
-            if not verdict.type_full:
-                keys = flow.full_keys(doc, now)
-                if not keys:
-                    out.append(info)
-                    continue
-                match["flow_key"] = {"$in": [k or None for k in keys]}
-            held = self._ctx.activities.count_documents(match)
-            out.append(dataclasses.replace(info, full=verdict.reason, held_back=held))
-        return out
+        return [self._held(doc, now) for doc in self._ctx.limits.find({}).sort([("_id", 1)])]
 
     def get(self, activity_type: str) -> LimitInfo:
+        """One limit as `summary` gives it (`limit show`); NotFound when TYPE has none."""
         doc = self._ctx.limits.find_one({"_id": activity_type})
         if doc is None:
             raise NotFound(f"no limit on activity type {activity_type!r}")
-        return self._info(doc, self._ctx.clock())
+        return self._held(doc, self._ctx.clock())
+
+    def _held(self, doc: Mapping[str, Any], now: datetime) -> LimitInfo:
+        """`_info` with why the type is full and the pending work it holds back: one
+        count when it holds any back, none otherwise."""
+        info = self._info(doc, now)
+        verdict = flow.verdict(doc, None, now)
+        match: dict[str, Any] = {"status": "pending", "activity_type": str(doc["_id"])}
+        if not verdict.type_full:
+            keys = flow.full_keys(doc, now)
+            if not keys:
+                return info
+            match["flow_key"] = {"$in": [k or None for k in keys]}
+        held = self._ctx.activities.count_documents(match)
+        return dataclasses.replace(info, full=verdict.reason, held_back=held)
 
     def _info(self, doc: Mapping[str, Any], now: datetime) -> LimitInfo:
         limits = Limits.from_doc(doc)

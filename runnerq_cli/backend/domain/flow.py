@@ -286,15 +286,29 @@ def limits_from_data(data: Any) -> list[Limits]:
         raise InvalidArgument("expected a list of limits (or {limits: [...]})")
     known = {"type", "concurrency", "key_limit", "rate", "key_rate"}
     out: list[Limits] = []
+    first: dict[str, int] = {}
     for i, entry in enumerate(data, 1):
         if not isinstance(entry, Mapping):
             raise InvalidArgument(f"limit {i}: expected a mapping")
+        # Each refusal names its entry: in a file of many, "concurrency: ... got -5"
+        # alone leaves the reader to find which one.
+        label = entry.get("type")
+        where = f"limit {i}" + (f" ({label})" if isinstance(label, str) else "")
         unknown = sorted(set(entry) - known)
         if unknown:
-            raise InvalidArgument(f"limit {i}: unknown field {unknown[0]!r} "
+            raise InvalidArgument(f"{where}: unknown field {unknown[0]!r} "
                                   f"(known: {', '.join(sorted(known))})")
-        out.append(make_limits(entry.get("type"), entry.get("concurrency"),
-                               entry.get("key_limit"), entry.get("rate"), entry.get("key_rate")))
+        try:
+            limits = make_limits(entry.get("type"), entry.get("concurrency"),
+                                 entry.get("key_limit"), entry.get("rate"),
+                                 entry.get("key_rate"))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{where}: {exc}") from None
+        if limits.activity_type in first:
+            raise InvalidArgument(f"{where}: activity type {limits.activity_type!r} is "
+                                  f"limited twice (also limit {first[limits.activity_type]})")
+        first[limits.activity_type] = i
+        out.append(limits)
     return out
 
 

@@ -26,6 +26,9 @@ limit_app = typer.Typer(
     no_args_is_help=True)
 
 REASON_HELP = "Why (recorded in the audit trail)."
+# make_limits names each value as `apply`'s file and the console do; `set` has flags.
+LIMIT_FLAGS = {"concurrency": "--concurrency", "key_limit": "--key-limit", "rate": "--rate",
+               "key_rate": "--key-rate"}
 ACTOR_HELP = "Who (recorded) [default: the operating-system user]."
 
 
@@ -76,9 +79,13 @@ def set_limit(
     (zero, negative, fractional, above 100,000; a rate not COUNT/PERIOD, a period
     outside 1s-1d): nothing written. Workers obey it within 5 seconds."""
     from runnerq_cli.backend.domain.flow import make_limits
+    from runnerq_cli.cli.exits import flagged
 
     _reason_actor(reason, actor)
-    limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
+    try:
+        limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
+    except InvalidArgument as exc:  # named as the file's fields: say the flags typed
+        raise flagged(InvalidArgument(str(exc), *LIMIT_FLAGS), LIMIT_FLAGS) from None
     done = state(ctx).backend().limits.set(limits, reason=reason, actor=actor,
                                            command=_command(ctx))
     if output is not OutputFormat.TEXT:
@@ -119,7 +126,8 @@ def show(ctx: typer.Context,
     typer.echo(f"in use: {len(info.holders)}"
                + (f" of {info.limits.concurrency}" if info.limits.concurrency else ""))
     for holder in info.holders:
-        typer.echo(f"  {holder.get('w')}  key {_lit(str(holder.get('k') or '(no key)'))}")
+        typer.echo(f"  {_lit(str(holder.get('w')))}  key "
+                   f"{_lit(str(holder.get('k') or '(no key)'))}")
     if info.limits.rate or info.limits.key_rate:
         typer.echo(f"starts in the rate window: {info.starts_in_window}")
 

@@ -52,7 +52,7 @@ class LimitInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.limits.to_json(), "in_use": len(self.holders),
-                "holders": [{"worker_id": h.get("w"), "key": h.get("k") or None}
+                "holders": [to_jsonable({"worker_id": h.get("w"), "key": h.get("k") or None})
                             for h in self.holders],
                 "busiest_keys": dict(self.busiest_keys()),
                 "starts_in_rate_window": self.starts_in_window,
@@ -129,12 +129,10 @@ class FlowLimits:
         limits = Limits.from_doc(doc)
         period = max(limits.rate.period_ms if limits.rate else 0,
                      limits.key_rate.period_ms if limits.key_rate else 0)
-        starts = [s for s in doc.get("starts") or [] if isinstance(s, Mapping)
-                  and isinstance(s.get("t"), datetime)
+        starts = [s for s in flow.entries(doc, "starts") if isinstance(s.get("t"), datetime)
                   and (now - s["t"]).total_seconds() * 1000 < period]
         updated = doc.get("updated_at")
-        return LimitInfo(limits, tuple(h for h in doc.get("holders") or []
-                                       if isinstance(h, Mapping)),
+        return LimitInfo(limits, tuple(flow.entries(doc, "holders")),
                          len(starts), updated if isinstance(updated, datetime) else None)
 
     def set(self, limits: Limits, *, reason: str | None = None, actor: str | None = None,

@@ -219,3 +219,31 @@ def test_the_console_preview_of_a_signal_names_the_payload(backend: RunnerQ) -> 
         backend.signals.check(aid, "approve", {"n": 2**70})
     with pytest.raises(InvalidArgument, match=r"^the signal's payload is not JSON"):
         backend.signals.check(aid, "approve", float("nan"))
+
+
+def test_stats_prints_limited_types_as_text(backend: RunnerQ, run_cli) -> None:
+    backend.limits.set(make_limits(HOSTILE, concurrency=1))
+    out = run_cli("stats")
+    assert out.code == 0, out.stderr
+    assert not RAW.search(out.stdout), out.stdout
+    assert f"{ESCAPED} 0/1 in use" in out.stdout
+
+
+def test_limit_documents_of_other_programs_never_fail_a_view(backend: RunnerQ,
+                                                             run_cli) -> None:
+    """`holders` and `starts` that are not lists (another program's document) read as
+    empty: the views go on, as they do for a limit value no claimer can honour."""
+    backend.limits.set(make_limits("odd", concurrency=2))
+    backend.context.limits.update_one({"_id": "odd"}, {"$set": {
+        "holders": "x", "starts": 5, "updated_at": "yesterday"}})
+    backend.context.limits.insert_one({"_id": "other", "concurrency": 2, "holders": [
+        {"w": datetime(2020, 1, 1, tzinfo=UTC), "k": 5, "l": "z"}, 7], "starts": None})
+    for args in (["limit", "list"], ["limit", "show", "odd"], ["stats"], ["queues"]):
+        out = run_cli(*args)
+        assert out.code == 0, (args, out.stderr)
+    listed = json.loads(run_cli("limit", "list", "-o", "json").stdout)
+    assert [(r["activity_type"], r["in_use"], r["updated_at"]) for r in listed] == [
+        ("odd", 0, None), ("other", 1, None)]
+    assert listed[1]["holders"] == [{"worker_id": "2020-01-01T00:00:00Z", "key": 5}]
+    backend.enqueue("odd", {})
+    assert [c.activity.activity_type for c in backend.dequeue("w1", types=["odd"])] == ["odd"]

@@ -247,3 +247,19 @@ def test_limit_documents_of_other_programs_never_fail_a_view(backend: RunnerQ,
     assert listed[1]["holders"] == [{"worker_id": "2020-01-01T00:00:00Z", "key": 5}]
     backend.enqueue("odd", {})
     assert [c.activity.activity_type for c in backend.dequeue("w1", types=["odd"])] == ["odd"]
+
+
+def test_limit_writes_refuse_a_misspelt_queue(backend: RunnerQ, run_cli,
+                                              tmp_path: Path) -> None:
+    """As every operator write: a typo in --queue is named, not limited unseen."""
+    database = backend.context.activities.database
+    before = (written(backend), sorted(database.list_collection_names()))
+    path = _limits_file(tmp_path, "- type: a\n  concurrency: 1\n")
+    for args in (["limit", "set", "a", "--concurrency", "1"], ["limit", "apply", path],
+                 ["limit", "apply", path, "--dry-run"], ["limit", "remove", "a"]):
+        refused(run_cli("--queue", "tset", *args), ExitCode.NOT_FOUND,
+                "queue 'tset' does not exist", "tests")
+    assert (written(backend), sorted(database.list_collection_names())) == before
+    out = run_cli("--queue", "fresh", "limit", "set", "a", "--concurrency", "1", "--create")
+    assert out.code == 0, out.stderr
+    assert database["runnerq_fresh_limits"].count_documents({}) == 1

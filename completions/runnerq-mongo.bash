@@ -182,7 +182,7 @@ _runnerq_mongo_node() {
             valopts='' ;;
         "limit set")
             cmds=''
-            flags='-h --help'
+            flags='--create -h --help'
             valopts='--concurrency --key-limit --rate --key-rate --reason --actor -o --output' ;;
         "limit list")
             cmds=''
@@ -198,7 +198,7 @@ _runnerq_mongo_node() {
             valopts='--reason --actor -o --output' ;;
         "limit apply")
             cmds=''
-            flags='--prune --dry-run -h --help'
+            flags='--prune --dry-run --create -h --help'
             valopts='--reason --actor -o --output' ;;
         "dlq")
             cmds='export import'

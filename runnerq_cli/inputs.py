@@ -135,6 +135,40 @@ class YAMLRefused(ValueError):
     """YAML text that `load_yaml` refuses; its message is one line."""
 
 
+# YAML 1.2's numbers (its core schema), decimal only: the digits a reader sees are the
+# number. YAML 1.1, PyYAML's default, reads `010` as 8, `1:30` as 90, `0x10` as 16 and
+# `1_000` as 1000; here `010` is 10 and the others stay text, refused where a number is
+# expected as on the command line (`concurrency: 0x10` is no more a number than
+# `--concurrency 0x10`).
+_INT = r"[-+]?[0-9]+"
+_FLOAT = (r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?"
+          r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+
+
+def _decimal_numbers(loader: Any) -> None:
+    """Make `loader` (a SafeLoader subclass) resolve and build numbers as YAML 1.2's
+    core schema does, decimal only (see _INT, _FLOAT)."""
+    import re
+
+    int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in (int_tag, float_tag)]
+        for first, resolvers in loader.yaml_implicit_resolvers.items()}
+    loader.add_implicit_resolver(int_tag, re.compile(f"^(?:{_INT})$"), list("-+0123456789"))
+    loader.add_implicit_resolver(float_tag, re.compile(f"^(?:{_FLOAT})$"),
+                                 list("-+0123456789."))
+    # An explicit `!!int 010` is decimal too (SafeLoader's reads it as octal).
+    loader.add_constructor(int_tag, lambda self, node: _decimal(self.construct_scalar(node)))
+
+
+def _decimal(text: str) -> int:
+    import re
+
+    if not re.fullmatch(_INT, text):
+        raise ValueError(f"{text[:40]!r} is not a decimal whole number")
+    return int(text, 10)
+
+
 def load_yaml(text: str, where: str) -> Any:
     """The data of YAML `text`: safe types only, no aliases, no key twice in a mapping.
     `where` finishes "aliases (*name) are not allowed in ...". YAMLRefused otherwise."""
@@ -169,6 +203,7 @@ def load_yaml(text: str, where: str) -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep)
 
+    _decimal_numbers(NoAliasLoader)
     try:
         return yaml.load(text, Loader=NoAliasLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:

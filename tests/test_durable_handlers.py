@@ -326,8 +326,11 @@ def test_a_failed_child_raises_in_the_parent(backend, worker) -> None:
 
 def test_async_handlers_use_the_async_forms(backend, worker) -> None:
     a = backend.enqueue("async_saga", {}, timeout_seconds=1).activity_id
-    wait_until(lambda: raw(backend, a)["status"] == "waiting"
-               and raw(backend, a)["parked"]["kind"] == "signal", message="the signal wait")
+    def parked_on_signal() -> bool:  # one read: between two, it may wake from its sleep
+        doc = raw(backend, a)
+        return doc["status"] == "waiting" and (doc.get("parked") or {}).get("kind") == "signal"
+
+    wait_until(parked_on_signal, message="the signal wait")
     backend.durable.signal(a, "go", "now")
     doc = finished(backend, a)
     assert doc["status"] == Status.COMPLETED, doc.get("last_error")

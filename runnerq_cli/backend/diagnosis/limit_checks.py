@@ -17,7 +17,7 @@ from typing import Any
 from runnerq_cli import values
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.checks import Check, CheckStatus
-from runnerq_cli.backend.domain.flow import LIMIT_FIELDS, MOST_LIMIT
+from runnerq_cli.backend.domain.flow import LIMIT_FIELDS, MOST_LIMIT, entries
 from runnerq_cli.backend.queue.workers import WorkerInfo
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.plural import counted
@@ -89,8 +89,8 @@ def _stale_holders(ctx: QueueContext, docs: list[dict[str, Any]],
                    now: datetime) -> list[dict[str, Any]]:
     """Holders past their `until` whose lease no longer runs, grouped by type and key."""
     expired = {str(h["l"]): (str(doc["_id"]), str(h.get("k") or ""), str(h.get("w")))
-               for doc in docs for h in doc.get("holders") or []
-               if isinstance(h, Mapping) and isinstance(h.get("until"), datetime)
+               for doc in docs for h in entries(doc, "holders")
+               if isinstance(h.get("until"), datetime)
                and h["until"] < now and isinstance(h.get("l"), str)}
     if not expired:
         return []

@@ -31,6 +31,14 @@ _BIG = 2**62  # "no limit" inside the pipeline ($ifNull of an absent limit)
 _RATE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]*\s*[a-z]+|[0-9.]+[a-z]*)\s*$")
 
 
+def entries(doc: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
+    """A limit document's `holders` or `starts`: the entries that are mappings. Another
+    program's document may hold anything there (`starts: 5`); every reader takes them
+    through here, so such a document limits as far as it can and never fails a view."""
+    value = doc.get(field)
+    return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
+
+
 @dataclass(frozen=True)
 class Rate:
     """At most `count` starts in any `period_ms` milliseconds."""
@@ -162,6 +170,10 @@ def take_pipeline(key: str, lease_id: str, worker_id: str, lease_ms: int) -> lis
     rated = {"$or": [{"$gt": [{"$ifNull": ["$rate.count", 0]}, 0]},
                      {"$gt": [{"$ifNull": ["$key_rate.count", 0]}, 0]}]}
     return [
+        # Arrays whatever another program stored (`starts: 5`): else $size and $filter
+        # fail the claim, and the type could never run again.
+        {"$set": {field: {"$cond": [{"$isArray": f"${field}"}, f"${field}", []]}
+                  for field in ("holders", "starts")}},
         {"$set": {"starts": {"$let": {"vars": {"longest": longest}, "in": kept}}}},
         {"$set": {"_ok": ok}},
         {"$set": {
@@ -195,14 +207,13 @@ def repair(dead: list[str], now: datetime) -> dict[str, Any]:
 def next_holder_until(doc: Mapping[str, Any], now: datetime) -> datetime | None:
     """The first holder's `until` still to come: from then its slot may be repaired, and
     no write says so (a crash between a take and its claim)."""
-    ahead = [h["until"] for h in doc.get("holders") or [] if isinstance(h, Mapping)
-             and isinstance(h.get("until"), datetime) and h["until"] > now]
+    ahead = [h["until"] for h in entries(doc, "holders")
+             if isinstance(h.get("until"), datetime) and h["until"] > now]
     return min(ahead) if ahead else None
 
 
 def took(doc: Mapping[str, Any] | None, lease_id: str) -> bool:
-    return doc is not None and any(
-        isinstance(h, Mapping) and h.get("l") == lease_id for h in doc.get("holders") or [])
+    return doc is not None and any(h.get("l") == lease_id for h in entries(doc, "holders"))
 
 
 @dataclass(frozen=True)
@@ -218,9 +229,8 @@ def verdict(doc: Mapping[str, Any], key: str | None, now: datetime) -> Verdict:
     """Whether `key` (None: any key) could start now under `doc`, and if not, why: the
     words `explain` prints and the claimer's back-off (the server decides in the take)."""
     limits = Limits.from_doc(doc)
-    holders = [h for h in doc.get("holders") or [] if isinstance(h, Mapping)]
-    starts = [s for s in doc.get("starts") or [] if isinstance(s, Mapping)
-              and isinstance(s.get("t"), datetime)]
+    holders = entries(doc, "holders")
+    starts = [s for s in entries(doc, "starts") if isinstance(s.get("t"), datetime)]
     name = limits.activity_type
     if limits.concurrency and len(holders) >= limits.concurrency:
         workers = ", ".join(sorted({str(h.get("w")) for h in holders}))
@@ -262,8 +272,8 @@ def _seconds(at: datetime, now: datetime) -> str:
 
 def full_keys(doc: Mapping[str, Any], now: datetime) -> list[str]:
     """The keys whose own limits are full now (the key look steps over them)."""
-    keys = {h.get("k") for h in doc.get("holders") or [] if isinstance(h, Mapping)}
-    keys |= {s.get("k") for s in doc.get("starts") or [] if isinstance(s, Mapping)}
+    keys = {h.get("k") for h in entries(doc, "holders")}
+    keys |= {s.get("k") for s in entries(doc, "starts")}
     return sorted(k for k in keys if isinstance(k, str) and verdict(doc, k, now).reason)
 
 
@@ -278,15 +288,29 @@ def limits_from_data(data: Any) -> list[Limits]:
         raise InvalidArgument("expected a list of limits (or {limits: [...]})")
     known = {"type", "concurrency", "key_limit", "rate", "key_rate"}
     out: list[Limits] = []
+    first: dict[str, int] = {}
     for i, entry in enumerate(data, 1):
         if not isinstance(entry, Mapping):
             raise InvalidArgument(f"limit {i}: expected a mapping")
+        # Each refusal names its entry: in a file of many, "concurrency: ... got -5"
+        # alone leaves the reader to find which one.
+        label = entry.get("type")
+        where = f"limit {i}" + (f" ({label})" if isinstance(label, str) else "")
         unknown = sorted(set(entry) - known)
         if unknown:
-            raise InvalidArgument(f"limit {i}: unknown field {unknown[0]!r} "
+            raise InvalidArgument(f"{where}: unknown field {unknown[0]!r} "
                                   f"(known: {', '.join(sorted(known))})")
-        out.append(make_limits(entry.get("type"), entry.get("concurrency"),
-                               entry.get("key_limit"), entry.get("rate"), entry.get("key_rate")))
+        try:
+            limits = make_limits(entry.get("type"), entry.get("concurrency"),
+                                 entry.get("key_limit"), entry.get("rate"),
+                                 entry.get("key_rate"))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{where}: {exc}") from None
+        if limits.activity_type in first:
+            raise InvalidArgument(f"{where}: activity type {limits.activity_type!r} is "
+                                  f"limited twice (also limit {first[limits.activity_type]})")
+        first[limits.activity_type] = i
+        out.append(limits)
     return out
 
 

@@ -22,41 +22,40 @@ from runnerq_cli.backend.domain.sizes import RESULT_MAX_BYTES
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.plural import counted
 
-NOT_JSON = "result is not JSON"
-UNSTORABLE = "result cannot be stored in MongoDB"
 
-
-def checked_result(value: Any) -> Any:
+def checked_result(value: Any, what: str = "result") -> Any:
     """`value` as it will be stored (its BSON, encoded once and not again), or
-    InvalidArgument saying why it cannot be a result."""
+    InvalidArgument saying why it cannot be a result. `what` names the value in the
+    message (a signal's payload is stored as a result, but its sender gave a payload)."""
     import json
 
     import bson
     from bson.raw_bson import RawBSONDocument
 
-    why = NOT_JSON
+    not_json, unstorable = f"{what} is not JSON", f"{what} cannot be stored in MongoDB"
+    why = not_json
     try:
         json.dumps(value, allow_nan=False)
-        why = UNSTORABLE
+        why = unstorable
         if values.nested_deeper_than({"data": value}):
             raise InvalidArgument(f"{why}: nested deeper than {values.JSON_MAX_DEPTH} levels")
         encoded = bson.encode({"data": value})
     except InvalidArgument:
         raise
     except RecursionError:
-        raise InvalidArgument(f"{UNSTORABLE}: nested deeper than {values.JSON_MAX_DEPTH} "
+        raise InvalidArgument(f"{unstorable}: nested deeper than {values.JSON_MAX_DEPTH} "
                               "levels") from None
     except ValueError as exc:
-        if why == NOT_JSON and "Out of range float" in describe(exc):
-            raise InvalidArgument(f"{NOT_JSON}: it holds NaN or Infinity, which JSON has "
+        if why == not_json and "Out of range float" in describe(exc):
+            raise InvalidArgument(f"{not_json}: it holds NaN or Infinity, which JSON has "
                                   "no numbers for") from None
         raise InvalidArgument(f"{why}: {describe(exc)}") from None
     except Exception as exc:  # a set, a date, an int past 64 bits, a non-string key, or
         # whatever a hostile subclass raises
         raise InvalidArgument(f"{why}: {describe(exc)}") from None
     if len(encoded) > RESULT_MAX_BYTES:
-        raise InvalidArgument(f"{UNSTORABLE}: {counted(len(encoded), 'byte')} as BSON, more than "
-                              f"{RESULT_MAX_BYTES}")
+        raise InvalidArgument(f"{unstorable}: {counted(len(encoded), 'byte')} as BSON, more "
+                              f"than {RESULT_MAX_BYTES}")
     # Raw BSON: the driver copies these bytes into the command instead of encoding
     # the value again (which a hostile value could make come out differently).
     return RawBSONDocument(encoded)["data"]

@@ -19,6 +19,7 @@ from runnerq_cli.backend.domain.as_code import ApplyReport
 from runnerq_cli.backend.domain.flow import Limits
 from runnerq_cli.backend.domain.flow import limits_from_data as limits_from_data  # re-exported
 from runnerq_cli.backend.domain.flow import make_limits as make_limits  # re-exported
+from runnerq_cli.backend.domain.models import to_jsonable
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.ops.audit import AuditLog, AuditRun
 from runnerq_cli.backend.store.context import QueueContext
@@ -51,12 +52,12 @@ class LimitInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.limits.to_json(), "in_use": len(self.holders),
-                "holders": [{"worker_id": h.get("w"), "key": h.get("k") or None}
+                "holders": [to_jsonable({"worker_id": h.get("w"), "key": h.get("k") or None})
                             for h in self.holders],
                 "busiest_keys": dict(self.busiest_keys()),
                 "starts_in_rate_window": self.starts_in_window,
                 "full": self.full, "held_back": self.held_back,
-                "updated_at": self.updated_at.isoformat() if self.updated_at else None}
+                "updated_at": to_jsonable(self.updated_at)}  # ISO-8601 with Z, like all
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,9 @@ class FlowLimits:
                                       command=command, **intent)
 
     def list_limits(self) -> list[LimitInfo]:
-        """Every limit, by type, with its slots in use (one read)."""
-        now = self._ctx.clock()
-        return [self._info(doc, now) for doc in self._ctx.limits.find({}).sort([("_id", 1)])]
+        """Every limit, by type, with its slots in use and the work it holds back
+        (`limit list`: the same `full` and `held_back` as `stats`)."""
+        return self.summary()
 
     def summary(self) -> list[LimitInfo]:
         """Every limit with its slots in use and the work it holds back: the pending
@@ -96,37 +97,37 @@ class FlowLimits:
         at theirs. One read of the limit documents, one count per limited type that
         holds anything back (`stats`, `queues`, the console, Prometheus)."""
         now = self._ctx.clock()
-        out = []
-        for doc in self._ctx.limits.find({}).sort([("_id", 1)]):
-            info = self._info(doc, now)
-            verdict = flow.verdict(doc, None, now)
-            match: dict[str, Any] = {"status": "pending", "activity_type": str(doc["_id"])}
-            if not verdict.type_full:
-                keys = flow.full_keys(doc, now)
-                if not keys:
-                    out.append(info)
-                    continue
-                match["flow_key"] = {"$in": [k or None for k in keys]}
-            held = self._ctx.activities.count_documents(match)
-            out.append(dataclasses.replace(info, full=verdict.reason, held_back=held))
-        return out
+        return [self._held(doc, now) for doc in self._ctx.limits.find({}).sort([("_id", 1)])]
 
     def get(self, activity_type: str) -> LimitInfo:
+        """One limit as `summary` gives it (`limit show`); NotFound when TYPE has none."""
         doc = self._ctx.limits.find_one({"_id": activity_type})
         if doc is None:
             raise NotFound(f"no limit on activity type {activity_type!r}")
-        return self._info(doc, self._ctx.clock())
+        return self._held(doc, self._ctx.clock())
+
+    def _held(self, doc: Mapping[str, Any], now: datetime) -> LimitInfo:
+        """`_info` with why the type is full and the pending work it holds back: one
+        count when it holds any back, none otherwise."""
+        info = self._info(doc, now)
+        verdict = flow.verdict(doc, None, now)
+        match: dict[str, Any] = {"status": "pending", "activity_type": str(doc["_id"])}
+        if not verdict.type_full:
+            keys = flow.full_keys(doc, now)
+            if not keys:
+                return info
+            match["flow_key"] = {"$in": [k or None for k in keys]}
+        held = self._ctx.activities.count_documents(match)
+        return dataclasses.replace(info, full=verdict.reason, held_back=held)
 
     def _info(self, doc: Mapping[str, Any], now: datetime) -> LimitInfo:
         limits = Limits.from_doc(doc)
         period = max(limits.rate.period_ms if limits.rate else 0,
                      limits.key_rate.period_ms if limits.key_rate else 0)
-        starts = [s for s in doc.get("starts") or [] if isinstance(s, Mapping)
-                  and isinstance(s.get("t"), datetime)
+        starts = [s for s in flow.entries(doc, "starts") if isinstance(s.get("t"), datetime)
                   and (now - s["t"]).total_seconds() * 1000 < period]
         updated = doc.get("updated_at")
-        return LimitInfo(limits, tuple(h for h in doc.get("holders") or []
-                                       if isinstance(h, Mapping)),
+        return LimitInfo(limits, tuple(flow.entries(doc, "holders")),
                          len(starts), updated if isinstance(updated, datetime) else None)
 
     def set(self, limits: Limits, *, reason: str | None = None, actor: str | None = None,

@@ -91,7 +91,8 @@ class Signals:
         InvalidArgument, NotFound and WrongState; one read of the target."""
         aid = parse_activity_id(activity_id)
         name = checked_name(name, "signal name")
-        stored = checked_result(payload)  # checked here; the storage operation encodes it
+        # checked here; the storage operation encodes it
+        stored = checked_result(payload, "the signal's payload")
         if len(bson.encode({"data": stored})) > MAX_SIGNAL_BYTES:
             raise InvalidArgument(f"the signal's payload is larger than {MAX_SIGNAL_BYTES:,} "
                                   "bytes (1 MiB) as BSON")

@@ -284,7 +284,7 @@ class Durable(Part):
         when it woke it. NotFound for an unknown target (nothing stored). Not idempotent:
         a second signal replaces the first and wakes again."""
         name = checked_name(name, "signal name")
-        payload = checked_result(payload)
+        payload = checked_result(payload, "the signal's payload")
         if len(bson.encode({"data": payload})) > MAX_SIGNAL_BYTES:
             raise InvalidArgument(f"the signal's payload is larger than {MAX_SIGNAL_BYTES} "
                                   "bytes as BSON")

@@ -169,8 +169,8 @@ class LimitedClaims:
         """Holders past their `until` whose lease no longer runs are freed (a crash between
         a slot and its claim or release; docs/design.md, "Stale holders"); never one whose
         activity still runs under its lease."""
-        stale = [h["l"] for h in doc.get("holders") or [] if isinstance(h, dict)
-                 and isinstance(h.get("until"), datetime) and h["until"] < now
+        stale = [h["l"] for h in flow.entries(doc, "holders")
+                 if isinstance(h.get("until"), datetime) and h["until"] < now
                  and isinstance(h.get("l"), str)]
         if not stale:
             return doc

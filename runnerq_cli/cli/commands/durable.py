@@ -140,8 +140,8 @@ def member_lines(member: Member, prefix: str, asked: bool) -> list[tuple[str, st
     mark = "*" if asked else " "
     lines = [(pad, f"{mark}{prefix}  {member.status}  "
                    f"{literal(str(member.doc.get('activity_type')))}")]
-    if member.wait is not None:
-        lines.append((inner, member.wait.describe(stamp)))
+    if member.wait is not None:  # its names and worker are another program's text
+        lines.append((inner, literal(member.wait.describe(stamp))))
     error = member.doc.get("last_error")
     if member.status in ("failed", "dead_letter") and error:
         lines.append((inner, f"error: {literal(str(error))}"))

@@ -27,6 +27,24 @@ limit_app = typer.Typer(
     help="Flow limits: at most N running per type or per key, rates, across the fleet.",
     no_args_is_help=True)
 
+# make_limits names each value as `apply`'s file and the console do; `set` has flags.
+LIMIT_FLAGS = {"concurrency": "--concurrency", "key_limit": "--key-limit", "rate": "--rate",
+               "key_rate": "--key-rate"}
+CREATE_HELP = ("Set limits on a queue that does not exist yet (no activities collection); "
+               "without it, that is refused (exit 4).")
+
+
+def _queue(ctx: typer.Context, create: bool | None) -> Any:
+    """The backend, once its queue is known to exist: a misspelt --queue or RUNNERQ_QUEUE
+    is refused (exit 4, the closest queue named) rather than limited unseen, as every
+    operator write refuses it (docs/operations.md, "The safety rails"). `create` None:
+    the command has no --create (`remove`: a new queue has no limit to remove)."""
+    from runnerq_cli.cli.commands.actions import existing_backend
+
+    return existing_backend(ctx, create=bool(create),
+                            create_flag=None if create is None else "--create")
+
+
 def _line(info: LimitInfo) -> list[str]:
     lim = info.limits
     keys = ", ".join(f"{k or '(no key)'}={n}" for k, n in info.busiest_keys(3)) or "-"
@@ -49,17 +67,23 @@ def set_limit(
                                         help="At most COUNT starts per key in any PERIOD."),
     reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT,
+    create: bool = typer.Option(False, "--create", help=CREATE_HELP),
     output: OutputFormat = output_option(),
 ) -> None:
     """Set TYPE's limits (the ones not given are removed). Exit code 2 for a bad value
     (zero, negative, fractional, above 100,000; a rate not COUNT/PERIOD, a period
-    outside 1s-1d): nothing written. Workers obey it within 5 seconds."""
+    outside 1s-1d), 4 for a queue that does not exist (without --create): nothing
+    written. Workers obey it within 5 seconds."""
     from runnerq_cli.backend.domain.flow import make_limits
+    from runnerq_cli.cli.exits import flagged
 
     check_reason_actor(reason, actor)
-    limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
-    done = state(ctx).backend().limits.set(limits, reason=reason, actor=actor,
-                                           command=audit_command(ctx))
+    try:
+        limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
+    except InvalidArgument as exc:  # named as the file's fields: say the flags typed
+        raise flagged(InvalidArgument(str(exc), *LIMIT_FLAGS), LIMIT_FLAGS) from None
+    done = _queue(ctx, create).limits.set(limits, reason=reason, actor=actor,
+                                          command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {**limits.to_json(), "result": done})
         return
@@ -98,7 +122,8 @@ def show(ctx: typer.Context,
     typer.echo(f"in use: {len(info.holders)}"
                + (f" of {info.limits.concurrency}" if info.limits.concurrency else ""))
     for holder in info.holders:
-        typer.echo(f"  {holder.get('w')}  key {literal(str(holder.get('k') or '(no key)'))}")
+        typer.echo(f"  {literal(str(holder.get('w')))}  key "
+                   f"{literal(str(holder.get('k') or '(no key)'))}")
     if info.limits.rate or info.limits.key_rate:
         typer.echo(f"starts in the rate window: {info.starts_in_window}")
 
@@ -113,8 +138,8 @@ def remove(
 ) -> None:
     """Remove TYPE's limit: it runs unlimited again. Exit code 4 if it has none."""
     check_reason_actor(reason, actor)
-    state(ctx).backend().limits.remove(activity_type, reason=reason, actor=actor,
-                                       command=audit_command(ctx))
+    _queue(ctx, None).limits.remove(activity_type, reason=reason, actor=actor,
+                                     command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"activity_type": activity_type, "result": "removed"})
         return
@@ -140,16 +165,18 @@ def apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
     reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT,
+    create: bool = typer.Option(False, "--create", help=CREATE_HELP),
     output: OutputFormat = output_option(),
 ) -> None:
     """Make the queue's limits those of FILE (limits as code, at every deploy).
     Idempotent: a second apply changes nothing and says so. Exit code 2 for a file that
-    does not read or a bad value: nothing written."""
+    does not read or a bad value, 4 for a queue that does not exist (without --create):
+    nothing written."""
     check_reason_actor(reason, actor)
     wanted = read_limits_file(path)
-    report = state(ctx).backend().limits.apply(wanted, prune=prune, dry_run=dry_run,
-                                               reason=reason, actor=actor,
-                                               command=audit_command(ctx))
+    report = _queue(ctx, create).limits.apply(wanted, prune=prune, dry_run=dry_run,
+                                              reason=reason, actor=actor,
+                                              command=audit_command(ctx))
     print_apply(report, output, dry_run, path, "limit", lambda change: change.activity_type)
 
 

@@ -328,13 +328,16 @@ def limits_line(limits: Sequence[Mapping[str, Any]]) -> Any:
     work it holds back, the held-back ones first, in yellow (`stats`)."""
     from rich.text import Text
 
+    from runnerq_cli.literal import literal
+
     line = Text(no_wrap=True, overflow="ellipsis")
     for i, row in enumerate(sorted(limits, key=lambda r: (-r["held_back"],
                                                           r["activity_type"]))):
         if i:
             line.append("; ")
         cap = f"/{row['concurrency']}" if row["concurrency"] else ""
-        line.append(row["activity_type"])  # inert: a Text's content is never markup
+        # literal: a Text's content is never markup, but its ESC and newline would act
+        line.append(literal(row["activity_type"]))
         line.append(f" {row['in_use']}{cap} in use")
         if row["held_back"]:
             line.append(f", {row['held_back']} held back", style="yellow")
@@ -346,6 +349,7 @@ def schedules_line(summary: Mapping[str, Any]) -> Any:
     the missed fires, and the overdue or malformed ones in red (`stats`, `queues`)."""
     from rich.text import Text
 
+    from runnerq_cli.literal import literal
     from runnerq_cli.values import format_duration
 
     if not summary["count"]:
@@ -357,7 +361,7 @@ def schedules_line(summary: Mapping[str, Any]) -> Any:
     if upcoming is not None:
         seconds = upcoming["in_seconds"]
         line.append(", next ")
-        line.append(upcoming["name"])  # inert: a Text's content is never markup
+        line.append(literal(upcoming["name"]))  # as text: see limits_line
         line.append(f" in {format_duration(seconds)}" if seconds > 0 else " due now")
     if summary["missed_fires"]:
         line.append(f", {summary['missed_fires']} missed")

@@ -78,7 +78,7 @@ def test_tree_shows_waits_and_workers_of_other_programs_as_text(backend: RunnerQ
     claim(backend, "parcel", worker="w1")
     backend.context.activities.update_one({"_id": child}, {"$set": {"worker_id": HOSTILE}})
     for aid, shown in ((parked, f"waiting for signal {ESCAPED}"),
-                       (root, f"processing on worker {ESCAPED}")):
+                       (root, f"the child is running on worker {ESCAPED}")):
         out = run_cli("tree", str(aid))
         assert out.code == 0, out.stderr
         assert not RAW.search(out.stdout), out.stdout

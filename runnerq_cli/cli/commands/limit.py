@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from runnerq_cli.cli.as_code import print_apply, read_yaml_file
-from runnerq_cli.cli.audited import ACTOR_OPT, REASON_OPT, audit_command, check_reason_actor
+from runnerq_cli.cli.audited import (
+    ACTOR_OPT,
+    CREATE_OPT,
+    REASON_OPT,
+    audit_command,
+    check_reason_actor,
+    existing_queue,
+)
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
 from runnerq_cli.cli.state import state
@@ -30,20 +37,6 @@ limit_app = typer.Typer(
 # make_limits names each value as `apply`'s file and the console do; `set` has flags.
 LIMIT_FLAGS = {"concurrency": "--concurrency", "key_limit": "--key-limit", "rate": "--rate",
                "key_rate": "--key-rate"}
-CREATE_HELP = ("Set limits on a queue that does not exist yet (no activities collection); "
-               "without it, that is refused (exit 4).")
-
-
-def _queue(ctx: typer.Context, create: bool | None) -> Any:
-    """The backend, once its queue is known to exist: a misspelt --queue or RUNNERQ_QUEUE
-    is refused (exit 4, the closest queue named) rather than limited unseen, as every
-    operator write refuses it (docs/operations.md, "The safety rails"). `create` None:
-    the command has no --create (`remove`: a new queue has no limit to remove)."""
-    from runnerq_cli.cli.commands.actions import existing_backend
-
-    return existing_backend(ctx, create=bool(create),
-                            create_flag=None if create is None else "--create")
-
 
 def _line(info: LimitInfo) -> list[str]:
     lim = info.limits
@@ -67,7 +60,7 @@ def set_limit(
                                         help="At most COUNT starts per key in any PERIOD."),
     reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT,
-    create: bool = typer.Option(False, "--create", help=CREATE_HELP),
+    create: bool = CREATE_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Set TYPE's limits (the ones not given are removed). Exit code 2 for a bad value
@@ -82,7 +75,7 @@ def set_limit(
         limits = make_limits(activity_type, concurrency, key_limit, rate, key_rate)
     except InvalidArgument as exc:  # named as the file's fields: say the flags typed
         raise flagged(InvalidArgument(str(exc), *LIMIT_FLAGS), LIMIT_FLAGS) from None
-    done = _queue(ctx, create).limits.set(limits, reason=reason, actor=actor,
+    done = existing_queue(ctx, create).limits.set(limits, reason=reason, actor=actor,
                                           command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {**limits.to_json(), "result": done})
@@ -138,7 +131,7 @@ def remove(
 ) -> None:
     """Remove TYPE's limit: it runs unlimited again. Exit code 4 if it has none."""
     check_reason_actor(reason, actor)
-    _queue(ctx, None).limits.remove(activity_type, reason=reason, actor=actor,
+    existing_queue(ctx, None).limits.remove(activity_type, reason=reason, actor=actor,
                                      command=audit_command(ctx))
     if output is not OutputFormat.TEXT:
         emit(output, {"activity_type": activity_type, "result": "removed"})
@@ -165,7 +158,7 @@ def apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
     reason: str | None = REASON_OPT,
     actor: str | None = ACTOR_OPT,
-    create: bool = typer.Option(False, "--create", help=CREATE_HELP),
+    create: bool = CREATE_OPT,
     output: OutputFormat = output_option(),
 ) -> None:
     """Make the queue's limits those of FILE (limits as code, at every deploy).
@@ -174,7 +167,7 @@ def apply(
     nothing written."""
     check_reason_actor(reason, actor)
     wanted = read_limits_file(path)
-    report = _queue(ctx, create).limits.apply(wanted, prune=prune, dry_run=dry_run,
+    report = existing_queue(ctx, create).limits.apply(wanted, prune=prune, dry_run=dry_run,
                                               reason=reason, actor=actor,
                                               command=audit_command(ctx))
     print_apply(report, output, dry_run, path, "limit", lambda change: change.activity_type)

@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from runnerq_cli.cli.exits import ExitCode, exit_code_of
-from runnerq_cli.cli.output import JsonObjectStream, OutputFormat, print_jsonl
+from runnerq_cli.cli.interrupt import stop_on_signal
+from runnerq_cli.cli.lines import read_lines
+from runnerq_cli.cli.output import JsonObjectStream, OutputFormat, error_line, fail, print_jsonl
+from runnerq_cli.cli.progress import BulkProgress
+from runnerq_cli.literal import literal
 from runnerq_cli.plural import counted
 
 if TYPE_CHECKING:
@@ -101,8 +105,6 @@ def _report_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
                  stream: JsonObjectStream | None) -> None:
     """The end of the report: -q's rejected lines on stderr, the JSON summary (its
     activities already streamed), or the text; -o jsonl streamed every line already."""
-    from runnerq_cli.literal import literal
-
     if quiet:  # the ids were printed as each batch was written
         # Only the ids on stdout, but which lines were rejected still goes to stderr.
         for rejected in report.rejected:
@@ -127,10 +129,7 @@ def enqueue_from(cli: CliState, source: str, defaults: dict[str, Any], *, strict
                   skip_lines: int = 0) -> None:
     """`enqueue --from`: the backend writes the lines; this prints each batch as it is
     written and the report, and exits like the docs say."""
-    from runnerq_cli.cli.interrupt import stop_on_signal
-    from runnerq_cli.cli.lines import read_lines
-    from runnerq_cli.cli.progress import BulkProgress
-
+    cli.settings()  # config and queue name are checked before any line is written
     # Machine output streams each activity as it is written (nothing kept per line):
     # -o jsonl one object per line, -o json the `activities` list of one object.
     stream = JsonObjectStream("activities") if output is OutputFormat.JSON and not quiet \
@@ -166,8 +165,6 @@ def enqueue_from(cli: CliState, source: str, defaults: dict[str, Any], *, strict
 def _finish_bulk(report: EnqueueReport, output: OutputFormat, quiet: bool,
                  stream: JsonObjectStream | None, total_lines: int | None) -> None:
     """Print the report and exit with the code it calls for (docs/cli.md)."""
-    from runnerq_cli.cli.output import error_line, fail
-
     if report.aborted is not None and not (report.enqueued or report.existing):
         raise report.aborted  # nothing written yet: the plain error (exit 6)
     _report_bulk(report, output, quiet, stream)

@@ -15,7 +15,8 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend.domain import queries
-from runnerq_cli.backend.domain.models import Claim, Status
+from runnerq_cli.backend.domain.documents import Claim
+from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.queue.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.queue.attempt_writes import held_by_lease, lease_length

@@ -34,7 +34,8 @@ from runnerq_cli.backend.domain.checkpoints import (
     checkpoint_id,
 )
 from runnerq_cli.backend.domain.derived import PREVIOUS_SCHEDULE_KEY, attempt_events
-from runnerq_cli.backend.domain.models import Claim, EnqueueResult, EventType, Result, Status
+from runnerq_cli.backend.domain.documents import Claim, Result
+from runnerq_cli.backend.domain.models import EnqueueResult, EventType, Status
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.waits import (

@@ -24,7 +24,8 @@ from runnerq_cli.backend.store.writes import OutboxWriter
 from runnerq_cli.config import Settings
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import AckOutcome, Claim
+    from runnerq_cli.backend.domain.documents import Claim
+    from runnerq_cli.backend.domain.models import AckOutcome
     from runnerq_cli.group_commit import Answers
 
 

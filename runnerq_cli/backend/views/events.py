@@ -47,6 +47,7 @@ from runnerq_cli.backend.domain.derived import (
     event_order,
     unique,
 )
+from runnerq_cli.backend.domain.documents import Event
 from runnerq_cli.backend.domain.event_cursor import (
     DEFAULT_SETTLE_SECONDS,
     EPOCH,
@@ -54,7 +55,7 @@ from runnerq_cli.backend.domain.event_cursor import (
     EventFilter,
 )
 from runnerq_cli.backend.domain.event_cursor import position as _stamp
-from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.outage import RETRY_DELAYS, OutageWatch, is_away
 from runnerq_cli.backend.domain.shapes import (
     LARGE_FIELDS,

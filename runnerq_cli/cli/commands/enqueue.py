@@ -193,7 +193,6 @@ def enqueue(
     if from_file is not None:
         from runnerq_cli.cli.enqueue_from import enqueue_from
 
-        cli.settings()  # config and queue name are checked before any line is written
         enqueue_from(cli, from_file, options, strict=strict, batch_size=batch_size,
                       output=output, quiet=quiet, skip_lines=skip_lines)
         return

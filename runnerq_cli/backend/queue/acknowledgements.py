@@ -35,8 +35,9 @@ from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY, server_away
 from runnerq_cli.backend.store.servertime import server_update, write_time
+from runnerq_cli.backend.store.stamps import stamp
 from runnerq_cli.backend.store.statements import Statement, update_statements
-from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update, stamp
+from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import ClaimLost, InvalidArgument
 from runnerq_cli.group_commit import Answers
 

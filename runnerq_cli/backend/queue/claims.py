@@ -25,7 +25,8 @@ from runnerq_cli.backend.queue.pending_types import PendingTypes
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import ServerTime, When, server_update, write_time
-from runnerq_cli.backend.store.writes import merge_updates, stamp
+from runnerq_cli.backend.store.stamps import stamp
+from runnerq_cli.backend.store.writes import merge_updates
 from runnerq_cli.errors import CommandFailed, InvalidArgument
 
 # What a claim returns: the activity without the bookkeeping of earlier attempts, nor the

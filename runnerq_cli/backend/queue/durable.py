@@ -51,13 +51,8 @@ from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.queue.queue import ActivityQueue
 from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
-from runnerq_cli.backend.store.writes import (
-    insert_stamped,
-    merge_updates,
-    new_event,
-    outbox_update,
-    stamp,
-)
+from runnerq_cli.backend.store.stamps import insert_stamped, stamp
+from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import (
     CheckpointConflict,
     ClaimLost,

@@ -174,6 +174,15 @@ EXPORT_INFO_FIELDS = ("original_id", "queue", "status", "error", "attempts", "re
                       "original_idempotency_key")
 
 
+# Fields an enqueue writes for durable activities (docs/design.md, "Durable activities";
+# waits.py holds the statements that read them). AWAITED marks an activity some other
+# activity waits on: its publication must wake (a success's acknowledgement then sends a
+# wake; a plain one does not). SPAWN_FENCE marks a child inserted under a spawn's fence,
+# not yet confirmed ("Spawning").
+AWAITED = "awaited"
+SPAWN_FENCE = "spawn_fence"
+
+
 # Metadata a fired activity carries (design.md, "What a fired activity carries"), and the
 # names its enqueue step shows them under (derived.derive: `events`, `show`, the tail).
 META_SCHEDULE, META_FIRE_AT, META_FIRE = "runnerq_schedule", "runnerq_fire_at", "runnerq_fire"

@@ -35,17 +35,10 @@ from runnerq_cli.backend.domain.checkpoints import (
 )
 from runnerq_cli.backend.domain.derived import PREVIOUS_SCHEDULE_KEY, attempt_events
 from runnerq_cli.backend.domain.documents import Claim, Result
-from runnerq_cli.backend.domain.models import EnqueueResult, EventType, Status
+from runnerq_cli.backend.domain.models import AWAITED, SPAWN_FENCE, EnqueueResult, EventType, Status
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from runnerq_cli.backend.domain.waits import (
-    AWAITED,
-    SPAWN_FENCE,
-    WAKE_UPDATE,
-    park_update,
-    waiting_one,
-    yielded_detail,
-)
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE, park_update, waiting_one, yielded_detail
 from runnerq_cli.backend.queue.attempt_writes import claim_lost, held_by
 from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.queue.queue import ActivityQueue

@@ -28,13 +28,14 @@ from runnerq_cli.backend.domain.keys import (
     settle,
 )
 from runnerq_cli.backend.domain.models import (
+    AWAITED,
+    SPAWN_FENCE,
     EnqueueResult,
     Status,
 )
 from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
-from runnerq_cli.backend.domain.waits import AWAITED, SPAWN_FENCE
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, server_update, write_time
 from runnerq_cli.backend.store.stamps import stamped_inserts

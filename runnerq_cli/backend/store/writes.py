@@ -44,7 +44,8 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ReplaceOne, UpdateMany
 
-from runnerq_cli.backend.domain.waits import AWAITED, WAKE_UPDATE, waiting_on
+from runnerq_cli.backend.domain.models import AWAITED
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE, waiting_on
 from runnerq_cli.backend.store.driver import Collection, refused
 from runnerq_cli.backend.store.servertime import When
 from runnerq_cli.backend.store.stamps import stamped_inserts

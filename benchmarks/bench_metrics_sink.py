@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runnerq_cli.backend.domain.models import Activity, Claim
+from runnerq_cli.backend.domain.documents import Activity, Claim
 from runnerq_cli.worker.flights import Flight
 from runnerq_cli.worker.metrics import DEQUEUE_ROUNDTRIP_DURATION, PrometheusMetrics
 from runnerq_cli.worker.telemetry import Telemetry

@@ -21,9 +21,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "runnerq_cli.backend.api": ("RunnerQ", "connect"),
     "runnerq_cli.backend.domain.specs": ("ActivitySpec",),
     "runnerq_cli.backend.domain.models": (
-        "AckOutcome", "Activity", "Claim", "EnqueueResult", "Event", "OnDuplicate", "Priority",
-        "Result", "Status",
+        "AckOutcome", "EnqueueResult", "OnDuplicate", "Priority", "Status",
     ),
+    "runnerq_cli.backend.domain.documents": ("Activity", "Claim", "Event", "Result"),
     "runnerq_cli.backend.domain.event_cursor": ("EventCursor", "EventFilter"),
     "runnerq_cli.config": ("Settings", "load_settings"),
     "runnerq_cli.errors": (
@@ -46,13 +46,15 @@ if TYPE_CHECKING:  # the same names, for type checkers (explicit re-exports)
     from runnerq_cli.backend.api import (
         RunnerQ as RunnerQ, connect as connect,
     )
+    from runnerq_cli.backend.domain.documents import (
+        Activity as Activity, Claim as Claim, Event as Event, Result as Result,
+    )
     from runnerq_cli.backend.domain.event_cursor import (
         EventCursor as EventCursor, EventFilter as EventFilter,
     )
     from runnerq_cli.backend.domain.models import (
-        AckOutcome as AckOutcome, Activity as Activity, Claim as Claim,
-        EnqueueResult as EnqueueResult, Event as Event, OnDuplicate as OnDuplicate,
-        Priority as Priority, Result as Result, Status as Status,
+        AckOutcome as AckOutcome, EnqueueResult as EnqueueResult, OnDuplicate as OnDuplicate,
+        Priority as Priority, Status as Status,
     )
     from runnerq_cli.backend.domain.specs import (
         ActivitySpec as ActivitySpec,

@@ -217,3 +217,14 @@ class CommandFailed(RunnerQError):
 class CommandTimedOut(CommandFailed):
     """The server gave up a command past its own time limit (`max_time_ms`): it is there,
     the command asked too much; the same command later may finish."""
+
+
+def retry_later(exc: BaseException) -> bool:
+    """Whether a write that raised `exc` may succeed as it is when tried again later (the
+    worker keeps such an acknowledgement to retry): the server could not be reached
+    (`Unavailable`, a slow one included), could not confirm it (`WriteUnconfirmed`), gave
+    up in time (`CommandTimedOut`) or said so (a retryable `CommandFailed`). Anything else
+    is a refusal of what was sent: sending it again changes nothing."""
+    if isinstance(exc, Unavailable | WriteUnconfirmed | CommandTimedOut):
+        return True
+    return isinstance(exc, CommandFailed) and exc.retryable

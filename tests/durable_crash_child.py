@@ -40,7 +40,7 @@ def main() -> None:
     listener = KillAt(int(args["kill_at"]))
     monitoring.register(listener)
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.domain.models import Activity, Claim
+    from runnerq_cli.backend.domain.documents import Activity, Claim
     from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.config import load_settings
 

@@ -195,7 +195,7 @@ def test_an_event_line_on_a_terminal_is_cut_between_fields() -> None:
 
     from rich.console import Console
 
-    from runnerq_cli.backend.domain.models import Event
+    from runnerq_cli.backend.domain.documents import Event
     from runnerq_cli.cli.eventfmt import event_line
 
     event = Event(id=1, activity_id=uuid.uuid4(), timestamp=datetime(2026, 12, 1, tzinfo=UTC),

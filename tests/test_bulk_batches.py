@@ -270,10 +270,10 @@ def test_progress_bar_stays_off_pipes(backend: RunnerQ, run_cli_subprocess: Any)
 def test_enqueue_many_of_any_length_writes_in_chunks(
         counted: tuple[QueueContext, Commands], monkeypatch: pytest.MonkeyPatch) -> None:
     from runnerq_cli.backend.queue.queue import ActivityQueue, ActivitySpec
-    from runnerq_cli.backend.store import writes
+    from runnerq_cli.backend.store import stamps
 
     ctx, commands = counted
-    monkeypatch.setattr(writes, "INSERT_CHUNK", 10)  # 25 activities: 3 chunks
+    monkeypatch.setattr(stamps, "INSERT_CHUNK", 10)  # 25 activities: 3 chunks
     ctx.clock()  # the server's clock is read (a hello) at most once a minute: not counted
     ctx.partitions.current()  # so is the partition count, once per 30 s (a find on control)
     commands.take()

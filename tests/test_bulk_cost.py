@@ -18,7 +18,7 @@ import pytest
 
 from runnerq_cli.backend.domain.filters import ActivityFilter
 from runnerq_cli.backend.ops.batches import BATCH_SIZE
-from runnerq_cli.backend.store import writes
+from runnerq_cli.backend.store import stamps
 from runnerq_cli.backend.store.context import QueueContext
 from tests.bulk_fixtures import Commands, bulk_actions, counted, insert_activities
 
@@ -87,5 +87,5 @@ def test_a_bulk_cancel_by_filter_costs_at_most_25_commands_per_1000(
     assert ctx.events.count_documents({"event_type": "Cancelled"}) == PER_THOUSAND_RUN
     assert len(sent) * 1000 / PER_THOUSAND_RUN <= PER_THOUSAND, Counter(sent)
     # Each batch's event copies: INSERT_CHUNK a command, so 2 of 250 for a batch of 500.
-    copies = BATCH_SIZE // writes.INSERT_CHUNK
+    copies = BATCH_SIZE // stamps.INSERT_CHUNK
     assert Counter(sent)["update"] <= 2 * (copies + 4) + 2, Counter(sent)

@@ -23,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from bson import ObjectId
 
+from runnerq_cli.backend.domain.documents import Event
 from runnerq_cli.backend.domain.event_cursor import EventCursor
-from runnerq_cli.backend.domain.models import Event
 from runnerq_cli.backend.queue.queue import ActivitySpec
 from runnerq_cli.cli.cursorfile import CursorFileSaver
 from tests.chaos_support import (

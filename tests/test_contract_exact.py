@@ -26,7 +26,8 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.domain.models import Activity, MalformedDocument, neutral, wanted
+from runnerq_cli.backend.domain.documents import Activity, neutral, wanted
+from runnerq_cli.backend.domain.models import MalformedDocument
 
 
 @pytest.fixture

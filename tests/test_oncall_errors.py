@@ -43,7 +43,7 @@ def test_interrupted_words_count_against_the_whole() -> None:
     """"cancelled 700 of 2,940" and "8,700 of 20,000 lines", as the commands print them."""
     from runnerq_cli.backend.queue.intake import EnqueueReport
     from runnerq_cli.cli.commands.actions import _interrupted_line
-    from runnerq_cli.cli.commands.enqueue import _interrupted_text, _report_text
+    from runnerq_cli.cli.enqueue_from import _interrupted_text, _report_text
 
     line = _interrupted_line("cancel", 700, 2940, 0, "abc")
     assert line.startswith("interrupted: cancelled 700 of 2,940; 2,240 not reached; last id")

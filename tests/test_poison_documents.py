@@ -25,7 +25,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.domain.models import Activity
+from runnerq_cli.backend.domain.documents import Activity
 from runnerq_cli.backend.domain.shapes import ACTIVITY, MALFORMED_LIMIT
 from runnerq_cli.backend.queue.aside import checked
 from runnerq_cli.backend.store.writes import new_event

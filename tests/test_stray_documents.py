@@ -18,7 +18,8 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.domain.models import Activity, DeadLetterRecord, Event, MalformedDocument
+from runnerq_cli.backend.domain.documents import Activity, DeadLetterRecord, Event
+from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.queue.workers import WorkerInfo
 from runnerq_cli.cli.exits import ExitCode

@@ -42,13 +42,8 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.domain.models import (
-        Activity,
-        DeadLetterRecord,
-        EnqueueResult,
-        Event,
-        Result,
-    )
+    from runnerq_cli.backend.domain.documents import Activity, DeadLetterRecord, Event, Result
+    from runnerq_cli.backend.domain.models import EnqueueResult
     from runnerq_cli.backend.domain.outage import OutageWatch
     from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.backend.views.result_wait import WaitOutcome

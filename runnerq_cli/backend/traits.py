@@ -23,16 +23,15 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
-    from runnerq_cli.backend.domain.models import (
-        AckOutcome,
+    from runnerq_cli.backend.domain.documents import (
         Activity,
         Claim,
         DeadLetterRecord,
-        EnqueueResult,
         Event,
         Result,
     )
+    from runnerq_cli.backend.domain.event_cursor import EventCursor, EventFilter
+    from runnerq_cli.backend.domain.models import AckOutcome, EnqueueResult
     from runnerq_cli.backend.domain.pause import PauseState
     from runnerq_cli.backend.domain.specs import ActivitySpec
     from runnerq_cli.backend.views.events import EventStream

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import Event
+    from runnerq_cli.backend.domain.documents import Event
 
 # docs/reference.md "Event JSON fields": keep these names stable.
 EVENT_FIELDS = ("id", "activity_id", "activity_type", "event_type", "timestamp", "ingested_at",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.cli.exits import ExitCode
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import Result
+    from runnerq_cli.backend.domain.documents import Result
     from runnerq_cli.backend.views.result_wait import WaitOutcome
     from runnerq_cli.cli.output import OutputFormat
 

@@ -12,8 +12,9 @@ import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from runnerq_cli.backend.domain.documents import Claim
 from runnerq_cli.backend.domain.interop import JSON_V1, split_business_key
-from runnerq_cli.backend.domain.models import AckOutcome, Claim, EnqueueResult
+from runnerq_cli.backend.domain.models import AckOutcome, EnqueueResult
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.conformance.args import Args
 from runnerq_cli.errors import ClaimLost, InvalidArgument, NotFound

@@ -41,7 +41,7 @@ from runnerq_cli.errors import InvalidArgument, NotFound, RunnerQError, Unavaila
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.api import RunnerQ
-    from runnerq_cli.backend.domain.models import Event
+    from runnerq_cli.backend.domain.documents import Event
     from runnerq_cli.backend.domain.outage import OutageWatch
 
 LOG = logging.getLogger("runnerq.console")

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain.models import Activity, DeadLetterRecord, Event, to_jsonable
+from runnerq_cli.backend.domain.documents import Activity, DeadLetterRecord, Event
+from runnerq_cli.backend.domain.models import to_jsonable
 
 # RunnerQ's ActivityPriority variants by our stored number.
 PRIORITIES = {1: "Low", 2: "Normal", 3: "High", 4: "Critical"}

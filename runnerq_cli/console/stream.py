@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from runnerq_cli.backend.domain.documents import Event
 from runnerq_cli.backend.domain.event_cursor import EventCursor
-from runnerq_cli.backend.domain.models import Event
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.plural import counted
 

@@ -28,7 +28,7 @@ from runnerq_cli.worker.outcomes import brief
 if TYPE_CHECKING:
     import asyncio
 
-    from runnerq_cli.backend.domain.models import Claim
+    from runnerq_cli.backend.domain.documents import Claim
     from runnerq_cli.backend.traits import WakeUp, WorkerBackend
     from runnerq_cli.worker.handlers import HandlerRegistry
     from runnerq_cli.worker.leases import LeaseKeeper

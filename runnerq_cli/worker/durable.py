@@ -38,7 +38,8 @@ from runnerq_cli.errors import CheckpointConflict, InvalidArgument
 from runnerq_cli.worker.handlers import NonRetryableError, RetryableError
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import Claim, EnqueueResult, Result
+    from runnerq_cli.backend.domain.documents import Claim, Result
+    from runnerq_cli.backend.domain.models import EnqueueResult
 
 
 class DurableStore(Protocol):

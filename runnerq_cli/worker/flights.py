@@ -21,7 +21,7 @@ from runnerq_cli.backend.domain.naming import COUNTERS  # the registry's: the he
 from runnerq_cli.worker.logs import WORKER_LOGGER, details
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import Claim
+    from runnerq_cli.backend.domain.documents import Claim
     from runnerq_cli.worker.handlers import ActivityContext, Handler
 
 log = logging.getLogger(WORKER_LOGGER)

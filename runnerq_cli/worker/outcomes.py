@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain.error_text import describe
 from runnerq_cli.backend.domain.models import AckOutcome
-from runnerq_cli.backend.domain.outage import retry_later as server_away
 from runnerq_cli.backend.domain.rules import retry_delay
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument
+from runnerq_cli.errors import retry_later as server_away
 from runnerq_cli.group_commit import GroupCommit
 from runnerq_cli.worker.logs import (
     LEVELS,

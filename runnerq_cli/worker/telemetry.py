@@ -35,7 +35,7 @@ from runnerq_cli.errors import (
 from runnerq_cli.worker import metrics as m
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import Claim
+    from runnerq_cli.backend.domain.documents import Claim
     from runnerq_cli.backend.traits import WorkerBackend
     from runnerq_cli.worker.flights import Flight
     from runnerq_cli.worker.metrics import MetricsSink

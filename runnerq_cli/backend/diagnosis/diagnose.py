@@ -21,7 +21,7 @@ from runnerq_cli.backend.diagnosis.explain import Explainer, Explanation
 from runnerq_cli.backend.diagnosis.queue_checks import QueueChecks
 from runnerq_cli.backend.diagnosis.server_checks import server_checks
 from runnerq_cli.backend.domain.checks import Check, CheckStatus, failed
-from runnerq_cli.backend.domain.models import Activity
+from runnerq_cli.backend.domain.documents import Activity
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.domain.timing import TIMING
 from runnerq_cli.backend.ops.schedule_views import ScheduleViews

@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from runnerq_cli.backend.diagnosis.checks import at_least, count
+from runnerq_cli.backend.domain.documents import Activity
 from runnerq_cli.backend.domain.models import (
     WAITING_STATUSES,
-    Activity,
     MalformedDocument,
     Priority,
     Status,

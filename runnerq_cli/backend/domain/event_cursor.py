@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runnerq_cli.backend.domain.models import Event
+from runnerq_cli.backend.domain.documents import Event
 from runnerq_cli.errors import InvalidArgument
 
 DEFAULT_SETTLE_SECONDS = 5.0

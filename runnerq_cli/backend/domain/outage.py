@@ -26,28 +26,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from runnerq_cli.errors import (
-    CommandFailed,
-    CommandTimedOut,
-    TimedOut,
-    Unavailable,
-    WriteUnconfirmed,
-)
+from runnerq_cli.errors import TimedOut, Unavailable
 from runnerq_cli.plural import counted
 
 T = TypeVar("T")
 RETRY_DELAYS = (0.5, 1.0, 2.0, 5.0)  # seconds between tries; the last one repeats
-
-
-def retry_later(exc: BaseException) -> bool:
-    """Whether a write that raised `exc` may succeed as it is when tried again later (the
-    worker keeps such an acknowledgement to retry): the server could not be reached
-    (`Unavailable`, a slow one included), could not confirm it (`WriteUnconfirmed`), gave
-    up in time (`CommandTimedOut`) or said so (a retryable `CommandFailed`). Anything else
-    is a refusal of what was sent: sending it again changes nothing."""
-    if isinstance(exc, Unavailable | WriteUnconfirmed | CommandTimedOut):
-        return True
-    return isinstance(exc, CommandFailed) and exc.retryable
 
 
 def is_away(exc: BaseException) -> bool:

@@ -21,13 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from runnerq_cli import values as values_mod
+from runnerq_cli.backend.domain.documents import Activity
 from runnerq_cli.backend.domain.filters import check_error_contains, error_contains_clause
-from runnerq_cli.backend.domain.models import (
-    Activity,
-    Status,
-    check_metadata_key,
-    parse_metadata_pairs,
-)
+from runnerq_cli.backend.domain.models import Status, check_metadata_key, parse_metadata_pairs
 from runnerq_cli.backend.domain.queries import LIST_ORDERS, status_query
 from runnerq_cli.errors import InvalidArgument
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.backend.domain import waits
 from runnerq_cli.backend.domain.index_specs import EVER, index_name
 from runnerq_cli.backend.domain.models import (
+    SPAWN_FENCE,
     UNSUCCESSFUL_STATUSES,
     EventType,
     Priority,
@@ -358,7 +359,7 @@ def doctor_waits() -> tuple[Query, Query]:
     nothing = Query("doctor waits with no wake time", "activities",
                     {"status": waiting, "scheduled_at": {"$exists": False},
                      "waiting_result_id": {"$exists": False},
-                     waits.SPAWN_FENCE: {"$exists": False}},
+                     SPAWN_FENCE: {"$exists": False}},
                     purpose="waits that come due", hinted=True)
     return on_result, nothing
 

@@ -2,7 +2,7 @@
 
 Another program (docs/design.md is a contract others implement), a hand edit or
 a look-alike collection can store a document whose fields have the wrong type.
-Readers check the fields they use (models.check_fields, raising
+Readers check the fields they use (documents.check_fields, raising
 `MalformedDocument`) and lists skip such a document instead of crashing
 (`readable`); `doctor` finds them with the same tables turned into `$type`
 queries (`Shape.mismatch`, run by views/shape_scan.py: the domain reads no
@@ -23,15 +23,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from runnerq_cli.backend import LOGGER_NAME
-from runnerq_cli.backend.domain.models import (
-    LIVE_STATUSES,
-    Activity,
-    Event,
-    MalformedDocument,
-    Status,
-    check_fields,
-    neutral,
-)
+from runnerq_cli.backend.domain.documents import Activity, Event, check_fields, neutral
+from runnerq_cli.backend.domain.models import LIVE_STATUSES, MalformedDocument, Status
 
 SHAPE_SCAN_LIMIT = 10_000  # live documents looked at per status by doctor
 MALFORMED_LIMIT = 20  # malformed documents named per collection

@@ -15,15 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain.models import Status, display_status, to_jsonable
+from runnerq_cli.backend.domain.models import SPAWN_FENCE, Status, display_status, to_jsonable
 
 # The fields of a wait, removed by every wake.
 WAIT_FIELDS = {"waiting_result_id": "", "parked": "", "scheduled_at": ""}
-# Marks an activity some other activity waits on: its publication must wake (a success's
-# acknowledgement then sends a wake; a plain one does not).
-AWAITED = "awaited"
-# A child inserted under a spawn's fence, not yet confirmed (docs/design.md, "Spawning").
-SPAWN_FENCE = "spawn_fence"
 
 WAKE_UPDATE: dict[str, Any] = {"$set": {"status": Status.PENDING.value},
                                "$unset": dict(WAIT_FIELDS)}

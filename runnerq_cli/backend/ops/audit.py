@@ -35,7 +35,7 @@ from bson import ObjectId
 from runnerq_cli.backend.domain.models import EventType, to_jsonable
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.store.context import QueueContext
-from runnerq_cli.backend.store.writes import insert_stamped
+from runnerq_cli.backend.store.stamps import insert_stamped
 from runnerq_cli.errors import InvalidArgument
 
 OPERATOR = "operator"

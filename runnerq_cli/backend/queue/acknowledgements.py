@@ -12,8 +12,9 @@ from typing import Any
 
 from pymongo import ReturnDocument
 
+from runnerq_cli.backend.domain.documents import Claim
 from runnerq_cli.backend.domain.error_text import describe, error_text
-from runnerq_cli.backend.domain.models import AckOutcome, Claim, EventType, Status
+from runnerq_cli.backend.domain.models import AckOutcome, EventType, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.rules import attempts_remain, retry_delay
@@ -34,8 +35,9 @@ from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.driver import DUPLICATE_KEY, server_away
 from runnerq_cli.backend.store.servertime import server_update, write_time
+from runnerq_cli.backend.store.stamps import stamp
 from runnerq_cli.backend.store.statements import Statement, update_statements
-from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update, stamp
+from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import ClaimLost, InvalidArgument
 from runnerq_cli.group_commit import Answers
 

@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 
 from pymongo import ReturnDocument
 
-from runnerq_cli.backend.domain.models import Activity, MalformedDocument, Status, neutral
+from runnerq_cli.backend.domain.documents import Activity, neutral
+from runnerq_cli.backend.domain.models import MalformedDocument, Status
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.queries import Query
 from runnerq_cli.backend.domain.shapes import ACTIVITY, outbox_problem

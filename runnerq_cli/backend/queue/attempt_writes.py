@@ -11,15 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from runnerq_cli.backend.domain.derived import attempt_events
-from runnerq_cli.backend.domain.models import (
-    AckOutcome,
-    Activity,
-    Claim,
-    EventType,
-    Status,
-)
+from runnerq_cli.backend.domain.documents import Activity, Claim
+from runnerq_cli.backend.domain.models import AWAITED, AckOutcome, EventType, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
-from runnerq_cli.backend.domain.waits import AWAITED
 from runnerq_cli.backend.store.servertime import When
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import CheckpointConflict, ClaimLost, InvalidArgument

@@ -15,7 +15,8 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend.domain import queries
-from runnerq_cli.backend.domain.models import Claim, Status
+from runnerq_cli.backend.domain.documents import Claim
+from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.queue.aside import TYPE_MISMATCH, checked, set_aside, set_aside_unclaimable
 from runnerq_cli.backend.queue.attempt_writes import held_by_lease, lease_length
@@ -24,7 +25,8 @@ from runnerq_cli.backend.queue.pending_types import PendingTypes
 from runnerq_cli.backend.store.changes import ChangeWake
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import ServerTime, When, server_update, write_time
-from runnerq_cli.backend.store.writes import merge_updates, stamp
+from runnerq_cli.backend.store.stamps import stamp
+from runnerq_cli.backend.store.writes import merge_updates
 from runnerq_cli.errors import CommandFailed, InvalidArgument
 
 # What a claim returns: the activity without the bookkeeping of earlier attempts, nor the

@@ -34,29 +34,18 @@ from runnerq_cli.backend.domain.checkpoints import (
     checkpoint_id,
 )
 from runnerq_cli.backend.domain.derived import PREVIOUS_SCHEDULE_KEY, attempt_events
-from runnerq_cli.backend.domain.models import Claim, EnqueueResult, EventType, Result, Status
+from runnerq_cli.backend.domain.documents import Claim, Result
+from runnerq_cli.backend.domain.models import AWAITED, SPAWN_FENCE, EnqueueResult, EventType, Status
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.specs import ActivitySpec
-from runnerq_cli.backend.domain.waits import (
-    AWAITED,
-    SPAWN_FENCE,
-    WAKE_UPDATE,
-    park_update,
-    waiting_one,
-    yielded_detail,
-)
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE, park_update, waiting_one, yielded_detail
 from runnerq_cli.backend.queue.attempt_writes import claim_lost, held_by
 from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.queue.queue import ActivityQueue
 from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.backend.store.servertime import server_update, write_time
-from runnerq_cli.backend.store.writes import (
-    insert_stamped,
-    merge_updates,
-    new_event,
-    outbox_update,
-    stamp,
-)
+from runnerq_cli.backend.store.stamps import insert_stamped, stamp
+from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update
 from runnerq_cli.errors import (
     CheckpointConflict,
     ClaimLost,

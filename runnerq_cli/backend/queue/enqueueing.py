@@ -28,16 +28,17 @@ from runnerq_cli.backend.domain.keys import (
     settle,
 )
 from runnerq_cli.backend.domain.models import (
+    AWAITED,
+    SPAWN_FENCE,
     EnqueueResult,
     Status,
 )
 from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
-from runnerq_cli.backend.domain.waits import AWAITED, SPAWN_FENCE
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, server_update, write_time
-from runnerq_cli.backend.store.writes import stamped_inserts
+from runnerq_cli.backend.store.stamps import stamped_inserts
 from runnerq_cli.errors import (
     DuplicateKey,
     IdempotencyConflict,
@@ -166,7 +167,7 @@ class Enqueuer(Part):
                      now: When) -> dict[str, Any]:
         """The activity document an enqueue inserts (dlq import inserts the same)."""
         # No event is stored: Enqueued/Scheduled are derived from created_at (derived.py),
-        # which the insert stamps (writes.stamped_inserts): it is not in the document here.
+        # which the insert stamps (stamps.stamped_inserts): it is not in the document here.
         # A delay counts from the time the write sets: the server's $$NOW (servertime.py).
         due = spec.due_at(now if isinstance(now, datetime) else self._ctx.clock, now)
         status = Status.SCHEDULED if due else Status.PENDING

@@ -17,8 +17,8 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend.domain import flow, queries
+from runnerq_cli.backend.domain.documents import Claim
 from runnerq_cli.backend.domain.index_specs import index_name
-from runnerq_cli.backend.domain.models import Claim
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.flowstate import REFRESH
 

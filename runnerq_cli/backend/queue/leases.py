@@ -9,7 +9,8 @@ from typing import Any
 
 from pymongo import ReturnDocument
 
-from runnerq_cli.backend.domain.models import AckOutcome, Claim, EventType, Status
+from runnerq_cli.backend.domain.documents import Claim
+from runnerq_cli.backend.domain.models import AckOutcome, EventType, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.queue.attempt_writes import (
     LEASE_FIELDS,

@@ -8,13 +8,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from runnerq_cli.backend.domain.models import (
-    TERMINAL_STATUSES,
-    AckOutcome,
-    Result,
-    check_fields,
-    parse_activity_id,
-)
+from runnerq_cli.backend.domain.documents import Result, check_fields
+from runnerq_cli.backend.domain.models import TERMINAL_STATUSES, AckOutcome, parse_activity_id
 from runnerq_cli.backend.domain.results import checked_result
 from runnerq_cli.backend.store.context import Part
 from runnerq_cli.errors import InvalidArgument

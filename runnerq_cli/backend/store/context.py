@@ -8,6 +8,7 @@ its own (tests travel in time with one).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,14 +18,15 @@ from pymongo.database import Database as PyDatabase
 
 from runnerq_cli.backend.domain.naming import CollectionNames
 from runnerq_cli.backend.store.driver import Collection, Database
-from runnerq_cli.backend.store.flowstate import FlowState
 from runnerq_cli.backend.store.partitions import PartitionCount
 from runnerq_cli.backend.store.servertime import utc_now as utc_now  # re-exported (api.py)
-from runnerq_cli.backend.store.writes import OutboxWriter
 from runnerq_cli.config import Settings
 
 if TYPE_CHECKING:
-    from runnerq_cli.backend.domain.models import AckOutcome, Claim
+    from runnerq_cli.backend.domain.documents import Claim
+    from runnerq_cli.backend.domain.models import AckOutcome
+    from runnerq_cli.backend.store.flowstate import FlowState
+    from runnerq_cli.backend.store.writes import OutboxWriter
     from runnerq_cli.group_commit import Answers
 
 
@@ -44,7 +46,6 @@ class QueueContext:
     checkpoints: Collection
     dependencies: Collection
     limits: Collection
-    outbox: OutboxWriter
     clock: Callable[[], datetime] = utc_now
     # ActivityQueue.ack_success's group commit, made on its first use
     success_acks: Answers[tuple[Claim, Any], AckOutcome] | None = None
@@ -53,11 +54,40 @@ class QueueContext:
     # Reads a view repeats less often than it is asked (views/metrics.py's scan of the
     # documents' shapes): {name: (monotonic time, value)}
     cached_reads: dict[str, tuple[float, Any]] = field(default_factory=dict)
-    # Which types are limited, as this process last read them (queue/flow_claims.py)
-    flow: FlowState = field(default_factory=lambda: FlowState())
+    # The claimers' and the writers' state, each made on first use (`outbox`, `flow`): an
+    # enqueue needs neither, and a process that only enqueues does not load their modules
+    # (benchmarks/bench_cli_startup.py part 2).
+    _outbox: OutboxWriter | None = field(default=None, init=False, repr=False)
+    _flow: FlowState | None = field(default=None, init=False, repr=False)
+    _making: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.partitions = PartitionCount(self.control)
+
+    @property
+    def outbox(self) -> OutboxWriter:
+        """The one writer of this queue's outboxes (writes.py): made once, under a lock, so
+        that no worker thread buffers into a writer another thread's first use replaced."""
+        if self._outbox is None:
+            with self._making:
+                if self._outbox is None:
+                    from runnerq_cli.backend.store.writes import OutboxWriter
+
+                    self._outbox = OutboxWriter(self.activities, self.events, self.results,
+                                                self.dead_letter, self.clock)
+        return self._outbox
+
+    @property
+    def flow(self) -> FlowState:
+        """Which types are limited, as this process last read them (flowstate.py,
+        queue/flow_claims.py): one per context, made once, under a lock."""
+        if self._flow is None:
+            with self._making:
+                if self._flow is None:
+                    from runnerq_cli.backend.store.flowstate import FlowState
+
+                    self._flow = FlowState()
+        return self._flow
 
     @classmethod
     def create(cls, settings: Settings, db: PyDatabase[Any],
@@ -69,17 +99,14 @@ class QueueContext:
 
             clock = ServerClock(database)
         activities, events = database[names.activities], database[names.events]
-        results, dead_letter = database[names.results], database[names.dead_letter]
-        outbox = OutboxWriter(activities, events, results, dead_letter, clock)
         return cls(settings=settings, db=database, names=names, activities=activities,
-                   dead_letter=dead_letter, results=results,
+                   dead_letter=database[names.dead_letter], results=database[names.results],
                    idempotency=database[names.idempotency], events=events,
                    workers=database[names.workers], control=database[names.control],
                    schedules=database[names.schedules],
                    checkpoints=database[names.checkpoints],
                    dependencies=database[names.dependencies],
-                   limits=database[names.limits],
-                   outbox=outbox, clock=clock)
+                   limits=database[names.limits], clock=clock)
 
     def collection(self, role: str) -> Collection:
         """The collection of a role ("activities", "events", ...: CollectionNames.all())."""

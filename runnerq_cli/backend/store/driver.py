@@ -37,7 +37,6 @@ from pymongo.results import (
 )
 from pymongo.write_concern import WriteConcern
 
-from runnerq_cli.backend.domain.outage import retry_later
 from runnerq_cli.backend.store import connection
 from runnerq_cli.errors import (
     CommandFailed,
@@ -49,6 +48,7 @@ from runnerq_cli.errors import (
     Unavailable,
     WriteRefused,
     WriteUnconfirmed,
+    retry_later,
 )
 
 Document = dict[str, Any]
@@ -130,7 +130,7 @@ def failure(exc: BaseException) -> CommandFailed:
 
 def server_away(exc: BaseException) -> bool:
     """Whether a write that raised `exc` may succeed as it is when tried again later
-    (domain/outage.py's `retry_later`, for the project's kinds), or the same said by a
+    (errors.py's `retry_later`, for the project's kinds), or the same said by a
     driver error met below the boundary (a plain pymongo collection of statements.py)."""
     if retry_later(exc):
         return True

@@ -21,11 +21,10 @@ Positions (docs/design.md, "Following events"): the times a tail reads by
 are stamped by the server as it applies the write (`$currentDate`), never
 by the client, so a stalled writer or a host whose clock is off cannot put
 an event behind a tail's window. Events are therefore copied with guarded
-upserts (`{_id, ingested_at: null}`, `$setOnInsert` and
+upserts (stamps.py: `{_id, ingested_at: null}`, `$setOnInsert` and
 `$currentDate: {ingested_at}`): a replay finds the event there, collides on
 `_id` and changes nothing. Activities are inserted the same way
-(`stamped_inserts`, `created_at` stamped by the server). A backend built
-with a clock of its own (tests, simulations) stamps with that clock instead.
+(`stamped_inserts`, `created_at` stamped by the server).
 
 A crash between any two of these leaves the outbox in place; the chores'
 `repair_outboxes` (queue/maintenance.py) flushes outboxes older than a grace period. So nothing is
@@ -45,76 +44,12 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ReplaceOne, UpdateMany
 
-from runnerq_cli.backend.domain.partitions import term_of
-from runnerq_cli.backend.domain.waits import AWAITED, WAKE_UPDATE, waiting_on
-from runnerq_cli.backend.store.driver import DUPLICATE_KEY, Collection, refused
-from runnerq_cli.backend.store.servertime import When, server_stamps, server_update
-from runnerq_cli.backend.store.statements import Statement, update_statements
+from runnerq_cli.backend.domain.models import AWAITED
+from runnerq_cli.backend.domain.waits import WAKE_UPDATE, waiting_on
+from runnerq_cli.backend.store.driver import Collection, refused
+from runnerq_cli.backend.store.servertime import When
+from runnerq_cli.backend.store.stamps import stamped_inserts
 from runnerq_cli.errors import DuplicateKey
-
-# Documents per stamped-insert command: the server stamps one command's documents with
-# one time and they become visible when it ends, so a command must stay well within a
-# tail's settle window (5 s) even on a slow server. 250 upserts take a real server a few
-# milliseconds and the dev server about 0.5 s, whatever the collection's size; a bulk
-# batch of 500 copies its events in 2 commands (benchmarks/README.md, "Bulk work").
-INSERT_CHUNK = 250
-
-
-def stamp(clock: Callable[[], datetime], now: When, *fields: str) -> dict[str, Any]:
-    """Update operators that set `fields` to the time of the write: the server's
-    (`$currentDate`), or `now` of a clock of the caller's own."""
-    if server_stamps(clock):
-        return {"$currentDate": dict.fromkeys(fields, True)}
-    return {"$set": dict.fromkeys(fields, now)}
-
-
-def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
-                   clock: Callable[[], datetime], now: When) -> None:
-    """`stamped_inserts` of one document (without `field`), raising its refusal
-    (WriteRefused)."""
-    errors = stamped_inserts(collection, [doc], field, clock, now)
-    if errors:
-        raise refused([errors[0]])
-
-
-def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: str,
-                    clock: Callable[[], datetime], now: When,
-                    ) -> dict[int, dict[str, Any]]:
-    """Insert `docs` (each with its `_id`) with `field` stamped at the write (see `stamp`;
-    a document that carries `field` keeps it), in commands of at most INSERT_CHUNK.
-
-    A document already there (a repeat of this insert, after a network error) collides
-    on `_id` and is left as it is: it counts as inserted. Returns the other write errors
-    by the index in `docs`. A document holding times the server computes (a delay's
-    `scheduled_at`: servertime.ServerTime) is inserted by an update pipeline, its
-    values in `$literal` where they could be read as expressions (servertime.expression;
-    the guard matches no stored document, so `$setOnInsert`'s
-    "only on insert" still holds).
-    """
-    errors: dict[int, dict[str, Any]] = {}
-    for offset in range(0, len(docs), INSERT_CHUNK):
-        chunk = docs[offset:offset + INSERT_CHUNK]
-        statements: list[Statement] = []
-        for doc in chunk:
-            # Never matches a document we wrote; the insert takes `_id` (and a partitioned
-            # queue's `partition`: the whole shard key, which a sharded upsert must carry,
-            # docs/design.md "Partitions") from the guard: not sent twice.
-            target = {"_id": doc["_id"], **term_of(doc)}
-            guard = {**target, field: None}
-            if doc.get(field) is not None:
-                statements.append((guard, server_update({"$setOnInsert": {
-                    k: v for k, v in doc.items() if k not in target}}), True))
-            else:
-                fields = {k: v for k, v in doc.items() if k not in guard}
-                when = stamp(clock, now, field)
-                update = {"$setOnInsert": {**fields, **when.get("$set", {})}}
-                if "$currentDate" in when:
-                    update["$currentDate"] = when["$currentDate"]
-                statements.append((guard, server_update(update), True))
-        for error in update_statements(collection, statements)[1]:
-            if error.get("code") != DUPLICATE_KEY:
-                errors[offset + error["index"]] = error
-    return errors
 
 
 def new_event(activity_id: Any, activity_type: str | None, event_type: str, now: When,

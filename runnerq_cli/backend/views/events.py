@@ -7,7 +7,7 @@ Position. Every event is read by a *position* the server assigned when the
 write that made it visible was applied (docs/design.md, "Following
 events"): `created_at`, `started_at` and `completed_at` of the activity for
 derived steps, `ingested_at` for stored events. The writers let the server
-stamp them (`$currentDate`, writes.py), so no client's clock or stall moves
+stamp them (`$currentDate`, stamps.py), so no client's clock or stall moves
 them. What is left is the server's own time to apply one write: a write
 stamped at server time p becomes visible a little after p (at most the
 duration of its command). So every read re-reads from the cursor's *mark*,
@@ -47,6 +47,7 @@ from runnerq_cli.backend.domain.derived import (
     event_order,
     unique,
 )
+from runnerq_cli.backend.domain.documents import Event
 from runnerq_cli.backend.domain.event_cursor import (
     DEFAULT_SETTLE_SECONDS,
     EPOCH,
@@ -54,7 +55,7 @@ from runnerq_cli.backend.domain.event_cursor import (
     EventFilter,
 )
 from runnerq_cli.backend.domain.event_cursor import position as _stamp
-from runnerq_cli.backend.domain.models import Event, MalformedDocument
+from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.outage import RETRY_DELAYS, OutageWatch, is_away
 from runnerq_cli.backend.domain.shapes import (
     LARGE_FIELDS,

@@ -15,14 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import DERIVE_FIELDS, derive, event_order, unique
-from runnerq_cli.backend.domain.models import (
-    Activity,
-    DeadLetterRecord,
-    Event,
-    MalformedDocument,
-    Status,
-    parse_activity_id,
-)
+from runnerq_cli.backend.domain.documents import Activity, DeadLetterRecord, Event
+from runnerq_cli.backend.domain.models import MalformedDocument, Status, parse_activity_id
 from runnerq_cli.backend.domain.shapes import readable
 from runnerq_cli.backend.store.context import Part, QueueContext
 from runnerq_cli.errors import InvalidArgument, NotFound

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from runnerq_cli.backend.domain.models import Activity, Result, parse_activity_id
+from runnerq_cli.backend.domain.documents import Activity, Result
+from runnerq_cli.backend.domain.models import parse_activity_id
 from runnerq_cli.backend.domain.outage import OutageWatch
 from runnerq_cli.errors import NotFound
 

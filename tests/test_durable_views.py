@@ -184,6 +184,20 @@ def test_list_waiting_says_what_an_awaited_child_is_doing(backend: RunnerQ, run_
     assert line.rstrip().endswith("; the child is pending"), line
     assert "no activity produces it" not in out.stdout
     assert "waiting for signal approve since" in by_id[str(signalled)[:8]]
+    # Machine output says it too, as `show -o json` does; other lists are unchanged.
+    for form in ("json", "jsonl"):
+        out = run_cli("list", "waiting", "-o", form)
+        assert out.code == 0, out.stderr
+        items = json.loads(out.stdout)["items"] if form == "json" else [
+            json.loads(line) for line in out.stdout.splitlines()]
+        waits = {item["id"]: item["waiting"] for item in items}
+        assert waits[str(root)]["kind"] == "await"
+        assert waits[str(root)]["result_id"] == str(child)
+        assert waits[str(root)]["producer_status"] == "pending"
+        assert (waits[str(signalled)]["kind"], waits[str(signalled)]["name"]) == (
+            "signal", "approve")
+    pending = json.loads(run_cli("list", "pending", "-o", "json").stdout)["items"]
+    assert pending and all("waiting" not in item for item in pending)
 
 
 def test_doctor_judges_a_bounded_number_of_suspects_and_says_so(

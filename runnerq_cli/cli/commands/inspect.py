@@ -84,12 +84,30 @@ def _print_waiting(items: list[Any], backend: RunnerQ) -> None:
                Column("waiting for", flexible=True)]
     prefixes = unique_prefixes([a.id for a in items])
     rows = []
-    waits = backend.trees.waits([{**act.extra, "status": act.status,
-                                  "scheduled_at": act.scheduled_at} for act in items])
-    for act, wait in zip(items, waits, strict=True):
+    for act, wait in zip(items, _waits_of(items, backend), strict=True):
         rows.append([prefixes[str(act.id)], act.activity_type, stamp(act.scheduled_at),
                      wait.describe(stamp) if wait else ""])
     print_table(columns, rows)
+
+
+def _items_json(items: list[Any], backend: RunnerQ) -> list[dict[str, Any]]:
+    """The listed activities as JSON; a waiting one's with what it waits for, as `show -o
+    json` has it (`waiting`; an awaited child's state: one read for the page)."""
+    rows = [act.to_json() for act in items]
+    waiting = [(row, act) for row, act in zip(rows, items, strict=True)
+               if act.status == "waiting"]
+    if waiting:
+        waits = _waits_of([act for _, act in waiting], backend)
+        for (row, _), wait in zip(waiting, waits, strict=True):
+            row["waiting"] = wait.to_json() if wait else None
+    return rows
+
+
+def _waits_of(items: list[Any], backend: RunnerQ) -> list[Any]:
+    """What each listed activity waits for (None unless waiting), an awaited child's
+    state read once for all of them."""
+    return list(backend.trees.waits([{**act.extra, "status": act.status,
+                                      "scheduled_at": act.scheduled_at} for act in items]))
 
 
 def list_cmd(
@@ -146,11 +164,11 @@ def list_cmd(
         if missing:
             warning_line(missing)
     if output is OutputFormat.JSON:
-        emit(output, {"status": parsed.value, "items": [a.to_json() for a in page.items],
+        emit(output, {"status": parsed.value, "items": _items_json(page.items, backend),
                       "next_cursor": page.next_cursor, "skipped": page.skipped})
         return
     if output is OutputFormat.JSONL:
-        emit(output, [a.to_json() for a in page.items])
+        emit(output, _items_json(page.items, backend))
     else:
         _print_list(parsed.value, page.items, backend)
     if page.next_cursor:

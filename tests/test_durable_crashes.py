@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import pytest
 from runnerq_cli.backend.api import RunnerQ
 from runnerq_cli.backend.domain.checkpoints import checkpoint_id
 from runnerq_cli.backend.domain.specs import ActivitySpec
+from runnerq_cli.config import Settings
 from runnerq_cli.errors import ClaimLost
 
 pytestmark = pytest.mark.proof
@@ -45,6 +47,14 @@ def run(backend: RunnerQ, op: str, kill_at: int, prefix: list[str] | None = None
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
+
+
+def fresh_queue(settings: Settings) -> RunnerQ:
+    """A queue of its own on the test's server, indexed: each crash scenario starts clean
+    (several run in one test)."""
+    rq = RunnerQ(replace(settings, queue=f"q{uuid.uuid4().hex[:8]}"))
+    rq.maintenance.init_indexes()
+    return rq
 
 def claim_one(backend: RunnerQ, activity_type: str):
     backend.process_scheduled()
@@ -72,9 +82,7 @@ def commands_of(backend_factory, op: str) -> int:
 
 def test_a_spawn_killed_at_every_step(settings, backend: RunnerQ) -> None:
     def setup() -> tuple[RunnerQ, dict[str, uuid.UUID]]:
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         parent = rq.enqueue("parent", {}).activity_id
         claim_one(rq, "parent")
         return rq, {"parent": parent}
@@ -104,9 +112,7 @@ def test_a_spawn_whose_fence_is_lost_during_the_crash_leaves_nothing(settings) -
     """Killed after inserting its child, before confirming it; then the parent's claim is
     lost: repair withdraws the child, its key and its dependency."""
     for kill_at in range(1, 12):
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         parent = rq.enqueue("parent", {}).activity_id
         claim = claim_one(rq, "parent")
         report = run(rq, "spawn", kill_at, parent=parent)
@@ -132,9 +138,7 @@ def unconfirmed_spawn(settings) -> tuple[RunnerQ, uuid.UUID, dict]:
     confirming it, and whose claim then expired: the parent pending again, the child
     still under the dead claim's fence."""
     for kill_at in [*FENCED_AT, *range(1, 12)]:  # the command found before, else each
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         parent = rq.enqueue("parent", {}).activity_id
         claim_one(rq, "parent")
         assert run(rq, "spawn", kill_at, parent=parent) is None
@@ -191,9 +195,7 @@ def test_a_replay_after_the_repair_withdrew_the_child_spawns_it_again(settings) 
 @pytest.mark.parametrize("op", ["succeed", "fail"])
 def test_a_publication_killed_at_every_step_still_wakes(settings, op: str) -> None:
     def setup() -> tuple[RunnerQ, dict[str, uuid.UUID]]:
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         parent = rq.enqueue("parent", {}).activity_id
         cp = claim_one(rq, "parent")
         child = rq.durable.spawn(cp, ActivitySpec("child", {})).activity_id
@@ -216,9 +218,7 @@ def test_a_publication_killed_at_every_step_still_wakes(settings, op: str) -> No
 
 def test_a_park_killed_at_every_step_never_sleeps_on_a_ready_result(settings) -> None:
     def setup() -> tuple[RunnerQ, dict[str, uuid.UUID]]:
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         child = rq.enqueue("child", {}).activity_id
         parent = rq.enqueue("parent", {}).activity_id
         claim_one(rq, "parent")
@@ -235,9 +235,7 @@ def test_a_park_killed_at_every_step_never_sleeps_on_a_ready_result(settings) ->
 
 def test_a_signal_killed_at_every_step_wakes_once_stored(settings) -> None:
     def setup() -> tuple[RunnerQ, dict[str, uuid.UUID]]:
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         target = rq.enqueue("t", {}).activity_id
         claim = claim_one(rq, "t")
         rq.durable.park(claim, "signal", "signal:go", FAR,
@@ -266,9 +264,7 @@ def test_a_publisher_whose_clock_is_off_still_wakes_the_parked_parent(settings,
     if not prefix:
         pytest.skip("libfaketime (Debian's faketime) is not installed")
     for park_first in (True, False):
-        rq = RunnerQ(settings.__class__(**{**settings.__dict__,
-                                           "queue": f"q{uuid.uuid4().hex[:8]}"}))
-        rq.maintenance.init_indexes()
+        rq = fresh_queue(settings)
         parent = rq.enqueue("parent", {}).activity_id
         cp = claim_one(rq, "parent")
         child = rq.durable.spawn(cp, ActivitySpec("child", {})).activity_id

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pymongo.database import Database as PyDatabase
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from runnerq_cli.backend.store.flowstate import FlowState
     from runnerq_cli.backend.store.writes import OutboxWriter
     from runnerq_cli.group_commit import Answers
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -66,28 +68,35 @@ class QueueContext:
 
     @property
     def outbox(self) -> OutboxWriter:
-        """The one writer of this queue's outboxes (writes.py): made once, under a lock, so
-        that no worker thread buffers into a writer another thread's first use replaced."""
-        if self._outbox is None:
-            with self._making:
-                if self._outbox is None:
-                    from runnerq_cli.backend.store.writes import OutboxWriter
+        """The one writer of this queue's outboxes (writes.py)."""
+        def make() -> OutboxWriter:
+            from runnerq_cli.backend.store.writes import OutboxWriter
 
-                    self._outbox = OutboxWriter(self.activities, self.events, self.results,
-                                                self.dead_letter, self.clock)
-        return self._outbox
+            return OutboxWriter(self.activities, self.events, self.results,
+                                self.dead_letter, self.clock)
+        return self._made_once("_outbox", make)
 
     @property
     def flow(self) -> FlowState:
         """Which types are limited, as this process last read them (flowstate.py,
-        queue/flow_claims.py): one per context, made once, under a lock."""
-        if self._flow is None:
-            with self._making:
-                if self._flow is None:
-                    from runnerq_cli.backend.store.flowstate import FlowState
+        queue/flow_claims.py)."""
+        def make() -> FlowState:
+            from runnerq_cli.backend.store.flowstate import FlowState
 
-                    self._flow = FlowState()
-        return self._flow
+            return FlowState()
+        return self._made_once("_flow", make)
+
+    def _made_once(self, name: str, make: Callable[[], _T]) -> _T:
+        """The field `name`, made by `make` on first use, once, under a lock: no worker
+        thread keeps using one that another thread's first use replaced."""
+        value = getattr(self, name)
+        if value is None:
+            with self._making:
+                value = getattr(self, name)
+                if value is None:
+                    value = make()
+                    setattr(self, name, value)
+        return cast("_T", value)
 
     @classmethod
     def create(cls, settings: Settings, db: PyDatabase[Any],

@@ -77,6 +77,11 @@ def test_list_pending_by_key(held: RunnerQ, run_cli) -> None:
     assert out.code == 0, out.stderr
     items = json.loads(out.stdout)["items"]
     assert len(items) == 2 and {i["activity_type"] for i in items} == {"mail"}
+    assert {i["flow_key"] for i in items} == {"tenant-a"}  # each says its key
+    plain = json.loads(run_cli("list", "pending", "--type", "charge", "-o", "json").stdout)
+    assert plain["items"] and all("flow_key" not in i for i in plain["items"])
+    one = run_cli("enqueue", "mail", "--key", "tenant-c", "-o", "json")
+    assert one.code == 0 and json.loads(one.stdout)["flow_key"] == "tenant-c", one.stderr
     assert len(json.loads(run_cli("list", "pending", "--key", "tenant-b",
                                   "-o", "json").stdout)["items"]) == 1
     assert json.loads(run_cli("list", "pending", "--key", "nobody",

@@ -210,6 +210,13 @@ class Activity:
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
+    def flow_key(self) -> str | None:
+        """The flow key of a keyed activity (docs/design.md, "Keys": `enqueue --key`);
+        None for a plain one (or a stored key that is not text)."""
+        value = self.extra.get("flow_key")
+        return value if isinstance(value, str) else None
+
+    @property
     def attempts(self) -> int:
         """Attempts made so far, the one running included: `retry_count` counts the ended
         attempts that did not end it, and `started_at` is kept only by the current or
@@ -229,6 +236,8 @@ class Activity:
         out["display_status"] = self.display_status
         if self.partition is not None:  # a partitioned queue's only (one partition: as before)
             out["partition"] = self.partition
+        if self.flow_key is not None:  # a keyed activity's only (plain ones: as before)
+            out["flow_key"] = self.flow_key
         return out
 
 

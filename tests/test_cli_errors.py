@@ -175,6 +175,9 @@ def test_reads_of_a_misspelt_queue_say_it_does_not_exist(run_cli, backend) -> No
         f"'{backend.settings.database}' (did you mean 'tests'?)")
     stats = run_cli(*typo, "stats", "-o", "json")
     assert stats.code == ExitCode.OK and "did you mean 'tests'?" in stats.stderr
+    for args in (["limit", "list"], ["schedule", "list"], ["limit", "list", "-o", "json"]):
+        empty = run_cli(*typo, *args)  # no limits or schedules: or not that queue?
+        assert empty.code == ExitCode.OK and "did you mean 'tests'?" in empty.stderr, args
     for args in (["show", aid], ["show", aid[:8]], ["events", aid[:8]], ["result", aid]):
         shown = run_cli(*typo, *args)
         assert_one_line_error(shown, ExitCode.NOT_FOUND, "; queue 'testz' does not exist",
@@ -187,4 +190,5 @@ def test_reads_of_a_misspelt_queue_say_it_does_not_exist(run_cli, backend) -> No
     assert indexes["fix"].startswith("check --queue and --database")
     # The queue that exists says nothing more, empty or not.
     assert run_cli("list", "failed").stderr == ""
+    assert run_cli("limit", "list").stderr == run_cli("schedule", "list").stderr == ""
     assert run_cli("show", "00000000").stderr == "error: no activity id starts with 00000000\n"

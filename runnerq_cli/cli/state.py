@@ -94,3 +94,14 @@ def missing_queue(backend: RunnerQ | None = None) -> str | None:
         return backend.diagnosis.absent_queue()
     except RunnerQError:  # the server away, say: nothing to add
         return None
+
+
+def warn_if_missing(backend: RunnerQ) -> None:
+    """`warning: ...` on stderr when the queue is not there (missing_queue): an empty
+    answer (a list, all-zero counts, no limits or schedules) that may be another queue's
+    name mistyped. Costs one listCollections command; call it only on an empty answer."""
+    missing = missing_queue(backend)
+    if missing:
+        from runnerq_cli.cli.output import warning_line
+
+        warning_line(missing)

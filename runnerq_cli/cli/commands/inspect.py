@@ -157,12 +157,9 @@ def list_cmd(
         sys.stderr.write(f"skipped {counted(page.skipped, 'malformed activity')} "
                          "(runnerq-mongo doctor names them)\n")
     if not page.items and not page.skipped and after is None:
-        from runnerq_cli.cli.output import warning_line
-        from runnerq_cli.cli.state import missing_queue
+        from runnerq_cli.cli.state import warn_if_missing
 
-        missing = missing_queue(backend)  # nothing there, or not that queue?
-        if missing:
-            warning_line(missing)
+        warn_if_missing(backend)  # nothing there, or not that queue?
     if output is OutputFormat.JSON:
         emit(output, {"status": parsed.value, "items": _items_json(page.items, backend),
                       "next_cursor": page.next_cursor, "skipped": page.skipped})

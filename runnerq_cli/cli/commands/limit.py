@@ -23,7 +23,7 @@ from runnerq_cli.cli.audited import (
 )
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
-from runnerq_cli.cli.state import state
+from runnerq_cli.cli.state import state, warn_if_missing
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.literal import literal
 
@@ -86,7 +86,10 @@ def set_limit(
 @limit_app.command("list", epilog=examples("limit list"))
 def list_limits(ctx: typer.Context, output: OutputFormat = output_option()) -> None:
     """Every limit, with the slots in use and the busiest keys."""
-    rows = state(ctx).backend().limits.list_limits()
+    backend = state(ctx).backend()
+    rows = backend.limits.list_limits()
+    if not rows:
+        warn_if_missing(backend)  # no limits, or not that queue?
     if output is not OutputFormat.TEXT:
         emit(output, [r.to_json() for r in rows])
         return

@@ -16,7 +16,7 @@ from runnerq_cli.cli.as_code import print_apply, read_yaml_file
 from runnerq_cli.cli.audited import ACTOR_OPT, REASON_OPT, audit_command, check_reason_actor
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.output import OutputFormat, emit, output_option
-from runnerq_cli.cli.state import state
+from runnerq_cli.cli.state import state, warn_if_missing
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.literal import literal
 
@@ -145,7 +145,10 @@ def add(
 @schedule_app.command("list", epilog=examples("schedule list"))
 def list_(ctx: typer.Context, output: OutputFormat = output_option()) -> None:
     """The queue's schedules: when, next fire, last fire and how its activity is doing."""
-    rows = state(ctx).backend().schedules.list_schedules()
+    backend = state(ctx).backend()
+    rows = backend.schedules.list_schedules()
+    if not rows:
+        warn_if_missing(backend)  # no schedules, or not that queue?
     if output is not OutputFormat.TEXT:
         emit(output, [r.to_json() for r in rows])
         return

@@ -444,7 +444,7 @@ def stats_cmd(
     """
     from runnerq_cli import values
     from runnerq_cli.backend.domain.snapshots import CHECK_DURATIONS, CHECK_NAMES
-    from runnerq_cli.cli.state import state
+    from runnerq_cli.cli.state import state, warn_if_missing
     from runnerq_cli.cli.stats_checks import parse_check
     from runnerq_cli.errors import InvalidArgument
 
@@ -479,7 +479,7 @@ def stats_cmd(
         return snap
 
     if watch:
-        _warn_if_missing(backend)  # a live view of zeros: perhaps not that queue
+        warn_if_missing(backend)  # a live view of zeros: perhaps not that queue
         _watch(take, pause, iterations)
         return
     _print_once(backend, take, output, checks, latency_window)
@@ -495,6 +495,7 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
     from runnerq_cli.backend.domain.snapshots import check_values
     from runnerq_cli.cli.exits import ExitCode
     from runnerq_cli.cli.output import console, emit, error_line
+    from runnerq_cli.cli.state import warn_if_missing
     from runnerq_cli.cli.stats_checks import evaluate
 
     if output in EXPOSITIONS:
@@ -517,24 +518,13 @@ def _print_once(backend: RunnerQ, take: Callable[[], StatsSnapshot], output: Sta
 
             emit(OutputFormat(output.value), snap)
     if not snap.get("total"):
-        _warn_if_missing(backend)  # all zero: an empty queue, or not that queue?
+        warn_if_missing(backend)  # all zero: an empty queue, or not that queue?
     failures = evaluate(checks, check_values(snap))
     for line in failures:
         error_line(line)
     sys.stdout.flush()
     if failures:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
-
-
-def _warn_if_missing(backend: RunnerQ) -> None:
-    """A warning when the queue is not there (state.missing_queue): zeros that may be
-    another queue's name mistyped."""
-    from runnerq_cli.cli.output import warning_line
-    from runnerq_cli.cli.state import missing_queue
-
-    missing = missing_queue(backend)
-    if missing:
-        warning_line(missing)
 
 
 def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:

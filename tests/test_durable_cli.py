@@ -148,6 +148,23 @@ def test_tree_shows_every_member_from_any_member(backend: RunnerQ, run_cli) -> N
     assert data["members"][1]["steps"][0]["name"] == "pack"
 
 
+def test_tree_of_a_parent_cycle_shows_each_member_once(backend: RunnerQ, run_cli) -> None:
+    """Two documents another program (or a hand edit) left naming each other as parent
+    and root: `tree` of either lists both, once each, and counts them (it said 0)."""
+    first = backend.enqueue("loop", {}).activity_id
+    second = backend.enqueue("loop", {}).activity_id
+    for one, other in ((first, second), (second, first)):
+        backend.context.activities.update_one({"_id": one}, {"$set": {
+            "parent_activity_id": other, "root_activity_id": other, "depth": 1}})
+    for asked in (first, second):
+        out = run_cli("tree", str(asked))
+        assert out.code == 0, out.stderr
+        assert out.stdout.count(str(first)[:8]) >= 1 and str(second)[:8] in out.stdout
+        assert out.stdout.splitlines()[-1].startswith("2 activities in the tree of ")
+        data = json.loads(run_cli("tree", str(asked), "-o", "json").stdout)
+        assert sorted(m["id"] for m in data["members"]) == sorted([str(first), str(second)])
+
+
 def test_tree_of_an_unknown_id(backend: RunnerQ, run_cli) -> None:
     out = run_cli("tree", str(uuid.uuid4()))
     assert out.code == ExitCode.NOT_FOUND and out.stderr.startswith("error: ")

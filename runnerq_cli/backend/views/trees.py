@@ -172,20 +172,30 @@ class Trees(Part):
 
 def _ordered(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Members as a tree reads: each parent followed by its children (oldest first), so
-    indentation by depth shows who spawned whom. An orphan (its parent gone) follows."""
+    indentation by depth shows who spawned whom. An orphan (its parent gone) follows, and
+    so does every member of a parent cycle (documents another program or a hand edit left
+    naming each other as parent), each once: a member is never left out of its tree."""
     def age(doc: Mapping[str, Any]) -> tuple[str, str]:
         return (str(to_jsonable(doc.get("created_at"))), str(doc["_id"]))
     children: dict[Any, list[dict[str, Any]]] = {}
     ids = {d["_id"] for d in docs}
-    for doc in sorted(docs, key=age):
+    by_age = sorted(docs, key=age)
+    for doc in by_age:
         parent = doc.get("parent_activity_id")
-        children.setdefault(parent if parent in ids else None, []).append(doc)
+        children.setdefault(parent if parent in ids and parent != doc["_id"] else None,
+                            []).append(doc)
     out: list[dict[str, Any]] = []
-    stack = list(reversed(children.get(None, [])))
-    while stack:
-        doc = stack.pop()
-        out.append(doc)
-        stack.extend(reversed(children.get(doc["_id"], [])))
+    placed: set[Any] = set()
+    starts = children.get(None, []) + by_age  # then whatever a cycle kept unreached
+    for start in starts:
+        stack = [start]
+        while stack:
+            doc = stack.pop()
+            if doc["_id"] in placed:
+                continue
+            placed.add(doc["_id"])
+            out.append(doc)
+            stack.extend(reversed(children.get(doc["_id"], [])))
     return out
 
 

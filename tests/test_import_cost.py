@@ -199,3 +199,23 @@ def test_a_command_typed_after_an_unknown_root_word_still_loads() -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0", "True"], proc.stdout
+
+
+def test_unrun_code_names_what_a_command_compiles_but_never_runs(server, db_name,
+                                                                 tmp_path) -> None:
+    """benchmarks/unrun_code.py (CONTRIBUTING.md, "What a command costs to start"): a plain
+    enqueue never runs `_emit_one` (-o json only) and does run `_print_one`."""
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RUNNERQ_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path), RUNNERQ_MONGO_URI=server.uri,
+               RUNNERQ_DATABASE=db_name)
+    script = PACKAGE.parent / "benchmarks" / "unrun_code.py"
+    proc = subprocess.run([sys.executable, str(script), "--module", "runnerq_cli.cli.commands",
+                           "--top", "50", "--", "enqueue", "t", "-q"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    (enqueue,) = [line for line in lines if "runnerq_cli.cli.commands.enqueue" in line]
+    assert "_emit_one" in enqueue and "_print_one" not in enqueue, enqueue
+    assert re.fullmatch(r"\d+ modules of ours loaded \([\d,]+ bytes of source\): compiling "
+                        r"them takes [\d.]+ ms, [\d.]+ ms of it for functions never run",
+                        lines[-1]), lines[-1]

@@ -86,12 +86,11 @@ def parse_metadata(items: list[str]) -> dict[str, str]:
 
 def _print_one(result: EnqueueResult, quiet: bool) -> None:
     """The id (-q) or a sentence (text)."""
-    from runnerq_cli.literal import literal
-
-    if quiet:
+    if quiet:  # a script's enqueue: nothing more to load (benchmarks/unrun_code.py)
         typer.echo(str(result.activity_id))
         return
     from runnerq_cli.cli.words import echo_fitted
+    from runnerq_cli.literal import literal
 
     if result.created:
         typer.echo(f"enqueued {result.activity_id} ({literal(result.status)})")

@@ -224,7 +224,7 @@ class Enqueuer(Part):
         order = list(key_docs)
         try:
             self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
-        except DuplicateKey as exc:  # every refusal a key another writer holds (driver.py)
+        except DuplicateKey as exc:  # every refusal a key another writer holds (failures.refused)
             return [order[int(str(r["index"]))] for r in exc.refusals]
         return []
 

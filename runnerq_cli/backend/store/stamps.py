@@ -58,7 +58,7 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
     on `_id` and is left as it is: it counts as inserted. Returns the other write errors
     by the index in `docs`. A document holding times the server computes (a delay's
     `scheduled_at`: servertime.ServerTime) is inserted by an update pipeline, its
-    values in `$literal` where they could be read as expressions (servertime.expression;
+    values in `$literal` where they could be read as expressions (update_pipelines.py;
     the guard matches no stored document, so `$setOnInsert`'s
     "only on insert" still holds).
     """

@@ -140,7 +140,7 @@ class TooLarge(WriteRefused):
 class WriteUnconfirmed(RunnerQError):
     """The server may have applied the write but did not confirm its write concern, or
     interrupted it before doing it (shutting down, stepping down: the codes of
-    store/driver.py's INTERRUPTED_CODES): the write may be repeated (as after a lost
+    store/failures.py's INTERRUPTED_CODES): the write may be repeated (as after a lost
     connection)."""
 
     def __init__(self, message: str, details: dict[str, object] | None = None) -> None:

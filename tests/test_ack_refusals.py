@@ -194,7 +194,7 @@ def test_interrupted_codes_are_outages_wherever_they_come(backend):
     """The same codes in a command's error or a bulk write's errors: to be tried later."""
     from pymongo.errors import BulkWriteError, WriteError
 
-    from runnerq_cli.backend.store.driver import failure, refusal, server_away
+    from runnerq_cli.backend.store.failures import failure, refusal, server_away
     from runnerq_cli.errors import WriteRefused, WriteUnconfirmed, retry_later
 
     for code in (91, 189, 10107, 11600, 11602):

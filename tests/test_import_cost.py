@@ -126,6 +126,10 @@ NOT_FOR_ENQUEUE = (
     "runnerq_cli.backend.domain.documents", "runnerq_cli.backend.store.writes",
     "runnerq_cli.backend.domain.waits", "runnerq_cli.backend.domain.outage",
     "runnerq_cli.backend.store.flowstate", "runnerq_cli.cli.enqueue_from",
+    # ... and what only a failed call, a computed time or a key uses: the translation of
+    # driver errors, the update pipelines of server times, the keyed and debounced path.
+    "runnerq_cli.backend.store.failures", "runnerq_cli.backend.store.update_pipelines",
+    "runnerq_cli.backend.queue.keyed",
 )
 
 

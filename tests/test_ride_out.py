@@ -270,7 +270,7 @@ def test_a_shards_missing_primary_in_a_batch_is_not_a_refusal() -> None:
     as the server refusing what was sent (a worker would drop its acknowledgements)."""
     from pymongo.errors import BulkWriteError
 
-    from runnerq_cli.backend.store.driver import refusal
+    from runnerq_cli.backend.store.failures import refusal
     from runnerq_cli.errors import WriteUnconfirmed, retry_later
 
     error = BulkWriteError({"writeErrors": [{"index": 0, "code": 133, "errmsg":

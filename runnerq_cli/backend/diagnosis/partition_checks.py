@@ -18,7 +18,7 @@ from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.domain.models import MalformedDocument
 from runnerq_cli.backend.domain.partitions import FIELD, SHARD_KEY, count_of
 from runnerq_cli.backend.store.context import QueueContext
-from runnerq_cli.backend.store.driver import server_away
+from runnerq_cli.backend.store.failures import server_away
 from runnerq_cli.plural import counted
 
 # What a sharded deployment of a partitioned queue needs, by collection role.

@@ -33,7 +33,7 @@ from runnerq_cli.backend.queue.attempt_writes import (
 )
 from runnerq_cli.backend.queue.flow_claims import free_claims
 from runnerq_cli.backend.store.context import Part
-from runnerq_cli.backend.store.driver import DUPLICATE_KEY, server_away
+from runnerq_cli.backend.store.failures import DUPLICATE_KEY, server_away
 from runnerq_cli.backend.store.servertime import server_update, write_time
 from runnerq_cli.backend.store.stamps import stamp
 from runnerq_cli.backend.store.statements import Statement, update_statements

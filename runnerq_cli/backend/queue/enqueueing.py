@@ -4,29 +4,20 @@ rules of idempotency keys are keys.py's).
 
 A keyed enqueue takes the key first and inserts the activity second; a crash in
 between leaves a key pointing at no activity, which the next enqueue with that key
-takes over once ORPHAN_KEY_GRACE has passed.
+takes over once ORPHAN_KEY_GRACE has passed. The keys' reads and writes, and a
+debounce's update, are keyed.py's: loaded only for a batch that has such a spec, so a
+plain enqueue does not compile them (benchmarks/bench_cli_startup.py, uncached byte-code).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from runnerq_cli import values
-from runnerq_cli.backend.domain.keys import (
-    KeyPlan,
-    Known,
-    Outcome,
-    decide,
-    digest_of,
-    first_status,
-    held_outcome,
-    key_digest,
-    key_id,
-    settle,
-)
+from runnerq_cli.backend.domain.keys import KeyPlan, Outcome, digest_of, first_status
 from runnerq_cli.backend.domain.models import (
     AWAITED,
     SPAWN_FENCE,
@@ -37,13 +28,9 @@ from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
 from runnerq_cli.backend.store.context import Part
-from runnerq_cli.backend.store.servertime import When, server_update, write_time
+from runnerq_cli.backend.store.servertime import When, write_time
 from runnerq_cli.backend.store.stamps import stamped_inserts
-from runnerq_cli.errors import (
-    DuplicateKey,
-    IdempotencyConflict,
-    InvalidArgument,
-)
+from runnerq_cli.errors import IdempotencyConflict, InvalidArgument
 
 
 class Enqueuer(Part):
@@ -66,8 +53,11 @@ class Enqueuer(Part):
         the error (DuplicateActivity, IdempotencyConflict, InvalidArgument when the server
         refused it) where it failed. Server outages raise."""
         at = write_time(self._ctx.clock)
-        replaced = {i: self._debounce(spec, at) for i, spec in enumerate(specs)
-                    if spec.debounce_seconds is not None}  # (docs/design.md, "Debounce")
+        replaced: dict[int, uuid.UUID | None] = {}
+        if any(spec.debounce_seconds is not None for spec in specs):  # (design.md, "Debounce")
+            from runnerq_cli.backend.queue.keyed import debounced
+
+            replaced = debounced(self._ctx, specs, at)
         rest = [spec for i, spec in enumerate(specs) if replaced.get(i) is None]
         results = iter(outcome.result() for outcome in self.enqueue_batch(rest))
         return [EnqueueResult(found, False, Status.SCHEDULED.value) if found is not None
@@ -96,7 +86,6 @@ class Enqueuer(Part):
         judged = dry_run or any(spec.idempotency_key is not None for spec in specs)
         now = self._ctx.clock() if judged else datetime.now(UTC)  # (then unused)
         at = write_time(self._ctx.clock)  # what the writes set: the server's $$NOW
-        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
         out: dict[int, Outcome] = {}
         new_docs: dict[int, dict[str, Any]] = {}
         groups: dict[bytes, list[int]] = {}
@@ -117,27 +106,21 @@ class Enqueuer(Part):
                 if before_write is not None:
                     before_write()
 
-        firsts = {digest: self.new_document(specs[indexes[0]], _new_id(specs[indexes[0]]), at)
-                  for digest, indexes in groups.items()}
-        # A caller that records its writes (an audited import) or writes nothing reads the
-        # keys first, so a rerun that finds them all held writes (and records) nothing;
-        # else every key's first spec just tries to take it (a free key is anyone's):
-        # one command fewer for the common case, a new key.
-        read_first = dry_run or before_write is not None
-        held = self._read_keys([key_id(specs[i[0]]) for i in groups.values()]) \
-            if read_first else {}
-        lost: list[bytes] = []
-        if not dry_run:
-            free = {d: {"_id": key_id(specs[groups[d][0]]), "activity_id": doc["_id"],
-                        "created_at": now, **key_id(specs[groups[d][0]])}
-                    for d, doc in firsts.items() if d not in held}
-            if free:
-                writing()
-            lost = self._take_keys(free)
-            held.update(self._read_keys([key_id(specs[groups[d][0]]) for d in lost]))
-        status_of = self._statuses([d.get("activity_id") for d in held.values()])
-        sequential = settle(specs, groups, Known(held, status_of, lost, firsts), now, ttl,
-                             out, new_docs, plan if dry_run else None, dry_run=dry_run)
+        sequential: list[int] = []
+        if groups:  # the keys first (keyed.py: loaded only for a batch with keys)
+            from runnerq_cli.backend.queue.keyed import settle_keys
+
+            firsts = {digest: self.new_document(specs[indexes[0]], _new_id(specs[indexes[0]]),
+                                                at) for digest, indexes in groups.items()}
+            # A caller that records its writes (an audited import) or writes nothing reads
+            # the keys first, so a rerun that finds them all held writes (and records)
+            # nothing; else every key's first spec just tries to take it (a free key is
+            # anyone's): one command fewer for the common case, a new key.
+            sequential = settle_keys(self._ctx, specs, groups, firsts, now, out=out,
+                                     new_docs=new_docs, plan=plan if dry_run else None,
+                                     dry_run=dry_run,
+                                     read_first=dry_run or before_write is not None,
+                                     writing=writing)
         if not dry_run:
             if new_docs or sequential:
                 writing()
@@ -152,14 +135,21 @@ class Enqueuer(Part):
         refused = self._insert_activities(list(new_docs.values()), at)
         for index, doc in new_docs.items():
             if doc["_id"] in refused:
-                self._release_key(specs[index], doc["_id"])
+                if specs[index].idempotency_key is not None:
+                    from runnerq_cli.backend.queue.keyed import release_key
+
+                    release_key(self._ctx, specs[index], doc["_id"])
                 out[index] = Outcome("refused", None, doc["status"],
                                      InvalidArgument(refused[doc["_id"]]))
             else:
                 out[index] = Outcome("enqueued", doc["_id"], doc["status"])
+        if not sequential:
+            return
+        from runnerq_cli.backend.queue.keyed import enqueue_one
+
         for index in sorted(sequential):
             try:
-                out[index] = self._enqueue_keyed_one(specs[index])
+                out[index] = enqueue_one(self._ctx, specs[index], _new_id, self._insert_keyed)
             except IdempotencyConflict as exc:  # contended: this spec alone
                 out[index] = Outcome("not_failed", None, Status.PENDING.value, exc)
 
@@ -201,52 +191,7 @@ class Enqueuer(Part):
         lineage(doc, spec)
         return doc
 
-    def _debounce(self, spec: ActivitySpec, at: When) -> uuid.UUID | None:
-        """A still-scheduled debounced activity of the spec's type and key takes the
-        spec's payload and is delayed again (docs/design.md, "Debounce"): its id, or None
-        when there is none (the caller enqueues a new one)."""
-        assert spec.debounce_seconds is not None
-        doc = self._ctx.activities.find_one_and_update(
-            {"activity_type": spec.activity_type, "flow_key": spec.key,
-             "status": Status.SCHEDULED.value, "debounce": True},
-            server_update({"$set": {
-                "payload": dict(spec.payload), "priority": int(spec.priority),
-                "scheduled_at": at + timedelta(seconds=spec.debounce_seconds)}}),
-            projection={"_id": 1}, sort=[("scheduled_at", 1)])
-        return None if doc is None else doc["_id"]
-
     # ------------------------------------------------------------ the batch's commands
-
-    def _take_keys(self, key_docs: dict[bytes, dict[str, Any]]) -> list[bytes]:
-        """Insert the keys (one command); returns those another writer holds."""
-        if not key_docs:
-            return []
-        order = list(key_docs)
-        try:
-            self._ctx.idempotency.insert_many(list(key_docs.values()), ordered=False)
-        except DuplicateKey as exc:  # every refusal a key another writer holds (driver.py)
-            return [order[int(str(r["index"]))] for r in exc.refusals]
-        return []
-
-    def _read_keys(self, key_ids: list[dict[str, str]]) -> dict[bytes, dict[str, Any]]:
-        """The key documents of `key_ids` that exist, by digest (one read)."""
-        if not key_ids:
-            return {}
-        held: dict[bytes, dict[str, Any]] = {}
-        for doc in self._ctx.idempotency.find({"_id": {"$in": key_ids}}).batch_size(
-                len(key_ids) + 1):
-            key = doc.get("_id") or {}
-            held[key_digest(str(key.get("activity_type")), str(key.get("key")))] = doc
-        return held
-
-    def _statuses(self, ids: list[Any]) -> dict[Any, str]:
-        """The status of each of `ids` that exists (one read); "?" for one without a text
-        status (another program's malformed holder of a key)."""
-        wanted = [i for i in ids if i is not None]
-        if not wanted:
-            return {}
-        return {d["_id"]: _status_text(d) for d in self._ctx.activities.find(
-            {"_id": {"$in": wanted}}, {"status": 1}).batch_size(len(wanted) + 1)}
 
     def _insert_activities(self, docs: list[dict[str, Any]],
                            now: When) -> dict[uuid.UUID, str]:
@@ -260,94 +205,23 @@ class Enqueuer(Part):
         return {docs[index]["_id"]: values.shown(str(error.get("errmsg", "rejected")))[1:-1]
                 for index, error in errors.items()}
 
-    def _release_key(self, spec: ActivitySpec, activity_id: uuid.UUID) -> None:
-        """A key taken for an activity the server refused: free it (if still ours)."""
-        if spec.idempotency_key is not None:
-            self._ctx.idempotency.delete_one({"_id": key_id(spec), "activity_id": activity_id})
-
     # ------------------------------------------------------------ one key at a time
 
     def check_idempotency(self, activity_type: str, key: str,
                           activity_id: uuid.UUID) -> tuple[bool, uuid.UUID]:
         """Atomically take `key` for `activity_id`: (True, activity_id) if taken,
-        else (False, holder). Keys past the TTL count as free (the TTL monitor
-        is late, never early, so the time is checked here).
-        """
-        key_id = {"activity_type": activity_type, "key": key}
-        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
-        for _ in range(10):
-            now = self._ctx.clock()
-            try:
-                taken = self._ctx.idempotency.update_one(
-                    {"_id": key_id},
-                    {"$setOnInsert": {"activity_id": activity_id, "created_at": now, **key_id}},
-                    upsert=True,
-                )
-            except DuplicateKey:  # two upserts raced on a real server: ask again
-                continue
-            if taken.upserted_id is not None:
-                return True, activity_id
-            held = self._ctx.idempotency.find_one({"_id": key_id})
-            if held is None:  # expired and deleted in between
-                continue
-            if held["created_at"] + ttl <= now:
-                if self._move_key(key_id, held, activity_id, now):
-                    return True, activity_id
-                continue
-            return False, held["activity_id"]
-        raise IdempotencyConflict(f"idempotency key {values.shown(key)} is contended; "
-                                  "try again")
+        else (False, holder). Keys past the TTL count as free (keyed.py)."""
+        from runnerq_cli.backend.queue.keyed import check_idempotency
+
+        return check_idempotency(self._ctx, activity_type, key, activity_id)
 
     def key_holder(self, activity_type: str, key: str) -> uuid.UUID | None:
         """The activity holding the idempotency key `key` of `activity_type`, or None when
         no one does (a key past `idempotency_ttl` is free, as enqueues judge it). RunnerQ's
-        `lookup_key`."""
-        held = self._ctx.idempotency.find_one({"_id": {"activity_type": activity_type,
-                                                       "key": key}})
-        if held is None or not isinstance(held.get("created_at"), datetime):
-            return None
-        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
-        if held["created_at"] + ttl <= self._ctx.clock():
-            return None
-        holder = held.get("activity_id")
-        return holder if isinstance(holder, uuid.UUID) else None
+        `lookup_key` (keyed.py)."""
+        from runnerq_cli.backend.queue.keyed import key_holder
 
-    def _move_key(self, key_id: dict[str, str], held: Mapping[str, Any],
-                  activity_id: uuid.UUID, now: datetime) -> bool:
-        """Compare-and-set the key's holder: exactly one of racing movers wins."""
-        moved = self._ctx.idempotency.update_one(
-            {"_id": key_id, "activity_id": held["activity_id"], "created_at": held["created_at"]},
-            {"$set": {"activity_id": activity_id, "created_at": now}},
-        )
-        return moved.modified_count == 1
-
-    def _enqueue_keyed_one(self, spec: ActivitySpec) -> Outcome:
-        """A spec whose key changes holder (or raced): take it, or move it by
-        compare-and-set, deciding by `decide` as the batch does; again if the key
-        moved meanwhile."""
-        the_key = key_id(spec)
-        ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl)
-        assert spec.idempotency_key is not None
-        for _ in range(10):
-            new_id = _new_id(spec)
-            taken, holder_id = self.check_idempotency(spec.activity_type, spec.idempotency_key,
-                                                      new_id)
-            if taken:
-                return self._insert_keyed(spec, new_id)
-            holder = self._ctx.activities.find_one({"_id": holder_id}, {"status": 1})
-            held = self._ctx.idempotency.find_one({"_id": the_key})
-            if held is None or held["activity_id"] != holder_id:
-                continue  # the key moved meanwhile: look again
-            now = self._ctx.clock()
-            status = _status_text(holder) if holder else None
-            verdict = decide(spec, held, status, now, ttl)
-            if verdict in ("take", "move"):
-                if self._move_key(the_key, held, new_id, now):
-                    return self._insert_keyed(spec, new_id)
-                continue
-            return held_outcome(spec, verdict, holder_id, status or Status.PENDING.value)
-        raise IdempotencyConflict(f"idempotency key {values.shown(spec.idempotency_key)} is "
-                                  "contended; try again")
+        return key_holder(self._ctx, activity_type, key)
 
     def _insert_keyed(self, spec: ActivitySpec, activity_id: uuid.UUID) -> Outcome:
         """The activity of a key just taken; a refused one frees its key again."""
@@ -355,7 +229,9 @@ class Enqueuer(Part):
         doc = self.new_document(spec, activity_id, now)
         refused = self._insert_activities([doc], now)
         if refused:
-            self._release_key(spec, activity_id)
+            from runnerq_cli.backend.queue.keyed import release_key
+
+            release_key(self._ctx, spec, activity_id)
             return Outcome("refused", None, doc["status"], InvalidArgument(refused[activity_id]))
         return Outcome("enqueued", activity_id, doc["status"])
 
@@ -379,10 +255,3 @@ def lineage(doc: dict[str, Any], spec: ActivitySpec) -> None:
     if spec.spawn_fence is not None:
         doc["status"] = Status.WAITING.value
         doc[SPAWN_FENCE] = spec.spawn_fence
-
-
-def _status_text(doc: dict[str, Any]) -> str:
-    """A holder's status as answered: "?" for one without a text status (another
-    program's malformed document, docs/design.md "Malformed documents")."""
-    status = doc.get("status")
-    return status if isinstance(status, str) else "?"

@@ -77,7 +77,7 @@ class ChangeWake:
                 stream = self._collection.watch(self._pipeline,
                                                 max_await_time_ms=self._max_await_ms)
             except Exception as exc:  # refused (no replica set) or away: poll instead
-                from runnerq_cli.backend.store.driver import server_away
+                from runnerq_cli.backend.store.failures import server_away
 
                 self.error = exc
                 self._refused = not server_away(exc)

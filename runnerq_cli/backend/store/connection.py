@@ -1,8 +1,12 @@
-"""One MongoClient per process, built from the settings, with errors made safe to show."""
+"""One MongoClient per process, built from the settings, with errors made safe to show;
+and what this process knows of each server: whether it answered, since when it is away.
+
+What a failed call's driver error means (`Unavailable` and its kinds, by what the driver
+or the server said) is failures.py's, loaded only when a call failed.
+"""
 
 from __future__ import annotations
 
-import re
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -10,14 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pymongo import MongoClient
 from pymongo import errors as mongo_errors
 
-from runnerq_cli.errors import (
-    ConnectionInterrupted,
-    InvalidArgument,
-    MemberUnreachable,
-    NoPrimary,
-    TimedOut,
-    Unavailable,
-)
+from runnerq_cli.errors import ConnectionInterrupted, InvalidArgument, TimedOut, Unavailable
 
 __all__ = ["ConnectionInterrupted", "TimedOut"]  # defined in errors.py; read from here too
 from runnerq_cli.redaction import redact_uri
@@ -42,7 +39,7 @@ def client_for(settings: Settings) -> MongoClient[dict[str, Any]]:
         if client is None:
             client = _new_client(settings)
             _clients[key] = client
-            _check_timeouts[settings.uri] = client.options.pool_options.connect_timeout
+            check_timeouts[settings.uri] = client.options.pool_options.connect_timeout
         return client
 
 
@@ -95,11 +92,10 @@ _answered: set[str] = set()
 # Unavailable of the outage carries that time (`since`) for the commands that ride it out.
 _away: dict[str, datetime] = {}
 # The seconds the driver's monitor waits for the server's answer to its check (the connect
-# timeout), by URI: past it the driver cancels the commands in flight ("operation cancelled").
-_check_timeouts: dict[str, float | None] = {}
+# timeout), by URI: past it the driver cancels the commands in flight ("operation cancelled",
+# which failures.translation reads as a stall of that many seconds).
+check_timeouts: dict[str, float | None] = {}
 PROBE_TIMEOUT = 0.5  # seconds; a probe only looks for a refusal, silence is not waited out
-_DRIVER_NOISE = re.compile(r"\s*\(configured timeouts:[^)]*\)|, Timeout: .*$|\s*,?\s*"
-                           r"Topology Description: .*$", re.S)
 
 
 def _nodes(uri: str) -> list[tuple[str, int]]:
@@ -138,27 +134,6 @@ def _refused(uri: str, timeout: float) -> str | None:
     return "; ".join(reasons) or None
 
 
-def driver_message(exc: BaseException) -> str:
-    """The driver's message without its configuration dump (timeouts, topology)."""
-    text = _DRIVER_NOISE.sub("", " ".join(str(exc).split()))
-    text = redact_uri(text)
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-_AUTH_WORDS = re.compile(r"(?i)\bauth(?:entication)? failed\b|\bunauthorized\b")
-
-
-def is_auth_refusal(exc: BaseException) -> bool:
-    """The server refused the credentials: by code (Unauthorized, AuthenticationFailed,
-    Atlas), or, from servers whose refusal carries no code, by its message."""
-    code = getattr(exc, "code", None)
-    if code in (13, 18, 8000):
-        return True
-    details = getattr(exc, "details", None) or {}
-    message = details.get("errmsg") if isinstance(details, dict) else None
-    return code is None and bool(_AUTH_WORDS.search(str(message or exc)))
-
-
 def probe(uri: str) -> None:
     """The first time `uri` is used in this process, raise `Unavailable` at once when
     every seed refuses the connection (instead of waiting out server selection)."""
@@ -166,84 +141,6 @@ def probe(uri: str) -> None:
         reason = _refused(uri, PROBE_TIMEOUT)
         if reason:
             raise Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: {reason}")
-
-
-# FailedToSatisfyReadPreference: what a mongos answers while a shard has no primary.
-NO_SHARD_PRIMARY = 133
-# A server's own network errors, reaching another member (a mongos its shards): the
-# retryable-writes list's HostUnreachable, HostNotFound, NetworkTimeout, SocketException.
-UNREACHED_MEMBER = frozenset({6, 7, 89, 9001})
-# "Not primary" answers (pymongo's NotPrimaryError) of a server on its way down: a
-# restart of a standalone as well as of a member, so no election is promised.
-SHUTTING_DOWN = frozenset({91, 11600})  # ShutdownInProgress, InterruptedAtShutdown
-
-
-def _no_primary(uri: str, said: str, *, shutting_down: bool = False) -> NoPrimary:
-    if shutting_down:
-        return NoPrimary(f"MongoDB at {redact_uri(uri)} is shutting down ({said}): a "
-                         "restart, or a member leaving its replica set", shutting_down=True)
-    return NoPrimary(f"MongoDB at {redact_uri(uri)} has no primary to take the command "
-                     f"({said}): an election is under way")
-
-
-def translation(exc: BaseException, uri: str) -> Unavailable | None:
-    """The `Unavailable` a driver error stands for (URI redacted), or None to let it pass.
-
-    Connection errors, timeouts and refused credentials are translated; every other
-    error (a duplicate key, a refused document...) is the caller's to handle.
-    """
-    if isinstance(exc, mongo_errors.ServerSelectionTimeoutError):
-        waited = re.search(r"Timeout: ([0-9.]+)s", str(exc))
-        within = f" within {float(waited.group(1)):g}s" if waited else ""
-        return Unavailable(f"MongoDB at {redact_uri(uri)} is unreachable: no answer{within} "
-                           f"({driver_message(exc)})")
-    if isinstance(exc, mongo_errors.NetworkTimeout) and uri in _answered:
-        waited = re.search(r"socketTimeoutMS: ([0-9.]+)ms", str(exc))
-        seconds = float(waited.group(1)) / 1000 if waited else None
-        after = f" after {seconds:g} s" if seconds is not None else ""
-        return TimedOut(f"MongoDB at {redact_uri(uri)} timed out{after}: it answered the "
-                        "connection but not this command in time (socket_timeout)", seconds)
-    if isinstance(exc, mongo_errors.AutoReconnect) and uri in _answered \
-            and "operation cancelled" in str(exc):
-        # The server answered before, then stopped answering (stalled, overloaded): the
-        # driver's monitor had no answer to its check in time and cancelled this command.
-        # A slow server, not one to start: the advice is the timeout's, not "unreachable".
-        seconds = _check_timeouts.get(uri)
-        after = f" after {seconds:g} s" if seconds is not None else ""
-        return TimedOut(f"MongoDB at {redact_uri(uri)} timed out{after}: it stopped "
-                        "answering during this command (the driver's check of the server "
-                        "had no answer within connect_timeout and cancelled it)", seconds)
-    if isinstance(exc, mongo_errors.NotPrimaryError):  # answered: "not the primary"
-        details = exc.details
-        said = (details.get("codeName") or details.get("errmsg")) \
-            if isinstance(details, dict) else None
-        code = details.get("code") if isinstance(details, dict) else None
-        return _no_primary(uri, redact_uri(str(said))[:100] if said else driver_message(exc),
-                           shutting_down=code in SHUTTING_DOWN)
-    if isinstance(exc, mongo_errors.OperationFailure) and exc.code in UNREACHED_MEMBER:
-        # A mongos (or a member) that lost its network to the others: the command's
-        # outcome is unknown, as after a lost connection, and the same outage to ride out.
-        details = exc.details if isinstance(exc.details, dict) else {}
-        said = redact_uri(str(details.get("codeName") or exc.code))[:100]
-        return MemberUnreachable(
-            f"MongoDB at {redact_uri(uri)} could not reach a member of the deployment "
-            f"({said}): a network fault between a mongos and its shards, or between "
-            f"members")
-    if isinstance(exc, mongo_errors.OperationFailure) and exc.code == NO_SHARD_PRIMARY:
-        # A mongos whose shard has no primary (its election, a member restarting) says
-        # so with this code, not "not primary": the same outage, ridden out alike.
-        return _no_primary(uri, "a shard's: FailedToSatisfyReadPreference")
-    if isinstance(exc, mongo_errors.AutoReconnect | mongo_errors.NetworkTimeout
-                  | mongo_errors.ConnectionFailure):
-        kind = (ConnectionInterrupted if isinstance(exc, mongo_errors.AutoReconnect)
-                else Unavailable)
-        return kind(f"MongoDB at {redact_uri(uri)} is unreachable: the connection "
-                    f"failed ({driver_message(exc)})")
-    if isinstance(exc, mongo_errors.OperationFailure) and is_auth_refusal(exc):
-        details = exc.details or {}
-        return Unavailable(f"MongoDB at {redact_uri(uri)} refused the credentials: "
-                           f"{redact_uri(str(details.get('errmsg', exc)))}", reachable=True)
-    return None
 
 
 def answered(uri: str) -> None:

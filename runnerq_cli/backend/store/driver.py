@@ -2,16 +2,15 @@
 
 Every backend part reaches MongoDB through a `Collection` or a `Database` of this
 module, handed out by the queue's context (context.py). Each call, and each step
-of a cursor or change stream they return, turns the driver's connection errors
-into `Unavailable` (URI redacted, connection.translation) once, here, so no
-caller can reach MongoDB untranslated: the parts are safe to call directly.
+of a cursor or change stream they return, turns a driver error into ours once,
+here, so no caller can reach MongoDB untranslated: the parts are safe to call
+directly, and an API caller never meets a pymongo error.
 
-Every other driver error is `CommandFailed` (`CommandTimedOut` past `max_time_ms`), with
-the server's code. Refused writes become our own kinds too (`refusal`): a duplicate key
-`DuplicateKey`, a refused document or batch `WriteRefused` (with each refusal's
-index and code), a document over the size limit `TooLarge`, an unconfirmed write
-concern `WriteUnconfirmed`. A part that expects some of them (a key another
-writer holds) catches ours; an API caller never meets a pymongo error.
+What each driver error becomes (`Unavailable` with the URI redacted, a refused write's
+`DuplicateKey`, `WriteRefused`, `TooLarge` or `WriteUnconfirmed`, else `CommandFailed`)
+is failures.py's: loaded by `_Boundary.call` only when a call raised, so a run whose
+calls all succeed (one `enqueue`) does not compile it. A part that expects some of
+them (a key another writer holds) catches ours.
 """
 
 from __future__ import annotations
@@ -38,120 +37,14 @@ from pymongo.results import (
 from pymongo.write_concern import WriteConcern
 
 from runnerq_cli.backend.store import connection
-from runnerq_cli.errors import (
-    CommandFailed,
-    CommandTimedOut,
-    DuplicateKey,
-    RunnerQError,
-    TimedOut,
-    TooLarge,
-    Unavailable,
-    WriteRefused,
-    WriteUnconfirmed,
-    retry_later,
-)
 
 Document = dict[str, Any]
 P = ParamSpec("P")
 T = TypeVar("T")
-DUPLICATE_KEY = 11000  # the server's code for a key a unique index holds already
-# The codes by which a server says it did not do the write *now* (it is shutting down,
-# stepping down, not the primary, or lost its network), not that it refuses it: the
-# retryable-writes specification's list. A write answered so is tried again later, as
-# after a lost connection, wherever the code comes: a command's error or a write error
-# inside a batch's reply (a stepdown interrupts some statements of an unordered batch).
-INTERRUPTED_CODES = frozenset({
-    6,      # HostUnreachable
-    7,      # HostNotFound
-    89,     # NetworkTimeout
-    91,     # ShutdownInProgress
-    133,    # FailedToSatisfyReadPreference (a mongos: a shard with no primary)
-    189,    # PrimarySteppedDown
-    262,    # ExceededTimeLimit
-    9001,   # SocketException
-    10107,  # NotWritablePrimary
-    11600,  # InterruptedAtShutdown
-    11602,  # InterruptedDueToReplStateChange
-    13435,  # NotPrimaryNoSecondaryOk
-    13436,  # NotPrimaryOrSecondary
-})
-
-
-def interrupted(write_errors: list[dict[str, Any]]) -> WriteUnconfirmed | None:
-    """A batch's write errors that say "not now" (INTERRUPTED_CODES) as one error to try
-    the whole batch again later (its writes are fenced: a repeat changes nothing), or
-    None when every error is a refusal of what was sent."""
-    first = next((e for e in write_errors if e.get("code") in INTERRUPTED_CODES), None)
-    if first is None:
-        return None
-    return WriteUnconfirmed(f"the server interrupted the write (code {first.get('code')}): "
-                            f"{str(first.get('errmsg') or 'no reason given')[:300]}",
-                            {"writeErrors": write_errors})
-
-
-def refusal(exc: BaseException) -> RunnerQError | None:
-    """Our kind of a refused write the driver raised, or None (not a refusal)."""
-    if isinstance(exc, mongo_errors.DocumentTooLarge):
-        return TooLarge(f"too large for the server: {exc}")
-    if isinstance(exc, mongo_errors.WriteConcernError):
-        return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
-                                    dict(exc.details or {}))
-    if isinstance(exc, mongo_errors.BulkWriteError):
-        refusals = [{"index": e.get("index"), "code": e.get("code"),
-                     "errmsg": e.get("errmsg", "")} for e in exc.details.get("writeErrors", [])]
-        if (later := interrupted(refusals)) is not None:
-            return later
-        if not refusals:  # applied; only the write concern failed
-            return WriteUnconfirmed(f"the write concern was not confirmed: {exc}",
-                                    dict(exc.details or {}))
-        return refused(refusals)
-    if isinstance(exc, mongo_errors.WriteError):  # DuplicateKeyError included
-        details = exc.details or {}
-        one = [{"index": 0, "code": exc.code, "errmsg": details.get("errmsg", str(exc))}]
-        return interrupted(one) or refused(one)
-    return None
-
-
-def failure(exc: BaseException) -> CommandFailed:
-    """Every other driver error, as ours: the server's code and message (URI redacted)."""
-    from runnerq_cli.redaction import redact_uri
-
-    code = getattr(exc, "code", None)
-    details = getattr(exc, "details", None) or {}
-    name = details.get("codeName") if isinstance(details, dict) else None
-    retryable = code in INTERRUPTED_CODES or (isinstance(exc, mongo_errors.PyMongoError)
-                                               and bool(exc.has_error_label("RetryableWriteError")
-                                                        or exc.timeout))
-    kind = CommandTimedOut if isinstance(exc, mongo_errors.ExecutionTimeout) else CommandFailed
-    return kind(f"MongoDB error: {redact_uri(str(exc))[:1000]}",
-                code if isinstance(code, int) else None,
-                name if isinstance(name, str) else None, retryable)
-
-
-def server_away(exc: BaseException) -> bool:
-    """Whether a write that raised `exc` may succeed as it is when tried again later
-    (errors.py's `retry_later`, for the project's kinds), or the same said by a
-    driver error met below the boundary (a plain pymongo collection of statements.py)."""
-    if retry_later(exc):
-        return True
-    if isinstance(exc, mongo_errors.ConnectionFailure | mongo_errors.WriteConcernError
-                  | mongo_errors.ExecutionTimeout):
-        return True
-    # Retryable as the boundary judges it (a label, a timeout, an interrupted code).
-    return isinstance(exc, mongo_errors.PyMongoError) and failure(exc).retryable
-
-
-def refused(refusals: list[dict[str, Any]]) -> WriteRefused:
-    """The error of a batch's refused writes: DuplicateKey when each is a held key."""
-    first = refusals[0]
-    kind = DuplicateKey if all(r.get("code") == DUPLICATE_KEY for r in refusals) else WriteRefused
-    more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
-    return kind(f"the server refused the write: {first.get('errmsg') or 'refused'}{more}",
-                first.get("code"), refusals)
 
 
 class _Boundary:
-    """Runs driver calls for one URI, translating their connection errors."""
+    """Runs driver calls for one URI, translating their errors (failures.py)."""
 
     __slots__ = ("uri",)
 
@@ -166,12 +59,9 @@ class _Boundary:
             value = fn(*args, **kwargs)
         except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge,  # (not one)
                 BSONError) as exc:  # a value BSON cannot encode, a reply it cannot decode
-            translated = connection.translation(exc, uri) or refusal(exc) or failure(exc)
-            if isinstance(translated, TimedOut):  # a stall: since the command was sent
-                translated.since = connection.went_away(uri, ago=translated.seconds or 0.0)
-            elif isinstance(translated, Unavailable) and not translated.reachable:
-                translated.since = connection.went_away(uri)  # the outage's start
-            raise translated from None
+            from runnerq_cli.backend.store.failures import translated  # (only on a failure)
+
+            raise translated(exc, uri) from None
         connection.answered(uri)
         return value
 

@@ -10,9 +10,10 @@ handler; a back-off computed by it would be 5 minutes in the past. So:
   the write lands: the code puts a `ServerTime` marker (`SERVER_NOW`, or
   `SERVER_NOW + timedelta(...)`) where the time goes, and `server_update`
   turns an update holding markers into an update pipeline with `$$NOW`
-  (`{$add: ["$$NOW", ms]}`). In a pipeline every value that could be read as
-  an expression is wrapped in `$literal`: a payload, metadata or reason such
-  as "$name" is stored as written, never read as a field path or an operator.
+  (`{$add: ["$$NOW", ms]}`, built by update_pipelines.py). In a pipeline every
+  value that could be read as an expression is wrapped in `$literal`: a payload,
+  metadata or reason such as "$name" is stored as written, never read as a
+  field path or an operator.
   Only those: a number, date, id or a string not starting with "$" means
   itself bare, and a claim or a failure is one update command on every
   activity, so its bytes count (benchmarks/README.md).
@@ -34,12 +35,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-from bson import Decimal128, ObjectId
 
 from runnerq_cli.backend.domain.write_times import SERVER_NOW as SERVER_NOW  # re-exported
 from runnerq_cli.backend.domain.write_times import ServerTime as ServerTime  # re-exported
@@ -99,7 +97,8 @@ def server_update(update: Mapping[str, Any]) -> Any:
     """`update` as the server should run it: unchanged without markers; with `SERVER_NOW`
     only as plain `$set` values, the same operators with `$currentDate`; otherwise an
     update pipeline computing each marked time from `$$NOW`, every other value in
-    `$literal`."""
+    `$literal` (update_pipelines.py: loaded only for such an update, so a plain enqueue
+    does not compile it)."""
     if not has_server_times(update):
         return update
     plain = {op: fields for op, fields in update.items() if op != "$set"}
@@ -114,88 +113,9 @@ def server_update(update: Mapping[str, Any]) -> Any:
         if sets:
             out["$set"] = sets
         return out
-    return pipeline(update)
+    from runnerq_cli.backend.store.update_pipelines import pipeline  # (only for these)
 
-
-def pipeline(update: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The update operators of `update` as an update pipeline (MongoDB 4.2+): `$set`,
-    `$setOnInsert` (only under a guard no stored document matches: writes.stamped_inserts),
-    `$currentDate`, `$inc`, `$min`, `$max`, `$push` (with `$each`), `$unset`.
-
-    Every stage reads the document as it was before the update, like the operators."""
-    fields: dict[str, Any] = {}
-    unset: list[str] = []
-    for op, spec in update.items():
-        for path, value in spec.items():
-            here = f"${path}"
-            if op in ("$set", "$setOnInsert"):
-                fields[path] = replacing(expression(value))
-            elif op == "$currentDate":
-                fields[path] = "$$NOW"
-            elif op == "$inc":
-                fields[path] = {"$add": [{"$ifNull": [here, 0]}, expression(value)]}
-            elif op in ("$min", "$max"):  # both ignore a missing or null field
-                fields[path] = {op: [here, expression(value)]}
-            elif op == "$push":
-                each = value["$each"] if isinstance(value, Mapping) and "$each" in value \
-                    else [value]
-                fields[path] = {"$concatArrays": [{"$ifNull": [here, []]},
-                                                  [expression(v) for v in each]]}
-            elif op == "$unset":
-                unset.append(path)
-            else:
-                raise ValueError(f"no pipeline form for the update operator {op}")
-    stages: list[dict[str, Any]] = [{"$set": fields}] if fields else []
-    if unset:
-        stages.append({"$unset": unset})
-    return stages
-
-
-def replacing(expr: Any) -> Any:
-    """`expr` as the value of a `$set` stage's field that replaces what is stored there.
-
-    At the top of a `$set` stage a plain document (no operator key) is a nested field
-    spec, not a value: MongoDB merges it into the stored document (stale fields of an
-    earlier `outbox.result` would survive) and applies it to each element of a stored
-    array. `$mergeObjects` of that one document is an expression whose value is the
-    document itself, which replaces the field whole. (The dev server replaces either
-    way; tests/test_clock_skew.py checks the form, and on MongoDB the outcome.)"""
-    if isinstance(expr, dict) and not any(key.startswith("$") for key in expr):
-        return {"$mergeObjects": [expr]}
-    return expr
-
-
-def expression(value: Any) -> Any:
-    """`value` as an aggregation expression: a marker's time from `$$NOW`, documents and
-    lists that hold markers field by field (their keys are ours: event and outbox fields),
-    and everything else exactly as written: bare if it reads as itself, else in
-    `$literal`."""
-    if isinstance(value, ServerTime):
-        return value.expression()
-    if isinstance(value, Mapping) and has_server_times(value):
-        return {key: expression(v) for key, v in value.items()}
-    if isinstance(value, list | tuple) and has_server_times(value):
-        return [expression(v) for v in value]
-    return value if reads_as_written(value) else {"$literal": value}
-
-
-# Values an aggregation expression evaluates to themselves, whatever they hold.
-_CONSTANTS = (type(None), bool, int, float, datetime, uuid.UUID, bytes, ObjectId, Decimal128)
-
-
-def reads_as_written(value: Any) -> bool:
-    """Whether `value`, bare in a pipeline, is stored exactly as written: null, a boolean,
-    a number, a date, a UUID, binary, an ObjectId, a string that does not start with "$"
-    (that is a field path, or a variable with "$$"), or a list of those. Never a
-    document: its `$` keys would be operators, and in a `$set` stage a document is a
-    nested field spec, merged into the stored document instead of replacing it. Any
-    other type is wrapped too (what the server makes of it is not this module's to
-    guess)."""
-    if isinstance(value, str):
-        return not value.startswith("$")
-    if isinstance(value, list | tuple):
-        return all(reads_as_written(item) for item in value)
-    return isinstance(value, _CONSTANTS)
+    return pipeline(update, has_server_times)
 
 
 # -------------------------------------------------------------- the clock

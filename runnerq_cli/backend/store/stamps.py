@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from runnerq_cli.backend.domain.partitions import term_of
-from runnerq_cli.backend.store.driver import DUPLICATE_KEY, Collection, refused
+from runnerq_cli.backend.store.driver import Collection
 from runnerq_cli.backend.store.servertime import When, server_stamps, server_update
 from runnerq_cli.backend.store.statements import Statement, update_statements
 
@@ -43,6 +43,8 @@ def insert_stamped(collection: Collection, doc: dict[str, Any], field: str,
     (WriteRefused)."""
     errors = stamped_inserts(collection, [doc], field, clock, now)
     if errors:
+        from runnerq_cli.backend.store.failures import refused
+
         raise refused([errors[0]])
 
 
@@ -56,7 +58,7 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
     on `_id` and is left as it is: it counts as inserted. Returns the other write errors
     by the index in `docs`. A document holding times the server computes (a delay's
     `scheduled_at`: servertime.ServerTime) is inserted by an update pipeline, its
-    values in `$literal` where they could be read as expressions (servertime.expression;
+    values in `$literal` where they could be read as expressions (update_pipelines.py;
     the guard matches no stored document, so `$setOnInsert`'s
     "only on insert" still holds).
     """
@@ -80,7 +82,11 @@ def stamped_inserts(collection: Collection, docs: list[dict[str, Any]], field: s
                 if "$currentDate" in when:
                     update["$currentDate"] = when["$currentDate"]
                 statements.append((guard, server_update(update), True))
-        for error in update_statements(collection, statements)[1]:
-            if error.get("code") != DUPLICATE_KEY:
-                errors[offset + error["index"]] = error
+        refusals = update_statements(collection, statements)[1]
+        if refusals:  # (failures.py: loaded only then)
+            from runnerq_cli.backend.store.failures import DUPLICATE_KEY
+
+            for error in refusals:
+                if error.get("code") != DUPLICATE_KEY:
+                    errors[offset + error["index"]] = error
     return errors

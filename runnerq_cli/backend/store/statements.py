@@ -32,7 +32,6 @@ from pymongo.errors import AutoReconnect, DocumentTooLarge, ServerSelectionTimeo
 
 from runnerq_cli.backend.store import driver
 from runnerq_cli.backend.store.connection import ConnectionInterrupted
-from runnerq_cli.backend.store.driver import interrupted
 from runnerq_cli.errors import TooLarge, WriteUnconfirmed
 
 Statement = tuple[Mapping[str, Any], Mapping[str, Any], bool]  # filter, update, upsert
@@ -97,8 +96,11 @@ def _update(collection: AnyCollection, updates: list[dict[str, Any]],
             f"the write concern was not confirmed: {error.get('errmsg', 'no reason given')}",
             dict(reply))
     errors = list(reply.get("writeErrors", ()))
-    if (later := interrupted(errors)) is not None:
-        raise later  # not a refusal: the whole batch again later (driver.INTERRUPTED_CODES)
+    if errors:  # (failures.py: loaded only then)
+        from runnerq_cli.backend.store.failures import interrupted
+
+        if (later := interrupted(errors)) is not None:
+            raise later  # not a refusal: the whole batch again later (INTERRUPTED_CODES)
     return reply.get("n", 0) - len(reply.get("upserted", ())), errors
 
 

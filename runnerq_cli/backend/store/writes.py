@@ -46,7 +46,8 @@ from pymongo import ReplaceOne, UpdateMany
 
 from runnerq_cli.backend.domain.models import AWAITED
 from runnerq_cli.backend.domain.waits import WAKE_UPDATE, waiting_on
-from runnerq_cli.backend.store.driver import Collection, refused
+from runnerq_cli.backend.store.driver import Collection
+from runnerq_cli.backend.store.failures import refused
 from runnerq_cli.backend.store.servertime import When
 from runnerq_cli.backend.store.stamps import stamped_inserts
 from runnerq_cli.errors import DuplicateKey
@@ -245,5 +246,5 @@ class OutboxWriter:
     def _ignore_duplicates(write: Callable[..., Any], operations: list[Any]) -> None:
         """Run an unordered bulk `write`; duplicate keys are copies already made (or, for
         a result, a newer claim's result that must stay): anything else is raised."""
-        with suppress(DuplicateKey):  # each refusal a duplicate key (driver.refused)
+        with suppress(DuplicateKey):  # each refusal a duplicate key (failures.refused)
             write(operations, ordered=False)

@@ -63,7 +63,8 @@ from runnerq_cli.backend.domain.shapes import (
     proves_no_step_filter,
 )
 from runnerq_cli.backend.store.changes import ChangeWake
-from runnerq_cli.backend.store.driver import Collection, server_away
+from runnerq_cli.backend.store.driver import Collection
+from runnerq_cli.backend.store.failures import server_away
 from runnerq_cli.errors import CommandFailed, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)

@@ -25,40 +25,50 @@ CONFIG_FILE_MAX = 1024 * 1024  # bytes; a settings file is a few hundred
 # from, for the message) and returns the parsed value or raises InvalidArgument.
 
 
+def _seconds(value: Any, what: str, *, minimum: float = 0.0,
+             maximum: float | None = None) -> float:
+    """A duration setting (times.py: imported when such a key is set, which a plain
+    `enqueue` with no config file needs not)."""
+    from runnerq_cli.times import duration
+
+    return duration(value, what, minimum=minimum,
+                    maximum=values.MAX_DURATION if maximum is None else maximum)
+
+
 def _duration(value: Any, what: str) -> float:
-    return values.duration(value, what)
+    return _seconds(value, what)
 
 
 def _ttl(value: Any, what: str) -> float:
     """A TTL index's expireAfterSeconds is a 32-bit integer on the server (about 68 years)."""
-    return values.duration(value, what, maximum=float(2**31 - 1))
+    return _seconds(value, what, maximum=float(2**31 - 1))
 
 
 def lease_seconds(value: Any, what: str) -> float:
-    return values.duration(value, what, minimum=1.0)
+    return _seconds(value, what, minimum=1.0)
 
 
 def poll_interval_seconds(value: Any, what: str) -> float:
-    return values.duration(value, what, minimum=0.01, maximum=3600.0)
+    return _seconds(value, what, minimum=0.01, maximum=3600.0)
 
 
 def shutdown_timeout_seconds(value: Any, what: str) -> float:
-    return values.duration(value, what, maximum=86400.0)
+    return _seconds(value, what, maximum=86400.0)
 
 
 def kill_grace_seconds(value: Any, what: str) -> float:
     """How long a shell handler has between SIGTERM and SIGKILL: at most 10 minutes."""
-    return values.duration(value, what, maximum=600.0)
+    return _seconds(value, what, maximum=600.0)
 
 
 def progress_interval_seconds(value: Any, what: str) -> float:
     """The least time between two progress writes of one attempt: 0.1 s to an hour."""
-    return values.duration(value, what, minimum=0.1, maximum=3600.0)
+    return _seconds(value, what, minimum=0.1, maximum=3600.0)
 
 
 def _timeout(value: Any, what: str) -> float:
     """A connection timeout: above zero (pymongo refuses 0) and at most a day."""
-    return values.duration(value, what, minimum=0.001, maximum=86400.0)
+    return _seconds(value, what, minimum=0.001, maximum=86400.0)
 
 
 def _string(value: Any, what: str) -> str:

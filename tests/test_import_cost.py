@@ -126,6 +126,11 @@ NOT_FOR_ENQUEUE = (
     "runnerq_cli.backend.domain.documents", "runnerq_cli.backend.store.writes",
     "runnerq_cli.backend.domain.waits", "runnerq_cli.backend.domain.outage",
     "runnerq_cli.backend.store.flowstate", "runnerq_cli.cli.enqueue_from",
+    # The parsers a plain enqueue never runs (values.py's durations and times, one-line
+    # text and worker ids, filters, paths to write), an NDJSON line's reading, and the
+    # config file's (there is none here).
+    "runnerq_cli.times", "runnerq_cli.texts", "runnerq_cli.filter_values", "runnerq_cli.paths",
+    "runnerq_cli.backend.domain.spec_lines", "runnerq_cli.config_file",
 )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from runnerq_cli import values
-from runnerq_cli.backend.domain.keys import Outcome
+from runnerq_cli.backend.domain.outcomes import Outcome
 from runnerq_cli.backend.domain.sizes import INPUT_BATCH_BYTES, PAYLOAD_TEXT_MAX
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.queue.enqueueing import Enqueuer

@@ -88,36 +88,15 @@ def _concurrency(value: Any, what: str) -> int:
 
 
 def _string_list(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [part.strip() for part in value.split(",") if part.strip()]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise InvalidArgument(f"{what}: expected a list of strings (or a comma-separated "
-                              f"string), got {values.shown(value)}")
-    if not all(v.strip() for v in value):  # YAML `[a, ""]`: no type is named ""
-        raise InvalidArgument(f"{what}: an empty type in {values.shown(value)}")
-    return tuple(value)
+    from runnerq_cli.setting_lists import string_list  # loaded only when the key is set
+
+    return string_list(value, what)
 
 
 def _string_map(value: Any, what: str) -> dict[str, str]:
-    if isinstance(value, str):  # environment form: "a=x,b=y"
-        pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
-        if any(len(pair) != 2 for pair in pairs):
-            raise InvalidArgument(f"{what}: expected TYPE=VALUE pairs separated by commas, "
-                                  f"got {values.shown(value)}")
-        value = {k.strip(): v.strip() for k, v in pairs}
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise InvalidArgument(f"{what}: expected a mapping of strings to strings, "
-                              f"got {values.shown(value)}")
-    # As --handler/--exec TYPE=VALUE: a type and a value, each trimmed and not empty (an
-    # empty type would fail the worker later, unnamed; a blank one be claimed as "  ").
-    for key, item in value.items():
-        if not key.strip():
-            raise InvalidArgument(f"{what}: an empty type (for {values.shown(item)})")
-        if not item.strip():
-            raise InvalidArgument(f"{what}: type {values.shown(key)} has an empty value")
-    return {k.strip(): v.strip() for k, v in value.items()}
+    from runnerq_cli.setting_lists import string_map  # loaded only when the key is set
+
+    return string_map(value, what)
 
 
 def _choice(*choices: str) -> Callable[[Any, str], str]:

@@ -61,8 +61,8 @@ class ActivitySpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
-    # W3C trace context (tracecontext.py): None takes the caller's current one, if any; a
-    # malformed one is dropped, never refused (docs/design.md, "Trace context").
+    # W3C trace context (tracecontext.py, traceparent.py): None takes the caller's current
+    # one, if any; a malformed one is dropped, never refused (docs/design.md, "Trace context").
     trace_context: Mapping[str, str] | None = None
     # The id to give the activity (None: a new random one); the conformance driver's
     # runner chooses ids.
@@ -80,9 +80,12 @@ class ActivitySpec:
     debounce_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "trace_context", tracecontext.current()
-                           if self.trace_context is None else tracecontext.clean(
-                               self.trace_context))
+        if self.trace_context is None:
+            object.__setattr__(self, "trace_context", tracecontext.current())
+        else:
+            from runnerq_cli.backend.domain.traceparent import clean
+
+            object.__setattr__(self, "trace_context", clean(self.trace_context))
         object.__setattr__(self, "priority", Priority.parse(self.priority))
         object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
         if not isinstance(self.activity_type, str) or not self.activity_type.strip():

@@ -1,7 +1,8 @@
 """Settings: defaults < YAML file < environment < flags, each value with its source.
 
 The schema below is the single list of keys: `config.example.yaml`, the
-environment variable names, validation and `config show` all follow from it.
+environment variable names, validation and `config show` all follow from it. The
+file itself is read by config_file.py, loaded only when there is one.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from runnerq_cli import values
 from runnerq_cli.errors import ConfigError, InvalidArgument
@@ -18,47 +19,56 @@ from runnerq_cli.redaction import redact_uri
 
 CONFIG_FILE_NAME = "runnerq.yaml"
 APP_NAME = "runnerq"
-CONFIG_FILE_MAX = 1024 * 1024  # bytes; a settings file is a few hundred
 
 
 # Each parser takes the raw value and `what` (the flag, variable or file key it came
 # from, for the message) and returns the parsed value or raises InvalidArgument.
 
 
+def _seconds(value: Any, what: str, *, minimum: float = 0.0,
+             maximum: float | None = None) -> float:
+    """A duration setting (times.py: imported when such a key is set, which a plain
+    `enqueue` with no config file needs not)."""
+    from runnerq_cli.times import duration
+
+    return duration(value, what, minimum=minimum,
+                    maximum=values.MAX_DURATION if maximum is None else maximum)
+
+
 def _duration(value: Any, what: str) -> float:
-    return values.duration(value, what)
+    return _seconds(value, what)
 
 
 def _ttl(value: Any, what: str) -> float:
     """A TTL index's expireAfterSeconds is a 32-bit integer on the server (about 68 years)."""
-    return values.duration(value, what, maximum=float(2**31 - 1))
+    return _seconds(value, what, maximum=float(2**31 - 1))
 
 
 def lease_seconds(value: Any, what: str) -> float:
-    return values.duration(value, what, minimum=1.0)
+    return _seconds(value, what, minimum=1.0)
 
 
 def poll_interval_seconds(value: Any, what: str) -> float:
-    return values.duration(value, what, minimum=0.01, maximum=3600.0)
+    return _seconds(value, what, minimum=0.01, maximum=3600.0)
 
 
 def shutdown_timeout_seconds(value: Any, what: str) -> float:
-    return values.duration(value, what, maximum=86400.0)
+    return _seconds(value, what, maximum=86400.0)
 
 
 def kill_grace_seconds(value: Any, what: str) -> float:
     """How long a shell handler has between SIGTERM and SIGKILL: at most 10 minutes."""
-    return values.duration(value, what, maximum=600.0)
+    return _seconds(value, what, maximum=600.0)
 
 
 def progress_interval_seconds(value: Any, what: str) -> float:
     """The least time between two progress writes of one attempt: 0.1 s to an hour."""
-    return values.duration(value, what, minimum=0.1, maximum=3600.0)
+    return _seconds(value, what, minimum=0.1, maximum=3600.0)
 
 
 def _timeout(value: Any, what: str) -> float:
     """A connection timeout: above zero (pymongo refuses 0) and at most a day."""
-    return values.duration(value, what, minimum=0.001, maximum=86400.0)
+    return _seconds(value, what, minimum=0.001, maximum=86400.0)
 
 
 def _string(value: Any, what: str) -> str:
@@ -78,36 +88,15 @@ def _concurrency(value: Any, what: str) -> int:
 
 
 def _string_list(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [part.strip() for part in value.split(",") if part.strip()]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise InvalidArgument(f"{what}: expected a list of strings (or a comma-separated "
-                              f"string), got {values.shown(value)}")
-    if not all(v.strip() for v in value):  # YAML `[a, ""]`: no type is named ""
-        raise InvalidArgument(f"{what}: an empty type in {values.shown(value)}")
-    return tuple(value)
+    from runnerq_cli.setting_lists import string_list  # loaded only when the key is set
+
+    return string_list(value, what)
 
 
 def _string_map(value: Any, what: str) -> dict[str, str]:
-    if isinstance(value, str):  # environment form: "a=x,b=y"
-        pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
-        if any(len(pair) != 2 for pair in pairs):
-            raise InvalidArgument(f"{what}: expected TYPE=VALUE pairs separated by commas, "
-                                  f"got {values.shown(value)}")
-        value = {k.strip(): v.strip() for k, v in pairs}
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise InvalidArgument(f"{what}: expected a mapping of strings to strings, "
-                              f"got {values.shown(value)}")
-    # As --handler/--exec TYPE=VALUE: a type and a value, each trimmed and not empty (an
-    # empty type would fail the worker later, unnamed; a blank one be claimed as "  ").
-    for key, item in value.items():
-        if not key.strip():
-            raise InvalidArgument(f"{what}: an empty type (for {values.shown(item)})")
-        if not item.strip():
-            raise InvalidArgument(f"{what}: type {values.shown(key)} has an empty value")
-    return {k.strip(): v.strip() for k, v in value.items()}
+    from runnerq_cli.setting_lists import string_map  # loaded only when the key is set
+
+    return string_map(value, what)
 
 
 def _choice(*choices: str) -> Callable[[Any, str], str]:
@@ -137,10 +126,11 @@ _database = _named(values.database_name)
 _uri = _named(values.mongo_uri)
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     """One setting: its dotted path in YAML, its parser and help (its default is the
-    dataclasses' below: `default`)."""
+    dataclasses' below: `default`). A named tuple, not a dataclass: an immutable record
+    all the same, built in a fifth of the time at every start (Settings and
+    WorkerSettings, the public ones, stay dataclasses)."""
 
     path: str
     parse: Callable[[Any, str], Any]
@@ -300,64 +290,6 @@ OTHER_ENV_VARS = frozenset({
 OTHER_ENV_PREFIXES = ("RUNNERQ_TEST_", "RUNNERQ_BENCH_")  # the test suite and benchmarks
 
 
-def _closest(name: str, candidates: list[str]) -> str | None:
-    import difflib
-
-    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def _unknown_key(path: str) -> ConfigError:
-    close = _closest(path, sorted(KEYS_BY_PATH))
-    hint = f" (did you mean {close!r}?)" if close else " (see `runnerq-mongo config show`)"
-    return ConfigError(f"unknown key {values.shown(path)}{hint}")
-
-
-def _flatten(data: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for name, value in data.items():
-        path = f"{prefix}{name}"
-        if not isinstance(name, str):
-            raise ConfigError(f"key {values.shown(name)}: keys must be text")
-        if path in KEYS_BY_PATH:
-            flat[path] = value
-        elif isinstance(value, Mapping) and any(k.startswith(path + ".") for k in KEYS_BY_PATH):
-            flat.update(_flatten(value, prefix=path + "."))
-        else:
-            raise _unknown_key(path)
-    return flat
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Flat {dotted key: raw value} from a YAML file; a one-line ConfigError if invalid."""
-    from runnerq_cli.inputs import Unreadable, YAMLRefused, load_yaml, read_input
-
-    try:
-        raw = read_input(str(path), "config", CONFIG_FILE_MAX)
-    except Unreadable as exc:
-        raise ConfigError(f"config {path}: cannot read it ({exc.reason})") from None
-    if len(raw) > CONFIG_FILE_MAX:
-        raise ConfigError(f"config {path}: larger than {CONFIG_FILE_MAX} bytes; "
-                          "is it the right file?")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config {path}: not UTF-8 text (invalid byte at offset "
-                          f"{exc.start})") from None
-    try:
-        data = load_yaml(text, "the config file")
-    except YAMLRefused as exc:
-        raise ConfigError(f"config {path}: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config {path}: expected a mapping of keys at the top level")
-    try:
-        return _flatten(data)
-    except ConfigError as exc:
-        raise ConfigError(f"config {path}: {exc}") from None
-
-
 def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
     """A warning for each RUNNERQ_* variable that is no setting (a typo is otherwise silent)."""
     known = sorted({k.env_var for k in KEYS} | OTHER_ENV_VARS)
@@ -366,7 +298,9 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
         if (not name.startswith("RUNNERQ_") or name in known
                 or name.startswith(OTHER_ENV_PREFIXES)):
             continue
-        close = _closest(name, known)
+        from runnerq_cli.config_file import closest
+
+        close = closest(name, known)
         out.append(f"ignoring unknown environment variable {name}"
                    + (f" (did you mean {close}?)" if close else ""))
     return out
@@ -422,7 +356,9 @@ def load_settings(
 
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if path is not None:
-        layers.append(("file", read_config_file(path)))
+        from runnerq_cli.config_file import read_config_file
+
+        layers.append(("file", read_config_file(path, KEYS_BY_PATH)))
     layers.append(("env", {k.path: environ[k.env_var] for k in KEYS if environ.get(k.env_var)}))
     layers.append(("flag", {k: v for k, v in (overrides or {}).items() if v is not None}))
 

@@ -13,13 +13,16 @@ as usual; a FIFO with none is refused. A device is refused unless it is a termin
 `load_yaml` is yaml's safe loader refusing aliases (a few hundred bytes of nested
 aliases, an "alias bomb", would expand to gigabytes) and keys given twice (YAML keeps
 the last one silently), with every failure, deep nesting and over-long integers
-included, as one `YAMLRefused` line.
+included, as one `YAMLRefused` line. `json_data` refuses what YAML has and JSON has not
+(NaN, bytes, dates, sets) in data that must be JSON, such as a schedule's payload.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import stat
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -216,3 +219,29 @@ def load_yaml(text: str, where: str) -> Any:
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise YAMLRefused(f"malformed YAML: {shown(' '.join(str(exc).split()))[1:-1]}") \
             from None
+
+
+def json_data(value: Any, what: str = "payload") -> None:
+    """Raise unless `value` is JSON data: mappings with text keys, lists, text, finite
+    numbers, booleans and null. For data from YAML, which also has NaN and infinities
+    (`.nan`), bytes (`!!binary`), dates, times and sets, none of them JSON: a payload
+    is a JSON object, whatever file it was written in."""
+    from runnerq_cli.values import JSON_MAX_DEPTH, nested_deeper_than, shown
+
+    if nested_deeper_than(value if isinstance(value, Mapping) else {"": value}):
+        raise InvalidArgument(f"{what}: nested deeper than {JSON_MAX_DEPTH} levels")
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            for key in item:
+                if not isinstance(key, str):
+                    raise InvalidArgument(f"{what}: a key must be text, got {shown(key)}")
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidArgument(f"{what}: numbers must be finite, got {shown(item)}")
+        elif not (item is None or isinstance(item, str | int | float)):  # bool is an int
+            raise InvalidArgument(f"{what}: {shown(item)} is not JSON (a "
+                                  f"{type(item).__name__}); quote it to make it text")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runnerq_cli.config import KEYS, KEYS_BY_PATH, Settings, load_settings, read_config_file
+from runnerq_cli.config import KEYS, KEYS_BY_PATH, Settings, load_settings
+from runnerq_cli.config_file import read_config_file
 from runnerq_cli.errors import ConfigError, InvalidArgument
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.yaml"
@@ -15,7 +16,7 @@ NO_ENV: dict[str, str] = {}
 
 
 def test_example_file_covers_exactly_the_keys() -> None:
-    assert set(read_config_file(EXAMPLE)) == set(KEYS_BY_PATH)
+    assert set(read_config_file(EXAMPLE, KEYS_BY_PATH)) == set(KEYS_BY_PATH)
 
 
 def test_example_file_loads_to_the_defaults() -> None:

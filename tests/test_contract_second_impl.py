@@ -429,12 +429,12 @@ TRACE_VECTORS = [
 
 @pytest.mark.parametrize("parent,state", TRACE_VECTORS)
 def test_both_sides_keep_and_drop_the_same_trace_contexts(parent, state):
-    from runnerq_cli.backend.domain import tracecontext
+    from runnerq_cli.backend.domain import traceparent
 
     given: dict[str, Any] = {"traceparent": parent}
     if state is not None:
         given["tracestate"] = state
-    assert mine.checked_trace_context(parent, state) == tracecontext.clean(given)
+    assert mine.checked_trace_context(parent, state) == traceparent.clean(given)
 
 
 def test_ours_runs_mines_activity_in_the_trace_mine_passed(backend):

@@ -130,6 +130,12 @@ NOT_FOR_ENQUEUE = (
     # driver errors, the update pipelines of server times, the keyed and debounced path.
     "runnerq_cli.backend.store.failures", "runnerq_cli.backend.store.update_pipelines",
     "runnerq_cli.backend.queue.keyed",
+    # The parsers a plain enqueue never runs (values.py's durations and times, one-line
+    # text and worker ids, filters, paths to write), an NDJSON line's reading, the config
+    # file's (there is none here), the list settings' and a trace context's checks (none).
+    "runnerq_cli.times", "runnerq_cli.texts", "runnerq_cli.filter_values", "runnerq_cli.paths",
+    "runnerq_cli.backend.domain.spec_lines", "runnerq_cli.config_file",
+    "runnerq_cli.setting_lists", "runnerq_cli.backend.domain.traceparent",
 )
 
 
@@ -147,7 +153,8 @@ def test_an_enqueue_loads_its_own_command_and_the_producer_only(server, db_name,
             "    code = main(sys.argv[1:])\n"
             "print(json.dumps({'code': code, 'out': out.getvalue(), 'modules': sorted(\n"
             "    m for m in sys.modules if m.startswith(('runnerq_cli.', 'rich', 'yaml')))}))\n")
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RUNNERQ_")}
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RUNNERQ_")
+           and k not in ("TRACEPARENT", "TRACESTATE")}  # a CI's trace: a context to check
     env.update(XDG_CONFIG_HOME=str(tmp_path), RUNNERQ_MONGO_URI=server.uri,
                RUNNERQ_DATABASE=db_name)
     proc = subprocess.run([sys.executable, "-c", code, *args],

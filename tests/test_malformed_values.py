@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from runnerq_cli import values
+from runnerq_cli import times, values
 from runnerq_cli.cli.exits import ExitCode
 from runnerq_cli.errors import InvalidArgument
 
@@ -32,11 +32,11 @@ def _parsers() -> list[tuple[str, Any]]:
     return [
         ("number", lambda text: values.number(text, "n")),
         ("integer", lambda text: values.integer(text, "n")),
-        ("duration", lambda text: values.duration(text, "d")),
-        ("duration with unit", lambda text: values.duration(text + "m", "d")),
-        ("duration ms", lambda text: values.duration("1" + text + "ms", "d")),
-        ("time ago", lambda text: values.time(text + "m", "t")),
-        ("time", lambda text: values.time(f"20{text}6-01-01T00:00:00Z", "t")),
+        ("duration", lambda text: times.duration(text, "d")),
+        ("duration with unit", lambda text: times.duration(text + "m", "d")),
+        ("duration ms", lambda text: times.duration("1" + text + "ms", "d")),
+        ("time ago", lambda text: times.time(text + "m", "t")),
+        ("time", lambda text: times.time(f"20{text}6-01-01T00:00:00Z", "t")),
     ]
 
 
@@ -57,8 +57,8 @@ def test_empty_text_is_malformed_for_every_parser(text: str) -> None:
         with pytest.raises(InvalidArgument):
             parse(text)
     with pytest.raises(InvalidArgument):
-        values.optional_time(text, "--since")
-    assert values.optional_time(None, "--since") is None
+        times.optional_time(text, "--since")
+    assert times.optional_time(None, "--since") is None
 
 
 def test_w0_is_refused_where_the_uri_is_checked() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runnerq_cli import values
+from runnerq_cli import times
 from runnerq_cli.backend.domain.timing import TIMING, TimingPolicy
 from runnerq_cli.backend.views import metrics
 from runnerq_cli.cli.commands.inspect import workers_cmd
@@ -89,7 +89,7 @@ def test_the_code_reads_its_timings_from_the_policy():
     assert metrics.StatsOptions().stale_after == TIMING.worker_stale_after
     # The `workers` command's default --stale-after is the policy's staleness.
     default = inspect.signature(workers_cmd).parameters["stale_after"].default.default
-    assert values.duration(default, "--stale-after") == TIMING.worker_stale_after
+    assert times.duration(default, "--stale-after") == TIMING.worker_stale_after
 
 
 def test_the_policy_holds_together():

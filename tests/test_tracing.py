@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from runnerq_cli.backend.domain import tracecontext
+from runnerq_cli.backend.domain import tracecontext, traceparent
 from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.worker.engine import Worker
 from runnerq_cli.worker.handlers import HandlerRegistry
@@ -133,17 +133,17 @@ def test_a_bad_stored_context_is_ignored_not_malformed(backend, spans, bad) -> N
 
 
 def test_clean_keeps_what_w3c_allows() -> None:
-    assert tracecontext.clean({"traceparent": PARENT}) == {"traceparent": PARENT}
-    assert tracecontext.clean({"traceparent": PARENT, "tracestate": "congo=t61rcWkgMzE"}) == {
+    assert traceparent.clean({"traceparent": PARENT}) == {"traceparent": PARENT}
+    assert traceparent.clean({"traceparent": PARENT, "tracestate": "congo=t61rcWkgMzE"}) == {
         "traceparent": PARENT, "tracestate": "congo=t61rcWkgMzE"}
     # A later version may carry more fields; version ff never is valid.
-    assert tracecontext.clean({"traceparent": "01-" + PARENT[3:] + "-what-next"})
-    assert tracecontext.clean({"traceparent": "ff-" + PARENT[3:]}) is None
-    assert tracecontext.clean({"traceparent": PARENT + "-x"}) is None
-    assert tracecontext.clean({"traceparent": PARENT[:-3] + "-0100"}) is None
+    assert traceparent.clean({"traceparent": "01-" + PARENT[3:] + "-what-next"})
+    assert traceparent.clean({"traceparent": "ff-" + PARENT[3:]}) is None
+    assert traceparent.clean({"traceparent": PARENT + "-x"}) is None
+    assert traceparent.clean({"traceparent": PARENT[:-3] + "-0100"}) is None
     # A bad tracestate alone is dropped, the traceparent kept.
     for state in ("x" * 513, "caf\u00e9=1", "  ", 7):
-        assert tracecontext.clean({"traceparent": PARENT, "tracestate": state}) == {
+        assert traceparent.clean({"traceparent": PARENT, "tracestate": state}) == {
             "traceparent": PARENT}
     assert tracecontext.from_environment({"TRACEPARENT": f" {PARENT}\n"}) == {
         "traceparent": PARENT}

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runnerq_cli import values
+from runnerq_cli import times, values
 from runnerq_cli.errors import InvalidArgument
 
 settings.register_profile("runnerq", max_examples=150, deadline=None)
@@ -56,7 +56,7 @@ DURATION_TEXT = st.one_of(
 @given(st.one_of(DURATION_TEXT, ANY_VALUE))
 def test_duration_is_bounded_or_refused(raw) -> None:
     try:
-        seconds = values.duration(raw, "--d")
+        seconds = times.duration(raw, "--d")
     except InvalidArgument as exc:
         assert str(exc).startswith("--d")
         return
@@ -66,8 +66,8 @@ def test_duration_is_bounded_or_refused(raw) -> None:
 
 @given(st.integers(0, int(values.MAX_DURATION)))
 def test_whole_durations_round_trip(n: int) -> None:
-    assert values.duration(f"{n}s", "d", whole=True) == n
-    assert values.duration(str(n), "d") == n
+    assert times.duration(f"{n}s", "d", whole=True) == n
+    assert times.duration(str(n), "d") == n
 
 
 @given(st.one_of(st.text(max_size=40), DURATION_TEXT,
@@ -76,20 +76,20 @@ def test_whole_durations_round_trip(n: int) -> None:
                                   "2030-01-31T09:00:00Z", "10m"])))
 def test_time_is_in_range_or_refused(raw: str) -> None:
     try:
-        when = values.time(raw, "--since")
+        when = times.time(raw, "--since")
     except InvalidArgument as exc:
         assert str(exc).startswith("--since")
         return
     assert when.tzinfo is not None and when.utcoffset() == timedelta(0)
-    assert values.TIME_MIN <= when <= values.TIME_MAX
+    assert times.TIME_MIN <= when <= times.TIME_MAX
 
 
 @given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9998, 12, 31)),
        st.integers(-14 * 60, 14 * 60))
 def test_iso_times_round_trip(naive: datetime, offset_minutes: int) -> None:
     aware = naive.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))
-    assert values.time(aware.isoformat(), "t", relative=False) == aware
-    assert values.time(naive.isoformat(), "t") == naive.replace(tzinfo=UTC)
+    assert times.time(aware.isoformat(), "t", relative=False) == aware
+    assert times.time(naive.isoformat(), "t") == naive.replace(tzinfo=UTC)
 
 
 JSON = st.recursive(
@@ -143,7 +143,7 @@ LINE_FIELD = st.sampled_from(["type", "activity_type", "payload", "priority", "d
     st.binary(max_size=80),
 ))
 def test_ndjson_lines_become_specs_or_are_refused(line) -> None:
-    from runnerq_cli.backend.domain.specs import spec_from_line
+    from runnerq_cli.backend.domain.spec_lines import spec_from_line
     from runnerq_cli.backend.queue.queue import ActivitySpec
 
     try:

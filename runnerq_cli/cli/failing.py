@@ -28,7 +28,7 @@ def show_failures(backend: RunnerQ, since_seconds: float | None, output: str) ->
     from runnerq_cli.cli.output import OutputFormat, emit
     from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
     from runnerq_cli.cli.timefmt import stamp
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     window = since_seconds or DEFAULT_WINDOW
     found = backend.inspector.failures_by_type_and_error(since=timedelta(seconds=window),

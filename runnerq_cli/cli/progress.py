@@ -35,7 +35,7 @@ def progress_text(done: int, total: int | None, elapsed: float, unit: str,
     """`8,700 / 20,000 lines  19/s  9m55s left`; with the `share` of the input done
     instead of a total `8,700 lines  43%  19/s  42s left`; with neither `8,700 lines
     19/s` (`no_total`: followed by NO_TOTAL in brackets)."""
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     rate = done / elapsed if elapsed > 0 else 0.0
     count = f"{done:,} / {total:,} {unit}" if total is not None else f"{done:,} {unit}"

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runnerq_cli import values
+from runnerq_cli import times, values
 from runnerq_cli.errors import InvalidArgument
 from runnerq_cli.literal import literal
 
@@ -61,7 +61,7 @@ def parse_check(text: str, known: set[str] | frozenset[str],
     try:
         value = float(values.number(raw, what))
     except InvalidArgument:
-        value = values.duration(raw, what)
+        value = times.duration(raw, what)
     return Check(text, name, op, value)
 
 

@@ -24,7 +24,7 @@ PRIORITIES = {1: "Low", 2: "Normal", 3: "High", 4: "Critical"}
 LISTS = ("pending", "processing", "scheduled", "completed", "dead_letter")
 # What may reach RunnerQ's page, whose code writes some fields into innerHTML unescaped
 # (docs/console.md, "Data on RunnerQ's routes"): a worker id of the characters
-# `values.worker_id` allows at registration, an event type that is a name.
+# `texts.worker_id` allows at registration, an event type that is a name.
 _WORKER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _EVENT_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 

@@ -151,7 +151,7 @@ class Worker:
         self.burst = burst
         self.fail_on_error = fail_on_error
         self.max_activities = max_activities
-        from runnerq_cli.values import worker_id as checked_worker_id
+        from runnerq_cli.texts import worker_id as checked_worker_id
 
         self.worker_id = checked_worker_id(worker_id or default_worker_id())
         self.outbox_batch = outbox_batch

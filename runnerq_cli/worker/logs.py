@@ -70,8 +70,8 @@ def attempt_message(outcome: str, activity_type: str, activity_id: Any, attempt:
 
 
 def _retry_in(seconds: float | None, label: str) -> str:
-    """` retry_in=4s` (the one duration form, values.format_duration), or nothing."""
-    from runnerq_cli.values import format_duration
+    """` retry_in=4s` (the one duration form, times.format_duration), or nothing."""
+    from runnerq_cli.times import format_duration
 
     return "" if seconds is None else f" {label}{format_duration(seconds)}"
 

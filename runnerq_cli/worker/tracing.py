@@ -25,7 +25,8 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from runnerq_cli.backend.domain.tracecontext import FIELD, clean
+from runnerq_cli.backend.domain.tracecontext import FIELD
+from runnerq_cli.backend.domain.traceparent import clean
 from runnerq_cli.version import __version__
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ class Explanation:
 
 
 def _in(seconds: float) -> str:
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     return format_duration(abs(seconds))
 

@@ -42,7 +42,7 @@ from runnerq_cli.backend.views.failures import FailureGroup, group_failures
 from runnerq_cli.backend.views.shape_scan import malformed
 from runnerq_cli.errors import CommandFailed
 from runnerq_cli.plural import agreeing, counted
-from runnerq_cli.values import format_duration
+from runnerq_cli.times import format_duration
 
 
 def _init_command(queue: str) -> str:

@@ -16,7 +16,7 @@ from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.schedules import ScheduleInfo
 from runnerq_cli.backend.queue.workers import WorkerInfo
 from runnerq_cli.plural import agreeing, counted
-from runnerq_cli.values import format_duration
+from runnerq_cli.times import format_duration
 
 NAMES_SHOWN = 20  # schedules named in a check's facts
 

@@ -10,7 +10,7 @@ from runnerq_cli.backend.diagnosis.checks import CLOCK_SKEW_WARN
 from runnerq_cli.backend.domain.checks import Check, CheckStatus
 from runnerq_cli.backend.store.driver import Database
 from runnerq_cli.config import Settings
-from runnerq_cli.values import format_duration
+from runnerq_cli.times import format_duration
 
 
 def _server_facts(db: Database) -> dict[str, Any]:

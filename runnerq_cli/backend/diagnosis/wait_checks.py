@@ -27,7 +27,7 @@ from runnerq_cli.backend.queue.results import Results
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.hints import hinted
 from runnerq_cli.plural import counted
-from runnerq_cli.values import format_duration
+from runnerq_cli.times import format_duration
 
 WAIT_SCAN_LIMIT = 10_000  # waits on a result looked at per doctor run
 SUSPECTS_READ = 100  # awaits whose producer is gone or finished: their results read

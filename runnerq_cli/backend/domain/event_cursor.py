@@ -132,11 +132,11 @@ class EventFilter:
     worker_id: str | None = None
 
     def __post_init__(self) -> None:
-        from runnerq_cli import values
+        from runnerq_cli import filter_values
 
-        values.filter_terms(self.event_types, "event_types")
-        values.filter_terms(self.activity_types, "activity_types")
-        values.filter_term(self.worker_id, "worker_id")
+        filter_values.filter_terms(self.event_types, "event_types")
+        filter_values.filter_terms(self.activity_types, "activity_types")
+        filter_values.filter_term(self.worker_id, "worker_id")
 
     def query(self) -> dict[str, Any]:
         """Equality and `$in` filters only: user input never reaches an operator position."""

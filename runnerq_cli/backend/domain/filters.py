@@ -55,12 +55,12 @@ class ActivityFilter:
     worker: str | None = None
 
     def __post_init__(self) -> None:
-        from runnerq_cli import values
+        from runnerq_cli import filter_values
 
         object.__setattr__(self, "statuses", tuple(
             s if isinstance(s, Status) else Status.parse(s) for s in self.statuses))
         object.__setattr__(self, "types", tuple(
-            str(t) for t in values.filter_terms(self.types, "types")))
+            str(t) for t in filter_values.filter_terms(self.types, "types")))
         for key, _ in self.metadata:
             check_metadata_key(key)
         for name in ("since", "until"):
@@ -70,7 +70,7 @@ class ActivityFilter:
         if self.since is not None and self.until is not None and self.since > self.until:
             raise InvalidArgument("since is after until: nothing can match", "since", "until")
         check_error_contains(self.error_contains)
-        values.filter_term(self.worker, "worker")
+        filter_values.filter_term(self.worker, "worker")
 
     @property
     def is_empty(self) -> bool:

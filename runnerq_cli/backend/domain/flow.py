@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from runnerq_cli import values
+from runnerq_cli import times, values
 from runnerq_cli.errors import InvalidArgument
 
 FULL_BACKOFF = 0.5  # seconds a claimer leaves a full type alone (unless a slot of its frees)
@@ -50,7 +50,7 @@ class Rate:
         return {"count": self.count, "period_ms": self.period_ms}
 
     def __str__(self) -> str:
-        return f"{self.count}/{values.format_duration(self.period_ms / 1000)}"
+        return f"{self.count}/{times.format_duration(self.period_ms / 1000)}"
 
 
 def parse_rate(value: Any, what: str = "rate") -> Rate:
@@ -64,7 +64,7 @@ def parse_rate(value: Any, what: str = "rate") -> Rate:
     period_text = match.group(2).replace(" ", "")
     if period_text.isalpha():  # "100/m" is 100 per 1 m
         period_text = "1" + period_text
-    seconds = values.duration(period_text, f"{what} period")
+    seconds = times.duration(period_text, f"{what} period")
     period_ms = round(seconds * 1000)
     if period_ms < SHORTEST_PERIOD_MS or period_ms > LONGEST_PERIOD_MS:
         raise InvalidArgument(f"{what}: the period must be 1s to 1d, got {values.shown(value)}")
@@ -267,7 +267,7 @@ def _rate_full(starts: list[Mapping[str, Any]], rate: Rate,
 
 
 def _seconds(at: datetime, now: datetime) -> str:
-    return values.format_duration(max(0.0, (at - now).total_seconds()))
+    return times.format_duration(max(0.0, (at - now).total_seconds()))
 
 
 def full_keys(doc: Mapping[str, Any], now: datetime) -> list[str]:

@@ -31,7 +31,7 @@ def parse_import_line(number: int, raw: str | bytes) -> ImportLine:
     """
     from runnerq_cli import values
     from runnerq_cli.backend.domain.models import parse_activity_id
-    from runnerq_cli.backend.domain.specs import spec_from_data
+    from runnerq_cli.backend.domain.spec_lines import spec_from_data
 
     original = None
     try:

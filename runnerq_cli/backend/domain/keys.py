@@ -1,6 +1,8 @@
 """Idempotency keys (docs/design.md, "Idempotency keys"): the rules, written once, and a
 batch's decisions by them. `Enqueuer` (enqueueing.py) does the writes; `decide` says what
 a spec does with a key, whether the key came from a batch's reads or a one-by-one look.
+What enqueueing one spec did, `Outcome`, is outcomes.py's: an enqueue without a key
+has one too, and need not load the rules of keys.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
-from runnerq_cli.backend.domain.models import EnqueueResult, OnDuplicate, Status
-from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict, RunnerQError
+from runnerq_cli.backend.domain.models import OnDuplicate, Status
+from runnerq_cli.backend.domain.outcomes import Outcome as Outcome  # named here too
+from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.domain.specs import ActivitySpec
@@ -22,30 +25,6 @@ if TYPE_CHECKING:
 # A key whose activity is not (yet) visible is only taken over after this long:
 # younger, its enqueue may still be inserting the activity.
 ORPHAN_KEY_GRACE = timedelta(seconds=60)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What enqueueing one spec did (or, in a dry run, would do).
-
-    kind: enqueued (a new activity), existing (the key's holder returned),
-    duplicate (no-reuse: the key is held), not_failed (allow-reuse-on-failure: the
-    holder has not failed), refused (the server refused the document), would_enqueue
-    (dry run). `activity_id` is the new activity or the key's holder (None: a dry
-    run's earlier line would hold it).
-    """
-
-    kind: str
-    activity_id: uuid.UUID | None = None
-    status: str = Status.PENDING.value
-    error: RunnerQError | None = None
-
-    def result(self) -> EnqueueResult | RunnerQError:
-        """The public answer of `enqueue_many`: an EnqueueResult, or the error."""
-        if self.error is not None:
-            return self.error
-        assert self.activity_id is not None
-        return EnqueueResult(self.activity_id, self.kind == "enqueued", self.status)
 
 
 # A dry run's memory of the keys its earlier lines would take: digest -> (holder, status).

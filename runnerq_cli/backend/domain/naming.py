@@ -91,7 +91,7 @@ class CollectionNames:
 def default_worker_id() -> str:
     """The id a worker registers under when given none: `host-8hexdigits` (the registry's
     documents are keyed by it; the random part keeps two workers of one host apart). The
-    host name is kept to a worker id's characters (values.worker_id): a host name with
+    host name is kept to a worker id's characters (texts.worker_id): a host name with
     other characters would otherwise make an id the registry refuses."""
     host = re.sub(r"[^A-Za-z0-9._:@-]", "-", socket.gethostname())[:100] or "worker"
     return f"{host}-{uuid.uuid4().hex[:8]}"

@@ -6,7 +6,7 @@ Pure (no server): the CLI and the console check them before connecting, the part
 
 from __future__ import annotations
 
-from runnerq_cli import values
+from runnerq_cli import texts
 
 TEXT_MAX = 1000  # --reason
 ACTOR_MAX = 200  # --actor
@@ -18,4 +18,4 @@ def check_text(value: str | None, what: str) -> str | None:
     if value is None:
         return None
     limit = ACTOR_MAX if "actor" in what else TEXT_MAX
-    return values.one_line_text(value, what, max_chars=limit)
+    return texts.one_line_text(value, what, max_chars=limit)

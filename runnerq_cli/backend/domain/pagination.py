@@ -49,10 +49,10 @@ class ListFilter:
     key: str | None = None  # the flow key (docs/design.md, "Keys"): the keyed index serves it
 
     def __post_init__(self) -> None:
-        from runnerq_cli import values
+        from runnerq_cli import filter_values
         from runnerq_cli.backend.domain.specs import flow_key
 
-        values.filter_term(self.activity_type, "activity_type")
+        filter_values.filter_term(self.activity_type, "activity_type")
         check_error_contains(self.error_contains)
         if self.key is not None:
             flow_key(self.key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runnerq_cli import values
+from runnerq_cli import texts
 from runnerq_cli.errors import InvalidArgument
 
 MESSAGE_MAX = 200  # characters (code points): a line, not a log
@@ -39,7 +39,7 @@ def progress_document(done: Any, total: Any = None, message: Any = None) -> dict
             raise InvalidArgument("progress total must be above 0 (leave it out when unknown)",
                                   "total")
     if message is not None:  # shown on terminals: one line, no escapes (values.py)
-        doc["message"] = values.one_line_text(message, "progress message",
+        doc["message"] = texts.one_line_text(message, "progress message",
                                               max_chars=MESSAGE_MAX)
     return doc
 

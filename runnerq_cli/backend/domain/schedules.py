@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from runnerq_cli import values
+from runnerq_cli import inputs, times, values
 from runnerq_cli.backend.domain.models import (
     META_FIRE,
     META_FIRE_AT,
@@ -114,7 +114,7 @@ def parse_every(value: Any) -> float:
     text = value.strip() if isinstance(value, str) else value
     if isinstance(text, str) and text.lower().startswith("every"):
         text = text[5:].strip()
-    seconds = values.duration(text, "interval")
+    seconds = times.duration(text, "interval")
     if seconds < 0.001:
         raise InvalidArgument(f"interval must be more than 0, got {values.shown(value)}",
                               "every")
@@ -254,7 +254,7 @@ class ScheduleDef:
     def when_text(self) -> str:
         """The expression in words."""
         if self.every_seconds is not None:
-            return f"every {values.format_duration(self.every_seconds)}"
+            return f"every {times.format_duration(self.every_seconds)}"
         fields = cron_fields(self.cron)
         try:
             words = CronSim(fields, datetime(2000, 1, 1, tzinfo=UTC)).explain()
@@ -297,7 +297,7 @@ def _definition(data: Any) -> ScheduleDef:
         raise InvalidArgument("payload must be a mapping (a JSON object)")
     # The file's YAML has more than JSON (.nan, !!binary, timestamps): refused here, at
     # the input, never on reading a stored schedule (an activity's bounds, design.md).
-    values.json_data(payload)
+    inputs.json_data(payload)
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
@@ -307,20 +307,20 @@ def _definition(data: Any) -> ScheduleDef:
         payload, priority=data.get("priority", int(Priority.NORMAL)), metadata=metadata,
         max_retries=values.integer(data.get("max_retries", DEFAULT_MAX_RETRIES),
                                    "max_retries", minimum=0),
-        timeout_seconds=int(values.duration(data.get("timeout", DEFAULT_TIMEOUT_SECONDS),
+        timeout_seconds=int(times.duration(data.get("timeout", DEFAULT_TIMEOUT_SECONDS),
                                             "timeout", minimum=1, whole=True)),
-        delay_seconds=values.duration(data.get("delay", 0), "delay"))
+        delay_seconds=times.duration(data.get("delay", 0), "delay"))
     every = data.get("every")
     return ScheduleDef(
         name, template, cron=data.get("cron"),
         every_seconds=None if every is None else parse_every(every),
         timezone=data.get("timezone", "UTC"),
         start_at=_time(data.get("start"), "start"), end_at=_time(data.get("end"), "end"),
-        jitter_seconds=values.duration(data.get("jitter", 0), "jitter"),
+        jitter_seconds=times.duration(data.get("jitter", 0), "jitter"),
         missed=data.get("missed", "skip"),
         max_catchup=values.integer(data.get("max_catchup", DEFAULT_MAX_CATCHUP),
                                    "max_catchup", minimum=1, maximum=MAX_CATCHUP_BOUND),
-        grace_seconds=values.duration(data.get("grace", DEFAULT_GRACE), "grace", minimum=1),
+        grace_seconds=times.duration(data.get("grace", DEFAULT_GRACE), "grace", minimum=1),
         overlap=data.get("overlap", "allow"))
 
 
@@ -332,7 +332,7 @@ def _time(value: Any, what: str) -> datetime | None:
     if isinstance(value, date):  # YAML's unquoted 2030-01-02: midnight where?
         raise InvalidArgument(f"{what}: a date alone does not say in which zone it starts; "
                               f"give a time, such as {value.isoformat()}T00:00:00Z", what)
-    return values.time(value, what, relative=False)
+    return times.time(value, what, relative=False)
 
 
 # ------------------------------------------------------------------ instants

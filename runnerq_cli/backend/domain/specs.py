@@ -1,8 +1,10 @@
-"""Activity specs from what users type: command-line options and NDJSON lines.
+"""Activity specs: `ActivitySpec`, its bounds, and its options from what users type.
 
-`enqueue` (its flags and `--from` lines) and `dlq import` read the same line
-format; every value goes through `values.py`, and `ActivitySpec` checks the
-whole, so a line is refused once, with one message, whatever reads it.
+`enqueue` (its flags and `--from` lines) and `dlq import` read the same options;
+every value goes through `values.py` (durations and times through times.py), and
+`ActivitySpec` checks the whole, so a value is refused once, with one message,
+whatever reads it. A whole NDJSON line (`enqueue --from`, `dlq import`) is read by
+spec_lines.py: a plain enqueue reads none, and need not compile it.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli import values
 from runnerq_cli.backend.domain import tracecontext
 from runnerq_cli.backend.domain.models import (
-    EXPORT_INFO_FIELDS,
     OnDuplicate,
     Priority,
     check_metadata_key,
 )
+from runnerq_cli.backend.domain.sizes import ACTIVITY_TYPE_MAX, IDEMPOTENCY_KEY_MAX_BYTES
 from runnerq_cli.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -39,7 +41,9 @@ def flow_key(value: Any, what: str = "key") -> str:
     checks it and only claims and `limit` need the rest."""
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"{what}: expected a non-empty text, got {values.shown(value)}")
-    return values.one_line_text(value, what, max_chars=KEY_MAX_CHARS)
+    from runnerq_cli.texts import one_line_text
+
+    return one_line_text(value, what, max_chars=KEY_MAX_CHARS)
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,8 @@ class ActivitySpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     on_duplicate: OnDuplicate | str = OnDuplicate.RETURN_EXISTING
-    # W3C trace context (tracecontext.py): None takes the caller's current one, if any; a
-    # malformed one is dropped, never refused (docs/design.md, "Trace context").
+    # W3C trace context (tracecontext.py, traceparent.py): None takes the caller's current
+    # one, if any; a malformed one is dropped, never refused (docs/design.md, "Trace context").
     trace_context: Mapping[str, str] | None = None
     # The id to give the activity (None: a new random one); the conformance driver's
     # runner chooses ids.
@@ -76,9 +80,12 @@ class ActivitySpec:
     debounce_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "trace_context", tracecontext.current()
-                           if self.trace_context is None else tracecontext.clean(
-                               self.trace_context))
+        if self.trace_context is None:
+            object.__setattr__(self, "trace_context", tracecontext.current())
+        else:
+            from runnerq_cli.backend.domain.traceparent import clean
+
+            object.__setattr__(self, "trace_context", clean(self.trace_context))
         object.__setattr__(self, "priority", Priority.parse(self.priority))
         object.__setattr__(self, "on_duplicate", OnDuplicate.parse(self.on_duplicate))
         if not isinstance(self.activity_type, str) or not self.activity_type.strip():
@@ -108,7 +115,7 @@ class ActivitySpec:
         if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 0:
             raise InvalidArgument("depth must be a whole number of at least 0")
         self._check_flow()
-        values.activity_limits(self)  # storable payload, bounded numbers and times
+        activity_limits(self)  # storable payload, bounded numbers and times
 
     def _check_flow(self) -> None:
         """A key is text of 1-200 characters; a debounce needs one, and is the delay."""
@@ -119,7 +126,9 @@ class ActivitySpec:
         if self.key is None:
             raise InvalidArgument("debounce needs a key: activities are debounced per key",
                                   "debounce_seconds")
-        seconds = values.duration(self.debounce_seconds, "debounce_seconds", maximum=86400)
+        from runnerq_cli.times import duration
+
+        seconds = duration(self.debounce_seconds, "debounce_seconds", maximum=86400)
         if seconds <= 0:
             raise InvalidArgument("debounce_seconds: must be longer than 0 seconds")
         if self.delay_seconds is not None or self.scheduled_at is not None:
@@ -142,11 +151,6 @@ class ActivitySpec:
         return None
 
 
-# Fields of one NDJSON line of `enqueue --from` (and the ActivitySpec option each feeds).
-LINE_FIELDS = ("type", "activity_type", "payload", "priority", "delay", "at", "max_retries",
-               "timeout", "retry_delay", "metadata", "idempotency_key", "on_duplicate", "key")
-
-
 def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
                  max_retries: Any = None, timeout: Any = None, retry_delay: Any = None,
                  metadata: dict[str, str] | None = None, idempotency_key: Any = None,
@@ -163,18 +167,12 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
         options["priority"] = Priority.parse(priority)
     if delay is not None and at is not None:
         raise InvalidArgument(f"give {name('delay')} or {name('at')}, not both")
-    if delay is not None:
-        options["delay_seconds"] = values.duration(delay, name("delay"))
-    if at is not None:
-        options["scheduled_at"] = values.time(at, name("at"), relative=False)
+    if delay is not None or at is not None:
+        options.update(_timing_options(name, delay=delay, at=at))
     if max_retries is not None:
         options["max_retries"] = values.integer(max_retries, name("max_retries"), minimum=0)
-    if timeout is not None:
-        options["timeout_seconds"] = values.duration(timeout, name("timeout"), minimum=1,
-                                                     whole=True)
-    if retry_delay is not None:
-        options["retry_delay_seconds"] = values.duration(retry_delay, name("retry_delay"),
-                                                         whole=True)
+    if timeout is not None or retry_delay is not None:
+        options.update(_timing_options(name, timeout=timeout, retry_delay=retry_delay))
     if metadata:
         options["metadata"] = metadata
     if idempotency_key is not None:
@@ -186,41 +184,45 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
     return options
 
 
-def spec_from_line(text: str | bytes, defaults: dict[str, Any]) -> ActivitySpec:
-    """One NDJSON line into an ActivitySpec; InvalidArgument with the reason otherwise."""
-    return spec_from_data(values.json_value(text, ""), defaults)
+def _timing_options(name: Callable[[str], str], *, delay: Any = None, at: Any = None,
+                    timeout: Any = None, retry_delay: Any = None) -> dict[str, Any]:
+    """The options of `spec_options` that are durations or a time, in its order (times.py,
+    loaded only when one is given: a plain enqueue gives none)."""
+    from runnerq_cli.times import duration, time
+
+    options: dict[str, Any] = {}
+    if delay is not None:
+        options["delay_seconds"] = duration(delay, name("delay"))
+    if at is not None:
+        options["scheduled_at"] = time(at, name("at"), relative=False)
+    if timeout is not None:
+        options["timeout_seconds"] = duration(timeout, name("timeout"), minimum=1, whole=True)
+    if retry_delay is not None:
+        options["retry_delay_seconds"] = duration(retry_delay, name("retry_delay"), whole=True)
+    return options
 
 
-def spec_from_data(data: Any, defaults: dict[str, Any]) -> ActivitySpec:
-    """A decoded NDJSON line (see `spec_from_line`) into an ActivitySpec."""
-    if not isinstance(data, dict):
-        raise InvalidArgument("expected a JSON object per line")
-    # A `dlq export` line's provenance fields are ignored; any other unknown one is a typo.
-    unknown = sorted(set(data) - set(LINE_FIELDS) - set(EXPORT_INFO_FIELDS))
-    if unknown:
-        raise InvalidArgument(f"unknown field {unknown[0]!r} (known: {', '.join(LINE_FIELDS)})")
-    if "type" in data and "activity_type" in data and data["type"] != data["activity_type"]:
-        raise InvalidArgument("give type or activity_type, not both")
-    activity_type = data.get("type", data.get("activity_type"))
-    if not isinstance(activity_type, str) or not activity_type.strip():
-        raise InvalidArgument("missing activity type (field 'type')")
-    payload = data.get("payload", {})
-    if not isinstance(payload, dict):
-        raise InvalidArgument("payload must be a JSON object")
-    metadata = data.get("metadata")
-    if metadata is not None and not (isinstance(metadata, dict) and all(
-            isinstance(v, str) for v in metadata.values())):
-        raise InvalidArgument("metadata must be an object of strings")
-    options = dict(defaults)
-    if "delay" in data or "at" in data:  # a line's own schedule replaces the flag's
-        options.pop("delay_seconds", None)
-        options.pop("scheduled_at", None)
-    options.update(spec_options(
-        priority=data.get("priority"), delay=data.get("delay"), at=data.get("at"),
-        max_retries=data.get("max_retries"), timeout=data.get("timeout"),
-        retry_delay=data.get("retry_delay"),
-        metadata={**defaults.get("metadata", {}), **(metadata or {})} or None,
-        idempotency_key=data.get("idempotency_key"), on_duplicate=data.get("on_duplicate")))
-    if "key" in data:  # a line's own key replaces the flag's
-        options["key"] = flow_key(data["key"])
-    return ActivitySpec(activity_type, payload, **options)
+def activity_limits(spec: ActivitySpec) -> None:
+    """The bounds of an ActivitySpec that its type checks do not cover: text that can be
+    stored within its bound (sizes.py), a storable payload, and numbers and times
+    MongoDB and datetime arithmetic can hold. Errors name the parameter
+    (activity_type, metadata, idempotency_key, payload)."""
+    values.stored_text(spec.activity_type, "activity_type", max_chars=ACTIVITY_TYPE_MAX)
+    if spec.idempotency_key is not None:
+        values.stored_text(spec.idempotency_key, "idempotency_key",
+                           max_bytes=IDEMPOTENCY_KEY_MAX_BYTES)
+    values.metadata(spec.metadata)
+    values.payload(spec.payload)
+    for name in ("max_retries", "timeout_seconds", "retry_delay_seconds"):
+        value = getattr(spec, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            values.integer(value, name, maximum=values.INT64_MAX if name == "max_retries"
+                           else int(values.MAX_DURATION))
+    if isinstance(spec.delay_seconds, int | float) and not isinstance(spec.delay_seconds, bool):
+        from runnerq_cli.times import duration
+
+        duration(spec.delay_seconds, "delay")
+    if isinstance(spec.scheduled_at, datetime) and spec.scheduled_at.tzinfo is not None:
+        from runnerq_cli.times import time
+
+        time(spec.scheduled_at, "scheduled_at", relative=False)

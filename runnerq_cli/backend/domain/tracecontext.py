@@ -10,52 +10,18 @@ the context from TRACEPARENT and TRACESTATE (`from_environment`), with or withou
 OpenTelemetry.
 
 A bad value is never an error: W3C says a receiver that cannot parse `traceparent`
-starts a new trace. `clean` drops a malformed `traceparent` (and so the whole context),
-and a malformed or oversized `tracestate` alone; readers of the stored field do the same.
+starts a new trace. `clean` (traceparent.py: W3C's rules, loaded only when there is a
+context to check, which a plain enqueue has not) drops a malformed `traceparent` (and
+so the whole context), and a malformed or oversized `tracestate` alone; readers of the
+stored field do the same.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
-from typing import Any
 
 FIELD = "trace_context"
-TRACEPARENT_MAX = 256  # version 00 is 55 characters; a later version may be longer
-TRACESTATE_MAX = 512  # W3C: a vendor should propagate at least 512 characters
-# version-traceid-parentid-flags (lowercase hex); a later version may append "-..." fields.
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
-_TRACESTATE = re.compile(r"[\x20-\x7e]*")  # printable ASCII (list members, commas, spaces)
-
-
-def valid_traceparent(value: Any) -> bool:
-    """W3C Trace Context level 1: version ff and all-zero ids are invalid; version 00
-    has exactly four fields."""
-    if not isinstance(value, str) or len(value) > TRACEPARENT_MAX:
-        return False
-    match = _TRACEPARENT.fullmatch(value)
-    if match is None:
-        return False
-    version, trace_id, span_id, _flags, rest = match.groups()
-    if version == "ff" or trace_id == "0" * 32 or span_id == "0" * 16:
-        return False
-    return not (version == "00" and rest)
-
-
-def clean(value: Any) -> dict[str, str] | None:
-    """The stored form of a trace context, or None when there is none worth storing."""
-    if not isinstance(value, Mapping):
-        return None
-    parent = value.get("traceparent")
-    if not valid_traceparent(parent):
-        return None
-    out = {"traceparent": str(parent)}
-    state = value.get("tracestate")
-    if (isinstance(state, str) and state.strip() and len(state) <= TRACESTATE_MAX
-            and _TRACESTATE.fullmatch(state)):
-        out["tracestate"] = state
-    return out
 
 
 def current() -> dict[str, str] | None:
@@ -67,6 +33,8 @@ def current() -> dict[str, str] | None:
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError:  # a partial install: no context rather than no enqueue
         return None
+    from runnerq_cli.backend.domain.traceparent import clean
+
     carrier: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(carrier)
     return clean(carrier)
@@ -77,5 +45,7 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
     parent = environ.get("TRACEPARENT")
     if parent is None:
         return None
+    from runnerq_cli.backend.domain.traceparent import clean
+
     return clean({"traceparent": parent.strip(),
                   "tracestate": environ.get("TRACESTATE", "").strip()})

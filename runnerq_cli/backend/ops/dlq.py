@@ -124,9 +124,9 @@ class DeadLetters:
         """
         if max_count is not None and max_count < 1:
             raise InvalidArgument("max_count must be at least 1", "max_count")
-        from runnerq_cli import values
+        from runnerq_cli.filter_values import filter_terms
 
-        type_list = list(values.filter_terms(types, "types"))
+        type_list = list(filter_terms(types, "types"))
         query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
         if type_list:
             query["activity_type"] = {"$in": type_list}

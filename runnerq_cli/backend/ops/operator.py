@@ -195,9 +195,9 @@ class Operator:
             raise InvalidArgument("limit must be at least 1", "limit")
         if batch_size is not None and not 1 <= batch_size <= 10_000:
             raise InvalidArgument("batch_size must be between 1 and 10000", "batch_size")
-        from runnerq_cli import values
+        from runnerq_cli.filter_values import filter_terms
 
-        type_list = list(values.filter_terms(types, "types"))
+        type_list = list(filter_terms(types, "types"))
         query: dict[str, Any] = {"status": Status.DEAD_LETTER.value}
         if type_list:
             query["activity_type"] = {"$in": type_list}

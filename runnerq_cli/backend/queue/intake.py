@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from runnerq_cli import values
-from runnerq_cli.backend.domain.keys import Outcome
+from runnerq_cli.backend.domain.outcomes import Outcome
 from runnerq_cli.backend.domain.sizes import INPUT_BATCH_BYTES, PAYLOAD_TEXT_MAX
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.queue.enqueueing import Enqueuer
@@ -126,7 +126,7 @@ class EnqueueReport:
 
 def parse_line(text: bytes | None, defaults: dict[str, Any]) -> ActivitySpec:
     """One line into an ActivitySpec; InvalidArgument saying why otherwise."""
-    from runnerq_cli.backend.domain.specs import spec_from_line
+    from runnerq_cli.backend.domain.spec_lines import spec_from_line
 
     if text is None:
         raise InvalidArgument(f"line longer than {PAYLOAD_TEXT_MAX} bytes; a payload may take "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo import ReturnDocument
 
-from runnerq_cli import values
+from runnerq_cli import texts
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
@@ -245,7 +245,7 @@ class Maintenance(QueueChores):
             raise InvalidArgument(
                 f"the queue has {counted(before, 'partition')}; a queue's partitions can only grow "
                 f"(activities of the partitions dropped would never be claimed again)")
-        who = values.one_line_text(actor, "actor", max_chars=200) if actor is not None \
+        who = texts.one_line_text(actor, "actor", max_chars=200) if actor is not None \
             else _os_user()
         strays = {FIELD: None}  # absent or null, as doctor counts them (partition_1__id_1)
         if not write:

@@ -80,7 +80,7 @@ class WorkerRegistry:
 
     def register_worker(self, worker_id: str, *, types: list[str] | tuple[str, ...] = (),
                         concurrency: int = 1) -> None:
-        from runnerq_cli.values import worker_id as checked_worker_id
+        from runnerq_cli.texts import worker_id as checked_worker_id
 
         checked_worker_id(worker_id)  # InvalidArgument: nothing written
         now = self._ctx.clock()

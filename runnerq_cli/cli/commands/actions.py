@@ -115,15 +115,15 @@ class Request:
 
 def _filter(req: Request) -> ActivityFilter:
     """The ActivityFilter of the filter options (InvalidArgument on bad values)."""
-    from runnerq_cli import values
+    from runnerq_cli import times
     from runnerq_cli.backend.domain.filters import ActivityFilter
     from runnerq_cli.backend.domain.models import Status, parse_metadata_pairs
 
     return ActivityFilter(
         statuses=tuple(Status.parse(s) for s in req.status or ()),
         types=tuple(req.types or ()),
-        since=values.optional_time(req.since, "--since"),
-        until=values.optional_time(req.until, "--until"),
+        since=times.optional_time(req.since, "--since"),
+        until=times.optional_time(req.until, "--until"),
         metadata=tuple(parse_metadata_pairs(req.metadata or [], "--metadata").items()),
         error_contains=req.error_contains, worker=req.worker)
 
@@ -367,7 +367,7 @@ def _print_sample(sample: list[dict[str, Any]]) -> None:
     """The sample as a table that fits the screen, like `list`: ids as unique prefixes
     (accepted back by every command), the error given the room left."""
     from runnerq_cli.cli.tables import Column, print_table, unique_prefixes
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     prefixes = unique_prefixes([row["id"] for row in sample])
     columns = [Column("id"), Column("type", style="bold"), Column("status", drop=2),
@@ -475,7 +475,7 @@ def _redrive_preview(activities: list[dict[str, Any]]) -> list[str]:
 
 def _purge_preview(counts: dict[str, int], settings: Any) -> list[str]:
     """Which activities a purge would delete: kind, count and the retention behind it."""
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     return ["past their retention (deleted with their results and events):",
             f"  {counts.get('completed', 0)} completed, finished over "
@@ -488,13 +488,13 @@ def _when(at: str | None, delay: str | None) -> Any:
     """The time of --at TIME or --delay DURATION (exactly one)."""
     from datetime import timedelta
 
-    from runnerq_cli import values
+    from runnerq_cli import times
 
     if (at is None) == (delay is None):
         raise InvalidArgument("give exactly one of --at TIME or --delay DURATION")
     if delay is not None:  # from the server's clock, once connected (_run)
-        return timedelta(seconds=values.duration(delay, "--delay"))
-    return values.time(at, "--at", relative=False)
+        return timedelta(seconds=times.duration(delay, "--delay"))
+    return times.time(at, "--at", relative=False)
 
 
 # ----------------------------------------------------------------- commands
@@ -612,14 +612,14 @@ def redrive(
     batch_size: int = BATCH_OPT,
 ) -> None:
     """Move every dead-lettered activity back to pending (from attempt 1)."""
-    from runnerq_cli import values
+    from runnerq_cli import filter_values
     from runnerq_cli.backend.domain.sizes import MAX_BULK
     from runnerq_cli.cli.interrupt import stop_on_signal
     from runnerq_cli.cli.progress import BulkProgress
 
     if max_count is not None and not 1 <= max_count <= MAX_BULK:
         raise InvalidArgument(f"--max must be between 1 and {MAX_BULK}, got {max_count}")
-    values.filter_terms(types, "--type")  # before the server: bad input is answered at once
+    filter_values.filter_terms(types, "--type")  # before the server: bad input is answered at once
     backend = _audited_backend(ctx, reason, actor)
     # The console's path: the preview bounded by the max, then exactly the ids shown.
     report = backend.operator.redrive(types, dry_run=True, error_contains=error_contains,

@@ -32,11 +32,11 @@ def audit(
 ) -> None:
     """Who did what, when and why: operator actions with their activity ids. A run that was
     stopped midway (a signal, a crash) is shown INTERRUPTED with how far it got."""
-    from runnerq_cli import values
+    from runnerq_cli import filter_values, times
 
-    when = values.optional_time(since, "--since")
-    values.filter_term(actor, "--actor")
-    values.filter_term(action, "--action")
+    when = times.optional_time(since, "--since")
+    filter_values.filter_term(actor, "--actor")
+    filter_values.filter_term(action, "--action")
     backend = state(ctx).backend()
     entries = backend.audit_log.audit(since=when, actor=actor, action=action, limit=limit)
     records = [e.to_json() for e in entries]

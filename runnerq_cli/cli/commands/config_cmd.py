@@ -31,7 +31,7 @@ def _config_file(config_path: str | None) -> Path | None:
 def _display(value: Any, key_path: str) -> str:
     """Human form of a value: durations as 30s/5m, lists comma-separated, None as '-'."""
     from runnerq_cli.config import KEYS_BY_PATH
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     if value is None:
         return "-"

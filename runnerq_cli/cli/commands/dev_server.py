@@ -54,7 +54,7 @@ def dev_server(
     import threading
     from pathlib import Path
 
-    from runnerq_cli import values
+    from runnerq_cli import paths
     from runnerq_cli.cli.devserver import start_in_thread
     from runnerq_cli.cli.output import fail
     from runnerq_cli.cli.state import state
@@ -63,7 +63,7 @@ def dev_server(
     if init:
         cli.settings()  # a bad queue name or config fails before the server starts
     if path is not None:
-        values.writable_file(path, "--path")
+        paths.writable_file(path, "--path")
     busy = _port_free(host, port)
     if busy:
         fail(f"cannot listen on {host}:{port}: {busy} (is a MongoDB already running there? "

@@ -206,7 +206,7 @@ def queues_cmd(
         typer.echo(f"no RunnerQ queues in database {cli.settings().database}")
         return
     from runnerq_cli.cli.tables import Column, print_table
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     # Waiting (parked durable activities) only where some queue has any: a queue without
     # durable work keeps the table it had, and at 80 columns the waiting count stays
@@ -311,12 +311,12 @@ def metrics_serve(
     import sys
     import threading
 
-    from runnerq_cli import values
+    from runnerq_cli import times
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
 
-    interval = values.duration(min_interval, "--min-interval")
-    window_seconds = values.duration(window, "--window")
+    interval = times.duration(min_interval, "--min-interval")
+    window_seconds = times.duration(window, "--window")
     if window_seconds < 1:
         raise InvalidArgument("--window must be at least 1s")
     cli = state(ctx)

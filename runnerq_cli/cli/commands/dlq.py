@@ -54,9 +54,9 @@ def export(
     import contextlib
     import os
 
-    from runnerq_cli import values
+    from runnerq_cli import times
 
-    when = values.optional_time(since, "--since")
+    when = times.optional_time(since, "--since")
     backend = state(ctx).backend()
     tmp = None if out_file == "-" else f"{out_file}.tmp"
     count = 0

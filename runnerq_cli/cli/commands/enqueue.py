@@ -220,7 +220,6 @@ def _options_of_flags(*, metadata: list[str], **flags: Any) -> dict[str, Any]:
 def _flow_options(key: str | None, debounce: str | None,
                   from_file: str | None) -> dict[str, Any]:
     """--key and --debounce (docs/design.md, "Flow control"), each checked."""
-    from runnerq_cli import values
     from runnerq_cli.backend.domain.specs import flow_key
 
     options: dict[str, Any] = {}
@@ -231,7 +230,9 @@ def _flow_options(key: str | None, debounce: str | None,
             raise InvalidArgument("--debounce applies to one activity, not to --from")
         if key is None:
             raise InvalidArgument("--debounce needs --key: activities are debounced per key")
-        seconds = values.duration(debounce, "--debounce", maximum=86400)
+        from runnerq_cli.times import duration
+
+        seconds = duration(debounce, "--debounce", maximum=86400)
         if seconds <= 0:
             raise InvalidArgument(f"--debounce: must be longer than 0 seconds, got {debounce!r}")
         options["debounce_seconds"] = seconds
@@ -243,13 +244,15 @@ def _checked_flags(activity_type: str | None, from_file: str | None, payload: st
                    wait_timeout: str | None) -> float | None:
     """The flags that do not go together, refused before anything is read or written;
     the seconds of --wait-timeout."""
-    from runnerq_cli import values
-
     if (wait or wait_timeout) and from_file is not None:
         raise InvalidArgument("--wait applies to one activity, not to --from")
     if wait_timeout is not None and not wait:
         raise InvalidArgument("--wait-timeout needs --wait")
-    wait_seconds = values.duration(wait_timeout, "--wait-timeout") if wait_timeout else None
+    wait_seconds = None
+    if wait_timeout:
+        from runnerq_cli.times import duration  # a plain enqueue parses no duration
+
+        wait_seconds = duration(wait_timeout, "--wait-timeout")
     if from_file is not None:
         if activity_type is not None:
             raise InvalidArgument("give an activity TYPE or --from FILE, not both")

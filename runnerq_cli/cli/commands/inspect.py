@@ -22,7 +22,7 @@ ID_HELP = "The activity's id, or its first 8 or more hex digits (as text views s
 
 
 def _ago(value: object, now: object) -> str:
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     if value is None:
         return "-"
@@ -136,7 +136,7 @@ def list_cmd(
     """List activities in one status, one page at a time (stable under concurrent inserts)."""
     import sys
 
-    from runnerq_cli import values
+    from runnerq_cli import filter_values, times
     from runnerq_cli.backend.domain.models import Status
     from runnerq_cli.backend.domain.pagination import ListFilter, parse_metadata
     from runnerq_cli.backend.domain.specs import flow_key
@@ -144,10 +144,10 @@ def list_cmd(
     from runnerq_cli.cli.state import state
 
     parsed = Status.parse(status)
-    values.filter_term(activity_type, "--type")
-    values.filter_term(after, "--after", " (leave it out for the first page)")
+    filter_values.filter_term(activity_type, "--type")
+    filter_values.filter_term(after, "--after", " (leave it out for the first page)")
     filters = ListFilter(activity_type=activity_type,
-                         since=values.optional_time(since, "--since"),
+                         since=times.optional_time(since, "--since"),
                          metadata=parse_metadata(metadata or [], "--metadata"),
                          error_contains=error_contains,
                          key=None if key is None else flow_key(key, "--key"))
@@ -383,13 +383,13 @@ def wait_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Block until the activity is terminal, print its result, exit by its outcome."""
-    from runnerq_cli import values
+    from runnerq_cli import times
     from runnerq_cli.cli.ids import activity_id as resolve_id
     from runnerq_cli.cli.outage_notes import watch
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.wait_report import report
 
-    seconds = values.duration(timeout, "--timeout") if timeout else None
+    seconds = times.duration(timeout, "--timeout") if timeout else None
     backend = state(ctx).backend()
     # The server away once the wait has begun: noted, waited for (within --timeout).
     outcome = backend.wait(resolve_id(backend, activity_id), seconds, outage=watch())
@@ -403,12 +403,12 @@ def workers_cmd(
     output: OutputFormat = output_option(),
 ) -> None:
     """Workers in the registry: id, host, pid, types, in flight, counters, last seen."""
-    from runnerq_cli import values
+    from runnerq_cli import times
     from runnerq_cli.cli.output import console, emit
     from runnerq_cli.cli.state import state
     from runnerq_cli.cli.words import describe_pause, wrap
 
-    stale_seconds = values.duration(stale_after, "--stale-after")
+    stale_seconds = times.duration(stale_after, "--stale-after")
     backend = state(ctx).backend()
     workers = backend.registry.list_workers(stale_seconds)
     now = backend.now()

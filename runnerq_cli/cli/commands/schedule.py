@@ -349,9 +349,9 @@ def scheduler(
     import signal
     import threading
 
-    from runnerq_cli import values
+    from runnerq_cli import times
 
-    every = values.duration(interval, "--interval", minimum=0.05)
+    every = times.duration(interval, "--interval", minimum=0.05)
     backend = state(ctx).backend()
     stop = threading.Event()
 
@@ -366,7 +366,7 @@ def scheduler(
         import sys
 
         from runnerq_cli.cli.foreground import how_to_stop
-        from runnerq_cli.values import format_duration
+        from runnerq_cli.times import format_duration
 
         sys.stderr.write(f"scheduler for queue {backend.queue}: firing its due "
                          f"schedules every {format_duration(every)}, one line per round "

@@ -79,7 +79,7 @@ def _status_style(status: str, n: int) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     if value is None:
         return "-"
@@ -165,7 +165,7 @@ def _history_view(history: History, max_types: int | None = None) -> Any:
     from rich.text import Text
 
     from runnerq_cli.literal import rich_text
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     since = format_duration(history["since_seconds"])
     table = Table(box=None, header_style="bold", pad_edge=False, show_edge=False,
@@ -273,7 +273,7 @@ def _info_view(snap: StatsSnapshot, previous: StatsSnapshot | None) -> Any:
     from rich.text import Text
 
     from runnerq_cli.literal import rich_text
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     oldest = snap.get("oldest_pending")
     tp, lat, workers = snap["throughput"], snap["latency"], snap["workers"]
@@ -350,7 +350,7 @@ def schedules_line(summary: Mapping[str, Any]) -> Any:
     from rich.text import Text
 
     from runnerq_cli.literal import literal
-    from runnerq_cli.values import format_duration
+    from runnerq_cli.times import format_duration
 
     if not summary["count"]:
         return Text("none", style="dim")
@@ -442,7 +442,7 @@ def stats_cmd(
     Counts of pending, scheduled, running, failed, dead-letter and cancelled
     activities are exact; completed (and so the total) is an estimate, marked ≈.
     """
-    from runnerq_cli import values
+    from runnerq_cli import times, values
     from runnerq_cli.backend.domain.snapshots import CHECK_DURATIONS, CHECK_NAMES
     from runnerq_cli.cli.state import state, warn_if_missing
     from runnerq_cli.cli.stats_checks import parse_check
@@ -450,12 +450,12 @@ def stats_cmd(
 
     if by not in (None, *STATS_BY):
         raise InvalidArgument(f"--by {values.shown(by)}: one of {', '.join(STATS_BY)}")
-    history = (values.duration(since, "--since", minimum=60.0, maximum=90 * 86400.0)
+    history = (times.duration(since, "--since", minimum=60.0, maximum=90 * 86400.0)
                if since is not None else None)
     checks = [parse_check(text, CHECK_NAMES, CHECK_DURATIONS) for text in check or []]
     if watch and (checks or output is not StatsOutput.TEXT):
         raise InvalidArgument("--watch is a view for people: use it without --check and -o")
-    pause = values.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
+    pause = times.duration(interval, "--interval", minimum=0.1, maximum=86400.0)
     backend = state(ctx).backend()
     if by == "error":
         if watch or checks or output in EXPOSITIONS:
@@ -465,7 +465,7 @@ def stats_cmd(
 
         show_failures(backend, history, output.value)
         return
-    latency_window = values.duration(window, "--window")
+    latency_window = times.duration(window, "--window")
     history_seconds = history or (HOUR if watch else None)
 
     def take() -> StatsSnapshot:

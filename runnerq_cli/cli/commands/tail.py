@@ -26,7 +26,7 @@ CURSOR_MAX_CHARS = 1_000_000  # far above any real cursor; bounds what a wrong f
 def _split(values: list[str] | None, flag: str) -> tuple[str, ...]:
     """`--type a,b --type c` as (a, b, c); an empty one (`--type ''`, `--type a,,b`) is
     refused: it must not widen the tail to every type."""
-    from runnerq_cli.values import filter_terms
+    from runnerq_cli.filter_values import filter_terms
 
     out: list[str] = []
     for value in values or []:
@@ -111,7 +111,7 @@ def tail_events(
     """
     import os
 
-    from runnerq_cli import values
+    from runnerq_cli import filter_values, paths, times
     from runnerq_cli.cli.state import state
     from runnerq_cli.errors import InvalidArgument
 
@@ -119,10 +119,10 @@ def tail_events(
         raise InvalidArgument(f"--mode {mode!r}: use auto, change-stream or poll")
     # `--resume "$CURSOR"` or `--activity "$ID"` with the variable unset: refused, never
     # the whole history or every activity's events
-    values.filter_term(resume, "--resume", "")
-    values.filter_term(cursor_file, "--cursor-file", "")
-    values.filter_term(activity, "--activity")
-    values.filter_term(worker, "--worker")
+    filter_values.filter_term(resume, "--resume", "")
+    filter_values.filter_term(cursor_file, "--cursor-file", "")
+    filter_values.filter_term(activity, "--activity")
+    filter_values.filter_term(worker, "--worker")
     if since is not None and (resume or (cursor_file and os.path.exists(cursor_file))):
         raise InvalidArgument("give --since or a cursor to resume from, not both")
     if activity:  # a full id, or a prefix as text views print it (one query)
@@ -130,11 +130,11 @@ def tail_events(
 
         activity = str(activity_id(state(ctx).backend(), activity))
     filters = _filters(event_type, activity_type, activity, worker)
-    start = values.optional_time(since, "--since")
-    values.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)
-    values.duration(settle, "--settle", maximum=3600.0)
+    start = times.optional_time(since, "--since")
+    times.duration(poll_interval, "--poll-interval", minimum=0.01, maximum=3600.0)
+    times.duration(settle, "--settle", maximum=3600.0)
     if cursor_file:
-        cursor_file = values.writable_file(cursor_file, "--cursor-file")
+        cursor_file = paths.writable_file(cursor_file, "--cursor-file")
     backend = state(ctx).backend()
     cursor = _start_cursor(backend, resume, cursor_file, start, follow)
     stream = backend.event_stream(cursor=cursor, filters=filters, mode=mode, follow=follow,

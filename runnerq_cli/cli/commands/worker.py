@@ -93,7 +93,7 @@ def worker(
     if fail_on_error and not burst:
         raise InvalidArgument("--fail-on-error needs --burst")
     if worker_id is not None:  # before anything connects or registers
-        from runnerq_cli.values import worker_id as checked_worker_id
+        from runnerq_cli.texts import worker_id as checked_worker_id
 
         try:
             checked_worker_id(worker_id)

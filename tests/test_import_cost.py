@@ -129,7 +129,7 @@ NOT_FOR_ENQUEUE = (
     # ... and what only a failed call, a computed time or a key uses: the translation of
     # driver errors, the update pipelines of server times, the keyed and debounced path.
     "runnerq_cli.backend.store.failures", "runnerq_cli.backend.store.update_pipelines",
-    "runnerq_cli.backend.queue.keyed",
+    "runnerq_cli.backend.queue.keyed", "runnerq_cli.backend.domain.keys",
     # The parsers a plain enqueue never runs (values.py's durations and times, one-line
     # text and worker ids, filters, paths to write), an NDJSON line's reading, the config
     # file's (there is none here), the list settings' and a trace context's checks (none).

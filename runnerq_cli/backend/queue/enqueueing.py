@@ -14,16 +14,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
-from runnerq_cli.backend.domain.keys import KeyPlan, Outcome, digest_of, first_status
 from runnerq_cli.backend.domain.models import (
     AWAITED,
     SPAWN_FENCE,
     EnqueueResult,
     Status,
 )
+from runnerq_cli.backend.domain.outcomes import Outcome
 from runnerq_cli.backend.domain.partitions import of_key
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.tracecontext import FIELD as TRACE_FIELD
@@ -31,6 +31,9 @@ from runnerq_cli.backend.store.context import Part
 from runnerq_cli.backend.store.servertime import When, write_time
 from runnerq_cli.backend.store.stamps import stamped_inserts
 from runnerq_cli.errors import IdempotencyConflict, InvalidArgument
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.domain.keys import KeyPlan
 
 
 class Enqueuer(Part):
@@ -85,6 +88,8 @@ class Enqueuer(Part):
         # plain enqueue's times are the server's own ($$NOW), so it sends one command less.
         judged = dry_run or any(spec.idempotency_key is not None for spec in specs)
         now = self._ctx.clock() if judged else datetime.now(UTC)  # (then unused)
+        if judged:  # the key rules (keys.py): a plain batch does not load them
+            from runnerq_cli.backend.domain.keys import digest_of, first_status
         at = write_time(self._ctx.clock)  # what the writes set: the server's $$NOW
         out: dict[int, Outcome] = {}
         new_docs: dict[int, dict[str, Any]] = {}

@@ -22,8 +22,9 @@ import typer
 
 from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.cli.interrupt import stop_on_signal
+from runnerq_cli.cli.json_stream import JsonObjectStream
 from runnerq_cli.cli.lines import read_lines
-from runnerq_cli.cli.output import JsonObjectStream, OutputFormat, error_line, fail, print_jsonl
+from runnerq_cli.cli.output import OutputFormat, error_line, fail, print_jsonl
 from runnerq_cli.cli.progress import BulkProgress
 from runnerq_cli.literal import literal
 from runnerq_cli.plural import counted

@@ -38,7 +38,9 @@ def output_option(default: OutputFormat = OutputFormat.TEXT) -> Any:
                         case_sensitive=False)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """`value` with ids, times and enums as JSON text (models.to_jsonable), imported on
+    first output: a command that prints only an id never loads it."""
     from runnerq_cli.backend.domain.models import to_jsonable
 
     return to_jsonable(value)
@@ -47,51 +49,14 @@ def _jsonable(value: Any) -> Any:
 def print_json(data: Any) -> None:
     """One JSON document on stdout (pretty when stdout is a terminal)."""
     indent = 2 if sys.stdout.isatty() else None
-    sys.stdout.write(json.dumps(_jsonable(data), indent=indent, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(jsonable(data), indent=indent, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 
 def print_jsonl(data: Any) -> None:
     """One JSON object per line; flushed at once so a pipe sees it live."""
-    sys.stdout.write(json.dumps(_jsonable(data), separators=(",", ":")) + "\n")
+    sys.stdout.write(json.dumps(jsonable(data), separators=(",", ":")) + "\n")
     sys.stdout.flush()
-
-
-class JsonObjectStream:
-    """`-o json` of a command whose list can be long (`enqueue --from`, `dlq import`): one
-    JSON object written as it grows, the list under `key` an item at a time and the other
-    fields when it is closed, so memory does not grow with the list. Pretty on a
-    terminal, one line in a pipe, as print_json; the list comes first among the keys.
-    Nothing is written before the first item or the close."""
-
-    def __init__(self, key: str) -> None:
-        self._key = json.dumps(key)
-        self._items = 0
-        self._pretty = sys.stdout.isatty()
-
-    def add(self, item: Any) -> None:
-        if self._pretty:
-            text = "    " + json.dumps(_jsonable(item), indent=2).replace("\n", "\n    ")
-            lead = f"{{\n  {self._key}: [\n" if not self._items else ",\n"
-        else:
-            text = json.dumps(_jsonable(item))
-            lead = f"{{{self._key}: [" if not self._items else ", "
-        sys.stdout.write(lead + text)
-        self._items += 1
-
-    def close(self, fields: dict[str, Any]) -> None:
-        """End the list and the object with `fields` (in their order)."""
-        if self._pretty:
-            out = (f"{{\n  {self._key}: [" if not self._items else "\n  ") + "]"
-            out += "".join(f",\n  {json.dumps(k)}: "
-                           + json.dumps(_jsonable(v), indent=2).replace("\n", "\n  ")
-                           for k, v in fields.items()) + "\n}\n"
-        else:
-            out = (f"{{{self._key}: [" if not self._items else "") + "]"
-            out += "".join(f", {json.dumps(k)}: {json.dumps(_jsonable(v))}"
-                           for k, v in fields.items()) + "}\n"
-        sys.stdout.write(out)
-        sys.stdout.flush()
 
 
 def emit(fmt: OutputFormat, data: Any) -> None:

@@ -14,8 +14,8 @@ import typer
 
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.exits import ExitCode
+from runnerq_cli.cli.json_stream import JsonObjectStream
 from runnerq_cli.cli.output import (
-    JsonObjectStream,
     OutputFormat,
     emit,
     error_line,

@@ -231,3 +231,18 @@ def test_unrun_code_names_what_a_command_compiles_but_never_runs(server, db_name
     assert re.fullmatch(r"\d+ modules of ours loaded \([\d,]+ bytes of source\): compiling "
                         r"them takes [\d.]+ ms, [\d.]+ ms of it for functions never run",
                         lines[-1]), lines[-1]
+
+
+def test_the_signatures_typer_reads_at_every_run_are_not_strings() -> None:
+    """typer builds the root and the run command's parameters from their signatures at
+    every run; string annotations (`from __future__ import annotations`) make
+    typing.get_type_hints compile each one (about 2 ms of CPU a run). The root callback,
+    `enqueue` (a CI step's command) and the completers keep evaluated annotations."""
+    from runnerq_cli.cli import app, choices
+    from runnerq_cli.cli.commands import enqueue
+
+    for function in (app.root, app._version, enqueue.enqueue,
+                     choices.completer(("a",))):
+        strings = {name: value for name, value in function.__annotations__.items()
+                   if isinstance(value, str)}
+        assert not strings, f"{function.__qualname__}: {strings}"

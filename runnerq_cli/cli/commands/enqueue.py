@@ -6,7 +6,9 @@ never writes half an activity and never waits for a server timeout first.
 cli/enqueue_from.py, loaded only with --from (one enqueue stays light to start).
 """
 
-from __future__ import annotations
+# Annotations are evaluated here (no `from __future__ import annotations`): typer reads
+# the command's signature at every run, and string annotations would be compiled one by one
+# (about 2 ms of CPU per command run, tests/test_import_cost.py).
 
 import os
 import sys
@@ -84,7 +86,7 @@ def parse_metadata(items: list[str]) -> dict[str, str]:
 # ------------------------------------------------------------------ one
 
 
-def _print_one(result: EnqueueResult, quiet: bool) -> None:
+def _print_one(result: "EnqueueResult", quiet: bool) -> None:
     """The id (-q) or a sentence (text)."""
     if quiet:  # a script's enqueue: nothing more to load (benchmarks/unrun_code.py)
         typer.echo(str(result.activity_id))
@@ -99,7 +101,7 @@ def _print_one(result: EnqueueResult, quiet: bool) -> None:
                     "idempotency key is held by it, nothing enqueued")
 
 
-def _emit_one(backend: RunnerQ, result: EnqueueResult, output: OutputFormat) -> None:
+def _emit_one(backend: "RunnerQ", result: "EnqueueResult", output: OutputFormat) -> None:
     """The whole activity, read back (JSON, YAML)."""
     from runnerq_cli.errors import NotFound
 

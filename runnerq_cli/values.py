@@ -32,7 +32,6 @@ from runnerq_cli.backend.domain.sizes import (  # the bounds, defined once (impo
     PAYLOAD_TEXT_MAX,
 )
 from runnerq_cli.errors import InvalidArgument
-from runnerq_cli.plural import counted
 
 __all__ = ["BSON_DOCUMENT_MAX", "PAYLOAD_MAX_BYTES", "PAYLOAD_TEXT_MAX"]  # read from here too
 
@@ -197,7 +196,7 @@ def payload(value: Any, what: str = "payload") -> None:
                               f"{shown(' '.join(str(exc).split()))}") from None
     if size > PAYLOAD_MAX_BYTES:
         raise InvalidArgument(
-            f"{what} is {counted(size, 'byte')} as BSON, more than the limit of "
+            f"{what} is {_counted(size, 'byte')} as BSON, more than the limit of "
             f"{PAYLOAD_MAX_BYTES} "
             f"bytes (7.5 MiB: the activity document, which also carries the result, must "
             f"stay within MongoDB's 16 MiB)")
@@ -327,20 +326,20 @@ def stored_text(value: Any, what: str, *, max_bytes: int | None = None,
     if not value.strip():
         raise InvalidArgument(f"{what}: must not be empty")
     if max_chars is not None and len(value) > max_chars:
-        raise InvalidArgument(f"{what} {shown(value)} is {counted(len(value), 'character')}, "
-                              f"more than the limit of {counted(max_chars, 'character')}")
+        raise InvalidArgument(f"{what} {shown(value)} is {_counted(len(value), 'character')}, "
+                              f"more than the limit of {_counted(max_chars, 'character')}")
     if max_bytes is not None and len(value) > max_bytes:  # at least a byte a character
         raise InvalidArgument(f"{what} {shown(value)} is more than the limit of "
-                              f"{counted(max_bytes, 'byte')} "
-                              f"({counted(len(value), 'character')})")
+                              f"{_counted(max_bytes, 'byte')} "
+                              f"({_counted(len(value), 'character')})")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidArgument(f"{what} {shown(value)} is not valid UTF-8: an unpaired "
                               f"surrogate at character {exc.start + 1}") from None
     if max_bytes is not None and size > max_bytes:
-        raise InvalidArgument(f"{what} {shown(value)} is {counted(size, 'byte')}, more than "
-                              f"the limit of {counted(max_bytes, 'byte')}")
+        raise InvalidArgument(f"{what} {shown(value)} is {_counted(size, 'byte')}, more than "
+                              f"the limit of {_counted(max_bytes, 'byte')}")
     return value
 
 
@@ -357,5 +356,13 @@ def metadata(value: Mapping[str, Any], what: str = "metadata") -> None:
             stored_text(tag, f"{what} value of {shown(key)}", max_bytes=METADATA_VALUE_MAX_BYTES)
         total += len(key.encode("utf-8", "surrogatepass")) + len(tag.encode("utf-8")) + 7
     if total > METADATA_MAX_BYTES:
-        raise InvalidArgument(f"{what} is {counted(total, 'byte')} as BSON, more than the limit of "
-                              f"{METADATA_MAX_BYTES} bytes")
+        raise InvalidArgument(f"{what} is {_counted(total, 'byte')} as BSON, more than the "
+                              f"limit of {METADATA_MAX_BYTES} bytes")
+
+
+def _counted(count: int, noun: str) -> str:
+    """plural.counted, loaded when a message needs it: only refusals count here, and a
+    command whose input is valid need not compile it (benchmarks/unrun_code.py)."""
+    from runnerq_cli.plural import counted as counted_noun
+
+    return counted_noun(count, noun)

@@ -131,6 +131,7 @@ NOT_FOR_ENQUEUE = (
     "runnerq_cli.backend.store.failures", "runnerq_cli.backend.store.update_pipelines",
     "runnerq_cli.backend.queue.keyed", "runnerq_cli.backend.domain.keys",
     "runnerq_cli.cli.json_stream",  # a long list's JSON, streamed: --from and dlq import
+    "runnerq_cli.plural",  # counts in words: only a refusal's message counts here
     # The parsers a plain enqueue never runs (values.py's durations and times, one-line
     # text and worker ids, filters, paths to write), an NDJSON line's reading, the config
     # file's (there is none here), the list settings' and a trace context's checks (none).

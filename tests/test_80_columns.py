@@ -102,7 +102,7 @@ def test_the_event_column_holds_the_longest_event_name(queue, run_cli) -> None:
     """`show` and `tail events` line their events up: the activity id starts in the same
     column on every line, `ResultStored` and `PriorityChanged` included (a column of 11
     let `ResultStored` push its line one to the right)."""
-    from runnerq_cli.backend.domain.models import EventType
+    from runnerq_cli.backend.domain.event_types import EventType
     from runnerq_cli.cli.eventfmt import event_width
 
     assert event_width() == max(len(kind.value) for kind in EventType) == 15

@@ -93,7 +93,7 @@ def event_width() -> int:
     """The event column's width: the longest event name's (PriorityChanged), so every
     line's id starts in the same column (a fixed 11 let `ResultStored` push its line one
     column to the right). A foreign name longer than that still shifts its own line."""
-    from runnerq_cli.backend.domain.models import EventType
+    from runnerq_cli.backend.domain.event_types import EventType
 
     return max(len(kind.value) for kind in EventType)
 

@@ -32,7 +32,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from runnerq_cli.backend.domain.models import FIRE_DETAIL, EventType, Status, fired_by
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import FIRE_DETAIL, Status, fired_by
 from runnerq_cli.backend.domain.shapes import ACTIVITY, EVENT
 
 # The order of steps that share one timestamp (one write may record several).

@@ -1,9 +1,9 @@
-"""The vocabulary of docs/design.md: its enums (priorities, statuses, events), what an
+"""The vocabulary of docs/design.md: its enums (priorities, statuses, outcomes), what an
 enqueue returns, metadata keys, and the JSON form of stored values.
 
-The typed views of whole documents (`Activity`, `Claim`, `Event`, ...) are
-documents.py: an enqueue builds none of them, and a command that only enqueues need not
-compile or build them (benchmarks/bench_cli_startup.py part 2)."""
+The event types are event_types.py and the typed views of whole documents (`Activity`,
+`Claim`, `Event`, ...) documents.py: an enqueue builds none of them, and a command that
+only enqueues need not compile or build them (benchmarks/bench_cli_startup.py part 2)."""
 
 from __future__ import annotations
 
@@ -136,35 +136,6 @@ class AckOutcome(StrEnum):
     RETRYING = "retrying"
     FAILED = "failed"
     DEAD_LETTERED = "dead_lettered"
-
-
-class EventType(StrEnum):
-    ENQUEUED = "Enqueued"
-    SCHEDULED = "Scheduled"
-    DEQUEUED = "Dequeued"
-    STARTED = "Started"
-    COMPLETED = "Completed"
-    FAILED = "Failed"
-    RETRYING = "Retrying"
-    DEAD_LETTER = "DeadLetter"
-    REQUEUED = "Requeued"
-    LEASE_EXTENDED = "LeaseExtended"
-    RESULT_STORED = "ResultStored"
-    CANCELLED = "Cancelled"
-    RETRIED = "Retried"
-    REDRIVEN = "Redriven"
-    RUN_NOW = "RunNow"
-    RESCHEDULED = "Rescheduled"
-    PRIORITY_CHANGED = "PriorityChanged"
-    PROGRESS = "Progress"  # a running handler's progress (docs/design.md, "Progress")
-    # Durable activities (docs/design.md, "Events of durable activities")
-    YIELDED = "Yielded"
-    SIGNALED = "Signaled"
-    SPAWN_LINKED = "SpawnLinked"
-    # Queue-level records (activity_id null): the audit trail (audit.py), pause and resume.
-    OPERATOR_ACTION = "OperatorAction"
-    PAUSED = "Paused"
-    RESUMED = "Resumed"
 
 
 # Fields of a `dlq export` line that say where it came from; `enqueue --from` ignores them

@@ -20,11 +20,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runnerq_cli.backend.domain import waits
+from runnerq_cli.backend.domain.event_types import EventType
 from runnerq_cli.backend.domain.index_specs import EVER, index_name
 from runnerq_cli.backend.domain.models import (
     SPAWN_FENCE,
     UNSUCCESSFUL_STATUSES,
-    EventType,
     Priority,
     Status,
     display_status,

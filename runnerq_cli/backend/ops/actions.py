@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runnerq_cli.backend.domain.derived import attempt_events
+from runnerq_cli.backend.domain.event_types import EventType
 from runnerq_cli.backend.domain.models import (
     TERMINAL_STATUSES,
     UNSUCCESSFUL_STATUSES,
     WAITING_STATUSES,
-    EventType,
     MalformedDocument,
     Status,
     to_jsonable,

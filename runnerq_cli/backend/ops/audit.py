@@ -32,7 +32,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from runnerq_cli.backend.domain.models import EventType, to_jsonable
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import to_jsonable
 from runnerq_cli.backend.domain.operator_text import check_text
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.stamps import insert_stamped

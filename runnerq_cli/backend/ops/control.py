@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from runnerq_cli.backend.domain import queries
-from runnerq_cli.backend.domain.models import EventType
+from runnerq_cli.backend.domain.event_types import EventType
 from runnerq_cli.backend.domain.pause import PAUSE_ID as PAUSE_ID  # re-exported
 from runnerq_cli.backend.domain.pause import PauseState
 from runnerq_cli.backend.ops.audit import AuditLog

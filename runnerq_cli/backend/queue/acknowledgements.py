@@ -14,7 +14,8 @@ from pymongo import ReturnDocument
 
 from runnerq_cli.backend.domain.documents import Claim
 from runnerq_cli.backend.domain.error_text import describe, error_text
-from runnerq_cli.backend.domain.models import AckOutcome, EventType, Status
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import AckOutcome, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.rules import attempts_remain, retry_delay

@@ -12,7 +12,8 @@ from typing import Any
 
 from runnerq_cli.backend.domain.derived import attempt_events
 from runnerq_cli.backend.domain.documents import Activity, Claim
-from runnerq_cli.backend.domain.models import AWAITED, AckOutcome, EventType, Status
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import AWAITED, AckOutcome, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.store.servertime import When
 from runnerq_cli.backend.store.writes import merge_updates, new_event, outbox_update

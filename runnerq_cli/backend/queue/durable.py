@@ -35,7 +35,8 @@ from runnerq_cli.backend.domain.checkpoints import (
 )
 from runnerq_cli.backend.domain.derived import PREVIOUS_SCHEDULE_KEY, attempt_events
 from runnerq_cli.backend.domain.documents import Claim, Result
-from runnerq_cli.backend.domain.models import AWAITED, SPAWN_FENCE, EnqueueResult, EventType, Status
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import AWAITED, SPAWN_FENCE, EnqueueResult, Status
 from runnerq_cli.backend.domain.results import checked_result, same_value
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.waits import WAKE_UPDATE, park_update, waiting_one, yielded_detail

@@ -10,7 +10,8 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from runnerq_cli.backend.domain.documents import Claim
-from runnerq_cli.backend.domain.models import AckOutcome, EventType, Status
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import AckOutcome, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.queue.attempt_writes import (
     LEASE_FIELDS,

@@ -24,12 +24,8 @@ from runnerq_cli import texts
 from runnerq_cli.backend import LOGGER_NAME
 from runnerq_cli.backend.domain import queries
 from runnerq_cli.backend.domain.derived import attempt_events
-from runnerq_cli.backend.domain.models import (
-    UNSUCCESSFUL_STATUSES,
-    EventType,
-    MalformedDocument,
-    Status,
-)
+from runnerq_cli.backend.domain.event_types import EventType
+from runnerq_cli.backend.domain.models import UNSUCCESSFUL_STATUSES, MalformedDocument, Status
 from runnerq_cli.backend.domain.partitions import term as partition_term
 from runnerq_cli.backend.domain.partitions import term_of
 from runnerq_cli.backend.domain.rules import attempts_remain

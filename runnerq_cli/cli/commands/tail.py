@@ -160,7 +160,8 @@ def _filters(event_type: list[str] | None, activity_type: list[str] | None,
     """The EventFilter of the options; an unknown event type is a warning (shown, not
     refused: other programs may write their own)."""
     from runnerq_cli.backend.domain.event_cursor import EventFilter
-    from runnerq_cli.backend.domain.models import EventType, parse_activity_id
+    from runnerq_cli.backend.domain.event_types import EventType
+    from runnerq_cli.backend.domain.models import parse_activity_id
     from runnerq_cli.cli.output import warning_line
 
     events = _split(event_type, "--event")

@@ -60,18 +60,6 @@ MODULE_OF = {
 }
 
 
-# Root --help lists the commands by what a person is doing (issue 25, point 10).
-HELP_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Set up", ("init-indexes", "dev-server", "config", "completion")),
-    ("Run", ("enqueue", "worker", "schedule", "scheduler", "limit")),
-    ("Inspect", ("stats", "list", "show", "tree", "events", "result", "wait", "workers", "tail",
-                 "queues", "audit", "console")),
-    ("Act", ("cancel", "retry", "run-now", "reschedule", "set-priority", "delete", "redrive",
-             "purge", "signal", "pause", "resume", "dlq")),
-    ("Diagnose", ("doctor", "explain", "metrics")),
-)
-
-
 class _LazyRootGroup(TyperGroup):
     """The root group, converting a subcommand from its typer registration only when used.
 
@@ -116,21 +104,11 @@ class _LazyRootGroup(TyperGroup):
         if not getattr(self, "_pending", None):
             super().format_commands(ctx, formatter)
             return
-        from runnerq_cli.cli.typer_compat import make_default_short_help
+        from runnerq_cli.cli.root_help import write_commands
 
-        rows = dict((name, help_text) for name in self.list_commands(ctx)
-                    for help_text, hidden in [self._summaries[name]] if not hidden)
-        if rows:
-            limit = formatter.width - 6 - max(len(name) for name in rows)
-            grouped = {name for _, names in HELP_GROUPS for name in names}
-            sections = [*HELP_GROUPS, ("Other commands", tuple(n for n in rows
-                                                                if n not in grouped))]
-            for title, names in sections:
-                shown = [n for n in names if n in rows]
-                if shown:
-                    with formatter.section(title):
-                        formatter.write_dl([(n, make_default_short_help(rows[n], limit))
-                                            for n in shown])
+        write_commands(formatter, {name: help_text for name in self.list_commands(ctx)
+                                   for help_text, hidden in [self._summaries[name]]
+                                   if not hidden})
 
 
 def _new_app() -> typer.Typer:

@@ -344,7 +344,7 @@ class _Terminal(io.StringIO):
 @pytest.mark.parametrize("answer, code", [("y\n", 0), ("n\n", ExitCode.USAGE)])
 def test_cli_on_a_terminal_shows_the_set_and_asks(run_cli, cq: RunnerQ, monkeypatch,
                                                   answer: str, code: int) -> None:
-    from runnerq_cli.cli import output
+    from runnerq_cli.cli import confirmation
     from runnerq_cli.cli.commands import actions
 
     ids = cli_failed(cq, 2)
@@ -353,7 +353,7 @@ def test_cli_on_a_terminal_shows_the_set_and_asks(run_cli, cq: RunnerQ, monkeypa
         stdout = property(lambda self: sys.stdout)
         stderr = property(lambda self: sys.stderr)
 
-    for module in (actions, output):  # the sample (actions) and the question (output)
+    for module in (actions, confirmation):  # the sample (actions), the question
         monkeypatch.setattr(module, "sys", OnATerminal())
     res = run_cli("retry", "--type", "charge", "--max", "5", input=answer)
     assert res.code == code, res.stderr

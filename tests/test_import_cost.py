@@ -138,9 +138,10 @@ NOT_FOR_ENQUEUE = (
     "runnerq_cli.times", "runnerq_cli.texts", "runnerq_cli.filter_values", "runnerq_cli.paths",
     "runnerq_cli.backend.domain.spec_lines", "runnerq_cli.config_file",
     "runnerq_cli.setting_lists", "runnerq_cli.backend.domain.traceparent",
-    # The event types (an enum built at import: the outbox writes the Enqueued event), and
-    # root --help's sections.
+    # The event types (an enum built at import: the outbox writes the Enqueued event), root
+    # --help's sections, and the question a bulk action asks before it acts.
     "runnerq_cli.backend.domain.event_types", "runnerq_cli.cli.root_help",
+    "runnerq_cli.cli.confirmation",
 )
 
 

@@ -28,16 +28,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from runnerq_cli.cli.choices import PRIORITIES, completer
+from runnerq_cli.cli.confirmation import confirm
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.exits import ExitCode, common_exit_code, exit_code_of, skip_row
-from runnerq_cli.cli.output import (
-    OutputFormat,
-    confirm,
-    emit,
-    error_line,
-    output_option,
-    warning_line,
-)
+from runnerq_cli.cli.output import OutputFormat, emit, error_line, output_option, warning_line
 from runnerq_cli.cli.state import state
 from runnerq_cli.cli.words import echo_fitted
 from runnerq_cli.errors import InvalidArgument, NotFound

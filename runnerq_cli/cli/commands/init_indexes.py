@@ -11,15 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from runnerq_cli.cli.confirmation import confirm
 from runnerq_cli.cli.examples import examples
 from runnerq_cli.cli.exits import ExitCode
-from runnerq_cli.cli.output import (
-    OutputFormat,
-    confirm,
-    emit,
-    fail,
-    output_option,
-)
+from runnerq_cli.cli.output import OutputFormat, emit, fail, output_option
 from runnerq_cli.cli.state import state
 from runnerq_cli.plural import counted
 

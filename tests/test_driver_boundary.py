@@ -9,7 +9,7 @@ import pytest
 from pymongo.errors import PyMongoError
 
 from runnerq_cli.backend.api import RunnerQ
-from runnerq_cli.backend.store import driver
+from runnerq_cli.backend.store import cursors, driver
 from runnerq_cli.cli.exits import ExitCode, exit_code_of
 from runnerq_cli.config import load_settings
 from runnerq_cli.errors import DuplicateKey, TooLarge, Unavailable, WriteUnconfirmed
@@ -60,7 +60,7 @@ def test_the_context_hands_out_only_translated_collections(queue: RunnerQ) -> No
     assert isinstance(ctx.db, driver.Database) and queue.db is ctx.db
     for role in ctx.names.all():
         assert isinstance(ctx.collection(role), driver.Collection)
-    assert isinstance(ctx.activities.find({}), driver.Cursor)
+    assert isinstance(ctx.activities.find({}), cursors.Cursor)
     assert not hasattr(queue, "collections")  # the old alias of context is gone
 
 

@@ -142,6 +142,7 @@ NOT_FOR_ENQUEUE = (
     # --help's sections, and the question a bulk action asks before it acts.
     "runnerq_cli.backend.domain.event_types", "runnerq_cli.cli.root_help",
     "runnerq_cli.cli.confirmation",
+    "runnerq_cli.backend.store.cursors",  # what a read returns: an enqueue reads nothing back
 )
 
 

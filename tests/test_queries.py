@@ -20,7 +20,7 @@ from runnerq_cli.backend.domain.models import Status
 from runnerq_cli.backend.domain.queries import representative_queries
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.domain.timing import TIMING
-from runnerq_cli.backend.store import driver
+from runnerq_cli.backend.store import cursors, driver
 
 Sent = tuple[str, Any, Any]  # collection, filter or pipeline, sort
 
@@ -45,7 +45,7 @@ def sent(monkeypatch) -> list[Sent]:
     for name in ("find_one", "find_one_and_update", "update_many", "count_documents",
                  "delete_many"):
         recording(name)
-    original_find, original_sort = driver.Collection.find, driver.Cursor.sort
+    original_find, original_sort = driver.Collection.find, cursors.Cursor.sort
     original_aggregate = driver.Collection.aggregate
 
     def find(self, filter=None, *args, **kwargs):
@@ -75,7 +75,7 @@ def sent(monkeypatch) -> list[Sent]:
 
     monkeypatch.setattr(maintenance, "update_many_statements", statements)
     monkeypatch.setattr(driver.Collection, "find", find)
-    monkeypatch.setattr(driver.Cursor, "sort", sort)
+    monkeypatch.setattr(cursors.Cursor, "sort", sort)
     monkeypatch.setattr(driver.Collection, "aggregate", aggregate)
     return log
 

@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runnerq_cli.backend import LOGGER_NAME
-from runnerq_cli.backend.store.driver import ChangeStream, Collection
+from runnerq_cli.backend.store.cursors import ChangeStream
+from runnerq_cli.backend.store.driver import Collection
 
 log = logging.getLogger(LOGGER_NAME)
 REOPEN_EVERY = 30.0  # seconds between attempts to reopen a stream that broke

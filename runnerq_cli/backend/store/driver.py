@@ -2,30 +2,26 @@
 
 Every backend part reaches MongoDB through a `Collection` or a `Database` of this
 module, handed out by the queue's context (context.py). Each call, and each step
-of a cursor or change stream they return, turns a driver error into ours once,
-here, so no caller can reach MongoDB untranslated: the parts are safe to call
+of a cursor or change stream they return (cursors.py: loaded by the first read, which
+a command that only writes never makes), turns a driver error into ours once, in
+boundary.py, so no caller can reach MongoDB untranslated: the parts are safe to call
 directly, and an API caller never meets a pymongo error.
 
 What each driver error becomes (`Unavailable` with the URI redacted, a refused write's
 `DuplicateKey`, `WriteRefused`, `TooLarge` or `WriteUnconfirmed`, else `CommandFailed`)
-is failures.py's: loaded by `_Boundary.call` only when a call raised, so a run whose
+is failures.py's: loaded by `Boundary.call` (boundary.py) only when a call raised, so a run whose
 calls all succeed (one `enqueue`) does not compile it. A part that expects some of
 them (a key another writer holds) catches ours.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from bson.codec_options import CodecOptions
-from bson.errors import BSONError
 from pymongo import IndexModel
-from pymongo import errors as mongo_errors
-from pymongo.change_stream import CollectionChangeStream
 from pymongo.collection import Collection as PyCollection
-from pymongo.command_cursor import CommandCursor
-from pymongo.cursor import Cursor as PyCursor
 from pymongo.database import Database as PyDatabase
 from pymongo.results import (
     BulkWriteResult,
@@ -36,128 +32,12 @@ from pymongo.results import (
 )
 from pymongo.write_concern import WriteConcern
 
-from runnerq_cli.backend.store import connection
+from runnerq_cli.backend.store.boundary import Boundary
+
+if TYPE_CHECKING:
+    from runnerq_cli.backend.store.cursors import ChangeStream, CommandResults, Cursor
 
 Document = dict[str, Any]
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-class _Boundary:
-    """Runs driver calls for one URI, translating their errors (failures.py)."""
-
-    __slots__ = ("uri",)
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri
-
-    def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        uri = self.uri
-        if not connection.is_answered(uri):
-            connection.probe(uri)
-        try:
-            value = fn(*args, **kwargs)
-        except (mongo_errors.PyMongoError, mongo_errors.DocumentTooLarge,  # (not one)
-                BSONError) as exc:  # a value BSON cannot encode, a reply it cannot decode
-            from runnerq_cli.backend.store.failures import translated  # (only on a failure)
-
-            raise translated(exc, uri) from None
-        connection.answered(uri)
-        return value
-
-
-class Cursor:
-    """A find cursor whose iteration translates errors (pymongo's Cursor, narrowed)."""
-
-    __slots__ = ("_boundary", "_cursor")
-
-    def __init__(self, boundary: _Boundary, cursor: PyCursor[Any]) -> None:
-        self._boundary = boundary
-        self._cursor = cursor
-
-    def sort(self, key: Sequence[tuple[str, int]] | str, direction: int | None = None,
-             ) -> Cursor:
-        if isinstance(key, str):
-            self._cursor.sort(key, direction if direction is not None else 1)
-        else:
-            self._cursor.sort(list(key))
-        return self
-
-    def skip(self, count: int) -> Cursor:
-        self._cursor.skip(count)
-        return self
-
-    def limit(self, count: int) -> Cursor:
-        self._cursor.limit(count)
-        return self
-
-    def hint(self, index: str | Sequence[tuple[str, int]]) -> Cursor:
-        self._cursor.hint(index if isinstance(index, str) else list(index))
-        return self
-
-    def batch_size(self, size: int) -> Cursor:
-        self._cursor.batch_size(size)
-        return self
-
-    def __iter__(self) -> Cursor:
-        return self
-
-    def __next__(self) -> Document:
-        return self._boundary.call(self._cursor.__next__)
-
-    def close(self) -> None:
-        self._cursor.close()
-
-    def __enter__(self) -> Cursor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class CommandResults:
-    """An aggregation's cursor whose iteration translates errors."""
-
-    __slots__ = ("_boundary", "_cursor")
-
-    def __init__(self, boundary: _Boundary, cursor: CommandCursor[Any]) -> None:
-        self._boundary = boundary
-        self._cursor = cursor
-
-    def __iter__(self) -> CommandResults:
-        return self
-
-    def __next__(self) -> Document:
-        return self._boundary.call(self._cursor.__next__)
-
-    def close(self) -> None:
-        self._cursor.close()
-
-
-class ChangeStream:
-    """A collection's change stream whose waits translate errors."""
-
-    __slots__ = ("_boundary", "_stream")
-
-    def __init__(self, boundary: _Boundary, stream: CollectionChangeStream[Any]) -> None:
-        self._boundary = boundary
-        self._stream = stream
-
-    @property
-    def alive(self) -> bool:
-        return bool(self._stream.alive)
-
-    def try_next(self) -> Document | None:
-        return self._boundary.call(self._stream.try_next)
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def __enter__(self) -> ChangeStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class Collection:
@@ -165,7 +45,7 @@ class Collection:
 
     __slots__ = ("_boundary", "_collection")
 
-    def __init__(self, boundary: _Boundary, collection: PyCollection[Any]) -> None:
+    def __init__(self, boundary: Boundary, collection: PyCollection[Any]) -> None:
         self._boundary = boundary
         self._collection = collection
 
@@ -194,6 +74,8 @@ class Collection:
              projection: Mapping[str, Any] | Sequence[str] | None = None,
              **kwargs: Any) -> Cursor:
         """A cursor (no round trip until it is iterated)."""
+        from runnerq_cli.backend.store.cursors import Cursor  # (only for a read)
+
         cursor = self._collection.find(filter, projection, **kwargs)
         return Cursor(self._boundary, cursor)
 
@@ -214,11 +96,15 @@ class Collection:
 
     def aggregate(self, pipeline: Sequence[Mapping[str, Any]], **kwargs: Any,
                   ) -> CommandResults:
+        from runnerq_cli.backend.store.cursors import CommandResults  # (only for a read)
+
         cursor = self._boundary.call(self._collection.aggregate, list(pipeline), **kwargs)
         return CommandResults(self._boundary, cursor)
 
     def watch(self, pipeline: Sequence[Mapping[str, Any]] | None = None,
               **kwargs: Any) -> ChangeStream:
+        from runnerq_cli.backend.store.cursors import ChangeStream  # (only for a watch)
+
         stream = self._boundary.call(self._collection.watch, pipeline, **kwargs)
         return ChangeStream(self._boundary, stream)
 
@@ -283,14 +169,14 @@ class Database:
 
     __slots__ = ("_boundary", "_db")
 
-    def __init__(self, boundary: _Boundary, db: PyDatabase[Any]) -> None:
+    def __init__(self, boundary: Boundary, db: PyDatabase[Any]) -> None:
         self._boundary = boundary
         self._db = db
 
     @classmethod
     def wrap(cls, uri: str, db: PyDatabase[Any]) -> Database:
         """The boundary for the database `db`, reached by the (unredacted) `uri`."""
-        return cls(_Boundary(uri), db)
+        return cls(Boundary(uri), db)
 
     @property
     def name(self) -> str:

@@ -143,6 +143,7 @@ NOT_FOR_ENQUEUE = (
     "runnerq_cli.backend.domain.event_types", "runnerq_cli.cli.root_help",
     "runnerq_cli.cli.confirmation",
     "runnerq_cli.backend.store.cursors",  # what a read returns: an enqueue reads nothing back
+    "runnerq_cli.cli.payload_files",  # --payload @FILE and @-: these payloads are inline
 )
 
 

@@ -11,7 +11,6 @@ cli/enqueue_from.py, loaded only with --from (one enqueue stays light to start).
 # (about 2 ms of CPU per command run, tests/test_import_cost.py).
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -32,23 +31,6 @@ DEFAULT_BATCH_SIZE = 100
 # ------------------------------------------------------------------ parsing
 
 
-def _read_payload_text(stream: Any, what: str) -> str | bytes:
-    """A payload's JSON text from `stream`, refusing text too long for any storable payload."""
-    from runnerq_cli import values
-
-    text: str | bytes = stream.read(values.PAYLOAD_TEXT_MAX + 1)
-    if len(text) > values.PAYLOAD_TEXT_MAX:
-        raise InvalidArgument(f"{what}: more than {values.PAYLOAD_TEXT_MAX} bytes of JSON; a "
-                              f"payload may take at most {values.PAYLOAD_MAX_BYTES} bytes "
-                              "as BSON (7.5 MiB)")
-    return text
-
-
-def _stdin() -> Any:
-    """Standard input as bytes where there are bytes (UTF-8 is checked by the parser)."""
-    return getattr(sys.stdin, "buffer", None) or sys.stdin
-
-
 def read_payload(payload: str | None) -> dict[str, Any]:
     """--payload JSON, --payload @file, --payload @- (stdin); without it, `{}`.
 
@@ -60,18 +42,9 @@ def read_payload(payload: str | None) -> dict[str, Any]:
     if payload is None:
         return {}
     if payload.startswith("@"):
-        name = payload[1:]
-        if name == "-":
-            return values.json_object(_read_payload_text(_stdin(), "payload from stdin"),
-                                      "payload from stdin")
-        from runnerq_cli.inputs import Unreadable, open_input
+        from runnerq_cli.cli.payload_files import read_payload_file
 
-        with open_input(name, "--payload") as handle:
-            try:
-                text = _read_payload_text(handle, f"--payload file {name}")
-            except OSError as exc:
-                raise Unreadable("--payload", name, exc.strerror or str(exc)) from None
-        return values.json_object(text, f"--payload file {name}")
+        return read_payload_file(payload[1:])
     return values.json_object(payload, "--payload")
 
 

@@ -72,6 +72,14 @@ def test_input_is_validated_before_connecting(run_cli, args: list[str]) -> None:
     assert_one_line_error(result, ExitCode.USAGE)
 
 
+def test_a_payload_the_shell_split_is_told_to_be_quoted(run_cli, activities) -> None:
+    """`-p {a: 1}` unquoted reaches us as two words: the usage error says to quote it."""
+    result = run_cli("enqueue", "t", "-p", "{a:", "1}")
+    assert_one_line_error(result, ExitCode.USAGE, "quote a JSON payload so the shell passes "
+                                                  "it as one word")
+    assert activities.count_documents({}) == 0
+
+
 @pytest.mark.parametrize("command", [["enqueue", "t", "-p", "{}"], ["init-indexes"],
                                      ["enqueue", "--from", "-"]])
 def test_invalid_queue_name(run_cli, activities, command: list[str]) -> None:

@@ -144,6 +144,7 @@ NOT_FOR_ENQUEUE = (
     "runnerq_cli.cli.confirmation",
     "runnerq_cli.backend.store.cursors",  # what a read returns: an enqueue reads nothing back
     "runnerq_cli.cli.payload_files",  # --payload @FILE and @-: these payloads are inline
+    "runnerq_cli.cli.error_hints",  # what a failed run's error line adds: none failed
 )
 
 

@@ -243,30 +243,6 @@ def _root_command(app: typer.Typer | None = None) -> Any:
     return group
 
 
-SERVER_HINT = ("start a local one with `runnerq-mongo dev-server`, or point --uri or "
-               "RUNNERQ_MONGO_URI at your server")
-
-
-NO_PRIMARY_HINT = ("try again in a few seconds, once the new primary is elected "
-                   "(long-running commands wait for it)")
-SHUTTING_DOWN_HINT = "try again once it is back (long-running commands wait for it)"
-MEMBER_HINT = ("try again in a few seconds (long-running commands wait for it); if it "
-               "lasts, the deployment's own network is at fault")
-
-
-SLOW_SERVER_HINT = ("a slow server (the dev server) may need a smaller --batch-size for bulk "
-                    "actions and imports, or a longer socket_timeout (RUNNERQ_SOCKET_TIMEOUT); "
-                    "docs/operations.md, \"In batches\"")
-
-
-def _usage_hint(message: str, argv: list[str]) -> str:
-    """A hint for the usage errors a shell makes out of unquoted input."""
-    if "extra argument" in message and any(c in arg for arg in argv for c in "{}[]"):
-        return (" (quote a JSON payload so the shell passes it as one word: "
-                "-p '{\"key\": \"value\"}')")
-    return ""
-
-
 def _broken_pipe(exc: BaseException | None) -> bool:
     return isinstance(exc, BrokenPipeError) or (
         isinstance(exc, OSError) and exc.errno == errno.EPIPE)
@@ -324,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(help_ctx.get_help() if help_ctx else str(exc))
         code = ExitCode.USAGE
     except click_exceptions.UsageError as exc:
-        hint = _usage_hint(exc.format_message(), argv if argv is not None else sys.argv[1:])
+        from runnerq_cli.cli.error_hints import usage_hint
+
+        hint = usage_hint(exc.format_message(), argv if argv is not None else sys.argv[1:])
         if not hint and exc.ctx:
             hint = f" (see '{exc.ctx.command_path} --help')"
         error_line(f"{exc.format_message()}{hint}")
@@ -336,27 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         error_line("interrupted")
         code = ExitCode.INTERRUPTED
     except RunnerQError as exc:
-        from runnerq_cli.errors import (
-            MemberUnreachable,
-            NoPrimary,
-            NotFound,
-            TimedOut,
-            Unavailable,
-        )
+        from runnerq_cli.cli.error_hints import error_hint
 
-        hint = f": {SERVER_HINT}" if isinstance(exc, Unavailable) and not exc.reachable else ""
-        if isinstance(exc, TimedOut):
-            hint = f"; {SLOW_SERVER_HINT}"
-        elif isinstance(exc, NoPrimary):
-            hint = f"; {SHUTTING_DOWN_HINT if exc.shutting_down else NO_PRIMARY_HINT}"
-        elif isinstance(exc, MemberUnreachable):
-            hint = f"; {MEMBER_HINT}"
-        elif isinstance(exc, NotFound) and " database " not in str(exc):
-            from runnerq_cli.cli.state import missing_queue
-
-            missing = missing_queue()  # no such activity: perhaps not that queue
-            hint = f"; {missing}" if missing else ""
-        error_line(f"{message_of(exc)}{hint}")
+        error_line(f"{message_of(exc)}{error_hint(exc)}")
         code = exit_code_of(exc)
     except BrokenPipeError:
         _silence_stdout()  # the reader went away (`| head`): not an error

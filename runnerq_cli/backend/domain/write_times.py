@@ -7,6 +7,7 @@ the server's).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,3 +41,14 @@ class ServerTime:
 
 SERVER_NOW = ServerTime()
 When = datetime | ServerTime  # a time to write: a value, or one the server computes
+
+
+def has_server_times(value: Any) -> bool:
+    """Whether `value` holds a `ServerTime` anywhere (documents and lists walked)."""
+    if isinstance(value, ServerTime):
+        return True
+    if isinstance(value, Mapping):
+        return any(has_server_times(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(has_server_times(v) for v in value)
+    return False

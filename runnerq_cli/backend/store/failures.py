@@ -1,6 +1,6 @@
 """What a driver call that raised means: the driver's exception as one of ours.
 
-The boundary (driver.py) runs every call to MongoDB and, when one raises, hands the
+The boundary (boundary.py) runs every call to MongoDB and, when one raises, hands the
 exception here once (`translated`), so no caller meets a pymongo error. This module is
 loaded only then: a run whose calls all succeed (one `enqueue`) never compiles it
 (benchmarks/bench_cli_startup.py, uncached byte-code; tests/test_import_cost.py).

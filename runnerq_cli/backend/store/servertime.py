@@ -42,6 +42,9 @@ from typing import TYPE_CHECKING, Any
 from runnerq_cli.backend.domain.write_times import SERVER_NOW as SERVER_NOW  # re-exported
 from runnerq_cli.backend.domain.write_times import ServerTime as ServerTime  # re-exported
 from runnerq_cli.backend.domain.write_times import When as When  # re-exported
+from runnerq_cli.backend.domain.write_times import (  # re-exported
+    has_server_times as has_server_times,
+)
 
 if TYPE_CHECKING:
     from runnerq_cli.backend.store.driver import Database
@@ -82,17 +85,6 @@ def past_now(clock: Callable[[], datetime], field: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ updates
 
 
-def has_server_times(value: Any) -> bool:
-    """Whether `value` holds a `ServerTime` anywhere (documents and lists walked)."""
-    if isinstance(value, ServerTime):
-        return True
-    if isinstance(value, Mapping):
-        return any(has_server_times(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(has_server_times(v) for v in value)
-    return False
-
-
 def server_update(update: Mapping[str, Any]) -> Any:
     """`update` as the server should run it: unchanged without markers; with `SERVER_NOW`
     only as plain `$set` values, the same operators with `$currentDate`; otherwise an
@@ -115,7 +107,7 @@ def server_update(update: Mapping[str, Any]) -> Any:
         return out
     from runnerq_cli.backend.store.update_pipelines import pipeline  # (only for these)
 
-    return pipeline(update, has_server_times)
+    return pipeline(update)
 
 
 # -------------------------------------------------------------- the clock

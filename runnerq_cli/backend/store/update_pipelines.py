@@ -5,48 +5,45 @@ written (servertime.py says why the times written are the server's).
 servertime.server_update sends an update as it is, or with `$currentDate`, whenever it
 can; it loads this module only for an update that needs a pipeline (a delay, a lease
 deadline, a back-off), so a plain enqueue does not compile it (benchmarks/
-bench_cli_startup.py, uncached byte-code; tests/test_import_cost.py). The marker test
-(servertime.has_server_times) is passed in: this module is below servertime.py, which
-loads it.
+bench_cli_startup.py, uncached byte-code; tests/test_import_cost.py).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from bson import Decimal128, ObjectId
 
-from runnerq_cli.backend.domain.write_times import ServerTime
+from runnerq_cli.backend.domain.write_times import ServerTime, has_server_times
 
 
-def pipeline(update: Mapping[str, Any], marked: Callable[[Any], bool]) -> list[dict[str, Any]]:
+def pipeline(update: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The update operators of `update` as an update pipeline (MongoDB 4.2+): `$set`,
     `$setOnInsert` (only under a guard no stored document matches: writes.stamped_inserts),
     `$currentDate`, `$inc`, `$min`, `$max`, `$push` (with `$each`), `$unset`.
 
-    Every stage reads the document as it was before the update, like the operators.
-    `marked` says whether a value holds a marker anywhere (servertime.has_server_times)."""
+    Every stage reads the document as it was before the update, like the operators."""
     fields: dict[str, Any] = {}
     unset: list[str] = []
     for op, spec in update.items():
         for path, value in spec.items():
             here = f"${path}"
             if op in ("$set", "$setOnInsert"):
-                fields[path] = replacing(expression(value, marked))
+                fields[path] = replacing(expression(value))
             elif op == "$currentDate":
                 fields[path] = "$$NOW"
             elif op == "$inc":
-                fields[path] = {"$add": [{"$ifNull": [here, 0]}, expression(value, marked)]}
+                fields[path] = {"$add": [{"$ifNull": [here, 0]}, expression(value)]}
             elif op in ("$min", "$max"):  # both ignore a missing or null field
-                fields[path] = {op: [here, expression(value, marked)]}
+                fields[path] = {op: [here, expression(value)]}
             elif op == "$push":
                 each = value["$each"] if isinstance(value, Mapping) and "$each" in value \
                     else [value]
                 fields[path] = {"$concatArrays": [{"$ifNull": [here, []]},
-                                                  [expression(v, marked) for v in each]]}
+                                                  [expression(v) for v in each]]}
             elif op == "$unset":
                 unset.append(path)
             else:
@@ -71,17 +68,17 @@ def replacing(expr: Any) -> Any:
     return expr
 
 
-def expression(value: Any, marked: Callable[[Any], bool]) -> Any:
+def expression(value: Any) -> Any:
     """`value` as an aggregation expression: a marker's time from `$$NOW`, documents and
     lists that hold markers field by field (their keys are ours: event and outbox fields),
     and everything else exactly as written: bare if it reads as itself, else in
     `$literal`."""
     if isinstance(value, ServerTime):
         return value.expression()
-    if isinstance(value, Mapping) and marked(value):
-        return {key: expression(v, marked) for key, v in value.items()}
-    if isinstance(value, list | tuple) and marked(value):
-        return [expression(v, marked) for v in value]
+    if isinstance(value, Mapping) and has_server_times(value):
+        return {key: expression(v) for key, v in value.items()}
+    if isinstance(value, list | tuple) and has_server_times(value):
+        return [expression(v) for v in value]
     return value if reads_as_written(value) else {"$literal": value}
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnerq_cli import values
 from runnerq_cli.backend.domain.models import OnDuplicate, Status
-from runnerq_cli.backend.domain.outcomes import Outcome as Outcome  # named here too
+from runnerq_cli.backend.domain.outcomes import Outcome
 from runnerq_cli.errors import DuplicateActivity, IdempotencyConflict
 
 if TYPE_CHECKING:

@@ -21,7 +21,6 @@ from runnerq_cli import values
 from runnerq_cli.backend.domain.keys import (
     KeyPlan,
     Known,
-    Outcome,
     decide,
     held_outcome,
     key_digest,
@@ -29,6 +28,7 @@ from runnerq_cli.backend.domain.keys import (
     settle,
 )
 from runnerq_cli.backend.domain.models import Status
+from runnerq_cli.backend.domain.outcomes import Outcome
 from runnerq_cli.backend.domain.specs import ActivitySpec
 from runnerq_cli.backend.store.context import QueueContext
 from runnerq_cli.backend.store.servertime import When, server_update
@@ -127,9 +127,9 @@ def _statuses(ctx: QueueContext, ids: list[Any]) -> dict[Any, str]:
 
 
 def release_key(ctx: QueueContext, spec: ActivitySpec, activity_id: uuid.UUID) -> None:
-    """A key taken for an activity the server refused: free it (if still ours)."""
-    if spec.idempotency_key is not None:
-        ctx.idempotency.delete_one({"_id": key_id(spec), "activity_id": activity_id})
+    """The key of a keyed spec, taken for an activity the server refused: free it (if
+    still ours). The callers ask only for a spec with a key (a plain one loads nothing)."""
+    ctx.idempotency.delete_one({"_id": key_id(spec), "activity_id": activity_id})
 
 
 # ------------------------------------------------------------ one key at a time

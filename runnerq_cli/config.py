@@ -298,9 +298,7 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
         if (not name.startswith("RUNNERQ_") or name in known
                 or name.startswith(OTHER_ENV_PREFIXES)):
             continue
-        from runnerq_cli.config_file import closest
-
-        close = closest(name, known)
+        close = values.closest(name, known)
         out.append(f"ignoring unknown environment variable {name}"
                    + (f" (did you mean {close}?)" if close else ""))
     return out

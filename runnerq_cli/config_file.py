@@ -18,17 +18,8 @@ from runnerq_cli.errors import ConfigError
 CONFIG_FILE_MAX = 1024 * 1024  # bytes; a settings file is a few hundred
 
 
-def closest(name: str, candidates: list[str]) -> str | None:
-    """The candidate `name` most likely misspells, or None (a key's or a variable's
-    "did you mean")."""
-    import difflib
-
-    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
 def _unknown_key(path: str, keys: Collection[str]) -> ConfigError:
-    close = closest(path, sorted(keys))
+    close = values.closest(path, sorted(keys))
     hint = f" (did you mean {close!r}?)" if close else " (see `runnerq-mongo config show`)"
     return ConfigError(f"unknown key {values.shown(path)}{hint}")
 

@@ -293,8 +293,6 @@ def _unacknowledged(uri: str) -> bool:
 
 def _unknown_uri_options(uri: str) -> str:
     """'unknown option(s) ...' naming the URI's options pymongo does not know."""
-    import difflib
-
     from pymongo import common
 
     known = set(common.URI_OPTIONS_VALIDATOR_MAP) | set(common.URI_OPTIONS_ALIAS_MAP) \
@@ -304,9 +302,18 @@ def _unknown_uri_options(uri: str) -> str:
     unknown = [name for name in names if name.lower() not in known]
     if not unknown:
         return ""
-    close = difflib.get_close_matches(unknown[0].lower(), sorted(known), n=1)
+    close = closest(unknown[0].lower(), sorted(known))
     return (f"unknown option {shown(unknown[0])}"
-            + (f" (did you mean {close[0]}?)" if close else ""))
+            + (f" (did you mean {close}?)" if close else ""))
+
+
+def closest(name: str, candidates: list[str]) -> str | None:
+    """The candidate `name` most likely misspells, or None: every "did you mean" (a
+    URI option, a settings key or variable, a queue) judges alike."""
+    import difflib
+
+    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 # ------------------------------------------------------------------ activities

@@ -11,9 +11,9 @@ caller says a new queue is meant (`create`).
 
 from __future__ import annotations
 
-import difflib
 import re
 
+from runnerq_cli import values
 from runnerq_cli.backend.domain.naming import validate_queue_name
 from runnerq_cli.backend.store.driver import Database
 from runnerq_cli.errors import InvalidArgument, NotFound
@@ -52,9 +52,9 @@ def absent_queue(db: Database, queue: str) -> str | None:
     queues = discover_queues(db)
     if queue in queues:
         return None
-    close = difflib.get_close_matches(queue, queues, n=1, cutoff=0.6)
+    close = values.closest(queue, queues)
     known = ", ".join(queues[:10]) + (", ..." if len(queues) > 10 else "")
-    hint = (f"did you mean {close[0]!r}?" if close
+    hint = (f"did you mean {close!r}?" if close
             else f"queues there: {known}" if queues else "it has no queues yet")
     return f"queue {queue!r} does not exist in database {db.name!r} ({hint})"
 

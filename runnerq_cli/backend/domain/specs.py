@@ -167,12 +167,18 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
         options["priority"] = Priority.parse(priority)
     if delay is not None and at is not None:
         raise InvalidArgument(f"give {name('delay')} or {name('at')}, not both")
-    if delay is not None or at is not None:
-        options.update(_timing_options(name, delay=delay, at=at))
+    if any(v is not None for v in (delay, at, timeout, retry_delay)):
+        from runnerq_cli.times import duration, time  # (a plain enqueue gives none of them)
+    if delay is not None:
+        options["delay_seconds"] = duration(delay, name("delay"))
+    if at is not None:
+        options["scheduled_at"] = time(at, name("at"), relative=False)
     if max_retries is not None:
         options["max_retries"] = values.integer(max_retries, name("max_retries"), minimum=0)
-    if timeout is not None or retry_delay is not None:
-        options.update(_timing_options(name, timeout=timeout, retry_delay=retry_delay))
+    if timeout is not None:
+        options["timeout_seconds"] = duration(timeout, name("timeout"), minimum=1, whole=True)
+    if retry_delay is not None:
+        options["retry_delay_seconds"] = duration(retry_delay, name("retry_delay"), whole=True)
     if metadata:
         options["metadata"] = metadata
     if idempotency_key is not None:
@@ -181,24 +187,6 @@ def spec_options(*, priority: Any = None, delay: Any = None, at: Any = None,
         options["idempotency_key"] = idempotency_key
     if on_duplicate is not None:
         options["on_duplicate"] = OnDuplicate.parse(on_duplicate)
-    return options
-
-
-def _timing_options(name: Callable[[str], str], *, delay: Any = None, at: Any = None,
-                    timeout: Any = None, retry_delay: Any = None) -> dict[str, Any]:
-    """The options of `spec_options` that are durations or a time, in its order (times.py,
-    loaded only when one is given: a plain enqueue gives none)."""
-    from runnerq_cli.times import duration, time
-
-    options: dict[str, Any] = {}
-    if delay is not None:
-        options["delay_seconds"] = duration(delay, name("delay"))
-    if at is not None:
-        options["scheduled_at"] = time(at, name("at"), relative=False)
-    if timeout is not None:
-        options["timeout_seconds"] = duration(timeout, name("timeout"), minimum=1, whole=True)
-    if retry_delay is not None:
-        options["retry_delay_seconds"] = duration(retry_delay, name("retry_delay"), whole=True)
     return options
 
 
